@@ -1,0 +1,121 @@
+"""The unit of evolution: a ``torch.nn.Module`` with a ``score()``."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+
+class Agent(torch.nn.Module):
+    """Base class for everything es_search evolves. Subclass it and write ``score()``.
+
+    Example::
+
+        >>> import torch, es_search
+        >>> class Quadratic(es_search.Agent):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
+        ...     def score(self):
+        ...         return -float(((self.w - 3) ** 2).sum())
+        >>> result = es_search.run(Quadratic(), generations=30, sigma=0.5, n_jobs=1,
+        ...                        progress=False)
+        >>> result.best_score > -27.0
+        True
+
+    What evolves: every floating-point parameter (``evolved_parameters()``; override it
+    to evolve a subset). ``requires_grad`` plays no role: no gradients are used.
+
+    Randomness: before each candidate's ``jitter_weights()`` and ``score()`` run,
+    es_search seeds Python's ``random``, NumPy's global RNG and torch's CPU generator
+    with that task's own seed, and sets ``self.task_seed`` to it (an ``int`` below 2**64;
+    ``None`` outside a run). Use it to seed anything else, e.g.
+    ``env.reset(seed=self.task_seed % 2**31)`` or ``np.random.default_rng(self.task_seed)``.
+    """
+
+    task_seed: int | None = None
+
+    # ------------------------------------------------------------------ the user's part
+    def score(self, **kwargs: Any) -> float:
+        """Return this agent's fitness, higher is better. ``kwargs`` are the run's
+        ``score_kwargs``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement score(self, **kwargs) -> float")
+
+    # ------------------------------------------------------------------ weights as dicts
+    def evolved_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
+        """The ``(name, parameter)`` pairs that evolve, in a fixed order."""
+        return [(name, p) for name, p in self.named_parameters() if p.is_floating_point()]
+
+    def get_weights(self) -> dict[str, torch.Tensor]:
+        """Independent copies of the evolved parameters, by name."""
+        return {name: p.detach().clone() for name, p in self.evolved_parameters()}
+
+    def set_weights(self, weights: Mapping[str, Any]) -> None:
+        """Load a dict of weights; a subset of names is fine.
+
+        Names may be evolved parameters or any other entry of ``state_dict()`` (as
+        ``load_state_dict(strict=False)`` allows); values are tensors or array-likes of
+        the entry's shape.
+        """
+        if not isinstance(weights, Mapping):
+            raise TypeError(f"set_weights() takes a dict of name -> tensor, "
+                            f"not {type(weights).__name__}")
+        state = self.state_dict(keep_vars=True)
+        with torch.no_grad():
+            for name, value in weights.items():
+                if name not in state:
+                    known = ", ".join(sorted(state)) or "none"
+                    raise KeyError(f"{type(self).__name__} has no weight named {name!r} "
+                                   f"(it has: {known})")
+                target = state[name]
+                value = torch.as_tensor(value, dtype=target.dtype)
+                if value.shape != target.shape:
+                    raise ValueError(f"weight {name!r} of {type(self).__name__} has shape "
+                                     f"{tuple(target.shape)}, got {tuple(value.shape)}")
+                target.copy_(value)
+
+    def jitter_weights(self, sigma: float) -> None:
+        """Perturb the evolved parameters in place with N(0, sigma^2) noise.
+
+        Draws from torch's global generator, which es_search seeds per task. Override
+        it for other moves: the blog post's steps in {-1, 0, +1} are
+        ``p.add_(sigma * (torch.randint(3, p.shape) - 1))``.
+        """
+        with torch.no_grad():
+            for _, p in self.evolved_parameters():
+                p.add_(torch.randn_like(p), alpha=sigma)
+
+    # ------------------------------------------------------------------ weights as vectors
+    def num_evolved(self) -> int:
+        """The number of evolved scalars."""
+        return sum(p.numel() for _, p in self.evolved_parameters())
+
+    def get_flat(self) -> np.ndarray:
+        """The evolved parameters as one float64 vector (exact for float16/32/64)."""
+        params = [p.detach().reshape(-1).to(torch.float64) for _, p in self.evolved_parameters()]
+        if not params:
+            return np.zeros(0)
+        return torch.cat(params).numpy()
+
+    def set_flat(self, vector: np.ndarray) -> None:
+        """Load a vector laid out as ``get_flat()`` returns it."""
+        vector = torch.as_tensor(np.asarray(vector))
+        params = self.evolved_parameters()
+        size = sum(p.numel() for _, p in params)
+        if vector.ndim != 1 or vector.numel() != size:
+            raise ValueError(f"{type(self).__name__} evolves {size} values; got a vector of "
+                             f"shape {tuple(vector.shape)}")
+        offset = 0
+        with torch.no_grad():
+            for _, p in params:
+                n = p.numel()
+                p.copy_(vector[offset:offset + n].view(p.shape))
+                offset += n
+
+    def clone(self) -> "Agent":
+        """An independent deep copy."""
+        return copy.deepcopy(self)
+

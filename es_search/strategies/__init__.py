@@ -1,0 +1,40 @@
+"""Strategies by name. One module per strategy; this dict is the only registry."""
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Rebuild, Strategy
+from .hill_climb import HillClimb, HillClimbState
+
+#: name -> Strategy class; constructors take ``population`` and ``sigma`` keywords
+STRATEGIES: dict[str, type[Strategy]] = {
+    HillClimb.name: HillClimb,
+}
+
+DEFAULT = HillClimb.name
+
+
+def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
+                  sigma: float | None = None) -> Strategy:
+    """A Strategy from a registered name (with ``population``/``sigma``) or an instance."""
+    if isinstance(strategy, Strategy):
+        if population is not None or sigma is not None:
+            raise ValueError(f"population and sigma are set on the strategy instance "
+                             f"{strategy!r}; do not pass them to run() as well")
+        return strategy
+    if isinstance(strategy, str):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose one of "
+                             f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
+        kwargs = {}
+        if population is not None:
+            kwargs["population"] = population
+        if sigma is not None:
+            kwargs["sigma"] = sigma
+        return STRATEGIES[strategy](**kwargs)
+    raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
+                    f"Strategy instance, got {type(strategy).__name__}")
+
+
+__all__ = ["STRATEGIES", "DEFAULT", "HillClimb", "HillClimbState", "Rebuild", "Strategy",
+           "make_strategy"]

@@ -1,0 +1,58 @@
+"""The strategy interface: ``init`` / ``ask`` / ``tell`` over an explicit state.
+
+A strategy holds only its static settings; everything that changes lives in a state
+object that ``tell`` returns anew (never mutated in place), so a checkpoint can hold it
+and a run can continue from it. Randomness comes in explicitly: the run's seed is given
+to ``init``, and candidates are described relative to a centre vector (see
+:class:`es_search.candidates.Candidate`) so that workers rebuild them from task seeds.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar, Sequence
+
+import numpy as np
+
+from ..candidates import Candidate
+
+#: ``rebuild(i)`` returns candidate ``i``'s flat weight vector, built exactly as the
+#: worker that scored it built it.
+Rebuild = Callable[[int], np.ndarray]
+
+
+class Strategy:
+    """Base class of all strategies. Subclasses set ``name`` and write the four methods.
+
+    ``population`` is the number of candidates ``ask`` returns each generation.
+    """
+
+    name: ClassVar[str] = ""
+    population: int
+
+    def init(self, center: np.ndarray, center_score: float, seed: int) -> Any:
+        """The state before generation 0, from the starting weights and their score."""
+        raise NotImplementedError
+
+    def ask(self, state: Any, generation: int) -> list[Candidate]:
+        """This generation's candidates, relative to ``self.center(state)``."""
+        raise NotImplementedError
+
+    def tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
+             scores: Sequence[float], rebuild: Rebuild) -> Any:
+        """The next state, given the scores of ``candidates`` (in order)."""
+        raise NotImplementedError
+
+    def center(self, state: Any) -> np.ndarray:
+        """The vector this generation's candidates are built around."""
+        return state.center
+
+    def sigma(self, state: Any) -> float:
+        """The current step size, for the history."""
+        return float(state.sigma)
+
+    def config(self) -> dict:
+        """Settings that define the search (compared on resume; written to config.json)."""
+        return {"name": self.name, "population": self.population}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
+        return f"{type(self).__name__}({args})"

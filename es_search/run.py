@@ -21,7 +21,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int = -1,
         seed: int = 0, backend: Any = None, progress: bool = True,
         score_kwargs: Mapping[str, Any] | None = None, out: Any = None,
-        callbacks: Iterable[Callback] = ()) -> Result:
+        callbacks: Iterable[Callback] = (),
+        strategy_options: Mapping[str, Any] | None = None) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
     Each generation the strategy asks for ``population`` candidates around its centre
@@ -29,8 +30,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     scored in parallel, and the strategy is told the scores (hill-climb: the best of
     parent and candidates becomes the next parent). ``agent`` is not modified.
 
-    - ``population`` (default 16) and ``sigma`` (default 0.1) configure a strategy given
-      by name; a :class:`~es_search.strategies.Strategy` instance carries its own.
+    - ``population`` (default 16), ``sigma`` (default 0.1) and ``strategy_options``
+      (e.g. ``{"reevaluate": True}``) configure a strategy given by name; a
+      :class:`~es_search.strategies.Strategy` instance carries its own.
     - ``n_jobs``: as in joblib: -1 all cores, 1 a plain loop in this process, 0 an error.
     - ``seed``: the run's seed. Task ``(generation, i)`` runs with
       ``es_search.task_seed(seed, generation, i)``, whatever worker runs it, so the same
@@ -51,7 +53,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     generations = check_int("generations", generations, 1)
     n_jobs = check_n_jobs(n_jobs)
     seed = check_seed(seed)
-    strategy = make_strategy(strategy, population, sigma)
+    strategy = make_strategy(strategy, population, sigma, **dict(strategy_options or {}))
     callbacks = list(callbacks)
     for cb in callbacks:
         if not callable(cb):

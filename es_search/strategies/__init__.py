@@ -15,10 +15,11 @@ DEFAULT = HillClimb.name
 
 
 def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
-                  sigma: float | None = None) -> Strategy:
-    """A Strategy from a registered name (with ``population``/``sigma``) or an instance."""
+                  sigma: float | None = None, **options: Any) -> Strategy:
+    """A Strategy from a registered name (with ``population``, ``sigma`` and the
+    strategy's own ``options``) or an instance."""
     if isinstance(strategy, Strategy):
-        if population is not None or sigma is not None:
+        if population is not None or sigma is not None or options:
             raise ValueError(f"population and sigma are set on the strategy instance "
                              f"{strategy!r}; do not pass them to run() as well")
         return strategy
@@ -26,12 +27,18 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of "
                              f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
-        kwargs = {}
+        kwargs = dict(options)
         if population is not None:
             kwargs["population"] = population
         if sigma is not None:
             kwargs["sigma"] = sigma
-        return STRATEGIES[strategy](**kwargs)
+        try:
+            return STRATEGIES[strategy](**kwargs)
+        except TypeError as exc:
+            if "unexpected keyword" in str(exc):
+                raise TypeError(f"strategy {strategy!r} does not take these options: "
+                                f"{exc}") from None
+            raise
     raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
                     f"Strategy instance, got {type(strategy).__name__}")
 

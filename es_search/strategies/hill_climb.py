@@ -29,6 +29,10 @@ class HillClimb(Strategy):
     replaces the parent when its score is at least the parent's (ties move, which lets
     the search drift across plateaus); non-finite scores never do.
 
+    ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
+    again each generation, as the last candidate, and compares the candidates with that
+    fresh score, so one lucky score cannot freeze the search.
+
     Example::
 
         >>> import numpy as np
@@ -41,19 +45,26 @@ class HillClimb(Strategy):
 
     name = "hill-climb"
 
-    def __init__(self, population: int = 16, sigma: float = 0.1):
+    def __init__(self, population: int = 16, sigma: float = 0.1, reevaluate: bool = False):
         self.population = check_int("population", population, 1)
         self.initial_sigma = check_positive_float("sigma", sigma)
+        if not isinstance(reevaluate, bool):
+            raise TypeError(f"reevaluate must be True or False, got {reevaluate!r}")
+        self.reevaluate = reevaluate
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> HillClimbState:
         return HillClimbState(np.array(center, dtype=np.float64), center_score,
                               self.initial_sigma)
 
     def ask(self, state: HillClimbState, generation: int) -> list[Candidate]:
-        return [Candidate("jitter", state.sigma)] * self.population
+        jittered = [Candidate("jitter", state.sigma)] * self.population
+        return jittered + [Candidate("center")] if self.reevaluate else jittered
 
     def tell(self, state: HillClimbState, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> HillClimbState:
+        if self.reevaluate:  # the parent's fresh score replaces its old, maybe lucky one
+            state = replace(state, center_score=scores[-1])
+            scores = scores[:-1]
         best = best_index(scores)
         if best is None:
             return state
@@ -63,4 +74,4 @@ class HillClimb(Strategy):
 
     def config(self) -> dict:
         return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma}
+                "sigma": self.initial_sigma, "reevaluate": self.reevaluate}

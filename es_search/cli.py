@@ -1,0 +1,159 @@
+"""The ``es-search`` command line: ``run``, ``list`` (and ``bench``)."""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import time
+from typing import Any, Sequence
+
+from . import __version__
+from .problems import BUILTINS, ProblemError, load_problem
+from .strategies import DEFAULT, STRATEGIES
+
+
+class UsageError(Exception):
+    """Bad input from the command line: one line on stderr, exit status 2."""
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise UsageError(f"-p expects NAME=VALUE (e.g. -p work=100), got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return key, value
+
+
+def _n_jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("0 means no workers; use -1 for all cores or 1")
+    return value
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be a positive {kind.__name__}, got {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(
+                f"must be a positive {kind.__name__}, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, no traceback
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="es-search",
+                     description="Evolution-strategies search of PyTorch agents on all cores.")
+    parser.add_argument("--version", action="version", version=f"es_search {__version__}")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    run = verbs.add_parser("run", help="optimise a problem",
+                           description="Optimise PROBLEM: a built-in name (es-search list), "
+                                       "package.module:AgentClass or path/to/file.py:AgentClass.")
+    run.add_argument("problem")
+    run.add_argument("--generations", type=_positive(int), help="default: the problem's")
+    run.add_argument("--population", type=_positive(int), help="default: the problem's")
+    run.add_argument("--sigma", type=_positive(float), help="default: the problem's")
+    run.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES))
+    run.add_argument("--n-jobs", type=_n_jobs, default=-1,
+                     help="-1 all cores (default), 1 no parallelism")
+    run.add_argument("--seed", type=_nonnegative_int, default=0)
+    run.add_argument("--backend", default=None,
+                     help="joblib backend (default: loky, or your parallel_config)")
+    run.add_argument("--out", default=None, help="folder to write the run into")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="constructor argument of the agent (repeatable)")
+
+    verbs.add_parser("list", help="list the built-in problems and strategies")
+    return parser
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    width = max(map(len, BUILTINS))
+    print("problems:")
+    for name, (_, text) in BUILTINS.items():
+        print(f"  {name:<{width}}  {text}")
+    print("strategies:")
+    for name, cls in sorted(STRATEGIES.items()):
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        print(f"  {name}  {doc}")
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .run import run
+
+    cls = load_problem(args.problem)
+    params = dict(_parse_param(p) for p in args.param)
+    try:
+        agent = cls(**params)
+    except TypeError as exc:
+        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
+    defaults = {"generations": 50, "population": 16, "sigma": 0.1}
+    defaults.update(getattr(cls, "default_config", {}))
+    generations = args.generations or defaults["generations"]
+    started = time.perf_counter()
+    result = run(agent, generations=generations,
+                 population=args.population or defaults["population"],
+                 sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
+                 n_jobs=args.n_jobs, seed=args.seed, backend=args.backend,
+                 progress=not args.no_progress, out=args.out,
+                 strategy_options=defaults.get("strategy_options") if
+                 args.strategy == defaults.get("strategy", DEFAULT) else None)
+    elapsed = time.perf_counter() - started
+    print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
+          f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+    if args.out:
+        print(f"results written to {args.out}/ (config.json, history.jsonl, "
+              f"best_weights.pt, result.json, plot.png)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.verb == "list":
+            return _cmd_list(args)
+        return _cmd_run(args)
+    except (UsageError, ProblemError) as exc:
+        print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")
+              else f"{exc}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, ImportError) as exc:
+        print(f"es-search: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("es-search: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

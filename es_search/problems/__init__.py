@@ -1,0 +1,75 @@
+"""Built-in problems and loading a user's agent class from a spec.
+
+A spec is a built-in name (``es-search list``), ``package.module:AgentClass``, or
+``path/to/file.py:AgentClass``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from ..agent import Agent
+
+#: name -> (import path, one-line description)
+BUILTINS: dict[str, tuple[str, str]] = {
+    "blog": ("es_search.problems.blog:BlogAgent",
+             "the blog post's 3-weight agent; CPU-burning score (-p work=N), steps in {-1,0,1}"),
+    "sphere": ("es_search.problems.sphere:Sphere",
+               "maximise -|x - 3|^2 (optimum 0); -p dim=N"),
+    "rastrigin": ("es_search.problems.sphere:Rastrigin",
+                  "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N"),
+    "cartpole": ("es_search.problems.control:CartPole",
+                 "gymnasium CartPole-v1, a policy that samples its actions (extra: gym)"),
+}
+
+
+class ProblemError(ValueError):
+    """A problem spec that cannot be loaded; the message says why."""
+
+
+def _import_file(path: str) -> Any:
+    if not os.path.isfile(path):
+        raise ProblemError(f"no such file: {path}")
+    name = "es_search_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ProblemError(f"cannot import {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+    try:  # workers cannot import it by name: send its classes by value
+        import cloudpickle
+        cloudpickle.register_pickle_by_value(module)
+    except Exception:  # pragma: no cover - old cloudpickle
+        pass
+    return module
+
+
+def load_problem(spec: str) -> type[Agent]:
+    """The Agent subclass named by ``spec``."""
+    target = BUILTINS[spec][0] if spec in BUILTINS else spec
+    if ":" not in target:
+        raise ProblemError(f"unknown problem {spec!r}: use a built-in name "
+                           f"({', '.join(BUILTINS)}), package.module:AgentClass or "
+                           f"path/to/file.py:AgentClass")
+    where, _, attr = target.rpartition(":")
+    if where.endswith(".py") or os.sep in where:
+        module = _import_file(where)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ImportError as exc:
+            raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
+    cls = getattr(module, attr, None)
+    if cls is None:
+        raise ProblemError(f"{where} has no attribute {attr!r}")
+    if not (isinstance(cls, type) and issubclass(cls, Agent)):
+        raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
+    return cls

@@ -1,0 +1,40 @@
+"""Black-box test functions as agents: a vector ``x`` and a score of ``-f(x)``."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..agent import Agent
+
+
+class Sphere(Agent):
+    """Maximise ``-sum((x - optimum)^2)``: the known optimum is 0 at ``x = optimum``.
+
+    >>> Sphere(dim=3, start=0.0, optimum=3.0).score()
+    -27.0
+    """
+
+    default_config = {"generations": 100, "population": 16, "sigma": 0.3}
+
+    def __init__(self, dim: int = 10, start: float = 0.0, optimum: float = 3.0):
+        super().__init__()
+        if int(dim) < 1:
+            raise ValueError(f"dim must be >= 1, got {dim}")
+        self.optimum = float(optimum)
+        self.x = torch.nn.Parameter(torch.full((int(dim),), float(start), dtype=torch.float64),
+                                    requires_grad=False)
+
+    def score(self, **kwargs) -> float:
+        return -float(((self.x - self.optimum) ** 2).sum())
+
+
+class Rastrigin(Sphere):
+    """Maximise ``-(10 n + sum(x^2 - 10 cos(2 pi x)))`` (optimum 0 at x = 0)."""
+
+    def __init__(self, dim: int = 10, start: float = 3.0):
+        super().__init__(dim=dim, start=start, optimum=0.0)
+
+    def score(self, **kwargs) -> float:
+        x = self.x
+        return -float(10 * x.numel() + (x * x - 10 * torch.cos(2 * math.pi * x)).sum())

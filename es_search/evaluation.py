@@ -62,10 +62,12 @@ def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate
                 score_kwargs: Mapping[str, Any]) -> list[float]:
     """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order.
 
-    The global RNGs are seeded per task and restored afterwards.
+    The global RNGs are seeded per task and restored afterwards. Tasks run under
+    ``torch.no_grad()`` (no gradients are used; ``torch.enable_grad()`` inside
+    ``score()`` turns them back on).
     """
     scores = []
-    with preserved_global_rngs():
+    with preserved_global_rngs(), torch.no_grad():
         try:
             for offset, candidate in enumerate(candidates):
                 index = start + offset

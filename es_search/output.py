@@ -4,6 +4,10 @@
 - ``history.jsonl``: one JSON line per generation, appended and fsynced each generation;
 - ``best_weights.pt``: ``torch.save`` of the best weights (a state dict), replaced
   atomically whenever the best improves;
+- ``checkpoint.pkl``: everything needed to continue the run (``es_search.checkpoint``),
+  replaced atomically every generation, before that generation's history line;
+- ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
+  tasks of generation ``g`` that failed;
 - ``result.json``: the summary, at the end;
 - ``plot.png``: best and mean score per generation, at the end, when matplotlib is
   installed.
@@ -93,6 +97,13 @@ class RunDirectory:
         os.fsync(self._history.fileno())
         if best_weights is not None:
             self.save_weights(best_weights)
+
+    def rewrite_history(self, records: list[dict]) -> None:
+        """Replace ``history.jsonl`` with ``records`` (atomically), then append after them."""
+        self._history.close()
+        text = "".join(json.dumps(to_json(r)) + "\n" for r in records)
+        atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
+        self._history = open(self.path / HISTORY, "a")
 
     def save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))

@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
 import struct
 from pathlib import Path
@@ -154,3 +155,25 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
             + "; ".join(diff) + ". Resume with the same settings (only generations, "
             "n_jobs, backend, progress, callbacks, on_error, max_retries and task_timeout "
             "may change), or use another out folder to start a new run.")
+
+
+def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:
+    """The first ``lines`` records of ``out/history.jsonl`` (and their raw lines), checked
+    against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
+    the checkpoint, or torn by a crash) are ignored."""
+    from .output import HISTORY, from_json
+
+    path = Path(out) / HISTORY
+    try:
+        with open(path, "rb") as f:
+            raw = [f.readline() for _ in range(lines)]
+    except FileNotFoundError:
+        raw = []
+    if len([r for r in raw if r.endswith(b"\n")]) != lines or \
+            hashlib.sha256(b"".join(raw)).hexdigest() != digest:
+        raise CheckpointError(
+            f"{path} does not hold the {lines} history line(s) the checkpoint in {out} was "
+            f"written after (missing, shortened or edited), so the run cannot be resumed "
+            f"consistently. Restore the file, or start the run again in another folder.")
+    text = [r.decode() for r in raw]
+    return [from_json(json.loads(t)) for t in text], text

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -89,21 +90,32 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         dump_json(self.path / CONFIG, config)
         self._history = open(self.path / HISTORY, "a" if append else "w")
+        self._digest = hashlib.sha256()  # of the history lines this object wrote
+        self.history_lines = 0
 
     def record(self, record: dict, best_weights: dict | None) -> None:
         """Append one generation; save ``best_weights`` when given (the best improved)."""
-        self._history.write(json.dumps(to_json(record)) + "\n")
+        line = json.dumps(to_json(record)) + "\n"
+        self._history.write(line)
         self._history.flush()
         os.fsync(self._history.fileno())
+        self._digest.update(line.encode())
+        self.history_lines += 1
         if best_weights is not None:
             self.save_weights(best_weights)
 
-    def rewrite_history(self, records: list[dict]) -> None:
-        """Replace ``history.jsonl`` with ``records`` (atomically), then append after them."""
+    def history_digest(self) -> str:
+        """SHA-256 of the history lines written so far (a checkpoint holds it)."""
+        return self._digest.hexdigest()
+
+    def rewrite_history(self, lines: list[str]) -> None:
+        """Replace ``history.jsonl`` with ``lines`` (atomically), then append after them."""
         self._history.close()
-        text = "".join(json.dumps(to_json(r)) + "\n" for r in records)
+        text = "".join(lines)
         atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
         self._history = open(self.path / HISTORY, "a")
+        self._digest = hashlib.sha256(text.encode())
+        self.history_lines = len(lines)
 
     def save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))

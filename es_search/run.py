@@ -116,7 +116,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     first = saved["generation"] if saved else 0
     bar = ProgressBar(generations, enabled=progress, initial=first)
     warned = {"nonfinite": False, "failures": False}
-    generation = first - 1
     try:
         with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
                        score_kwargs=score_kwargs, on_error=on_error,
@@ -142,7 +141,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
             if saved:  # history.jsonl and best_weights.pt as of the checkpoint
                 state, evaluations = saved["state"], saved["evaluations"]
                 best_score, best_flat = saved["best_score"], saved["best_flat"]
-                writer.rewrite_history(history)
+                writer.rewrite_history(saved["history_text"])
                 writer.save_weights(_weights(evaluator.local, best_flat))
             else:
                 center = evaluator.local.get_flat()
@@ -150,7 +149,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                 evaluations = 1
                 state = strategy.init(center, start_score, seed)
                 best_score, best_flat = start_score, center
-                _checkpoint(out, 0, strategy, state, best_score, best_flat, history,
+                _checkpoint(writer, 0, strategy, state, best_score, best_flat,
                             evaluations, config)
             for generation in range(first, generations):
                 center = strategy.center(state)
@@ -187,17 +186,17 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                                                                        nonfinite))
                 history.append(record)
                 if writer is not None:
-                    with deferred_sigint():  # checkpoint and history line stay whole
-                        _checkpoint(out, generation + 1, strategy, state, best_score,
-                                    best_flat, history, evaluations, config)
+                    with deferred_sigint():  # history line and checkpoint stay whole
                         writer.record(record, _weights(evaluator.local, best_flat)
                                       if improved or generation == 0 else None)
+                        _checkpoint(writer, generation + 1, strategy, state, best_score,
+                                    best_flat, evaluations, config)
                 bar.update(record)
                 if any([bool(cb(record)) for cb in callbacks]):
                     break
             best_weights = _weights(evaluator.local, best_flat)
     except KeyboardInterrupt:
-        _interrupted(out, len(history), generation + 1)
+        _interrupted(out, len(history))
         raise
     finally:
         bar.close()
@@ -224,18 +223,26 @@ def _load_checkpoint(out: Any, config: dict, generations: int) -> dict | None:
         raise ValueError(
             f"the run in {out} has already completed {saved['generation']} generations; "
             f"resume it with generations >= {saved['generation']} (it cannot be shortened)")
+    saved["history"], saved["history_text"] = checkpoint.verified_history(
+        out, saved["history_lines"], saved["history_sha256"])
     return saved
 
 
-def _checkpoint(out: Any, generation: int, strategy: Any, state: Any, best_score: float,
-                best_flat: Any, history: list, evaluations: int, config: dict) -> None:
-    """Save what continuing before ``generation`` needs (``generation`` = completed)."""
-    if out is None:
+def _checkpoint(writer: RunDirectory | None, generation: int, strategy: Any, state: Any,
+                best_score: float, best_flat: Any, evaluations: int, config: dict) -> None:
+    """Save what continuing before ``generation`` needs (``generation`` = completed).
+
+    The history is not copied into every checkpoint (that would grow with the run):
+    the checkpoint holds the number and SHA-256 of the ``history.jsonl`` lines written
+    before it, which a resume checks and reads back.
+    """
+    if writer is None:
         return
-    checkpoint.save(Path(out) / checkpoint.CHECKPOINT, {
+    checkpoint.save(writer.path / checkpoint.CHECKPOINT, {
         "generation": generation, "strategy": strategy, "state": state,
-        "best_score": best_score, "best_flat": best_flat, "history": history,
-        "evaluations": evaluations, "config": config})
+        "best_score": best_score, "best_flat": best_flat, "evaluations": evaluations,
+        "history_lines": writer.history_lines, "history_sha256": writer.history_digest(),
+        "config": config})
 
 
 def _save_failures(out: Any, generation: int, center: Any, candidates: list, seed: int,
@@ -286,15 +293,14 @@ def _failure_message(agent: Agent, failures: list, out: Any) -> str:
             f"traceback:\n{first.traceback}")
 
 
-def _interrupted(out: Any, completed: int, current: int) -> None:
+def _interrupted(out: Any, completed: int) -> None:
     if out is None:
-        print(f"es_search: interrupted during generation {current}; nothing was saved "
-              f"(pass out=DIR to checkpoint a run).", file=sys.stderr)
+        print(f"es_search: interrupted after {completed} completed generation(s); nothing "
+              f"was saved (pass out=DIR to checkpoint a run).", file=sys.stderr)
         return
-    print(f"es_search: interrupted during generation {current}. The checkpoint in {out} "
-          f"holds {completed} completed generation(s); continue with "
-          f"run(..., out={str(out)!r}, resume=True) and the same settings.",
-          file=sys.stderr)
+    print(f"es_search: interrupted after {completed} completed generation(s), all saved in "
+          f"{out}; continue with run(..., out={str(out)!r}, resume=True) and the same "
+          f"settings.", file=sys.stderr)
 
 
 def _weights(agent: Agent, flat: Any) -> dict:

@@ -118,3 +118,19 @@ class WithFile(Vec):
     def __init__(self, path: str):
         super().__init__()
         self.log = open(path, "w")
+
+
+class Sleepy(Vec):
+    """Every task but the starting agent's writes its worker's pid into ``folder``
+    and sleeps for a minute."""
+
+    def __init__(self, folder: str, start_seed: int):
+        super().__init__()
+        self.folder, self.start_seed = folder, start_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed != self.start_seed:
+            with open(os.path.join(self.folder, str(os.getpid())), "w"):
+                pass
+            time.sleep(60)
+        return super().score(**kwargs)

@@ -357,3 +357,46 @@ def test_checkpoint_save_is_atomic_and_leaves_no_temporary_files(tmp_path):
     assert os.listdir(tmp_path) == ["c.pkl"]
     with pytest.raises(es_search.CheckpointError, match="no checkpoint"):
         checkpoint.load(tmp_path / "missing.pkl")
+
+
+# ----------------------------------------------------------------- Ctrl-C in run()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (dead, not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_path, capsys):
+    import signal
+    import threading
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    agent = agents.Sleepy(str(pids), task_seed(SEED, -1, 0))
+    sent = []
+
+    def interrupt():
+        while len(os.listdir(pids)) < 2:  # both workers are inside score()
+            time.sleep(0.01)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run", **KW)
+    assert time.monotonic() - sent[0] < 5  # not the minute the tasks would take
+    workers = [int(p) for p in os.listdir(pids)]
+    deadline = time.monotonic() + 5
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, workers))
+    err = capsys.readouterr().err
+    assert "interrupted after 0 completed generation(s)" in err and "resume=True" in err
+    assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0

@@ -103,6 +103,9 @@ class WorkerError(RuntimeError):
         super().__init__(message)
         self.generation, self.indices = generation, list(indices)
 
+    def __reduce__(self):
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
+
 
 def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate],
                 seed: int, generation: int, start: int,

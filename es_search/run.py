@@ -112,7 +112,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     started = time.perf_counter()
     history: list[dict] = list(saved["history"]) if saved else []
     offset = history[-1]["seconds"] if history else 0.0
-    writer = RunDirectory(out, config) if out is not None else None
+    writer = RunDirectory(out, config, append=bool(saved)) if out is not None else None
+    if saved:  # history.jsonl as of the checkpoint (replaced atomically)
+        writer.rewrite_history(saved["history_text"])
+    elif writer is not None:  # a new run: no stale checkpoint or failure records
+        _clear(writer.path)
     first = saved["generation"] if saved else 0
     bar = ProgressBar(generations, enabled=progress, initial=first)
     warned = {"nonfinite": False, "failures": False}
@@ -138,10 +142,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                         agent, evaluator.failures, out))
                 return scores
 
-            if saved:  # history.jsonl and best_weights.pt as of the checkpoint
+            if saved:
                 state, evaluations = saved["state"], saved["evaluations"]
                 best_score, best_flat = saved["best_score"], saved["best_flat"]
-                writer.rewrite_history(saved["history_text"])
                 writer.save_weights(_weights(evaluator.local, best_flat))
             else:
                 center = evaluator.local.get_flat()
@@ -243,6 +246,12 @@ def _checkpoint(writer: RunDirectory | None, generation: int, strategy: Any, sta
         "best_score": best_score, "best_flat": best_flat, "evaluations": evaluations,
         "history_lines": writer.history_lines, "history_sha256": writer.history_digest(),
         "config": config})
+
+
+def _clear(path: Path) -> None:
+    (path / checkpoint.CHECKPOINT).unlink(missing_ok=True)
+    for record in (path / checkpoint.FAILURES).glob("generation-*.pkl"):
+        record.unlink()
 
 
 def _save_failures(out: Any, generation: int, center: Any, candidates: list, seed: int,

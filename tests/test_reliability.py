@@ -330,9 +330,9 @@ def _same(a, b):
        center=hnp.arrays(np.float64, st.integers(0, 20)), score=st.floats())
 def test_checkpoint_round_trip(data, center, score):
     state = HillClimbState(center, score, 0.5)
-    blob = checkpoint.dumps({**data, "state": state})
+    blob = checkpoint.dumps({"data": data, "state": state})
     back = checkpoint.loads(blob)
-    assert _same({k: v for k, v in back.items() if k != "state"}, data)
+    assert back.keys() == {"data", "state"} and _same(back["data"], data)
     assert _same(back["state"].center, center) and _same(back["state"].center_score, score)
 
 
@@ -400,3 +400,14 @@ def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_pat
     err = capsys.readouterr().err
     assert "interrupted after 0 completed generation(s)" in err and "resume=True" in err
     assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0
+
+
+def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(tmp_path):
+    fail = {task_seed(SEED, 1, 0)}
+    with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
+        es_search.run(agents.Raises(fail), generations=2, n_jobs=1, on_error="worst",
+                      out=tmp_path, **KW)
+    assert (tmp_path / "failures" / "generation-1.pkl").exists()
+    es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
+    assert not list((tmp_path / "failures").glob("*.pkl"))
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1

@@ -139,10 +139,16 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Equal, or (objects without ``__eq__``, numpy arrays) equal once pickled."""
     try:
-        return bool(a == b)
-    except Exception:  # e.g. numpy arrays: compare what they print as
-        return repr(a) == repr(b)
+        if bool(a == b):
+            return True
+    except Exception:
+        pass
+    try:
+        return cloudpickle.dumps(a) == cloudpickle.dumps(b)
+    except Exception:
+        return False
 
 
 def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],

@@ -411,3 +411,21 @@ def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(
     es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
     assert not list((tmp_path / "failures").glob("*.pkl"))
     assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1
+
+
+def test_a_failing_starting_agent_is_replayable_from_the_run_folder(tmp_path):
+    start = task_seed(SEED, -1, 0)
+    with pytest.raises(es_search.ScoreError, match="failed on the starting agent"):
+        es_search.run(agents.Raises({start}), generations=2, n_jobs=1, out=tmp_path, **KW)
+    with pytest.raises(ValueError, match=r"boom at \[0.0, 0.0, 0.0, 0.0\]"):
+        es_search.replay_task(agents.Raises({start}), out=tmp_path, generation=-1, index=0)
+
+
+def test_resume_accepts_equal_score_kwargs_objects_without_eq(tmp_path):
+    kwargs = {"spec": agents.Holder.__new__(agents.Holder)}  # no __eq__, pickles equal
+    es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, score_kwargs=kwargs,
+                  **KW)
+    again = {"spec": agents.Holder.__new__(agents.Holder)}
+    result = es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path,
+                           score_kwargs=again, resume=True, **KW)
+    assert len(result.history) == 2

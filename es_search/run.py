@@ -113,6 +113,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     history: list[dict] = list(saved["history"]) if saved else []
     offset = history[-1]["seconds"] if history else 0.0
     writer = RunDirectory(out, config, append=bool(saved)) if out is not None else None
+    if writer is not None:  # temporary files of writes a crash cut short
+        for tmp in writer.path.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
     if saved:  # history.jsonl as of the checkpoint (replaced atomically)
         writer.rewrite_history(saved["history_text"])
     elif writer is not None:  # a new run: no stale checkpoint or failure records

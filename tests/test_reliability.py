@@ -128,10 +128,12 @@ def test_history_lines_after_the_checkpoint_are_dropped_on_resume(tmp_path):
     es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, **KW)
     with open(tmp_path / "history.jsonl", "a") as f:
         f.write('{"generation": 2, "best_sc')  # torn
+    (tmp_path / ".checkpoint.pkl.x1y2.tmp").write_bytes(b"half a checkpoint")
     resumed = es_search.run(agents.Vec(), generations=4, n_jobs=1, out=tmp_path,
                             resume=True, **KW)
     assert same_history(resumed.history, full.history)
     assert same_history(read_history(tmp_path / "history.jsonl"), full.history)
+    assert not list(tmp_path.glob(".*.tmp"))
 
 
 # ----------------------------------------------------------------- dead workers

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
+import multiprocessing
 import traceback
+import warnings
 import uuid
-from typing import Any, Mapping, Sequence
+from concurrent.futures import BrokenExecutor
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import joblib
 import numpy as np
@@ -27,7 +31,7 @@ except ImportError:  # pragma: no cover
 from . import candidates as _candidates
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_n_jobs, check_seed
+from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .scores import as_score
 from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
 
@@ -35,38 +39,86 @@ from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
 
-    ``generation``, ``index`` and ``seed`` identify the task; ``es_search.replay_task``
-    reruns it in this process (e.g. under a debugger).
+    ``generation``, ``index`` and ``seed`` identify the task; ``remote_traceback`` is the
+    traceback as printed where it ran; ``__cause__`` is the original exception (when it
+    could be pickled back from the worker). :func:`es_search.replay_task` reruns the
+    task in this process, e.g. under a debugger; ``out`` is the run folder, when known.
     """
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
-                 remote_traceback: str):
+                 remote_traceback: str, cause: BaseException | None = None,
+                 out: str | None = None):
+        super().__init__(agent_class, generation, index, seed)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
         self.remote_traceback = remote_traceback
-        where = "the starting agent" if generation < 0 else (
-            f"generation {generation}, candidate {index}")
-        super().__init__(
-            f"{agent_class}.score() failed on {where} (task seed {seed}).\n"
-            f"Reproduce it in this process with es_search.replay_task(agent, run_seed, "
-            f"generation={generation}, index={index}, ...).\n"
-            f"Original traceback:\n{remote_traceback}")
+        self.cause, self.out = cause, out
+        if cause is not None and self.__cause__ is None:
+            self.__cause__ = cause
+
+    def __str__(self) -> str:
+        where = "the starting agent" if self.generation < 0 else (
+            f"generation {self.generation}, candidate {self.index}")
+        source = (f"out={self.out!r}" if self.out is not None else
+                  "out=<the run's out folder>")
+        return (f"{self.agent_class}.score() failed on {where} (task seed {self.seed}).\n"
+                f"Reproduce it in this process (e.g. under a debugger) with\n"
+                f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
+                f"index={self.index})\n"
+                f"or, without an out folder, replay_task(agent, seed=<run seed>, "
+                f"generation={self.generation}, index={self.index}, center=..., "
+                f"candidate=...).\n"
+                f"Original traceback:\n{self.remote_traceback}")
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
-                             self.remote_traceback))
+                             self.remote_traceback, _picklable(self.cause), self.out))
+
+
+def _picklable(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it survives pickling, else a RuntimeError carrying its repr."""
+    if exc is None:
+        return None
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class TaskFailure(NamedTuple):
+    """A task whose ``score()`` raised, under ``on_error="worst"`` (scored -inf)."""
+
+    generation: int
+    index: int
+    seed: int
+    traceback: str
+
+
+class WorkerError(RuntimeError):
+    """Worker processes died (or a task exceeded its timeout) more often than
+    ``max_retries`` allows while scoring ``indices`` of ``generation``."""
+
+    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+        super().__init__(message)
+        self.generation, self.indices = generation, list(indices)
+
+    def __reduce__(self):
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
 
 
 def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate],
                 seed: int, generation: int, start: int,
-                score_kwargs: Mapping[str, Any]) -> list[float]:
+                score_kwargs: Mapping[str, Any], on_error: str = "raise") -> list[Any]:
     """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order.
 
     The global RNGs are seeded per task and restored afterwards. Tasks run under
     ``torch.no_grad()`` (no gradients are used; ``torch.enable_grad()`` inside
-    ``score()`` turns them back on).
+    ``score()`` turns them back on). A task that raises stops the chunk with a
+    :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` in
+    its place.
     """
-    scores = []
+    scores: list[Any] = []
     with preserved_global_rngs(), torch.no_grad():
         try:
             for offset, candidate in enumerate(candidates):
@@ -77,8 +129,12 @@ def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate
                     _candidates.build(agent, center, candidate, seed, generation)
                     value = agent.score(**score_kwargs)
                 except Exception as exc:
+                    if on_error == "worst":
+                        scores.append(TaskFailure(generation, index, seed_,
+                                                  traceback.format_exc()))
+                        continue
                     raise ScoreError(type(agent).__name__, generation, index, seed_,
-                                     traceback.format_exc()) from exc
+                                     traceback.format_exc(), exc) from exc
                 scores.append(as_score(value, agent))
         finally:
             agent.task_seed = None
@@ -106,9 +162,15 @@ def _worker_agent(token: str, skeleton: bytes) -> Agent:
 
 def _score_chunk(token: str, skeleton: bytes, center: np.ndarray,
                  candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                 score_kwargs: Mapping[str, Any]) -> list[float]:
+                 score_kwargs: Mapping[str, Any], on_error: str = "raise") -> list[Any]:
     agent = _worker_agent(token, skeleton)
-    return score_tasks(agent, center, candidates, seed, generation, start, score_kwargs)
+    return score_tasks(agent, center, candidates, seed, generation, start, score_kwargs,
+                       on_error)
+
+
+def _score_chunk_at(start: int, *args: Any) -> tuple[int, list[Any]]:
+    """``_score_chunk`` tagged with its start index (results come back unordered)."""
+    return start, _score_chunk(*args)
 
 
 def skeleton_bytes(agent: Agent) -> bytes:
@@ -121,6 +183,25 @@ def skeleton_bytes(agent: Agent) -> bytes:
     for _, p in skeleton.evolved_parameters():
         p.data = torch.zeros((), dtype=p.dtype).expand(p.shape)
     return cloudpickle.dumps(skeleton)
+
+
+def _ranges(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    out, run = [], []
+    for i in list(indices) + [None]:
+        if run and (i is None or i != run[-1] + 1):
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+            run = []
+        if i is not None:
+            run.append(i)
+    return ", ".join(out)
+
+
+def check_on_error(value: Any) -> str:
+    if value not in ("raise", "worst"):
+        raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
+                         f"'worst' (score the candidate -inf and go on), got {value!r}")
+    return value
 
 
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
@@ -140,7 +221,9 @@ class Evaluator:
     """
 
     def __init__(self, agent: Agent, *, seed: int, n_jobs: int = -1,
-                 backend: Any = None, score_kwargs: Mapping[str, Any] | None = None):
+                 backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
+                 on_error: str = "raise", max_retries: int = 2,
+                 task_timeout: float | None = None):
         if not isinstance(agent, Agent):
             raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                             f"score() method), got {type(agent).__name__}")
@@ -148,6 +231,13 @@ class Evaluator:
         self.n_jobs = check_n_jobs(n_jobs)
         self.backend = backend
         self.score_kwargs = dict(score_kwargs or {})
+        self.on_error = check_on_error(on_error)
+        self.max_retries = check_int("max_retries", max_retries, 0)
+        self.task_timeout = (None if task_timeout is None else
+                             check_positive_float("task_timeout", task_timeout))
+        #: the TaskFailure of each task that raised in the last ``score()`` call
+        #: (``on_error="worst"``; those tasks scored -inf)
+        self.failures: list[TaskFailure] = []
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self._token = uuid.uuid4().hex
@@ -161,6 +251,10 @@ class Evaluator:
         parallel = joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend,
                                    prefer="processes")
         backend = parallel._backend
+        if getattr(backend, "supports_return_generator", False):
+            # chunks finished before a worker died are kept (see _score_parallel)
+            parallel = joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend,
+                                       prefer="processes", return_as="generator_unordered")
         if getattr(backend, "uses_threads", False):
             raise ValueError(
                 f"es_search cannot score on a thread-based joblib backend "
@@ -177,7 +271,15 @@ class Evaluator:
             self.close()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: Any, *exc_info: object) -> None:
+        if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+                and self._parallel is not None):  # Ctrl-C: kill running tasks now
+            abort = getattr(self._parallel._backend, "abort_everything", None)
+            if abort is not None:
+                try:
+                    abort(ensure_ready=False)
+                except Exception:  # pragma: no cover - already broken: nothing to stop
+                    pass
         self.close()
 
     def close(self) -> None:
@@ -187,19 +289,60 @@ class Evaluator:
 
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> list[float]:
-        """The scores of ``candidates``, in order."""
+        """The scores of ``candidates``, in order (a failed task: -inf, see
+        ``failures``, under ``on_error="worst"``)."""
         candidates = list(candidates)
         if self._parallel is None or len(candidates) == 1:
-            return score_tasks(self.local, center, candidates, self.seed, generation, 0,
-                               self.score_kwargs)
+            raw = score_tasks(self.local, center, candidates, self.seed, generation, 0,
+                              self.score_kwargs, self.on_error)
+        else:
+            raw = self._score_parallel(generation, center, candidates)
+        self.failures = [s for s in raw if isinstance(s, TaskFailure)]
+        return [-math.inf if isinstance(s, TaskFailure) else s for s in raw]
+
+    def _score_parallel(self, generation: int, center: np.ndarray,
+                        candidates: list[Candidate]) -> list[Any]:
+        """One chunk per worker; chunks lost to a dead worker (or a timeout) are run
+        again, with the same task seeds, up to ``max_retries`` times."""
         if self._skeleton is None:
             self._skeleton = skeleton_bytes(self.local)
-        call = joblib.delayed(_score_chunk)
-        parts = self._parallel(
-            call(self._token, self._skeleton, center, candidates[a:b], self.seed,
-                 generation, a, self.score_kwargs)
-            for a, b in _chunks(len(candidates), self.n_workers))
-        return [s for part in parts for s in part]
+        call = joblib.delayed(_score_chunk_at)
+        pending = _chunks(len(candidates), self.n_workers)
+        done: dict[int, list[Any]] = {}
+        for attempt in range(self.max_retries + 1):
+            if self.task_timeout is not None:  # joblib's timeout is per chunk
+                self._parallel.timeout = self.task_timeout * max(b - a for a, b in pending)
+            try:
+                for start, part in self._parallel(
+                        call(a, self._token, self._skeleton, center, candidates[a:b],
+                             self.seed, generation, a, self.score_kwargs, self.on_error)
+                        for a, b in pending):
+                    done[start] = part
+                break
+            except ScoreError as exc:
+                if exc.cause is not None:  # loky chains its own remote traceback
+                    exc.__cause__ = exc.cause
+                raise
+            except (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError) as exc:
+                pending = [(a, b) for a, b in pending if a not in done]
+                lost = [i for a, b in pending for i in range(a, b)]
+                what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
+                        if not isinstance(exc, BrokenExecutor) else
+                        f"a worker process died ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''})")
+                if attempt == self.max_retries:
+                    raise WorkerError(
+                        f"generation {generation}: candidates {_ranges(lost)} could not be "
+                        f"scored: {what}, {attempt + 1} time(s) (max_retries="
+                        f"{self.max_retries}). A worker that dies is often killed for "
+                        f"memory (the kernel's OOM killer) or crashed in native code; "
+                        f"replay one of these tasks in this process with "
+                        f"es_search.replay_task to see it.", generation, lost) from exc
+                warnings.warn(
+                    f"generation {generation}: {what}; scoring candidates {_ranges(lost)} "
+                    f"again on fresh workers with the same seeds (retry {attempt + 1} of "
+                    f"{self.max_retries})", RuntimeWarning, stacklevel=2)
+        return [s for a in sorted(done) for s in done[a]]
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:

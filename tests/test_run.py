@@ -106,8 +106,9 @@ def test_result_shape_and_best_agent():
 
 
 def test_nan_scores_never_become_the_best():
-    result = es_search.run(SometimesNaN(), generations=15, population=8, sigma=0.5, seed=0,
-                           n_jobs=1, progress=False)
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        result = es_search.run(SometimesNaN(), generations=15, population=8, sigma=0.5,
+                               seed=0, n_jobs=1, progress=False)
     assert sum(h["nonfinite"] for h in result.history) > 0
     assert math.isfinite(result.best_score) and result.best_score <= 0.5
     assert result.best_weights["w"][0] <= 0.5

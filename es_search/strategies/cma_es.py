@@ -38,7 +38,9 @@ class CMAESState:
 
 
 class CMAES(Strategy):
-    """CMA-ES (Hansen & Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A
+    """CMA-ES through pycma's ask/tell, seeded by es_search (extra: cma).
+
+    CMA-ES (Hansen & Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A
     Tutorial") as implemented by pycma's ``CMAEvolutionStrategy``, driven through its
     ``ask``/``tell`` interface. Needs the optional extra ``cma``.
 

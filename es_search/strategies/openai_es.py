@@ -49,10 +49,10 @@ def centered_ranks(scores: Sequence[float]) -> np.ndarray:
 
 
 class OpenAIES(Strategy):
-    """OpenAI's evolution strategy (Salimans, Ho, Chen, Sidor & Sutskever 2017,
-    "Evolution Strategies as a Scalable Alternative to Reinforcement Learning").
+    """OpenAI-ES: antithetic sampling, centred ranks, weight decay and Adam.
 
-    Each generation asks for ``population / 2`` antithetic pairs
+    The evolution strategy of Salimans, Ho, Chen, Sidor & Sutskever (2017, "Evolution
+    Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation asks for ``population / 2`` antithetic pairs
     ``theta +- sigma * eps_k``: ``Candidate("noise", sigma, +-1, key=k)``, so only seeds
     travel; both members of a pair share ``key`` and ``eps_k`` is
     ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here to form the

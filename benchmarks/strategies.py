@@ -196,9 +196,10 @@ def pycma_control(agent, seed: int, evaluations: int, sigma: float, generations:
 
 
 def cartpole_job(method: str, seed: int, max_generations: int, n_jobs: int,
-                 sigma: float = 0.5, learning_rate: float = 0.1) -> dict:
+                 sigma: float | None = None, learning_rate: float = 2.0) -> dict:
     from es_search.problems.control import CartPole
     episodes, evaluations = 3, 16
+    sigma = sigma if sigma is not None else 2.0  # weights must grow: big steps pay
     agent = CartPole(episodes=episodes)
     log = {"train_steps": 0, "test_steps": 0, "solved_at": None, "generations": 0}
     started = time.perf_counter()
@@ -345,8 +346,10 @@ def markdown(results: dict) -> str:
                          f"{', '.join(f'{v:.0f}' for v in returns)} | "
                          f"{statistics.median(r['seconds'] for r in runs):.1f} |")
     lines += ["", "**Targets**", "", "| target | measured | met |", "|---|---|---|"]
+    quick = s["quick"] or len(s["seeds"]) < 5
     for text, measured, met in targets(results):
-        lines.append(f"| {text} | {measured} | {'yes' if met else 'no'} |")
+        verdict = "not judged (quick run)" if quick else ("yes" if met else "no")
+        lines.append(f"| {text} | {measured} | {verdict} |")
     lines += ["", f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
               f"Python {platform.python_version()}, {s['command']}, "
               f"{results['seconds']:.0f} s in all."]

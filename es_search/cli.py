@@ -23,10 +23,10 @@ class UsageError(Exception):
     """Bad input from the command line: one line on stderr, exit status 2."""
 
 
-def _parse_param(text: str) -> tuple[str, Any]:
+def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.isidentifier():
-        raise UsageError(f"-p expects NAME=VALUE (e.g. -p work=100), got {text!r}")
+        raise UsageError(f"{flag} expects NAME=VALUE (e.g. {flag} {example}), got {text!r}")
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                      help="constructor argument of the agent (repeatable)")
+    run.add_argument("-o", "--strategy-option", action="append", default=[],
+                     metavar="NAME=VALUE",
+                     help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
+                          "-o learning_rate=0.1; see es-search list")
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
     return parser
@@ -115,10 +119,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("problems:")
     for name, (_, text) in BUILTINS.items():
         print(f"  {name:<{width}}  {text}")
-    print("strategies:")
-    for name, cls in sorted(STRATEGIES.items()):
-        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-        print(f"  {name}  {doc}")
+    print("strategies (--strategy NAME, options -o NAME=VALUE):")
+    width = max(map(len, STRATEGIES))
+    for name, cls in STRATEGIES.items():
+        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
+        marker = " (default)" if name == DEFAULT else ""
+        print(f"  {name:<{width}}  {doc}{marker}")
+        print(f"  {'':<{width}}  options: {_strategy_options(cls)}")
     return 0
 
 
@@ -141,6 +149,14 @@ def _check_command(args: argparse.Namespace, params: dict) -> None:
     dump_json(path, current)
 
 
+def _strategy_options(cls: type) -> str:
+    import inspect
+    shown = [f"{p.name}={p.default!r}" for p in inspect.signature(cls.__init__).parameters
+             .values() if p.name not in ("self", "population", "sigma")
+             and p.default is not inspect.Parameter.empty]
+    return ", ".join(shown) or "none"
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import run
 
@@ -157,6 +173,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     defaults = {"generations": 50, "population": 16, "sigma": 0.1}
     defaults.update(getattr(cls, "default_config", {}))
     generations = args.generations or defaults["generations"]
+    strategy_options = dict(defaults.get("strategy_options") or {}) if (
+        args.strategy == defaults.get("strategy", DEFAULT)) else {}
+    strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
+                            for o in args.strategy_option)
     started = time.perf_counter()
     result = run(agent, generations=generations,
                  population=args.population or defaults["population"],
@@ -164,9 +184,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                  n_jobs=args.n_jobs, seed=args.seed, backend=args.backend,
                  progress=not args.no_progress, out=args.out, resume=args.resume,
                  on_error=args.on_error, max_retries=args.max_retries,
-                 task_timeout=args.task_timeout,
-                 strategy_options=defaults.get("strategy_options") if
-                 args.strategy == defaults.get("strategy", DEFAULT) else None)
+                 task_timeout=args.task_timeout, strategy_options=strategy_options)
     elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")

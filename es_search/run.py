@@ -39,9 +39,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     scored in parallel, and the strategy is told the scores (hill-climb: the best of
     parent and candidates becomes the next parent). ``agent`` is not modified.
 
-    - ``population`` (default 16), ``sigma`` (default 0.1) and ``strategy_options``
-      (e.g. ``{"reevaluate": True}``) configure a strategy given by name; a
-      :class:`~es_search.strategies.Strategy` instance carries its own.
+    - ``strategy``: a name from ``es_search.STRATEGIES`` (``"hill-climb"``,
+      ``"adaptive-hill-climb"``, ``"openai-es"``, ``"cma-es"``) or a
+      :class:`~es_search.strategies.Strategy` instance, which carries its own settings.
+    - ``population``, ``sigma`` (default: the strategy's; 16 and 0.1 for hill-climb) and
+      ``strategy_options`` (e.g. ``{"reevaluate": True}``) configure a strategy given by
+      name.
     - ``n_jobs``: as in joblib: -1 all cores, 1 a plain loop in this process, 0 an error.
     - ``seed``: the run's seed. Task ``(generation, i)`` runs with
       ``es_search.task_seed(seed, generation, i)``, whatever worker runs it, so the same

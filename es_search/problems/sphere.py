@@ -38,3 +38,25 @@ class Rastrigin(Sphere):
     def score(self, **kwargs) -> float:
         x = self.x
         return -float(10 * x.numel() + (x * x - 10 * torch.cos(2 * math.pi * x)).sum())
+
+
+class Rosenbrock(Sphere):
+    """Maximise ``-sum(100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2)`` (optimum 0 at x = 1):
+    a curved valley that a search must follow by adapting its step's shape.
+
+    >>> Rosenbrock(dim=3, start=1.0).score()
+    -0.0
+    >>> Rosenbrock(dim=2, start=0.0).score()
+    -1.0
+    """
+
+    default_config = {"generations": 1000, "population": 10, "sigma": 0.5}
+
+    def __init__(self, dim: int = 10, start: float = 0.0):
+        if int(dim) < 2:
+            raise ValueError(f"Rosenbrock needs dim >= 2, got {dim}")
+        super().__init__(dim=dim, start=start, optimum=1.0)
+
+    def score(self, **kwargs) -> float:
+        x = self.x
+        return -float((100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2).sum())

@@ -4,11 +4,17 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Rebuild, Strategy
+from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
+from .cma_es import CMAES, CMAESState
 from .hill_climb import HillClimb, HillClimbState
+from .openai_es import OpenAIES, OpenAIESState
 
 #: name -> Strategy class; constructors take ``population`` and ``sigma`` keywords
 STRATEGIES: dict[str, type[Strategy]] = {
     HillClimb.name: HillClimb,
+    AdaptiveHillClimb.name: AdaptiveHillClimb,
+    OpenAIES.name: OpenAIES,
+    CMAES.name: CMAES,
 }
 
 DEFAULT = HillClimb.name
@@ -43,5 +49,6 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                     f"Strategy instance, got {type(strategy).__name__}")
 
 
-__all__ = ["STRATEGIES", "DEFAULT", "HillClimb", "HillClimbState", "Rebuild", "Strategy",
-           "make_strategy"]
+__all__ = ["STRATEGIES", "DEFAULT", "AdaptiveHillClimb", "AdaptiveHillClimbState", "CMAES",
+           "CMAESState", "HillClimb", "HillClimbState", "OpenAIES", "OpenAIESState",
+           "Rebuild", "Strategy", "make_strategy"]

@@ -1,0 +1,143 @@
+"""(1+lambda) elitist hill climbing with the 1/5th success rule on the step size."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from ..candidates import Candidate
+from ..checks import check_int, check_positive_float
+from ..scores import best_index
+from .base import Rebuild, Strategy
+
+
+@dataclass(frozen=True)
+class AdaptiveHillClimbState:
+    center: np.ndarray  # the parent's weights
+    center_score: float  # the parent's score
+    sigma: float  # the current step size
+    success_rate: float  # the smoothed success probability p_succ
+    damping: float  # d, fixed at init from the dimension
+
+
+class AdaptiveHillClimb(Strategy):
+    """(1+lambda) hill climbing whose step size follows the 1/5th success rule.
+
+    Candidates are made as in ``"hill-climb"`` (the parent after
+    ``agent.jitter_weights(sigma)`` under the task's seed); the best of parent and
+    candidates becomes the next parent (ties move; non-finite scores never do). After
+    each generation the step size is adapted by the success rule of Rechenberg (1973)
+    in the smoothed (1+lambda) form of Igel, Hansen & Roth (2007, "Covariance matrix
+    adaptation for multi-objective optimization", Evolutionary Computation 15(1),
+    procedure *updateStepSize*; also Kern et al. 2004)::
+
+        p_succ <- (1 - c_p) p_succ + c_p * lambda_succ / lambda
+        sigma  <- sigma * exp((p_succ - p_target) / (d (1 - p_target)))
+
+    with ``lambda_succ`` the number of candidates scoring at least the parent's score,
+    ``p_target = 1 / (5 + sqrt(lambda) / 2)``, ``c_p = p_target lambda / (2 + p_target
+    lambda)`` and ``d = 1 + n / (2 lambda)`` for ``n`` evolved values. More successes
+    than the target widen the search, fewer narrow it. A non-finite score counts as a
+    failure.
+
+    Options: ``damping`` (``d``; default from ``n`` as above), ``target_success``
+    (``p_target``), ``min_sigma``/``max_sigma`` (bounds on sigma, default none) and
+    ``reevaluate=True`` (for noisy scores such as RL returns: the parent is scored again
+    each generation, as the last candidate, and candidates are compared with that fresh
+    score, so one lucky score cannot freeze the search).
+
+    Example::
+
+        >>> import numpy as np
+        >>> from es_search.strategies import AdaptiveHillClimb
+        >>> strategy = AdaptiveHillClimb(population=4, sigma=0.5)
+        >>> state = strategy.init(np.zeros(2), -8.0, seed=0)
+        >>> candidates = strategy.ask(state, generation=0)
+        >>> len(candidates), candidates[0].kind
+        (4, 'jitter')
+        >>> vectors = {0: np.array([1.0, 1.0]), 1: np.array([3.0, 3.0])}
+        >>> state = strategy.tell(state, 0, candidates, [-2.0, -18.0, -20.0, -20.0],
+        ...                       rebuild=vectors.get)
+        >>> state.center, state.center_score
+        (array([1., 1.]), -2.0)
+        >>> state.sigma > 0.5  # 1 success in 4 is above the target rate 1/6: widen
+        True
+    """
+
+    name = "adaptive-hill-climb"
+
+    def __init__(self, population: int = 10, sigma: float = 0.1, reevaluate: bool = False,
+                 damping: float | None = None, target_success: float | None = None,
+                 min_sigma: float | None = None, max_sigma: float | None = None):
+        self.population = check_int("population", population, 1)
+        self.initial_sigma = check_positive_float("sigma", sigma)
+        if not isinstance(reevaluate, bool):
+            raise TypeError(f"reevaluate must be True or False, got {reevaluate!r}")
+        self.reevaluate = reevaluate
+        self.damping = None if damping is None else check_positive_float("damping", damping)
+        if target_success is None:
+            target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
+        target_success = check_positive_float("target_success", target_success)
+        if not target_success < 1.0:
+            raise ValueError(f"target_success must be in (0, 1), got {target_success}")
+        self.target_success = target_success
+        self.min_sigma = None if min_sigma is None else check_positive_float(
+            "min_sigma", min_sigma)
+        self.max_sigma = None if max_sigma is None else check_positive_float(
+            "max_sigma", max_sigma)
+        if self.min_sigma is not None and self.max_sigma is not None \
+                and self.min_sigma > self.max_sigma:
+            raise ValueError(f"min_sigma ({self.min_sigma}) must not exceed max_sigma "
+                             f"({self.max_sigma})")
+        # c_p, the smoothing of the success rate (Igel, Hansen & Roth 2007)
+        lam, p = self.population, self.target_success
+        self.smoothing = p * lam / (2.0 + p * lam)
+
+    def init(self, center: np.ndarray, center_score: float,
+             seed: int) -> AdaptiveHillClimbState:
+        center = np.array(center, dtype=np.float64)
+        damping = self.damping if self.damping is not None else (
+            1.0 + center.size / (2.0 * self.population))
+        return AdaptiveHillClimbState(center, float(center_score),
+                                      self._clip(self.initial_sigma),
+                                      self.target_success, damping)
+
+    def ask(self, state: AdaptiveHillClimbState, generation: int) -> list[Candidate]:
+        jittered = [Candidate("jitter", state.sigma)] * self.population
+        return jittered + [Candidate("center")] if self.reevaluate else jittered
+
+    def tell(self, state: AdaptiveHillClimbState, generation: int,
+             candidates: Sequence[Candidate], scores: Sequence[float],
+             rebuild: Rebuild) -> AdaptiveHillClimbState:
+        scores = list(scores)
+        parent_score = state.center_score
+        if self.reevaluate:  # the parent's fresh score replaces its old, maybe lucky one
+            parent_score = scores[-1]
+            scores = scores[:-1]
+        successes = sum(1 for s in scores if math.isfinite(s) and (
+            not math.isfinite(parent_score) or s >= parent_score))
+        p_succ = (1.0 - self.smoothing) * state.success_rate + \
+            self.smoothing * successes / len(scores)
+        sigma = state.sigma * math.exp((p_succ - self.target_success)
+                                       / (state.damping * (1.0 - self.target_success)))
+        new = replace(state, center_score=parent_score, sigma=self._clip(sigma),
+                      success_rate=p_succ)
+        best = best_index(scores)
+        if best is None or (math.isfinite(parent_score) and scores[best] < parent_score):
+            return new
+        return replace(new, center=rebuild(best), center_score=scores[best])
+
+    def _clip(self, sigma: float) -> float:
+        if self.min_sigma is not None:
+            sigma = max(sigma, self.min_sigma)
+        if self.max_sigma is not None:
+            sigma = min(sigma, self.max_sigma)
+        return sigma
+
+    def config(self) -> dict:
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "reevaluate": self.reevaluate,
+                "damping": self.damping, "target_success": self.target_success,
+                "min_sigma": self.min_sigma, "max_sigma": self.max_sigma}

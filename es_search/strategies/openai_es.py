@@ -1,0 +1,148 @@
+"""OpenAI-ES: antithetic Gaussian sampling, centred ranks, weight decay and Adam."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..candidates import Candidate, noise
+from ..checks import check_int, check_positive_float
+from .base import Rebuild, Strategy
+
+
+@dataclass(frozen=True)
+class OpenAIESState:
+    center: np.ndarray  # theta, the mean of the search distribution
+    sigma: float  # the (fixed) noise scale
+    m: np.ndarray  # Adam's first moment
+    v: np.ndarray  # Adam's second moment
+    step: int  # Adam's step counter t
+    seed: int  # the run's seed: the noise of a candidate is noise(seed, generation, key)
+
+
+def centered_ranks(scores: Sequence[float]) -> np.ndarray:
+    """Ranks scaled to [-0.5, 0.5] (Salimans et al. 2017, fitness shaping).
+
+    Non-finite scores (NaN, +-inf) rank below every finite score. Ties share their
+    average rank, so equal scores pull equally (all-equal scores give all zeros).
+
+    >>> centered_ranks([3.0, 1.0, 2.0]).tolist()
+    [0.5, -0.5, 0.0]
+    >>> centered_ranks([1.0, float("nan"), 1.0]).tolist()
+    [0.25, -0.5, 0.25]
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    n = values.size
+    if n < 2:
+        return np.zeros(n)
+    keyed = np.where(np.isfinite(values), values, -np.inf)  # all non-finite: worst, tied
+    order = np.argsort(keyed, kind="stable")
+    ranks = np.empty(n)
+    ranks[order] = np.arange(n, dtype=np.float64)
+    for value in np.unique(keyed):  # average the ranks of ties
+        tied = keyed == value
+        if tied.sum() > 1:
+            ranks[tied] = ranks[tied].mean()
+    return ranks / (n - 1) - 0.5
+
+
+class OpenAIES(Strategy):
+    """OpenAI-ES: antithetic sampling, centred ranks, weight decay and Adam.
+
+    The evolution strategy of Salimans, Ho, Chen, Sidor & Sutskever (2017, "Evolution
+    Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation asks for ``population / 2`` antithetic pairs
+    ``theta +- sigma * eps_k``: ``Candidate("noise", sigma, +-1, key=k)``, so only seeds
+    travel; both members of a pair share ``key`` and ``eps_k`` is
+    ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here to form the
+    gradient estimate (Salimans et al., Algorithm 2 with mirrored sampling)::
+
+        u_i = centred_rank(F_i)                       # fitness shaping, in [-0.5, 0.5]
+        g   = 1/N * sum_k (u_k+ - u_k-) eps_k          # N = population (their code's
+                                                       # scaling; 1/sigma is in the rate)
+        theta <- theta + Adam(g - weight_decay * theta)
+
+    Adam is Kingma & Ba (2015) with bias correction, ascending; its moments live in the
+    state. Non-finite scores rank below every finite one; a generation whose scores are
+    all non-finite (or all equal) gives a zero gradient, and only weight decay moves
+    theta. ``sigma`` stays fixed, as in the paper.
+
+    Options: ``learning_rate`` (Adam's step size, default 0.01), ``weight_decay``
+    (L2 coefficient, default 0.005, the paper's), ``beta1`` (0.9), ``beta2`` (0.999),
+    ``epsilon`` (1e-8). ``population`` must be even (it is twice the number of pairs).
+
+    Example::
+
+        >>> import numpy as np
+        >>> from es_search.strategies import OpenAIES
+        >>> strategy = OpenAIES(population=4, sigma=0.1, learning_rate=0.05)
+        >>> state = strategy.init(np.zeros(3), 0.0, seed=0)
+        >>> [(c.sign, c.key) for c in strategy.ask(state, generation=0)]
+        [(1.0, 0), (-1.0, 0), (1.0, 1), (-1.0, 1)]
+        >>> state = strategy.tell(state, 0, strategy.ask(state, 0), [1.0, 0.0, 0.5, 0.5],
+        ...                       rebuild=None)
+        >>> state.step, bool(np.abs(state.center).max() > 0)
+        (1, True)
+    """
+
+    name = "openai-es"
+
+    def __init__(self, population: int = 32, sigma: float = 0.1,
+                 learning_rate: float = 0.01, weight_decay: float = 0.005,
+                 beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8):
+        self.population = check_int("population", population, 2)
+        if self.population % 2:
+            raise ValueError(f"openai-es samples antithetic pairs, so population must be "
+                             f"even; got {self.population} (use {self.population + 1})")
+        self.initial_sigma = check_positive_float("sigma", sigma)
+        self.learning_rate = check_positive_float("learning_rate", learning_rate)
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) \
+                or not math.isfinite(weight_decay) or weight_decay < 0:
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        self.weight_decay = float(weight_decay)
+        for name, value in (("beta1", beta1), ("beta2", beta2)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+        self.beta1, self.beta2 = float(beta1), float(beta2)
+        self.epsilon = check_positive_float("epsilon", epsilon)
+
+    def init(self, center: np.ndarray, center_score: float, seed: int) -> OpenAIESState:
+        center = np.array(center, dtype=np.float64)
+        return OpenAIESState(center, self.initial_sigma, np.zeros_like(center),
+                             np.zeros_like(center), 0, int(seed))
+
+    def ask(self, state: OpenAIESState, generation: int) -> list[Candidate]:
+        return [Candidate("noise", state.sigma, sign, key)
+                for key in range(self.population // 2) for sign in (1.0, -1.0)]
+
+    def tell(self, state: OpenAIESState, generation: int, candidates: Sequence[Candidate],
+             scores: Sequence[float], rebuild: Rebuild) -> OpenAIESState:
+        if len(scores) != len(candidates):
+            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
+        shaped = centered_ranks(scores)
+        n = state.center.size
+        gradient = np.zeros(n)
+        weights: dict[int, float] = {}
+        for candidate, u in zip(candidates, shaped):  # sum_i u_i * sign_i * eps_key(i)
+            weights[candidate.key] = weights.get(candidate.key, 0.0) + candidate.sign * u
+        for key, w in weights.items():
+            if w != 0.0:
+                gradient += w * noise(state.seed, generation, key, n)
+        gradient /= len(scores)
+        # ascend g - weight_decay * theta with Adam (Kingma & Ba 2015, Algorithm 1)
+        g = gradient - self.weight_decay * state.center
+        step = state.step + 1
+        m = self.beta1 * state.m + (1.0 - self.beta1) * g
+        v = self.beta2 * state.v + (1.0 - self.beta2) * g * g
+        a = self.learning_rate * math.sqrt(1.0 - self.beta2 ** step) / (
+            1.0 - self.beta1 ** step)
+        center = state.center + a * m / (np.sqrt(v) + self.epsilon)
+        return OpenAIESState(center, state.sigma, m, v, step, state.seed)
+
+    def config(self) -> dict:
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "learning_rate": self.learning_rate,
+                "weight_decay": self.weight_decay, "beta1": self.beta1,
+                "beta2": self.beta2, "epsilon": self.epsilon}

@@ -1,0 +1,270 @@
+"""Conformance tests over every registered strategy (evosax-style), and each one's own."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+import es_search
+from es_search import candidates as cand
+from es_search.problems.sphere import Sphere
+from es_search.seeding import preserved_global_rngs, seed_global_rngs, task_seed
+from es_search.strategies import (STRATEGIES, AdaptiveHillClimb, CMAES, OpenAIES,
+                                  make_strategy)
+from es_search.strategies.openai_es import centered_ranks
+
+NAMES = sorted(STRATEGIES)
+DIM = 4
+
+
+def _strategy(name, population=6, sigma=0.5, **options):
+    return make_strategy(name, population=population, sigma=sigma, **options)
+
+
+def _rebuilder(agent, center, candidates, seed, generation):
+    """rebuild(i) as run() does it: candidate i built under its task seed."""
+    def rebuild(i):
+        with preserved_global_rngs():
+            seed_global_rngs(task_seed(seed, generation, i))
+            cand.build(agent, center, candidates[i], seed, generation)
+        return agent.get_flat()
+    return rebuild
+
+
+def _fields(state):
+    return {f.name: copy.deepcopy(getattr(state, f.name)) for f in dataclasses.fields(state)}
+
+
+def _same(a, b):
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == b
+
+
+def _same_candidates(a, b):
+    return len(a) == len(b) and all(
+        x[:4] == y[:4] and (x.vector is None if y.vector is None
+                            else np.array_equal(x.vector, y.vector)) for x, y in zip(a, b))
+
+
+def _run(name, seed=0, generations=5, n_jobs=1, population=6, **kw):
+    return es_search.run(Sphere(dim=DIM), generations=generations, population=population,
+                         sigma=0.5, strategy=name, n_jobs=n_jobs, seed=seed,
+                         progress=False, **kw)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ask_returns_population_candidates(name):
+    strategy = _strategy(name)
+    state = strategy.init(np.zeros(DIM), -36.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert len(candidates) == strategy.population == 6
+    assert _same_candidates(candidates, strategy.ask(state, 0))  # ask is pure
+    assert all(isinstance(c, es_search.Candidate) and c.kind in cand.KINDS
+               for c in candidates)
+    assert strategy.center(state).shape == (DIM,)
+    assert strategy.sigma(state) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tell_returns_a_new_state_and_leaves_the_old_one_alone(name):
+    strategy = _strategy(name)
+    agent = Sphere(dim=DIM)
+    state = strategy.init(np.zeros(DIM), -36.0, seed=1)
+    assert dataclasses.is_dataclass(state)
+    assert all(p.frozen for p in [type(state).__dataclass_params__])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        state.sigma = 1.0
+    before = _fields(state)
+    candidates = strategy.ask(state, 0)
+    scores = [-float(i) for i in range(len(candidates))]
+    new = strategy.tell(state, 0, candidates, scores,
+                        _rebuilder(agent, strategy.center(state), candidates, 1, 0))
+    assert new is not state and type(new) is type(state)
+    assert all(_same(v, getattr(state, k)) for k, v in before.items())
+    assert not all(_same(getattr(new, k), v) for k, v in before.items())
+    # the state pickles (checkpoints hold it) and the strategy does too
+    again = pickle.loads(pickle.dumps(new))
+    assert _same_candidates(strategy.ask(again, 1), strategy.ask(new, 1))
+    assert pickle.loads(pickle.dumps(strategy)).config() == strategy.config()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_run_and_other_seed_other_run(name):
+    a, b, c = _run(name, seed=3), _run(name, seed=3), _run(name, seed=4)
+    assert [h["scores"] for h in a.history] == [h["scores"] for h in b.history]
+    assert a.best_score == b.best_score
+    assert [h["scores"] for h in a.history] != [h["scores"] for h in c.history]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_improves_on_sphere(name):
+    options = {"openai-es": {"learning_rate": 0.1}}.get(name)  # default 0.01 is for nets
+    result = _run(name, generations=40, population=8, strategy_options=options)
+    start = -float(DIM * 9)  # the start x = 0, optimum 3
+    assert result.best_score > 0.5 * start, result.best_score
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_worker_and_two_workers_give_the_same_run(name):
+    one = _run(name, seed=5, generations=3, n_jobs=1, population=4)
+    two = _run(name, seed=5, generations=3, n_jobs=2, population=4)
+    assert [h["scores"] for h in one.history] == [h["scores"] for h in two.history]
+    assert one.best_score == two.best_score
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fuzz_random_and_non_finite_scores(name):
+    rng = np.random.default_rng(0)
+    strategy = _strategy(name, population=6)
+    agent = Sphere(dim=DIM)
+    state = strategy.init(np.zeros(DIM), -36.0, seed=2)
+    for generation in range(25):
+        candidates = strategy.ask(state, generation)
+        kind = generation % 5
+        if kind == 4:  # nothing finite at all
+            scores = [math.nan, math.inf, -math.inf, math.nan, math.nan, -math.inf]
+        else:
+            scores = list(rng.normal(0, 10.0 ** rng.integers(-3, 6), len(candidates)))
+            for i in rng.choice(len(scores), size=kind, replace=False):
+                scores[i] = [math.nan, math.inf, -math.inf][rng.integers(3)]
+        state = strategy.tell(state, generation, candidates, scores,
+                              _rebuilder(agent, strategy.center(state), candidates, 2,
+                                         generation))
+        assert np.all(np.isfinite(strategy.center(state)))
+        assert math.isfinite(strategy.sigma(state)) and strategy.sigma(state) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_config_names_the_strategy_and_its_settings(name):
+    strategy = _strategy(name, population=8, sigma=0.25)
+    config = strategy.config()
+    assert config["name"] == name and config["population"] == 8
+    assert config["sigma"] == 0.25
+    assert _strategy(name, population=8, sigma=0.5).config() != config
+
+
+@pytest.mark.parametrize("name,options,error", [
+    ("adaptive-hill-climb", {"population": 0}, ValueError),
+    ("adaptive-hill-climb", {"sigma": -1.0}, ValueError),
+    ("adaptive-hill-climb", {"reevaluate": "yes"}, TypeError),
+    ("adaptive-hill-climb", {"target_success": 1.5}, ValueError),
+    ("adaptive-hill-climb", {"min_sigma": 2.0, "max_sigma": 1.0}, ValueError),
+    ("openai-es", {"population": 7}, ValueError),
+    ("openai-es", {"learning_rate": 0.0}, ValueError),
+    ("openai-es", {"weight_decay": -0.1}, ValueError),
+    ("openai-es", {"beta1": 1.0}, ValueError),
+    ("cma-es", {"population": 1}, ValueError),
+    ("cma-es", {"sigma": float("nan")}, ValueError),
+    ("cma-es", {"options": {"seed": 3}}, ValueError),
+    ("cma-es", {"options": {"no_such_option": 1}}, ValueError),
+    ("cma-es", {"options": [1]}, TypeError),
+])
+def test_bad_settings_fail_at_construction(name, options, error):
+    with pytest.raises(error):
+        make_strategy(name, **options)
+
+
+def test_unknown_option_names_the_strategy():
+    with pytest.raises(TypeError, match="openai-es"):
+        make_strategy("openai-es", reevaluate=True)
+
+
+# ------------------------------------------------------------------ adaptive-hill-climb
+def test_success_rule_widens_on_success_and_narrows_on_failure():
+    strategy = AdaptiveHillClimb(population=4, sigma=1.0)
+    state = strategy.init(np.zeros(2), -10.0, seed=0)
+    vectors = {i: np.full(2, float(i)) for i in range(4)}
+    wide = strategy.tell(state, 0, strategy.ask(state, 0), [-1.0, -2.0, -3.0, -4.0],
+                         vectors.get)
+    narrow = strategy.tell(state, 0, strategy.ask(state, 0), [-11.0] * 4, vectors.get)
+    assert wide.sigma > 1.0 > narrow.sigma
+    assert narrow.center_score == -10.0 and np.array_equal(narrow.center, np.zeros(2))
+
+
+def test_adaptive_reevaluate_scores_the_parent_again():
+    strategy = AdaptiveHillClimb(population=3, sigma=1.0, reevaluate=True)
+    state = strategy.init(np.zeros(2), 100.0, seed=0)  # a lucky first score
+    candidates = strategy.ask(state, 0)
+    assert len(candidates) == 4 and candidates[-1].kind == "center"
+    vectors = {i: np.full(2, float(i)) for i in range(3)}
+    new = strategy.tell(state, 0, candidates, [5.0, 6.0, 1.0, 2.0], vectors.get)
+    assert new.center_score == 6.0 and np.array_equal(new.center, vectors[1])
+
+
+def test_adaptive_hill_climb_converges_on_sphere():
+    result = es_search.run(Sphere(dim=5), generations=120, population=10, sigma=1.0,
+                           strategy="adaptive-hill-climb", n_jobs=1, progress=False)
+    assert result.best_score > -1e-6  # a fixed sigma of 1.0 stalls near -1
+    assert result.history[-1]["sigma"] < 0.01
+
+
+# ------------------------------------------------------------------ openai-es
+def test_centered_ranks():
+    assert centered_ranks([5.0, 1.0, 3.0, 7.0]).tolist() == pytest.approx(
+        [1 / 6, -0.5, -1 / 6, 0.5])
+    assert centered_ranks([2.0, 2.0]).tolist() == [0.0, 0.0]
+    assert centered_ranks([math.inf, 1.0, -math.inf]).tolist() == [-0.25, 0.5, -0.25]
+
+
+def test_openai_es_steps_up_a_linear_slope():
+    w = np.array([1.0, -2.0, 3.0])
+    strategy = OpenAIES(population=400, sigma=0.1, learning_rate=0.01, weight_decay=0.0)
+    state = strategy.init(np.zeros(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    scores = [float(w @ (c.sign * c.sigma * cand.noise(0, 0, c.key, 3))) for c in candidates]
+    new = strategy.tell(state, 0, candidates, scores, None)
+    # Adam's first step moves each coordinate by the rate along the gradient's sign
+    assert np.allclose(new.center, 0.01 * np.sign(w))
+    assert new.step == 1 and np.all(new.v > 0)
+
+
+def test_openai_es_weight_decay_alone_shrinks_the_center():
+    strategy = OpenAIES(population=4, sigma=0.1, learning_rate=0.1, weight_decay=0.5)
+    state = strategy.init(np.array([1.0, -1.0]), 0.0, seed=0)
+    new = strategy.tell(state, 0, strategy.ask(state, 0), [1.0] * 4, None)
+    assert np.all(np.abs(new.center) < 1.0)
+
+
+# ------------------------------------------------------------------ cma-es
+def test_cma_es_leaves_the_callers_rng_alone():
+    strategy = CMAES(sigma=0.5)
+    np.random.seed(123)
+    expected = np.random.random(3)
+    np.random.seed(123)
+    state = strategy.init(np.zeros(5), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    strategy.tell(state, 0, candidates, [float(i) for i in range(len(candidates))], None)
+    assert np.array_equal(np.random.random(3), expected)
+    assert len(candidates) == 4 + int(3 * math.log(5))
+
+
+def test_cma_es_refuses_candidates_it_did_not_ask_for():
+    strategy = CMAES(population=4, sigma=0.5)
+    state = strategy.init(np.zeros(3), 0.0, seed=0)
+    others = strategy.ask(state, 1)
+    with pytest.raises(ValueError, match="not the ones"):
+        strategy.tell(state, 0, others, [0.0] * 4, None)
+
+
+def test_cma_es_tells_pycma_minus_the_score():
+    strategy = CMAES(population=8, sigma=0.5)
+    state = strategy.init(np.zeros(2), 0.0, seed=0)
+    for generation in range(30):  # maximise x0 + x1: the mean must climb
+        candidates = strategy.ask(state, generation)
+        state = strategy.tell(state, generation, candidates,
+                              [float(c.vector.sum()) for c in candidates], None)
+    assert state.center.sum() > 5.0
+
+
+def test_cma_es_all_non_finite_generation_keeps_the_state():
+    strategy = CMAES(population=4, sigma=0.5)
+    state = strategy.init(np.zeros(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert strategy.tell(state, 0, candidates, [math.nan] * 4, None) is state

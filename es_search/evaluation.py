@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
+import math
+import time
 import traceback
 import uuid
+import warnings
 from typing import Any, Mapping, Sequence
 
 import joblib
@@ -24,6 +28,7 @@ try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
 except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
+from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
 from .candidates import Candidate
@@ -88,12 +93,15 @@ _WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict(
 _WORKER_CACHE_SIZE = 4
 
 
-def _worker_agent(token: str, skeleton: bytes) -> Agent:
-    """The agent for ``token``, unpickled once per worker process and cached."""
+def _worker_agent(token: str, skeleton: Any) -> Agent:
+    """The agent for ``token``, unpickled once per worker process and cached.
+
+    ``skeleton`` is the pickled skeleton or a :class:`~es_search.backends.FileRef` to it
+    (read only when this process has not cached the token yet).
+    """
     agent = _WORKER_AGENTS.get(token)
     if agent is None:
-        torch.set_num_threads(1)  # one torch thread per worker: no oversubscription
-        agent = cloudpickle.loads(skeleton)
+        agent = cloudpickle.loads(_backends.load(skeleton))
         for _, p in agent.evolved_parameters():
             p.data = torch.empty(p.shape, dtype=p.dtype)
         _WORKER_AGENTS[token] = agent
@@ -102,11 +110,51 @@ def _worker_agent(token: str, skeleton: bytes) -> Agent:
     return agent
 
 
-def _score_chunk(token: str, skeleton: bytes, center: np.ndarray,
+def _score_chunk(token: str, skeleton: Any, center: Any,
                  candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                 score_kwargs: Mapping[str, Any]) -> list[float]:
-    agent = _worker_agent(token, skeleton)
-    return score_tasks(agent, center, candidates, seed, generation, start, score_kwargs)
+                 score_kwargs: Mapping[str, Any]) -> tuple[list[float], float]:
+    """A worker's share of a generation: its scores and the seconds they took."""
+    with _backends.CHUNK_LOCK:
+        began = time.perf_counter()
+        agent = _worker_agent(token, skeleton)
+        center = _backends.load(center)
+        with single_torch_thread(), warnings.catch_warnings():
+            # the centre may be a read-only memory map; set_flat only reads it
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
+            scores = score_tasks(agent, center, candidates, seed, generation, start,
+                                 score_kwargs)
+        return scores, time.perf_counter() - began
+
+
+def _warm_chunk(token: str, skeleton: Any) -> int:
+    """Start-up task: import everything, cache the agent; returns the worker's pid."""
+    import os
+    with _backends.CHUNK_LOCK:
+        _worker_agent(token, skeleton)
+        time.sleep(0.005)  # long enough that one warm worker does not take every task
+    return os.getpid()
+
+
+def _ping() -> float:
+    return time.perf_counter()
+
+
+class single_torch_thread:
+    """Context manager: torch uses one intra-op thread inside the block.
+
+    Every scoring task runs like this, in a worker or in this process, so that reductions
+    are summed in the same order whatever the path (and workers do not oversubscribe).
+    """
+
+    def __enter__(self) -> "single_torch_thread":
+        self._threads = torch.get_num_threads()
+        if self._threads != 1:
+            torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._threads != 1:
+            torch.set_num_threads(self._threads)
 
 
 def skeleton_bytes(agent: Agent) -> bytes:
@@ -134,24 +182,47 @@ class Evaluator:
 
     Use it as a context manager. ``n_jobs`` means what it means in joblib (-1 all cores,
     1 a plain loop in this process, 0 an error); ``backend=None`` leaves the choice to
-    the caller's ``joblib.parallel_config`` (loky by default).
+    the caller's ``joblib.parallel_config`` (loky by default); ``"dask"`` runs on the
+    active ``dask.distributed.Client``, ``"ray"`` through ``ray.util.joblib``.
+
+    Entering starts the workers and caches the agent in each (``startup_seconds``), then
+    times an empty round trip: the first estimate of the per-generation overhead.
+
+    Sequential fallback (``sequential_fallback=True``): each generation is scored in this
+    process when that is predicted to be faster, i.e. when ``n * t`` is at most
+    ``ceil(n / workers) * t + overhead``, with ``t`` the measured seconds per task and
+    ``overhead`` the measured cost of a parallel round (both running averages). Results
+    do not depend on the choice: every task is seeded from ``(seed, generation, index)``
+    and runs with one torch thread on either path. ``stats`` tells what was chosen.
     """
 
+    #: every this many generations in a row in this process, one goes parallel to
+    #: refresh the overhead estimate (when parallel is not predicted hopeless)
+    REPROBE_EVERY = 20
+
     def __init__(self, agent: Agent, *, seed: int, n_jobs: int = -1,
-                 backend: Any = None, score_kwargs: Mapping[str, Any] | None = None):
+                 backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
+                 sequential_fallback: bool = True):
         if not isinstance(agent, Agent):
             raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                             f"score() method), got {type(agent).__name__}")
         self.seed = check_seed(seed)
         self.n_jobs = check_n_jobs(n_jobs)
-        self.backend = backend
+        self.backend = _backends.prepare(backend)
         self.score_kwargs = dict(score_kwargs or {})
+        self.sequential_fallback = bool(sequential_fallback)
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self._token = uuid.uuid4().hex
-        self._skeleton: bytes | None = None
+        self._skeleton: Any = None
+        self._files: _backends.SharedFiles | None = None
         self._parallel: joblib.Parallel | None = None
         self.n_workers = 1
+        self.startup_seconds = 0.0
+        self.worker_pids: set[int] = set()
+        self.stats = {"task_seconds": None, "overhead_seconds": None, "last_path": None,
+                      "parallel_generations": 0, "sequential_generations": 0}
+        self._sequential_run = 0
 
     def __enter__(self) -> "Evaluator":
         if self.n_jobs == 1:
@@ -168,11 +239,26 @@ class Evaluator:
                 f"multiprocessing; dask; ray) or n_jobs=1.")
         if type(backend).__name__ == "SequentialBackend":
             return self
+        began = time.perf_counter()
         parallel.__enter__()
         self._parallel = parallel
-        self.n_workers = max(1, int(parallel._effective_n_jobs()))
+        self.n_workers = _backends.worker_count(parallel)
         if self.n_workers == 1:
             self.close()
+            return self
+        try:
+            skeleton = skeleton_bytes(self.local)
+            if _backends.is_local(parallel):
+                self._files = _backends.SharedFiles()
+                self._skeleton = self._files.put_bytes("skeleton.pkl", skeleton)
+            else:
+                self._skeleton = skeleton
+            self._warm_up()
+            self.startup_seconds = time.perf_counter() - began
+            self._probe()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -182,27 +268,91 @@ class Evaluator:
         if self._parallel is not None:
             parallel, self._parallel = self._parallel, None
             parallel.__exit__(None, None, None)
+        if self._files is not None:
+            files, self._files = self._files, None
+            files.close()
 
+    # ------------------------------------------------------------------ measurements
+    def _warm_up(self, timeout: float = 120.0) -> None:
+        """Run start-up tasks until every worker has answered (or ``timeout``)."""
+        seen: set[int] = set()
+        deadline = time.perf_counter() + timeout
+        warm = functools.partial(_warm_chunk, self._token, self._skeleton)
+        while len(seen) < self.n_workers and time.perf_counter() < deadline:
+            seen.update(_backends.submit_all(self._parallel, [warm] * self.n_workers))
+        self.worker_pids = seen
+
+    def _probe(self, rounds: int = 3) -> None:
+        """Time empty parallel rounds: the first overhead estimate."""
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            _backends.submit_all(self._parallel, [_ping] * self.n_workers)
+            times.append(time.perf_counter() - began)
+        self.stats["overhead_seconds"] = sorted(times)[len(times) // 2]
+
+    @staticmethod
+    def _average(old: float | None, new: float) -> float:
+        return new if old is None else 0.5 * old + 0.5 * new
+
+    def _parallel_pays(self, n: int) -> bool:
+        """Whether a parallel round is predicted faster for ``n`` tasks (see class doc)."""
+        if not self.sequential_fallback:
+            return True
+        t, overhead = self.stats["task_seconds"], self.stats["overhead_seconds"]
+        if t is None or overhead is None:
+            return True
+        sequential = n * t
+        parallel = math.ceil(n / min(n, self.n_workers)) * t + overhead
+        if parallel < sequential:
+            return True
+        # refresh the overhead estimate now and then, unless parallel looks hopeless
+        return (self._sequential_run >= self.REPROBE_EVERY
+                and parallel < 3 * sequential)
+
+    # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> list[float]:
         """The scores of ``candidates``, in order."""
         candidates = list(candidates)
-        if self._parallel is None or len(candidates) == 1:
-            return score_tasks(self.local, center, candidates, self.seed, generation, 0,
-                               self.score_kwargs)
-        if self._skeleton is None:
-            self._skeleton = skeleton_bytes(self.local)
-        call = joblib.delayed(_score_chunk)
-        parts = self._parallel(
-            call(self._token, self._skeleton, center, candidates[a:b], self.seed,
-                 generation, a, self.score_kwargs)
-            for a, b in _chunks(len(candidates), self.n_workers))
-        return [s for part in parts for s in part]
+        n = len(candidates)
+        if self._parallel is None or n <= 1 or not self._parallel_pays(n):
+            began = time.perf_counter()
+            with single_torch_thread():
+                scores = score_tasks(self.local, center, candidates, self.seed,
+                                     generation, 0, self.score_kwargs)
+            if n:
+                self.stats["task_seconds"] = self._average(
+                    self.stats["task_seconds"], (time.perf_counter() - began) / n)
+            if self._parallel is not None:
+                self.stats["last_path"] = "sequential"
+                self.stats["sequential_generations"] += 1
+                self._sequential_run += 1
+            return scores
+        began = time.perf_counter()
+        shared = (self._files.put_center(generation, center) if self._files is not None
+                  else center)
+        chunks = _chunks(n, self.n_workers)
+        calls = [functools.partial(_score_chunk, self._token, self._skeleton, shared,
+                                   candidates[a:b], self.seed, generation, a,
+                                   self.score_kwargs) for a, b in chunks]
+        parts = _backends.submit_all(self._parallel, calls)
+        wall = time.perf_counter() - began
+        # overhead: wall time beyond the slowest worker's own scoring time
+        busiest = max(seconds for _, seconds in parts)
+        self.stats["overhead_seconds"] = self._average(
+            self.stats["overhead_seconds"], max(0.0, wall - busiest))
+        self.stats["task_seconds"] = self._average(
+            self.stats["task_seconds"], sum(seconds for _, seconds in parts) / n)
+        self.stats["last_path"] = "parallel"
+        self.stats["parallel_generations"] += 1
+        self._sequential_run = 0
+        return [s for part, _ in parts for s in part]
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
-        with preserved_global_rngs():
+        with preserved_global_rngs(), single_torch_thread():
             self.local.task_seed = seed_ = task_seed(self.seed, generation, index)
             seed_global_rngs(seed_)
             _candidates.build(self.local, center, candidate, self.seed, generation)

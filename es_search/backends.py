@@ -33,7 +33,8 @@ _RAY_REGISTERED = False
 
 
 def prepare(backend: Any) -> Any:
-    """Check (and for ray, register) a backend given by name; returns it unchanged."""
+    """Check (and for ray, register) a backend given by name; returns what to give
+    ``joblib.Parallel(backend=...)``."""
     global _RAY_REGISTERED
     if backend == "ray" and not _RAY_REGISTERED:
         require("ray", "ray")
@@ -50,6 +51,10 @@ def prepare(backend: Any) -> Any:
                 "none: create one first, e.g. `from dask.distributed import Client; "
                 "client = Client('tcp://scheduler:8786')` (or Client() for a local "
                 "cluster); on the command line pass --scheduler tcp://host:8786") from None
+        # joblib knows "dask" by name only inside parallel_config(); an instance works
+        # in Parallel(backend=...) too
+        from joblib._dask import DaskDistributedBackend
+        return DaskDistributedBackend()
     return backend
 
 

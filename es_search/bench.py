@@ -184,6 +184,10 @@ def ceiling(n_values: Sequence[int], loops: int, reps: int) -> dict[int, dict]:
     """Per ``n``: one process alone vs ``n`` side by side, interleaved rep by rep."""
     out = {}
     for n in n_values:
+        if n == 1:
+            out[n] = {"alone_s": None, "side_by_side_s": None, "efficiency": 1.0,
+                      "speedup": 1.0}
+            continue
         alone, together = [], []
         for _ in range(reps):
             alone.append(_side_by_side(1, loops))

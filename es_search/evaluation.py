@@ -189,11 +189,13 @@ class Evaluator:
     times an empty round trip: the first estimate of the per-generation overhead.
 
     Sequential fallback (``sequential_fallback=True``): each generation is scored in this
-    process when that is predicted to be faster, i.e. when ``n * t`` is at most
-    ``ceil(n / workers) * t + overhead``, with ``t`` the measured seconds per task and
-    ``overhead`` the measured cost of a parallel round (both running averages). Results
-    do not depend on the choice: every task is seeded from ``(seed, generation, index)``
-    and runs with one torch thread on either path. ``stats`` tells what was chosen.
+    process when that is predicted to be faster. At first the prediction is a model:
+    ``n * t`` against ``ceil(n / workers) * t + overhead``, with ``t`` the measured
+    seconds per task and ``overhead`` the measured cost of a parallel round; once both
+    paths have run, their measured wall time per task decides (running averages, the
+    losing path retried every ``REPROBE_EVERY`` generations). Results do not depend on
+    the choice: every task is seeded from ``(seed, generation, index)`` and runs with one
+    torch thread on either path. ``stats`` tells what was chosen and why.
     """
 
     #: every this many generations in a row in this process, one goes parallel to
@@ -220,9 +222,12 @@ class Evaluator:
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
-        self.stats = {"task_seconds": None, "overhead_seconds": None, "last_path": None,
-                      "parallel_generations": 0, "sequential_generations": 0}
+        self.stats = {"task_seconds": None, "overhead_seconds": None,
+                      "sequential_wall_per_task": None, "parallel_wall_per_task": None,
+                      "last_path": None, "parallel_generations": 0,
+                      "sequential_generations": 0}
         self._sequential_run = 0
+        self._parallel_run = 0
 
     def __enter__(self) -> "Evaluator":
         if self.n_jobs == 1:
@@ -296,19 +301,28 @@ class Evaluator:
         return new if old is None else 0.5 * old + 0.5 * new
 
     def _parallel_pays(self, n: int) -> bool:
-        """Whether a parallel round is predicted faster for ``n`` tasks (see class doc)."""
+        """Whether to score ``n`` tasks in parallel (see the class docstring).
+
+        Once both paths have been timed, the one with the lower wall time per task
+        (running averages) wins, and every ``REPROBE_EVERY`` generations the other is
+        tried again unless it was more than 3x slower: this holds when other programs
+        load the machine. Before that, the model ``ceil(n / workers) * t + overhead``
+        against ``n * t`` decides.
+        """
         if not self.sequential_fallback:
             return True
-        t, overhead = self.stats["task_seconds"], self.stats["overhead_seconds"]
-        if t is None or overhead is None:
+        stats = self.stats
+        t, overhead = stats["task_seconds"], stats["overhead_seconds"]
+        seq, par = stats["sequential_wall_per_task"], stats["parallel_wall_per_task"]
+        if seq is None and t is not None:
+            seq = t
+        if par is None and t is not None and overhead is not None:
+            par = (math.ceil(n / min(n, self.n_workers)) * t + overhead) / n
+        if seq is None or par is None:
             return True
-        sequential = n * t
-        parallel = math.ceil(n / min(n, self.n_workers)) * t + overhead
-        if parallel < sequential:
-            return True
-        # refresh the overhead estimate now and then, unless parallel looks hopeless
-        return (self._sequential_run >= self.REPROBE_EVERY
-                and parallel < 3 * sequential)
+        if par < seq:  # parallel wins; retry in-process now and then
+            return not (self._parallel_run >= self.REPROBE_EVERY and seq < 3 * par)
+        return self._sequential_run >= self.REPROBE_EVERY and par < 3 * seq
 
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
@@ -321,13 +335,17 @@ class Evaluator:
             with single_torch_thread():
                 scores = score_tasks(self.local, center, candidates, self.seed,
                                      generation, 0, self.score_kwargs)
+            per_task = (time.perf_counter() - began) / max(n, 1)
             if n:
-                self.stats["task_seconds"] = self._average(
-                    self.stats["task_seconds"], (time.perf_counter() - began) / n)
-            if self._parallel is not None:
+                self.stats["task_seconds"] = self._average(self.stats["task_seconds"],
+                                                           per_task)
+            if self._parallel is not None and n > 1:
+                self.stats["sequential_wall_per_task"] = self._average(
+                    self.stats["sequential_wall_per_task"], per_task)
                 self.stats["last_path"] = "sequential"
                 self.stats["sequential_generations"] += 1
                 self._sequential_run += 1
+                self._parallel_run = 0
             return scores
         began = time.perf_counter()
         shared = (self._files.put_center(generation, center) if self._files is not None
@@ -344,9 +362,12 @@ class Evaluator:
             self.stats["overhead_seconds"], max(0.0, wall - busiest))
         self.stats["task_seconds"] = self._average(
             self.stats["task_seconds"], sum(seconds for _, seconds in parts) / n)
+        self.stats["parallel_wall_per_task"] = self._average(
+            self.stats["parallel_wall_per_task"], wall / n)
         self.stats["last_path"] = "parallel"
         self.stats["parallel_generations"] += 1
         self._sequential_run = 0
+        self._parallel_run += 1
         return [s for part, _ in parts for s in part]
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,

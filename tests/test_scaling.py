@@ -61,11 +61,20 @@ def test_sequential_fallback_is_chosen_for_tiny_tasks_and_gives_same_scores():
         assert not ev._parallel_pays(len(MIXED))
         fallback = ev.score(2, center, MIXED)
         assert ev.stats["last_path"] == "sequential"
-        ev.stats.update(task_seconds=1.0, overhead_seconds=1e-3)
+        ev.stats.update(task_seconds=1.0, overhead_seconds=1e-3,
+                        sequential_wall_per_task=None)
         assert ev._parallel_pays(len(MIXED))
         ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
         ev._sequential_run = ev.REPROBE_EVERY  # reprobe only when not hopeless
         assert not ev._parallel_pays(len(MIXED))
+        # once both paths are timed, the measured wall time per task decides
+        ev._sequential_run = 0
+        ev.stats.update(sequential_wall_per_task=2e-3, parallel_wall_per_task=1e-3)
+        assert ev._parallel_pays(len(MIXED))
+        ev.stats.update(sequential_wall_per_task=1e-3, parallel_wall_per_task=2e-3)
+        assert not ev._parallel_pays(len(MIXED))
+        ev._sequential_run = ev.REPROBE_EVERY  # the loser is retried now and then
+        assert ev._parallel_pays(len(MIXED))
     alone, _ = _scores(1)
     assert fallback == alone
     with Evaluator(agent, seed=3, n_jobs=2, sequential_fallback=False) as ev:

@@ -4,7 +4,10 @@ Subclass :class:`Agent`, write ``score()``, call :func:`run`.
 """
 from .agent import Agent
 from .candidates import Candidate
-from .evaluation import Evaluator, ScoreError, evaluate
+from .checkpoint import CheckpointError
+from .evaluation import Evaluator, ScoreError, WorkerError, evaluate
+from .pickling import UnpicklableAgentError
+from .replay import replay_task
 from .result import Result
 from .run import run
 from .seeding import task_seed
@@ -12,5 +15,6 @@ from .strategies import STRATEGIES, Strategy, make_strategy
 
 __version__ = "0.1.0"
 
-__all__ = ["Agent", "Candidate", "Evaluator", "Result", "STRATEGIES", "ScoreError",
-           "Strategy", "__version__", "evaluate", "make_strategy", "run", "task_seed"]
+__all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "Result", "STRATEGIES",
+           "ScoreError", "Strategy", "UnpicklableAgentError", "WorkerError", "__version__",
+           "evaluate", "make_strategy", "replay_task", "run", "task_seed"]

@@ -31,7 +31,7 @@ class Agent(torch.nn.Module):
     Randomness: before each candidate's ``jitter_weights()`` and ``score()`` run,
     es_search seeds Python's ``random``, NumPy's global RNG and torch's CPU generator
     with that task's own seed, and sets ``self.task_seed`` to it (an ``int`` below 2**64;
-    ``None`` outside a run). Use it to seed anything else, e.g.
+    ``None`` outside a run). ``score()`` runs under ``torch.no_grad()``. Use it to seed anything else, e.g.
     ``env.reset(seed=self.task_seed % 2**31)`` or ``np.random.default_rng(self.task_seed)``.
     """
 

@@ -9,10 +9,9 @@
   a private folder (``/dev/shm`` when there is one) and travel as a small
   :class:`FileRef`: the bytes sent per chunk do not grow with the number of parameters.
   Other backends (dask, ray, custom) get the arrays inline, pickled once per chunk.
-- ``submit_all(parallel, calls)`` runs zero-argument callables on an open
-  ``joblib.Parallel``: on loky through the backend's own futures (joblib's result loop
-  polls every 10 ms, a floor on each generation's time), elsewhere through
-  ``parallel(...)``.
+- ``is_loky(parallel)``: whether the evaluator can use the loky executor's futures
+  directly (joblib's result loop polls every 10 ms, a floor on each generation's time);
+  ``submit_all`` runs start-up and timing rounds that way.
 """
 from __future__ import annotations
 
@@ -144,17 +143,19 @@ class SharedFiles:
 
 
 # --------------------------------------------------------------------- dispatch
-def submit_all(parallel: joblib.Parallel, calls: Sequence[Callable[[], Any]]) -> list:
-    """Run ``calls`` on ``parallel``'s workers; their results in order.
-
-    If calls fail, all of them are waited for and the error of the first failing one
-    (in order, not in time) is raised, so the error does not depend on timing.
-    """
+def is_loky(parallel: joblib.Parallel) -> bool:
+    """True when ``parallel`` runs on a live loky executor (futures can be used)."""
     from joblib._parallel_backends import LokyBackend
     backend = parallel._backend
-    if type(backend) is not LokyBackend or getattr(backend, "_workers", None) is None:
-        return parallel(joblib.delayed(call)() for call in calls)
-    futures = [backend.submit(call) for call in calls]
+    return type(backend) is LokyBackend and getattr(backend, "_workers", None) is not None
+
+
+def submit_all(parallel: joblib.Parallel, calls: Sequence[Callable[[], Any]]) -> list:
+    """Run ``calls`` on ``parallel``'s workers; their results (in no particular order:
+    used for start-up and timing rounds)."""
+    if not is_loky(parallel):
+        return list(parallel(joblib.delayed(call)() for call in calls))
+    futures = [parallel._backend.submit(call) for call in calls]
     concurrent.futures.wait(futures)
     return [future.result() for future in futures]
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
+import shlex
 import sys
 import time
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .problems import BUILTINS, ProblemError, load_problem
 from .strategies import DEFAULT, STRATEGIES
+
+
+#: the problem and its -p parameters, in the out folder (compared on --resume)
+COMMAND = "command.json"
 
 
 class UsageError(Exception):
@@ -91,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
     run.add_argument("--out", default=None, help="folder to write the run into")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run saved in --out from its checkpoint")
+    run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
+                     help="a score() that raises: stop (default) or score it -inf and go on")
+    run.add_argument("--max-retries", type=_nonnegative_int, default=2,
+                     help="re-runs of a generation's tasks lost to dead workers (default 2)")
+    run.add_argument("--task-timeout", type=_positive(float), default=None,
+                     help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                      help="constructor argument of the agent (repeatable)")
@@ -118,11 +133,34 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_command(args: argparse.Namespace, params: dict) -> None:
+    """The problem and its parameters, which run() cannot see, recorded in
+    ``OUT/command.json`` and compared on ``--resume``."""
+    from .checkpoint import CHECKPOINT, differences
+    from .output import dump_json, from_json, to_json
+
+    path = Path(args.out) / COMMAND
+    current = {"problem": args.problem, "params": params}
+    if args.resume and path.exists() and (Path(args.out) / CHECKPOINT).exists():
+        saved = from_json(json.loads(path.read_text()))
+        diff = differences(saved, from_json(json.loads(json.dumps(to_json(current)))),
+                           ("problem", "params"))
+        if diff:
+            raise UsageError(f"cannot resume the run in {args.out}: " + "; ".join(diff)
+                             + " (use the same problem and -p values, or another --out)")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    dump_json(path, current)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from .run import run
 
     cls = load_problem(args.problem)
     params = dict(_parse_param(p) for p in args.param)
+    if args.resume and not args.out:
+        raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    if args.out:
+        _check_command(args, params)
     try:
         agent = cls(**params)
     except TypeError as exc:
@@ -142,7 +180,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                      population=args.population or defaults["population"],
                      sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
-                     progress=not args.no_progress, out=args.out,
+                     progress=not args.no_progress, out=args.out, resume=args.resume,
+                     on_error=args.on_error, max_retries=args.max_retries,
+                     task_timeout=args.task_timeout,
                      strategy_options=defaults.get("strategy_options") if
                      args.strategy == defaults.get("strategy", DEFAULT) else None)
         elapsed = time.perf_counter() - started
@@ -172,8 +212,16 @@ def _dask_client(address: str | None) -> Iterator[None]:
         client.close()
 
 
+def resume_command(argv: Sequence[str]) -> str:
+    """The command line that continues an interrupted ``es-search run`` (with --out)."""
+    argv = list(argv)
+    return shlex.join(["es-search", *argv, *([] if "--resume" in argv else ["--resume"])])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = None
     try:
         args = parser.parse_args(argv)
         if args.verb == "list":
@@ -190,7 +238,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("es-search: interrupted", file=sys.stderr)
+        if args is not None and getattr(args, "out", None):
+            print(f"es-search: interrupted; resume with:\n  {resume_command(argv)}",
+                  file=sys.stderr)
+        else:
+            print("es-search: interrupted (nothing saved: pass --out DIR to checkpoint "
+                  "a run)", file=sys.stderr)
         return 130
 
 

@@ -10,14 +10,17 @@ back one float. The main process rebuilds the weights of a winner from its seed.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import copy
 import functools
 import math
+import multiprocessing
 import time
 import traceback
-import uuid
 import warnings
-from typing import Any, Mapping, Sequence
+import uuid
+from concurrent.futures import BrokenExecutor
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import joblib
 import numpy as np
@@ -32,7 +35,7 @@ from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_n_jobs, check_seed
+from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .scores import as_score
 from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
 
@@ -40,37 +43,87 @@ from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
 
-    ``generation``, ``index`` and ``seed`` identify the task; ``es_search.replay_task``
-    reruns it in this process (e.g. under a debugger).
+    ``generation``, ``index`` and ``seed`` identify the task; ``remote_traceback`` is the
+    traceback as printed where it ran; ``__cause__`` is the original exception (when it
+    could be pickled back from the worker). :func:`es_search.replay_task` reruns the
+    task in this process, e.g. under a debugger; ``out`` is the run folder, when known.
     """
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
-                 remote_traceback: str):
+                 remote_traceback: str, cause: BaseException | None = None,
+                 out: str | None = None):
+        super().__init__(agent_class, generation, index, seed)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
         self.remote_traceback = remote_traceback
-        where = "the starting agent" if generation < 0 else (
-            f"generation {generation}, candidate {index}")
-        super().__init__(
-            f"{agent_class}.score() failed on {where} (task seed {seed}).\n"
-            f"Reproduce it in this process with es_search.replay_task(agent, run_seed, "
-            f"generation={generation}, index={index}, ...).\n"
-            f"Original traceback:\n{remote_traceback}")
+        self.cause, self.out = cause, out
+        if cause is not None and self.__cause__ is None:
+            self.__cause__ = cause
+
+    def __str__(self) -> str:
+        where = "the starting agent" if self.generation < 0 else (
+            f"generation {self.generation}, candidate {self.index}")
+        source = (f"out={self.out!r}" if self.out is not None else
+                  "out=<the run's out folder>")
+        return (f"{self.agent_class}.score() failed on {where} (task seed {self.seed}).\n"
+                f"Reproduce it in this process (e.g. under a debugger) with\n"
+                f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
+                f"index={self.index})\n"
+                f"or, without an out folder, replay_task(agent, seed=<run seed>, "
+                f"generation={self.generation}, index={self.index}, center=..., "
+                f"candidate=...).\n"
+                f"Original traceback:\n{self.remote_traceback}")
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
-                             self.remote_traceback))
+                             self.remote_traceback, _picklable(self.cause), self.out))
+
+
+def _picklable(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it survives pickling, else a RuntimeError carrying its repr."""
+    if exc is None:
+        return None
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class TaskFailure(NamedTuple):
+    """A task whose ``score()`` raised, under ``on_error="worst"`` (scored -inf)."""
+
+    generation: int
+    index: int
+    seed: int
+    traceback: str
+
+
+class WorkerError(RuntimeError):
+    """Worker processes died (or a task exceeded its timeout) more often than
+    ``max_retries`` allows while scoring ``indices`` of ``generation``."""
+
+    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+        super().__init__(message)
+        self.generation, self.indices = generation, list(indices)
+
+    def __reduce__(self):
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
 
 
 def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate],
                 seed: int, generation: int, start: int,
-                score_kwargs: Mapping[str, Any]) -> list[float]:
+                score_kwargs: Mapping[str, Any], on_error: str = "raise") -> list[Any]:
     """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order.
 
-    The global RNGs are seeded per task and restored afterwards.
+    The global RNGs are seeded per task and restored afterwards. Tasks run under
+    ``torch.no_grad()`` (no gradients are used; ``torch.enable_grad()`` inside
+    ``score()`` turns them back on). A task that raises stops the chunk with a
+    :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` in
+    its place.
     """
-    scores = []
-    with preserved_global_rngs():
+    scores: list[Any] = []
+    with preserved_global_rngs(), torch.no_grad():
         try:
             for offset, candidate in enumerate(candidates):
                 index = start + offset
@@ -80,8 +133,12 @@ def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate
                     _candidates.build(agent, center, candidate, seed, generation)
                     value = agent.score(**score_kwargs)
                 except Exception as exc:
+                    if on_error == "worst":
+                        scores.append(TaskFailure(generation, index, seed_,
+                                                  traceback.format_exc()))
+                        continue
                     raise ScoreError(type(agent).__name__, generation, index, seed_,
-                                     traceback.format_exc()) from exc
+                                     traceback.format_exc(), exc) from exc
                 scores.append(as_score(value, agent))
         finally:
             agent.task_seed = None
@@ -112,7 +169,8 @@ def _worker_agent(token: str, skeleton: Any) -> Agent:
 
 def _score_chunk(token: str, skeleton: Any, center: Any,
                  candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                 score_kwargs: Mapping[str, Any]) -> tuple[list[float], float]:
+                 score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                 ) -> tuple[list[Any], float]:
     """A worker's share of a generation: its scores and the seconds they took."""
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
@@ -122,8 +180,13 @@ def _score_chunk(token: str, skeleton: Any, center: Any,
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
             scores = score_tasks(agent, center, candidates, seed, generation, start,
-                                 score_kwargs)
+                                 score_kwargs, on_error)
         return scores, time.perf_counter() - began
+
+
+def _score_chunk_at(start: int, *args: Any) -> tuple[int, tuple[list[Any], float]]:
+    """``_score_chunk`` tagged with its start index (results come back unordered)."""
+    return start, _score_chunk(*args)
 
 
 def _warm_chunk(token: str, skeleton: Any) -> int:
@@ -169,6 +232,25 @@ def skeleton_bytes(agent: Agent) -> bytes:
     return cloudpickle.dumps(skeleton)
 
 
+def _ranges(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    out, run = [], []
+    for i in list(indices) + [None]:
+        if run and (i is None or i != run[-1] + 1):
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+            run = []
+        if i is not None:
+            run.append(i)
+    return ", ".join(out)
+
+
+def check_on_error(value: Any) -> str:
+    if value not in ("raise", "worst"):
+        raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
+                         f"'worst' (score the candidate -inf and go on), got {value!r}")
+    return value
+
+
 def _chunks(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous, near-equal ``(start, stop)`` ranges covering ``range(n)``."""
     parts = max(1, min(parts, n))
@@ -195,7 +277,10 @@ class Evaluator:
     paths have run, their measured wall time per task decides (running averages, the
     losing path retried every ``REPROBE_EVERY`` generations). Results do not depend on
     the choice: every task is seeded from ``(seed, generation, index)`` and runs with one
-    torch thread on either path. ``stats`` tells what was chosen and why.
+    torch thread on either path. ``stats`` tells what was chosen and why. In this
+    process, a ``score()`` that crashes the process takes this one down: pass
+    ``sequential_fallback=False`` to keep every generation in the workers (a
+    ``task_timeout`` implies it).
     """
 
     #: every this many generations in a row in this process, one goes parallel to
@@ -204,7 +289,8 @@ class Evaluator:
 
     def __init__(self, agent: Agent, *, seed: int, n_jobs: int = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
-                 sequential_fallback: bool = True):
+                 on_error: str = "raise", max_retries: int = 2,
+                 task_timeout: float | None = None, sequential_fallback: bool = True):
         if not isinstance(agent, Agent):
             raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                             f"score() method), got {type(agent).__name__}")
@@ -212,7 +298,15 @@ class Evaluator:
         self.n_jobs = check_n_jobs(n_jobs)
         self.backend = _backends.prepare(backend)
         self.score_kwargs = dict(score_kwargs or {})
-        self.sequential_fallback = bool(sequential_fallback)
+        self.on_error = check_on_error(on_error)
+        self.max_retries = check_int("max_retries", max_retries, 0)
+        self.task_timeout = (None if task_timeout is None else
+                             check_positive_float("task_timeout", task_timeout))
+        # a task timeout only works in a worker: no fallback then
+        self.sequential_fallback = bool(sequential_fallback) and self.task_timeout is None
+        #: the TaskFailure of each task that raised in the last ``score()`` call
+        #: (``on_error="worst"``; those tasks scored -inf)
+        self.failures: list[TaskFailure] = []
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self._token = uuid.uuid4().hex
@@ -235,6 +329,10 @@ class Evaluator:
         parallel = joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend,
                                    prefer="processes")
         backend = parallel._backend
+        if getattr(backend, "supports_return_generator", False):
+            # chunks finished before a worker died are kept (see _score_parallel)
+            parallel = joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend,
+                                       prefer="processes", return_as="generator_unordered")
         if getattr(backend, "uses_threads", False):
             raise ValueError(
                 f"es_search cannot score on a thread-based joblib backend "
@@ -266,7 +364,15 @@ class Evaluator:
             raise
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: Any, *exc_info: object) -> None:
+        if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+                and self._parallel is not None):  # Ctrl-C: kill running tasks now
+            abort = getattr(self._parallel._backend, "abort_everything", None)
+            if abort is not None:
+                try:
+                    abort(ensure_ready=False)
+                except Exception:  # pragma: no cover - already broken: nothing to stop
+                    pass
         self.close()
 
     def close(self) -> None:
@@ -327,48 +433,128 @@ class Evaluator:
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> list[float]:
-        """The scores of ``candidates``, in order."""
+        """The scores of ``candidates``, in order (a failed task: -inf, see
+        ``failures``, under ``on_error="worst"``)."""
         candidates = list(candidates)
         n = len(candidates)
         if self._parallel is None or n <= 1 or not self._parallel_pays(n):
-            began = time.perf_counter()
-            with single_torch_thread():
-                scores = score_tasks(self.local, center, candidates, self.seed,
-                                     generation, 0, self.score_kwargs)
-            per_task = (time.perf_counter() - began) / max(n, 1)
-            if n:
-                self.stats["task_seconds"] = self._average(self.stats["task_seconds"],
-                                                           per_task)
-            if self._parallel is not None and n > 1:
-                self.stats["sequential_wall_per_task"] = self._average(
-                    self.stats["sequential_wall_per_task"], per_task)
-                self.stats["last_path"] = "sequential"
-                self.stats["sequential_generations"] += 1
-                self._sequential_run += 1
-                self._parallel_run = 0
-            return scores
+            raw = self._score_here(generation, center, candidates)
+        else:
+            raw = self._score_parallel(generation, center, candidates)
+        self.failures = [s for s in raw if isinstance(s, TaskFailure)]
+        return [-math.inf if isinstance(s, TaskFailure) else s for s in raw]
+
+    def _score_here(self, generation: int, center: np.ndarray,
+                    candidates: list[Candidate]) -> list[Any]:
+        """The in-process loop (n_jobs=1, one candidate, or the sequential fallback)."""
+        n = len(candidates)
+        began = time.perf_counter()
+        with single_torch_thread():
+            raw = score_tasks(self.local, center, candidates, self.seed, generation, 0,
+                              self.score_kwargs, self.on_error)
+        per_task = (time.perf_counter() - began) / max(n, 1)
+        if n:
+            self.stats["task_seconds"] = self._average(self.stats["task_seconds"], per_task)
+        if self._parallel is not None and n > 1:
+            self.stats["sequential_wall_per_task"] = self._average(
+                self.stats["sequential_wall_per_task"], per_task)
+            self.stats["last_path"] = "sequential"
+            self.stats["sequential_generations"] += 1
+            self._sequential_run += 1
+            self._parallel_run = 0
+        return raw
+
+    def _score_parallel(self, generation: int, center: np.ndarray,
+                        candidates: list[Candidate]) -> list[Any]:
+        """One chunk per worker; chunks lost to a dead worker (or a timeout) are run
+        again, with the same task seeds, up to ``max_retries`` times."""
+        n = len(candidates)
         began = time.perf_counter()
         shared = (self._files.put_center(generation, center) if self._files is not None
                   else center)
-        chunks = _chunks(n, self.n_workers)
-        calls = [functools.partial(_score_chunk, self._token, self._skeleton, shared,
-                                   candidates[a:b], self.seed, generation, a,
-                                   self.score_kwargs) for a, b in chunks]
-        parts = _backends.submit_all(self._parallel, calls)
+        pending = _chunks(n, self.n_workers)
+        done: dict[int, tuple[list[Any], float]] = {}
+        for attempt in range(self.max_retries + 1):
+            try:
+                self._run_chunks(generation, shared, candidates, pending, done)
+                break
+            except ScoreError as exc:
+                if exc.cause is not None:  # loky chains its own remote traceback
+                    exc.__cause__ = exc.cause
+                raise
+            except (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError) as exc:
+                pending = [(a, b) for a, b in pending if a not in done]
+                lost = [i for a, b in pending for i in range(a, b)]
+                what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
+                        if not isinstance(exc, BrokenExecutor) else
+                        f"a worker process died ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''})")
+                if attempt == self.max_retries:
+                    raise WorkerError(
+                        f"generation {generation}: candidates {_ranges(lost)} could not be "
+                        f"scored: {what}, {attempt + 1} time(s) (max_retries="
+                        f"{self.max_retries}). A worker that dies is often killed for "
+                        f"memory (the kernel's OOM killer) or crashed in native code; "
+                        f"replay one of these tasks in this process with "
+                        f"es_search.replay_task to see it.", generation, lost) from exc
+                warnings.warn(
+                    f"generation {generation}: {what}; scoring candidates {_ranges(lost)} "
+                    f"again on fresh workers with the same seeds (retry {attempt + 1} of "
+                    f"{self.max_retries})", RuntimeWarning, stacklevel=2)
         wall = time.perf_counter() - began
         # overhead: wall time beyond the slowest worker's own scoring time
-        busiest = max(seconds for _, seconds in parts)
+        busiest = max(seconds for _, seconds in done.values())
         self.stats["overhead_seconds"] = self._average(
             self.stats["overhead_seconds"], max(0.0, wall - busiest))
         self.stats["task_seconds"] = self._average(
-            self.stats["task_seconds"], sum(seconds for _, seconds in parts) / n)
+            self.stats["task_seconds"], sum(seconds for _, seconds in done.values()) / n)
         self.stats["parallel_wall_per_task"] = self._average(
             self.stats["parallel_wall_per_task"], wall / n)
         self.stats["last_path"] = "parallel"
         self.stats["parallel_generations"] += 1
         self._sequential_run = 0
         self._parallel_run += 1
-        return [s for part, _ in parts for s in part]
+        return [s for a in sorted(done) for s in done[a][0]]
+
+    def _run_chunks(self, generation: int, shared: Any, candidates: list[Candidate],
+                    pending: list[tuple[int, int]],
+                    done: dict[int, tuple[list[Any], float]]) -> None:
+        """Score the ``pending`` chunks into ``done`` (keyed by start index).
+
+        On loky (and without a task timeout) the chunks go straight to the backend's
+        executor and their futures are waited on: joblib's own result loop polls every
+        10 ms, a floor on every generation. When chunks fail, the error of the first
+        failing chunk (in order, not in time) is raised, after all have finished.
+        """
+        def args(a: int, b: int) -> tuple:
+            return (self._token, self._skeleton, shared, candidates[a:b], self.seed,
+                    generation, a, self.score_kwargs, self.on_error)
+
+        backend = self._parallel._backend
+        if self.task_timeout is None and _backends.is_loky(self._parallel):
+            try:
+                futures = {a: backend.submit(functools.partial(_score_chunk, *args(a, b)))
+                           for a, b in pending}
+            except BrokenExecutor:
+                backend.abort_everything(ensure_ready=True)
+                raise
+            concurrent.futures.wait(list(futures.values()))
+            error: BaseException | None = None
+            for a in sorted(futures):
+                try:
+                    done[a] = futures[a].result()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below
+                    error = error or exc
+            if isinstance(error, BrokenExecutor):  # fresh workers for the retry
+                backend.abort_everything(ensure_ready=True)
+            if error is not None:
+                raise error
+            return
+        if self.task_timeout is not None:  # joblib's timeout is per chunk
+            self._parallel.timeout = self.task_timeout * max(b - a for a, b in pending)
+        call = joblib.delayed(_score_chunk_at)
+        for start, part in self._parallel(call(a, *args(a, b)) for a, b in pending):
+            done[start] = part
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:

@@ -4,12 +4,17 @@
 - ``history.jsonl``: one JSON line per generation, appended and fsynced each generation;
 - ``best_weights.pt``: ``torch.save`` of the best weights (a state dict), replaced
   atomically whenever the best improves;
+- ``checkpoint.pkl``: everything needed to continue the run (``es_search.checkpoint``),
+  replaced atomically every generation, before that generation's history line;
+- ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
+  tasks of generation ``g`` that failed;
 - ``result.json``: the summary, at the end;
 - ``plot.png``: best and mean score per generation, at the end, when matplotlib is
   installed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -85,14 +90,32 @@ class RunDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         dump_json(self.path / CONFIG, config)
         self._history = open(self.path / HISTORY, "a" if append else "w")
+        self._digest = hashlib.sha256()  # of the history lines this object wrote
+        self.history_lines = 0
 
     def record(self, record: dict, best_weights: dict | None) -> None:
         """Append one generation; save ``best_weights`` when given (the best improved)."""
-        self._history.write(json.dumps(to_json(record)) + "\n")
+        line = json.dumps(to_json(record)) + "\n"
+        self._history.write(line)
         self._history.flush()
         os.fsync(self._history.fileno())
+        self._digest.update(line.encode())
+        self.history_lines += 1
         if best_weights is not None:
             self.save_weights(best_weights)
+
+    def history_digest(self) -> str:
+        """SHA-256 of the history lines written so far (a checkpoint holds it)."""
+        return self._digest.hexdigest()
+
+    def rewrite_history(self, lines: list[str]) -> None:
+        """Replace ``history.jsonl`` with ``lines`` (atomically), then append after them."""
+        self._history.close()
+        text = "".join(lines)
+        atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
+        self._history = open(self.path / HISTORY, "a")
+        self._digest = hashlib.sha256(text.encode())
+        self.history_lines = len(lines)
 
     def save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))

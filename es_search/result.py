@@ -18,8 +18,11 @@ class Result:
     - ``evaluations``: ``score()`` calls made, the starting agent's included;
     - ``history``: one dict per generation with ``generation``, ``best_score`` (best so
       far), ``mean_score`` (mean of this generation's finite scores), ``scores`` (every
-      candidate's, in candidate order), ``sigma``, ``nonfinite``, ``evaluations`` (so
-      far) and ``seconds`` (since the run started);
+      candidate's, in candidate order), ``sigma``, ``nonfinite`` (non-finite scores
+      returned), ``failures`` (``score()`` calls that raised, under
+      ``on_error="worst"``, scored -inf), ``evaluations`` (so far) and ``seconds``
+      (wall-clock time the run has spent, summed over resumes: the one field that
+      differs between two runs with the same seed);
     - ``seed`` and ``config``: what defines the run.
     """
 

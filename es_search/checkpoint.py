@@ -1,0 +1,185 @@
+"""Checkpoints: everything a run needs to continue, in one file, written atomically.
+
+File layout (format version 1)::
+
+    MAGIC (16 bytes) | version (uint32 LE) | length (uint64 LE) | sha256 (32 bytes) | payload
+
+``payload`` is a (cloud)pickle of a dict; the SHA-256 covers the version, the length and
+the payload, so a torn write, a truncated file or any flipped bit is detected and the
+file is refused with :class:`CheckpointError`, never loaded silently. Files are written
+through :func:`es_search.output.atomic_write` (temporary file, flush, fsync,
+``os.replace``), so a crash leaves either the previous checkpoint or the new one.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoint.pkl"
+    >>> save(path, {"generation": 3, "best_score": -1.5})
+    >>> load(path)["generation"]
+    3
+    >>> path.write_bytes(path.read_bytes()[:-1]) and None  # torn
+    >>> load(path)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    es_search.checkpoint.CheckpointError: ...
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import struct
+from pathlib import Path
+from typing import Any, Mapping
+
+try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    from joblib.externals import cloudpickle
+
+from .output import atomic_write
+
+#: the checkpoint's file name inside a run directory
+CHECKPOINT = "checkpoint.pkl"
+#: failure records (``failures/generation-<g>.pkl``), for ``replay_task``
+FAILURES = "failures"
+MAGIC = b"ES_SEARCH_CKPT\x00\x01"
+VERSION = 1
+_HEADER = struct.Struct("<16sIQ32s")  # magic, version, payload length, sha256
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: corrupt, torn, of another format, or not
+    matching the run it should continue."""
+
+
+def _digest(version: int, length: int, payload: bytes) -> bytes:
+    h = hashlib.sha256()
+    h.update(struct.pack("<IQ", version, length))
+    h.update(payload)
+    return h.digest()
+
+
+def dumps(data: Mapping[str, Any]) -> bytes:
+    """The bytes of a checkpoint holding ``data``."""
+    payload = cloudpickle.dumps(dict(data), protocol=pickle.HIGHEST_PROTOCOL)
+    header = _HEADER.pack(MAGIC, VERSION, len(payload),
+                          _digest(VERSION, len(payload), payload))
+    return header + payload
+
+
+def loads(blob: bytes, where: str = "checkpoint") -> dict:
+    """The dict stored in ``blob``; :class:`CheckpointError` if it is not intact."""
+    def refuse(why: str) -> CheckpointError:
+        return CheckpointError(
+            f"{where} is not a usable es_search checkpoint ({why}); it was not loaded. "
+            f"Restore a copy of it, or delete it to start the run again from scratch.")
+
+    if len(blob) < _HEADER.size:
+        raise refuse(f"{len(blob)} bytes, shorter than the {_HEADER.size}-byte header: "
+                     f"torn or truncated")
+    magic, version, length, digest = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise refuse("wrong magic bytes")
+    payload = blob[_HEADER.size:]
+    if _digest(version, length, payload) != digest:
+        if len(payload) != length:
+            raise refuse(f"payload of {len(payload)} bytes, the header says {length}: "
+                         f"torn or truncated")
+        raise refuse("checksum mismatch: corrupt")
+    if version != VERSION:
+        raise refuse(f"format version {version}; this es_search reads version {VERSION}")
+    try:
+        data = pickle.loads(payload)
+    except Exception as exc:  # intact bytes, but e.g. a class that no longer exists
+        raise CheckpointError(f"{where} is intact but cannot be unpickled: "
+                              f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise refuse(f"holds a {type(data).__name__}, not a dict")
+    return data
+
+
+def save(path: Any, data: Mapping[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
+    blob = dumps(data)
+    atomic_write(Path(path), lambda f: f.write(blob))
+
+
+def load(path: Any) -> dict:
+    """The dict saved at ``path``; :class:`CheckpointError` if torn or corrupt."""
+    path = Path(path)
+    try:
+        blob = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"no checkpoint at {path}") from None
+    return loads(blob, where=str(path))
+
+
+# ----------------------------------------------------------------- resuming a run
+#: config keys that define the result; a resume must match them exactly
+DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs")
+
+
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
+                keys: Any = DEFINING, prefix: str = "") -> list[str]:
+    """Human-readable differences between two configs, over ``keys`` (dicts recursed).
+
+    >>> differences({"seed": 0, "strategy": {"population": 16}},
+    ...             {"seed": 0, "strategy": {"population": 32}}, ["seed", "strategy"])
+    ['strategy.population: 16 in the checkpoint, 32 now']
+    """
+    out = []
+    for key in keys:
+        a, b = saved.get(key, "<absent>"), current.get(key, "<absent>")
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += differences(a, b, sorted(set(a) | set(b), key=str), f"{prefix}{key}.")
+        elif not _same(a, b):
+            out.append(f"{prefix}{key}: {a!r} in the checkpoint, {b!r} now")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, or (objects without ``__eq__``, numpy arrays) equal once pickled."""
+    try:
+        if bool(a == b):
+            return True
+    except Exception:
+        pass
+    try:
+        return cloudpickle.dumps(a) == cloudpickle.dumps(b)
+    except Exception:
+        return False
+
+
+def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
+                    where: str) -> None:
+    """Refuse (:class:`CheckpointError`) a resume whose config would change the result."""
+    diff = differences(saved, current)
+    if diff:
+        raise CheckpointError(
+            f"cannot resume the run in {where}: its configuration differs in "
+            + "; ".join(diff) + ". Resume with the same settings (only generations, "
+            "n_jobs, backend, progress, callbacks, on_error, max_retries and task_timeout "
+            "may change), or use another out folder to start a new run.")
+
+
+def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:
+    """The first ``lines`` records of ``out/history.jsonl`` (and their raw lines), checked
+    against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
+    the checkpoint, or torn by a crash) are ignored."""
+    from .output import HISTORY, from_json
+
+    path = Path(out) / HISTORY
+    try:
+        with open(path, "rb") as f:
+            raw = [f.readline() for _ in range(lines)]
+    except FileNotFoundError:
+        raw = []
+    if len([r for r in raw if r.endswith(b"\n")]) != lines or \
+            hashlib.sha256(b"".join(raw)).hexdigest() != digest:
+        raise CheckpointError(
+            f"{path} does not hold the {lines} history line(s) the checkpoint in {out} was "
+            f"written after (missing, shortened or edited), so the run cannot be resumed "
+            f"consistently. Restore the file, or start the run again in another folder.")
+    text = [r.decode() for r in raw]
+    return [from_json(json.loads(t)) for t in text], text

@@ -1,0 +1,141 @@
+"""Replaying one scoring task in this process, e.g. to debug a ``score()`` that failed.
+
+A task is fully defined by the run's seed, the generation, the candidate's index, the
+generation's centre vector and the candidate's description (see
+:mod:`es_search.candidates`). With ``out=DIR``, ``run()`` stores what is needed:
+
+- ``DIR/failures/generation-<g>.pkl`` for every generation in which a task raised
+  (``on_error`` either way) or was lost to dead workers: the centre, the candidates and
+  the tracebacks;
+- ``DIR/checkpoint.pkl``: the state before the next generation, from which that
+  generation's centre and candidates follow.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import checkpoint
+from . import candidates as _candidates
+from .agent import Agent
+from .candidates import Candidate
+from .checks import check_seed
+from .scores import as_score
+from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
+
+
+def failure_path(out: Any, generation: int) -> Path:
+    return Path(out) / checkpoint.FAILURES / f"generation-{generation}.pkl"
+
+
+def _from_run_dir(out: Any, generation: int, index: int) -> dict:
+    """seed, centre, candidate and score_kwargs of task ``(generation, index)`` of the
+    run in ``out``."""
+    record_path = failure_path(out, generation)
+    if record_path.exists():
+        record = checkpoint.load(record_path)
+        candidates = record["candidates"]
+        center = record["center"]
+        seed, score_kwargs = record["seed"], record["score_kwargs"]
+    else:
+        ckpt_path = Path(out) / checkpoint.CHECKPOINT
+        if not ckpt_path.exists():
+            raise FileNotFoundError(
+                f"{out} holds neither a checkpoint nor a failure record for generation "
+                f"{generation}; pass seed=, center= and candidate= instead")
+        ckpt = checkpoint.load(ckpt_path)
+        if ckpt["generation"] != generation:
+            stored = sorted(int(p.stem.split("-", 1)[1]) for p in
+                            (Path(out) / checkpoint.FAILURES).glob("generation-*.pkl"))
+            raise ValueError(
+                f"{out} cannot replay generation {generation}: its checkpoint is before "
+                f"generation {ckpt['generation']} (only that generation's centre follows "
+                f"from it), and failure records exist for generations {stored or 'none'}. "
+                f"Pass seed=, center= and candidate= instead")
+        strategy, state = ckpt["strategy"], ckpt["state"]
+        center = strategy.center(state)
+        candidates = strategy.ask(state, generation)
+        seed, score_kwargs = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
+    if not 0 <= index < len(candidates):
+        raise IndexError(f"generation {generation} of the run in {out} has "
+                         f"{len(candidates)} candidates; index {index} is out of range")
+    return {"seed": seed, "center": center, "candidate": candidates[index],
+            "score_kwargs": score_kwargs}
+
+
+def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
+                seed: int | None = None, center: Any = None,
+                candidate: Candidate | None = None,
+                score_kwargs: Mapping[str, Any] | None = None,
+                return_agent: bool = False) -> Any:
+    """Run task ``(generation, index)`` in this process and return its score.
+
+    Exactly what the worker did: the same task seed in ``agent.task_seed`` and in the
+    global RNGs, the same candidate weights, the same ``score_kwargs``. An exception in
+    ``score()`` propagates unwrapped, so a debugger stops in your code
+    (``python -m pdb``, or ``%debug`` in IPython, after the call fails).
+
+    Two ways to say which task:
+
+    - ``out=DIR`` (a run's folder): seed, centre, candidate and ``score_kwargs`` are read
+      from ``DIR/failures/generation-<g>.pkl`` (every generation with a failed or lost
+      task has one) or else from ``DIR/checkpoint.pkl`` when ``generation`` is the one
+      that follows it (e.g. the generation a Ctrl-C interrupted);
+    - ``seed=`` (the run's seed), ``center=`` (the generation's centre, a flat vector as
+      ``agent.get_flat()`` gives; default: the agent's own weights) and ``candidate=``
+      (an :class:`~es_search.Candidate`; default ``Candidate("center")``, which is what
+      the starting agent's evaluation, generation -1, scores).
+
+    ``agent`` is not modified: the task runs on a copy, which ``return_agent=True``
+    returns along with the score, as ``(score, agent)``.
+
+    Example::
+
+        >>> import torch, es_search
+        >>> class Noisy(es_search.Agent):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = torch.nn.Parameter(torch.zeros(2))
+        ...     def score(self):
+        ...         return float(torch.randn(()))  # from the task's seeded generator
+        >>> result = es_search.run(Noisy(), generations=2, population=3, n_jobs=1,
+        ...                        seed=7, progress=False)
+        >>> jitter = es_search.Candidate("jitter", 0.1)  # hill-climb's, sigma 0.1
+        >>> score = es_search.replay_task(Noisy(), seed=7, generation=0, index=1,
+        ...                               candidate=jitter)  # centre: Noisy()'s weights
+        >>> score == result.history[0]["scores"][1]
+        True
+    """
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent must be an es_search.Agent, got {type(agent).__name__}")
+    if out is not None:
+        if seed is not None or center is not None or candidate is not None:
+            raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "
+                             "not both")
+        task = _from_run_dir(out, generation, index)
+        seed, center, candidate = task["seed"], task["center"], task["candidate"]
+        if score_kwargs is None:
+            score_kwargs = task["score_kwargs"]
+    else:
+        if seed is None:
+            raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "
+                            "seed) to know the task's seed")
+        seed = check_seed(seed)
+        if candidate is None:
+            candidate = Candidate("center")
+        if not isinstance(candidate, Candidate):
+            raise TypeError(f"candidate must be an es_search.Candidate, got "
+                            f"{type(candidate).__name__}")
+    copy = agent.clone()
+    center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
+    with preserved_global_rngs():
+        copy.task_seed = seed_ = task_seed(seed, generation, index)
+        seed_global_rngs(seed_)
+        try:
+            _candidates.build(copy, center, candidate, seed, generation)
+            value = as_score(copy.score(**dict(score_kwargs or {})), copy)
+        finally:
+            copy.task_seed = None
+    return (value, copy) if return_agent else value

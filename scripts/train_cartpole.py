@@ -1,0 +1,73 @@
+"""Train a CartPole-v1 policy that samples its actions, with es_search, on all cores.
+
+Top to bottom: the arguments (a dataclass), the agent, the run, a test of the result.
+
+    python scripts/train_cartpole.py --generations 40 --out runs/cartpole-script
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+import es_search
+from es_search.problems.control import CartPole
+
+
+@dataclass
+class Args:
+    generations: int = 40
+    """generations of the search"""
+    population: int = 16
+    """candidates per generation"""
+    sigma: float = 0.5
+    """step size of the Gaussian jitter"""
+    hidden: int = 0
+    """hidden units of the policy (0: linear)"""
+    episodes: int = 3
+    """episodes averaged per score"""
+    test_episodes: int = 20
+    """episodes to test the best policy on, after the search"""
+    seed: int = 0
+    """the run's seed: the same seed gives the same run on any number of cores"""
+    n_jobs: int = -1
+    """workers (-1: all cores)"""
+    out: str | None = None
+    """folder for config.json, history.jsonl, best_weights.pt, plot.png"""
+    progress: bool = True
+    """show a progress bar"""
+
+
+def parse_args(argv=None) -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for field in dataclasses.fields(Args):
+        if field.type == "bool":
+            parser.add_argument(f"--no-{field.name}", dest=field.name, action="store_false",
+                                help=f"do not: {field.metadata.get('help', field.name)}")
+        else:
+            kind = {"int": int, "float": float}.get(field.type, str)
+            parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind,
+                                default=field.default)
+    return Args(**vars(parser.parse_args(argv)))
+
+
+def main(argv=None) -> float:
+    args = parse_args(argv)
+    agent = CartPole(hidden=args.hidden, episodes=args.episodes)
+    result = es_search.run(agent, generations=args.generations, population=args.population,
+                           sigma=args.sigma, seed=args.seed, n_jobs=args.n_jobs,
+                           strategy_options={"reevaluate": True},  # returns are noisy
+                           progress=args.progress, out=args.out)
+
+    best = result.best_agent()
+    returns = [best.episode_return(seed=10_000 + k) for k in range(args.test_episodes)]
+    test_return = float(np.mean(returns))
+    print(f"best search score {result.best_score:.1f}; test return over "
+          f"{args.test_episodes} new episodes: {test_return:.1f} (max 500)")
+    return test_return
+
+
+if __name__ == "__main__":
+    main()

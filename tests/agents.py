@@ -1,0 +1,91 @@
+"""Agents shared by the tests (importable by worker processes)."""
+import random
+
+import numpy as np
+import torch
+
+import es_search
+
+
+class Quadratic(es_search.Agent):
+    """Maximise -|w - 3|^2 (optimum 0)."""
+
+    def __init__(self, dim=10):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(dim), requires_grad=False)
+
+    def score(self):
+        return -float(((self.w - 3) ** 2).sum())
+
+
+class NoisyEverywhere(es_search.Agent):
+    """Draws from all three global RNGs in both jitter_weights() and score()."""
+
+    def __init__(self):
+        super().__init__()
+        with torch.random.fork_rng():  # the same starting weights every time
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(4, 2)
+        self.register_buffer("counter", torch.zeros(1))
+
+    def jitter_weights(self, sigma):
+        scale = sigma * (0.5 + random.random()) * (0.5 + float(np.random.rand()))
+        with torch.no_grad():
+            for _, p in self.evolved_parameters():
+                p.add_(torch.randn_like(p), alpha=scale)
+
+    def score(self, **kwargs):
+        x = torch.rand(4)
+        noise = random.gauss(0, 0.1) + float(np.random.normal(0, 0.1))
+        return float(self.fc(x).sum().detach()) + noise
+
+
+class RandomScore(es_search.Agent):
+    """Scores are pure draws: exposes the streams tasks get."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+
+    def score(self):
+        return random.random() + float(np.random.rand()) + float(torch.rand(()))
+
+
+class EchoKwargs(es_search.Agent):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def score(self, b=None, **kwargs):
+        return float(b + kwargs["c"] + self.w.item())
+
+
+class ReturnsText(es_search.Agent):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def score(self):
+        return "high"
+
+
+class SometimesNaN(es_search.Agent):
+    """NaN whenever w[0] > 0.5, else a deterministic score rising with w[0]."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+
+    def score(self):
+        if self.w[0] > 0.5:
+            return float("nan")
+        return float(self.w[0])
+
+
+class SeedProbe(es_search.Agent):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def score(self):
+        return float(self.task_seed % 1000003)

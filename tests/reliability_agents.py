@@ -1,0 +1,136 @@
+"""Agents that misbehave on purpose, for the reliability tests.
+
+Loaded by path (``tests/reliability_agents.py:Class``) in subprocesses, and registered
+with cloudpickle by value in the tests, so worker processes need not import ``tests``.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+
+import torch
+
+import es_search
+
+
+class Vec(es_search.Agent):
+    """A 4-vector; score -|x - 1|^2 plus task-seeded noise (so seeds matter)."""
+
+    def __init__(self, delay: float = 0.0, dim: int = 4):
+        super().__init__()
+        self.delay = float(delay)
+        self.x = torch.nn.Parameter(torch.zeros(int(dim), dtype=torch.float64),
+                                    requires_grad=False)
+
+    def score(self, **kwargs) -> float:
+        if self.delay:
+            time.sleep(self.delay)
+        return -float(((self.x - 1) ** 2).sum()) + 0.01 * float(torch.randn(()))
+
+
+class DiesOnce(Vec):
+    """The worker running task seed ``kill_seed`` dies (os._exit), the first time only:
+    a marker file records that it already did."""
+
+    def __init__(self, kill_seed: int, marker: str):
+        super().__init__()
+        self.kill_seed, self.marker = kill_seed, marker
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.kill_seed and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            os._exit(17)
+        return super().score(**kwargs)
+
+
+class AlwaysDies(Vec):
+    """The worker running task seed ``kill_seed`` always dies."""
+
+    def __init__(self, kill_seed: int):
+        super().__init__()
+        self.kill_seed = kill_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.kill_seed:
+            os._exit(17)
+        return super().score(**kwargs)
+
+
+class Hangs(Vec):
+    """Task seed ``hang_seed`` sleeps for a minute."""
+
+    def __init__(self, hang_seed: int):
+        super().__init__()
+        self.hang_seed = hang_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.hang_seed:
+            time.sleep(60)
+        return super().score(**kwargs)
+
+
+class Raises(Vec):
+    """``score()`` raises for the tasks whose seeds are in ``fail_seeds``."""
+
+    def __init__(self, fail_seeds=()):
+        super().__init__()
+        self.fail_seeds = set(fail_seeds)
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed in self.fail_seeds:
+            raise ValueError(f"boom at {self.x.tolist()}")
+        return super().score(**kwargs)
+
+
+class NonFinite(Vec):
+    """Every third task (by seed) scores NaN, every fifth +inf."""
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed % 3 == 0:
+            return math.nan
+        if self.task_seed % 5 == 0:
+            return math.inf
+        return super().score(**kwargs)
+
+
+class Holder:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+class WithLock(Vec):
+    def __init__(self):
+        super().__init__()
+        self.stuff = {"cfg": [1, 2, Holder()]}
+
+
+class WithGenerator(Vec):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        self.inner.gen = (i for i in range(3))
+
+
+class WithFile(Vec):
+    def __init__(self, path: str):
+        super().__init__()
+        self.log = open(path, "w")
+
+
+class Sleepy(Vec):
+    """Every task but the starting agent's writes its worker's pid into ``folder``
+    and sleeps for a minute."""
+
+    def __init__(self, folder: str, start_seed: int):
+        super().__init__()
+        self.folder, self.start_seed = folder, start_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed != self.start_seed:
+            with open(os.path.join(self.folder, str(os.getpid())), "w"):
+                pass
+            time.sleep(60)
+        return super().score(**kwargs)

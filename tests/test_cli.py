@@ -1,0 +1,86 @@
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from es_search.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "es_search", *args], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=300)
+
+
+def test_list_names_the_builtins_and_strategies(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("blog", "cartpole", "sphere", "hill-climb"):
+        assert name in out
+
+
+def test_blog_run_writes_results(tmp_path):
+    proc = run_cli("run", "blog", "-p", "work=20", "--generations", "3", "--population", "4",
+                   "--n-jobs", "2", "--seed", "1", "--out", str(tmp_path / "blog"))
+    assert proc.returncode == 0, proc.stderr
+    assert "best score" in proc.stdout
+    history = (tmp_path / "blog" / "history.jsonl").read_text().splitlines()
+    assert len(history) == 3
+    assert "es_search" in proc.stderr  # the progress bar
+    config = json.loads((tmp_path / "blog" / "config.json").read_text())
+    assert config["agent"].endswith("BlogAgent") and config["n_jobs"] == 2
+
+
+def test_a_users_file_and_class(tmp_path, capsys):
+    path = tmp_path / "my_agent.py"
+    path.write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Mine(es_search.Agent):
+            def __init__(self, target=2.0):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(3))
+                self.target = target
+
+            def score(self):
+                return -float(((self.w - self.target) ** 2).sum())
+    """))
+    proc = run_cli("run", f"{path}:Mine", "-p", "target=1.5", "--generations", "5",
+                   "--n-jobs", "2", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    best = float(proc.stdout.split("best score ")[1].split()[0])
+    assert -6.75 < best < 0  # started at -3 * 1.5^2
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "nope"], "unknown problem 'nope'"),
+    (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
+    (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),
+    (["run", "no_such_module_xyz:Agent"], "cannot import module 'no_such_module_xyz'"),
+    (["run", "es_search.problems.blog:torch"], "is not an es_search.Agent subclass"),
+    (["run", "blog", "--sigma", "-1"], "--sigma: must be a positive float"),
+    (["run", "blog", "--generations", "0"], "--generations: must be a positive int"),
+    (["run", "blog", "--n-jobs", "0"], "--n-jobs: 0 means no workers"),
+    (["run", "blog", "--seed", "x"], "--seed: must be an integer >= 0"),
+    (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
+    (["run", "blog", "-p", "nonsense=1"], "cannot build BlogAgent"),
+    (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_errors_through_the_console_entry_point_have_no_traceback():
+    proc = run_cli("run", "nope")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "unknown problem" in proc.stderr

@@ -1,0 +1,45 @@
+import pytest
+import torch
+
+import es_search
+from es_search.problems.blog import BlogAgent
+
+from agents import EchoKwargs, SeedProbe
+
+BLOG_WEIGHTS = [{"fc1.weight": torch.tensor([[k, k, k]], dtype=torch.float32)}
+                for k in range(1, 7)]
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_blog_example_in_one_call(n_jobs):
+    scores = es_search.evaluate(BlogAgent(work=50), BLOG_WEIGHTS, n_jobs=n_jobs,
+                                score_kwargs={"b": 45, "c": 33})
+    assert scores == [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]
+
+
+def test_score_kwargs_are_forwarded_in_workers():
+    weights = [{"w": torch.tensor([float(k)])} for k in range(5)]
+    scores = es_search.evaluate(EchoKwargs(), weights, n_jobs=2, score_kwargs={"b": 45, "c": 33})
+    assert scores == [78.0 + k for k in range(5)]
+
+
+def test_evaluate_does_not_modify_the_agent():
+    agent = BlogAgent(work=0)
+    es_search.evaluate(agent, BLOG_WEIGHTS, n_jobs=1)
+    assert agent.fc1.weight.tolist() == [[1.0, 1.0, 1.0]]
+
+
+def test_each_task_gets_its_documented_seed():
+    scores = es_search.evaluate(SeedProbe(), [{}] * 4, n_jobs=2, seed=7)
+    assert scores == [es_search.task_seed(7, 0, i) % 1000003 for i in range(4)]
+
+
+def test_bad_weights_fail_before_scoring():
+    with pytest.raises(KeyError, match="no weight named 'fc2.weight'"):
+        es_search.evaluate(BlogAgent(work=0), [{"fc2.weight": torch.zeros(1, 3)}])
+    with pytest.raises(TypeError, match=r"weights\[1\] must be a dict"):
+        es_search.evaluate(BlogAgent(work=0), [{}, [1, 2, 3]])
+
+
+def test_empty_input_gives_empty_output():
+    assert es_search.evaluate(BlogAgent(work=0), []) == []

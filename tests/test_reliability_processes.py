@@ -1,0 +1,118 @@
+"""Issue 4 with real processes: a run killed with SIGKILL and resumed, Ctrl-C (SIGINT)
+to the command line."""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import es_search
+from es_search import checkpoint
+from es_search.output import read_history
+from es_search.problems import load_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = str(ROOT / "tests" / "reliability_agents.py")
+ARGS = ["--population", "4", "--sigma", "0.3", "--seed", "5", "--no-progress",
+        "-p", "delay=0.01"]
+
+
+def cli(*argv: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-m", "es_search", *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, limit: float = 60) -> int:
+    """Poll ``history.jsonl`` until it has ``n`` lines (the run is then mid-way)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended early: {proc.communicate()}")
+        if path.exists():
+            lines = path.read_text().count("\n")
+            if lines >= n:
+                return lines
+        time.sleep(0.01)
+    pytest.fail("the run made no progress")
+
+
+def reference(generations: int):
+    vec = load_problem(f"{AGENTS}:Vec")  # the same class (module) the CLI loads
+    return vec, es_search.run(vec(delay=0.0), generations=generations, population=4,
+                              sigma=0.3, seed=5, n_jobs=1, progress=False)
+
+
+def same_history(a, b):
+    strip = lambda h: [repr({k: v for k, v in r.items() if k != "seconds"}) for r in h]
+    return strip(a) == strip(b)
+
+
+def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path):
+    out = tmp_path / "run"
+    proc = cli("run", f"{AGENTS}:Vec", "--generations", "40", "--n-jobs", "2",
+               "--out", str(out), *ARGS, start_new_session=True)
+    try:
+        wait_for_lines(out / "history.jsonl", 5, proc)
+    finally:  # SIGKILL the run and its workers (as when a spot instance goes)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    done = checkpoint.load(out / checkpoint.CHECKPOINT)["generation"]
+    assert 0 <= done < 40
+    vec, full = reference(40)
+    resumed = es_search.run(vec(delay=0.0), generations=40, population=4, sigma=0.3,
+                            seed=5, n_jobs=1, progress=False, out=out, resume=True)
+    # delay is a plain attribute, not part of the config: it does not change the scores
+    assert same_history(resumed.history, full.history)
+    assert all(torch.equal(resumed.best_weights[k], full.best_weights[k])
+               for k in full.best_weights)
+    assert resumed.best_score == full.best_score
+    assert same_history(read_history(out / "history.jsonl"), full.history)
+
+
+def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path):
+    out = tmp_path / "run"
+    argv = ["run", f"{AGENTS}:Vec", "--generations", "30", "--n-jobs", "2",
+            "--out", str(out), *ARGS]
+    proc = cli(*argv)
+    wait_for_lines(out / "history.jsonl", 3, proc)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    stopped = time.monotonic() - sent
+    assert proc.returncode == 130, stderr
+    assert stopped < 10  # promptly (generous: the machine may be busy)
+    command = "es-search " + shlex.join(argv) + " --resume"
+    assert command in stderr
+    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)  # loadable, consistent
+    assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] == \
+        ckpt["generation"] >= 3
+    # the printed command, run as printed, finishes the run as if never interrupted
+    again = cli(*shlex.split(command)[1:])
+    stdout, stderr = again.communicate(timeout=120)
+    assert again.returncode == 0, stderr
+    _, full = reference(30)
+    assert same_history(read_history(out / "history.jsonl"), full.history)
+    saved = torch.load(out / "best_weights.pt")
+    assert all(torch.equal(saved[k], full.best_weights[k]) for k in saved)
+
+
+def test_cli_resume_refuses_other_parameters(tmp_path):
+    out = tmp_path / "run"
+    first = cli("run", f"{AGENTS}:Vec", "--generations", "1", "--n-jobs", "1",
+                "--out", str(out), *ARGS)
+    assert first.wait(timeout=60) == 0
+    other = cli("run", f"{AGENTS}:Vec", "--generations", "2", "--n-jobs", "1",
+                "--out", str(out), "--resume", *ARGS[:-1], "dim=5")
+    _, stderr = other.communicate(timeout=60)
+    assert other.returncode == 2
+    assert "cannot resume" in stderr and "params.dim" in stderr

@@ -1,0 +1,164 @@
+import math
+import random
+
+import joblib
+import numpy as np
+import pytest
+import torch
+
+import es_search
+
+from agents import NoisyEverywhere, Quadratic, RandomScore, ReturnsText, SometimesNaN
+
+
+def comparable(result):
+    """Everything in a Result that must be reproducible (wall-clock seconds are not)."""
+    history = [{k: v for k, v in h.items() if k != "seconds"} for h in result.history]
+    return history, {k: v.tolist() for k, v in result.best_weights.items()}, result.evaluations
+
+
+@pytest.fixture(scope="module")
+def noisy_runs():
+    kwargs = dict(generations=4, population=6, sigma=0.2, seed=11, progress=False)
+    return {n: es_search.run(NoisyEverywhere(), n_jobs=n, **kwargs) for n in (1, 2, -1)}
+
+
+def test_same_seed_same_run_whatever_n_jobs(noisy_runs):
+    reference = comparable(noisy_runs[1])
+    for n_jobs in (2, -1):
+        assert comparable(noisy_runs[n_jobs]) == reference
+    for name, w in noisy_runs[1].best_weights.items():  # bit for bit
+        assert torch.equal(w, noisy_runs[2].best_weights[name])
+
+
+def test_candidates_and_generations_get_distinct_streams():
+    result = es_search.run(RandomScore(), generations=3, population=8, seed=3, n_jobs=2,
+                           progress=False)
+    scores = [s for h in result.history for s in h["scores"]]
+    assert len(set(scores)) == len(scores)  # no two tasks drew the same numbers
+    other = es_search.run(RandomScore(), generations=3, population=8, seed=4, n_jobs=1,
+                          progress=False)
+    assert other.history[0]["scores"] != result.history[0]["scores"]
+
+
+def test_a_different_seed_gives_a_different_run(noisy_runs):
+    other = es_search.run(NoisyEverywhere(), generations=4, population=6, sigma=0.2, seed=12,
+                          n_jobs=1, progress=False)
+    assert comparable(other)[0] != comparable(noisy_runs[1])[0]
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_callers_rng_state_is_untouched(n_jobs):
+    random.seed(5)
+    np.random.seed(5)
+    torch.manual_seed(5)
+    expected = (random.random(), np.random.rand(), torch.rand(1).item())
+    random.seed(5)
+    np.random.seed(5)
+    torch.manual_seed(5)
+    es_search.run(RandomScore(), generations=2, population=4, n_jobs=n_jobs, progress=False)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def test_thread_backends_are_refused_with_a_reason():
+    with joblib.parallel_config(backend="threading"):
+        with pytest.raises(ValueError, match="thread-based joblib backend"):
+            es_search.run(Quadratic(), generations=1, progress=False)
+
+
+def test_parallel_config_backend_is_respected_and_equal():
+    kwargs = dict(generations=3, population=4, seed=2, progress=False)
+    with joblib.parallel_config(backend="multiprocessing", n_jobs=2):
+        via_config = es_search.run(NoisyEverywhere(), **kwargs)
+    assert comparable(via_config) == comparable(es_search.run(NoisyEverywhere(), n_jobs=1,
+                                                              **kwargs))
+
+
+def test_quadratic_approaches_its_optimum():
+    result = es_search.run(Quadratic(), generations=200, population=16, sigma=0.3, seed=0,
+                           n_jobs=1, progress=False)
+    assert result.history[0]["best_score"] < -50  # starts at -90
+    assert result.best_score > -1.0
+    assert result.best_weights["w"].sub(3).abs().max() < 0.6
+
+
+def test_elitism_best_never_decreases_and_parent_is_kept():
+    result = es_search.run(Quadratic(), generations=40, population=4, sigma=1.0, seed=1,
+                           n_jobs=1, progress=False)
+    best = [h["best_score"] for h in result.history]
+    assert best == sorted(best)
+    assert any(h["mean_score"] < h["best_score"] for h in result.history)
+    assert result.best_score == max(s for h in result.history for s in h["scores"])
+
+
+def test_result_shape_and_best_agent():
+    agent = Quadratic(4)
+    result = es_search.run(agent, generations=5, population=3, seed=0, n_jobs=1, progress=False)
+    assert torch.equal(agent.w, torch.zeros(4))  # the agent passed in is not modified
+    assert result.evaluations == 1 + 5 * 3
+    assert [h["generation"] for h in result.history] == list(range(5))
+    for h in result.history:
+        assert len(h["scores"]) == 3
+        assert h["mean_score"] == pytest.approx(sum(h["scores"]) / 3)
+    best = result.best_agent()
+    assert best.score() == result.best_score
+    assert best is not agent
+
+
+def test_nan_scores_never_become_the_best():
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        result = es_search.run(SometimesNaN(), generations=15, population=8, sigma=0.5,
+                               seed=0, n_jobs=1, progress=False)
+    assert sum(h["nonfinite"] for h in result.history) > 0
+    assert math.isfinite(result.best_score) and result.best_score <= 0.5
+    assert result.best_weights["w"][0] <= 0.5
+
+
+def test_a_score_that_is_not_a_number_names_the_agent():
+    with pytest.raises(TypeError, match="ReturnsText.score.. returned str 'high'"):
+        es_search.run(ReturnsText(), generations=1, n_jobs=1, progress=False)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"generations": 0}, ValueError, "generations must be >= 1"),
+    ({"generations": 2.5}, TypeError, "generations must be an integer"),
+    ({"population": 0}, ValueError, "population must be >= 1"),
+    ({"sigma": 0}, ValueError, "sigma must be a positive finite number"),
+    ({"sigma": -1.0}, ValueError, "sigma must be a positive finite number"),
+    ({"sigma": float("nan")}, ValueError, "sigma must be a positive finite number"),
+    ({"sigma": float("inf")}, ValueError, "sigma must be a positive finite number"),
+    ({"n_jobs": 0}, ValueError, "n_jobs=0"),
+    ({"seed": -1}, TypeError, "seed must be a non-negative integer"),
+    ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
+])
+def test_bad_arguments_fail_at_the_call(kwargs, error, match):
+    args = {"generations": 3, **kwargs}
+    with pytest.raises(error, match=match):
+        es_search.run(Quadratic(), progress=False, **args)
+
+
+def test_a_non_agent_is_refused():
+    with pytest.raises(TypeError, match="must be an es_search.Agent"):
+        es_search.run(torch.nn.Linear(2, 2), generations=1)
+
+
+def test_progress_bar_on_and_off(capsys):
+    es_search.run(Quadratic(), generations=2, population=2, n_jobs=1, progress=False)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+    es_search.run(Quadratic(), generations=2, population=2, n_jobs=1, progress=True)
+    assert "2/2" in capsys.readouterr().err
+
+
+def test_callbacks_see_records_and_can_stop_the_run():
+    seen = []
+    result = es_search.run(Quadratic(), generations=10, population=2, n_jobs=1, progress=False,
+                           callbacks=[lambda r: seen.append(r["generation"]) or len(seen) == 3])
+    assert seen == [0, 1, 2] and result.generations == 3
+
+
+def test_task_seeds_are_independent_of_the_worker_and_documented():
+    assert es_search.task_seed(0, 0, 0) != es_search.task_seed(0, 0, 1)
+    assert es_search.task_seed(0, 0, 0) != es_search.task_seed(0, 1, 0)
+    assert es_search.task_seed(0, 0, 0) != es_search.task_seed(1, 0, 0)
+    assert 0 <= es_search.task_seed(2**40, 7, 3) < 2**64

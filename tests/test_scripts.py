@@ -1,0 +1,28 @@
+"""Each script runs top to bottom with a tiny budget."""
+import os
+import runpy
+import sys
+
+import pytest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+
+
+def run_script(name, *args):
+    module = runpy.run_path(os.path.join(SCRIPTS, name), run_name="not_main")
+    return module["main"](list(args))
+
+
+def test_blog_parallel_prints_the_posts_scores_in_order(capsys):
+    scores = run_script("blog_parallel.py", "--work", "50", "--n-jobs", "2")
+    assert scores == [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]
+    assert "SCORES:  [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]" in capsys.readouterr().out
+
+
+def test_train_cartpole_runs(tmp_path):
+    pytest.importorskip("gymnasium")
+    value = run_script("train_cartpole.py", "--generations", "2", "--population", "4",
+                       "--episodes", "1", "--test-episodes", "2", "--n-jobs", "1",
+                       "--no-progress", "--out", str(tmp_path))
+    assert 8 <= value <= 500
+    assert (tmp_path / "history.jsonl").exists()

@@ -333,11 +333,13 @@ def fit_models(rows: list[dict], ceil: dict[int, dict]) -> dict:
     overhead model, both from the engine's parallel generations."""
     par = [r for r in rows if r["n"] > 1 and r["paths"] and
            all(p == "parallel" for p in r["paths"])]
-    # Amdahl: 1/S = f + (1 - f)/n  <=>  1/S - 1/n = f (1 - 1/n)
+    # Amdahl: 1/S = f + (1 - f)/n  <=>  1/S - 1/n = f (1 - 1/n), with S the speedup
+    # divided by the ceiling's efficiency at n: the engine's own serial part, apart from
+    # what the machine (other load, shared caches, turbo) takes from n processes
     amdahl = {}
     for cost in COSTS:
-        pts = [(1 - 1 / r["n"], 1 / r["speedup"] - 1 / r["n"]) for r in par
-               if r["cost"] == cost and r["size"] <= 10]
+        pts = [(1 - 1 / r["n"], ceil[r["n"]]["efficiency"] / r["speedup"] - 1 / r["n"])
+               for r in par if r["cost"] == cost and r["size"] <= 10]
         if pts:
             f = sum(x * y for x, y in pts) / sum(x * x for x, _ in pts)
             amdahl[cost] = min(1.0, max(0.0, f))
@@ -416,8 +418,11 @@ def targets(rows: list[dict], payload: list[dict], n_cpus: int) -> list[dict]:
     r1 = [x for x in rows if x["cost"] == "trivial" and x["size"] >= 10**6 and
           x["pop"] == 32 and x["n"] == 2]
     if r1:
+        parallel = _path(r1[0]) == "parallel"
         add("1e6 params, trivial score, pop 32: n_jobs=2 faster than n_jobs=1 (ratio)",
-            round(r1[0]["speedup"], 2), r1[0]["speedup"] > 1)
+            round(r1[0]["speedup"], 2), r1[0]["speedup"] > 1 and parallel,
+            f"path: {_path(r1[0])}" + ("" if parallel else
+                                       "; in-process runs are not a parallel win"))
     for x in (x for x in top if x["cost"] == "trivial"):
         ratio = x["engine_s"] / x["engine1_s"]
         add(f"trivial scores, pop {x['pop']}, {x['size']:g} params: n_jobs=-1 / n_jobs=1 "
@@ -488,6 +493,7 @@ def markdown(result: dict) -> str:
                      f"{p['shared_file_bytes_per_generation']} |")
     model = result["model"]
     lines += ["", "Model fitted on the engine's parallel generations: Amdahl serial fraction "
+              "(of the speedup relative to the ceiling) "
               + ", ".join(f"{k} {v:.4f}" for k, v in model["amdahl_serial_fraction"].items())
               + f"; per-generation overhead {_fmt(model['overhead_per_generation_s'] and model['overhead_per_generation_s'] * 1e3)} ms, "
               f"per-task overhead {_fmt(model['overhead_per_task_s'] and model['overhead_per_task_s'] * 1e6, 1)} us "

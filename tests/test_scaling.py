@@ -182,6 +182,12 @@ def test_amdahl_fit_recovers_the_serial_fraction():
              "engine_s": 64e-3 * (f + (1 - f) / n)} for n in (2, 4, 8)]
     model = fit_models(rows, ceil)
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
+    # a machine that gives n processes only 90% each: the engine's own fraction remains
+    slow = {n: {"efficiency": 1.0 if n == 1 else 0.9} for n in (1, 2, 4, 8)}
+    for r in rows:
+        r["speedup"] *= 0.9
+    model = fit_models(rows, slow)
+    assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
 def test_benchmark_runs_end_to_end(tmp_path):

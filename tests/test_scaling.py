@@ -206,3 +206,10 @@ def test_benchmark_runs_end_to_end(tmp_path):
     assert (tmp_path / "scaling.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="markers"):
         update_readme(str(tmp_path / "scaling.md"), "x")
+
+
+def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
+    address = dask_client.scheduler.address
+    assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "2",
+                     "--population", "4", "--no-progress"]) == 0
+    assert "best score" in capsys.readouterr().out

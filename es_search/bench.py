@@ -265,6 +265,12 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
         for ev in (one, many):  # as run() does: the start agent's score, in-process
             ev.score(-1, center, [Candidate("center")])
         generation = 0
+        # let the engine's fallback settle, as it does over the first generations of a
+        # run (up to 5 generations or 0.3 s)
+        began = time.perf_counter()
+        while generation < 5 and time.perf_counter() - began < 0.3:
+            many.score(generation, center, candidates)
+            generation += 1
         for rep in range(reps + 1):  # rep 0 warms every path up and is not recorded
             t_one = _time(lambda: one.score(generation, center, candidates))
             files = many._files.bytes_written if many._files is not None else 0

@@ -28,7 +28,6 @@ Output: ``scaling.md`` (tables), ``scaling.json`` (everything), ``scaling.png``.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import multiprocessing

@@ -4,9 +4,7 @@ import os
 import sys
 
 import joblib
-import numpy as np
 import pytest
-import torch
 
 import es_search
 from es_search import backends

@@ -514,7 +514,7 @@ def markdown(result: dict) -> str:
     for t in result["targets"]:
         met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
         note = f" ({t['note']})" if t["note"] else ""
-        lines.append(f"| {t['target']} | {_fmt(t['figure'])}{note} | {met} |")
+        lines.append(f"| {t['target']} | {_fmt(t['figure'], 3)}{note} | {met} |")
     return "\n".join(lines) + "\n"
 
 
@@ -680,6 +680,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated worker counts (default: 1 to all cores)")
     parser.add_argument("--readme", default=None, metavar="PATH",
                         help="also replace the table between the README's markers")
+    parser.add_argument("--render", default=None, metavar="JSON",
+                        help="measure nothing: write the outputs from a saved scaling.json")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
@@ -693,7 +695,12 @@ def run_from_args(args: argparse.Namespace) -> int:
                 from None
         if min(n_values) < 1:
             raise ValueError("--n-jobs values must be >= 1")
-    result = benchmark(mode, n_values)
+    if getattr(args, "render", None):
+        with open(args.render) as f:
+            result = json.load(f)
+        result["ceiling"] = {int(k): v for k, v in result["ceiling"].items()}
+    else:
+        result = benchmark(mode, n_values)
     paths = write(result, args.out, args.readme)
     print()
     print(markdown(result))

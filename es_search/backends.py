@@ -108,11 +108,31 @@ def _shm_root() -> str | None:
     return root if os.path.isdir(root) and os.access(root, os.W_OK) else None
 
 
+def _sweep(root: str) -> None:
+    """Remove the folders of es_search processes that died without cleaning up."""
+    for name in os.listdir(root):
+        parts = name.split("-")
+        if len(parts) < 3 or parts[0] != "es_search" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        except OSError:  # alive under another user, or not ours to ask
+            pass
+
+
 class SharedFiles:
-    """A private folder of files the local workers read; removed by ``close()``."""
+    """A private folder of files the local workers read; removed by ``close()`` (or at
+    exit; folders left by killed processes are swept by the next one)."""
 
     def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix=f"es_search-{os.getpid()}-", dir=_shm_root())
+        root = _shm_root() or tempfile.gettempdir()
+        try:
+            _sweep(root)
+        except OSError:  # pragma: no cover
+            pass
+        self.folder = tempfile.mkdtemp(prefix=f"es_search-{os.getpid()}-", dir=root)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
         self._previous: str | None = None
         self.bytes_written = 0

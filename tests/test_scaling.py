@@ -108,6 +108,19 @@ def test_bytes_per_candidate_small_and_independent_of_parameter_count():
     assert abs(sent[100_000] - sent[10]) < 1.0, sent
 
 
+def test_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):
+    dead = tmp_path / "es_search-999999999-x"  # no such pid
+    alive = tmp_path / f"es_search-{os.getpid()}-y"
+    other = tmp_path / "something-else"
+    for folder in (dead, alive, other):
+        folder.mkdir()
+    monkeypatch.setattr(backends, "_shm_root", lambda: str(tmp_path))
+    files = backends.SharedFiles()
+    assert not dead.exists() and alive.exists() and other.exists()
+    files.close()
+    assert not os.path.exists(files.folder)
+
+
 def test_thread_backend_is_refused():
     with pytest.raises(ValueError, match="thread-based"):
         with Evaluator(Sphere(dim=3), seed=0, n_jobs=2, backend="threading"):

@@ -1,14 +1,15 @@
-"""The ``es-search`` command line: ``run``, ``list`` (and ``bench``)."""
+"""The ``es-search`` command line: ``run``, ``list`` and ``bench``."""
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .problems import BUILTINS, ProblemError, load_problem
@@ -92,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="-1 all cores (default), 1 no parallelism")
     run.add_argument("--seed", type=_nonnegative_int, default=0)
     run.add_argument("--backend", default=None,
-                     help="joblib backend (default: loky, or your parallel_config)")
+                     help="joblib backend: loky (default), multiprocessing, dask, ray")
+    run.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="dask scheduler to run on (e.g. tcp://host:8786); implies "
+                          "--backend dask")
     run.add_argument("--out", default=None, help="folder to write the run into")
     run.add_argument("--resume", action="store_true",
                      help="continue the run saved in --out from its checkpoint")
@@ -111,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "-o learning_rate=0.1; see es-search list")
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
+
+    from .bench import add_arguments
+    bench = verbs.add_parser("bench", help="core-scaling benchmark of the evaluation engine",
+                             description="Time one generation of scoring for n_jobs from "
+                                         "1 to all cores against the blog post's Pool "
+                                         "scheme; writes scaling.md, .json and .png.")
+    add_arguments(bench)
     return parser
 
 
@@ -177,21 +188,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.strategy == defaults.get("strategy", DEFAULT)) else {}
     strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
                             for o in args.strategy_option)
-    started = time.perf_counter()
-    result = run(agent, generations=generations,
-                 population=args.population or defaults["population"],
-                 sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
-                 n_jobs=args.n_jobs, seed=args.seed, backend=args.backend,
-                 progress=not args.no_progress, out=args.out, resume=args.resume,
-                 on_error=args.on_error, max_retries=args.max_retries,
-                 task_timeout=args.task_timeout, strategy_options=strategy_options)
-    elapsed = time.perf_counter() - started
+    backend = args.backend
+    if args.scheduler is not None:
+        if backend not in (None, "dask"):
+            raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
+                             f"--backend {backend}")
+        backend = "dask"
+    with _dask_client(args.scheduler):
+        started = time.perf_counter()
+        result = run(agent, generations=generations,
+                     population=args.population or defaults["population"],
+                     sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
+                     n_jobs=args.n_jobs, seed=args.seed, backend=backend,
+                     progress=not args.no_progress, out=args.out, resume=args.resume,
+                     on_error=args.on_error, max_retries=args.max_retries,
+                     task_timeout=args.task_timeout, strategy_options=strategy_options)
+        elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
     if args.out:
         print(f"results written to {args.out}/ (config.json, history.jsonl, "
               f"best_weights.pt, result.json, plot.png)")
     return 0
+
+
+@contextlib.contextmanager
+def _dask_client(address: str | None) -> Iterator[None]:
+    """A dask.distributed Client for ``address`` while the run lasts (none if None)."""
+    if address is None:
+        yield
+        return
+    from .plotting import require
+    distributed = require("distributed", "dask")
+    try:
+        client = distributed.Client(address, timeout=20)
+    except (OSError, TimeoutError) as exc:
+        raise UsageError(f"cannot reach the dask scheduler at {address}: {exc}") from None
+    try:
+        yield
+    finally:
+        client.close()
 
 
 def resume_command(argv: Sequence[str]) -> str:
@@ -208,6 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.verb == "list":
             return _cmd_list(args)
+        if args.verb == "bench":
+            from .bench import run_from_args
+            return run_from_args(args)
         return _cmd_run(args)
     except (UsageError, ProblemError) as exc:
         print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")

@@ -10,9 +10,12 @@ back one float. The main process rebuilds the weights of a winner from its seed.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import copy
+import functools
 import math
 import multiprocessing
+import time
 import traceback
 import warnings
 import uuid
@@ -28,6 +31,7 @@ try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
 except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
+from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
 from .candidates import Candidate
@@ -146,12 +150,15 @@ _WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict(
 _WORKER_CACHE_SIZE = 4
 
 
-def _worker_agent(token: str, skeleton: bytes) -> Agent:
-    """The agent for ``token``, unpickled once per worker process and cached."""
+def _worker_agent(token: str, skeleton: Any) -> Agent:
+    """The agent for ``token``, unpickled once per worker process and cached.
+
+    ``skeleton`` is the pickled skeleton or a :class:`~es_search.backends.FileRef` to it
+    (read only when this process has not cached the token yet).
+    """
     agent = _WORKER_AGENTS.get(token)
     if agent is None:
-        torch.set_num_threads(1)  # one torch thread per worker: no oversubscription
-        agent = cloudpickle.loads(skeleton)
+        agent = cloudpickle.loads(_backends.load(skeleton))
         for _, p in agent.evolved_parameters():
             p.data = torch.empty(p.shape, dtype=p.dtype)
         _WORKER_AGENTS[token] = agent
@@ -160,17 +167,57 @@ def _worker_agent(token: str, skeleton: bytes) -> Agent:
     return agent
 
 
-def _score_chunk(token: str, skeleton: bytes, center: np.ndarray,
+def _score_chunk(token: str, skeleton: Any, center: Any,
                  candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                 score_kwargs: Mapping[str, Any], on_error: str = "raise") -> list[Any]:
-    agent = _worker_agent(token, skeleton)
-    return score_tasks(agent, center, candidates, seed, generation, start, score_kwargs,
-                       on_error)
+                 score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                 ) -> tuple[list[Any], float]:
+    """A worker's share of a generation: its scores and the seconds they took."""
+    with _backends.CHUNK_LOCK:
+        began = time.perf_counter()
+        agent = _worker_agent(token, skeleton)
+        center = _backends.load(center)
+        with single_torch_thread(), warnings.catch_warnings():
+            # the centre may be a read-only memory map; set_flat only reads it
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
+            scores = score_tasks(agent, center, candidates, seed, generation, start,
+                                 score_kwargs, on_error)
+        return scores, time.perf_counter() - began
 
 
-def _score_chunk_at(start: int, *args: Any) -> tuple[int, list[Any]]:
+def _score_chunk_at(start: int, *args: Any) -> tuple[int, tuple[list[Any], float]]:
     """``_score_chunk`` tagged with its start index (results come back unordered)."""
     return start, _score_chunk(*args)
+
+
+def _warm_chunk(token: str, skeleton: Any) -> int:
+    """Start-up task: import everything, cache the agent; returns the worker's pid."""
+    import os
+    with _backends.CHUNK_LOCK:
+        _worker_agent(token, skeleton)
+        time.sleep(0.005)  # long enough that one warm worker does not take every task
+    return os.getpid()
+
+
+def _ping() -> float:
+    return time.perf_counter()
+
+
+class single_torch_thread:
+    """Context manager: torch uses one intra-op thread inside the block.
+
+    Every scoring task runs like this, in a worker or in this process, so that reductions
+    are summed in the same order whatever the path (and workers do not oversubscribe).
+    """
+
+    def __enter__(self) -> "single_torch_thread":
+        self._threads = torch.get_num_threads()
+        if self._threads != 1:
+            torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._threads != 1:
+            torch.set_num_threads(self._threads)
 
 
 def skeleton_bytes(agent: Agent) -> bytes:
@@ -217,33 +264,64 @@ class Evaluator:
 
     Use it as a context manager. ``n_jobs`` means what it means in joblib (-1 all cores,
     1 a plain loop in this process, 0 an error); ``backend=None`` leaves the choice to
-    the caller's ``joblib.parallel_config`` (loky by default).
+    the caller's ``joblib.parallel_config`` (loky by default); ``"dask"`` runs on the
+    active ``dask.distributed.Client``, ``"ray"`` through ``ray.util.joblib``.
+
+    Entering starts the workers and caches the agent in each (``startup_seconds``), then
+    times an empty round trip: the first estimate of the per-generation overhead.
+
+    Sequential fallback (``sequential_fallback=True``): each generation is scored in this
+    process when that is predicted to be faster. At first the prediction is a model:
+    ``n * t`` against ``ceil(n / workers) * t + overhead``, with ``t`` the measured
+    seconds per task and ``overhead`` the measured cost of a parallel round; once both
+    paths have run, their measured wall time per task decides (running averages, the
+    losing path retried every ``REPROBE_EVERY`` generations). Results do not depend on
+    the choice: every task is seeded from ``(seed, generation, index)`` and runs with one
+    torch thread on either path. ``stats`` tells what was chosen and why. In this
+    process, a ``score()`` that crashes the process takes this one down: pass
+    ``sequential_fallback=False`` to keep every generation in the workers (a
+    ``task_timeout`` implies it).
     """
+
+    #: every this many generations in a row in this process, one goes parallel to
+    #: refresh the overhead estimate (when parallel is not predicted hopeless)
+    REPROBE_EVERY = 20
 
     def __init__(self, agent: Agent, *, seed: int, n_jobs: int = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
                  on_error: str = "raise", max_retries: int = 2,
-                 task_timeout: float | None = None):
+                 task_timeout: float | None = None, sequential_fallback: bool = True):
         if not isinstance(agent, Agent):
             raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                             f"score() method), got {type(agent).__name__}")
         self.seed = check_seed(seed)
         self.n_jobs = check_n_jobs(n_jobs)
-        self.backend = backend
+        self.backend = _backends.prepare(backend)
         self.score_kwargs = dict(score_kwargs or {})
         self.on_error = check_on_error(on_error)
         self.max_retries = check_int("max_retries", max_retries, 0)
         self.task_timeout = (None if task_timeout is None else
                              check_positive_float("task_timeout", task_timeout))
+        # a task timeout only works in a worker: no fallback then
+        self.sequential_fallback = bool(sequential_fallback) and self.task_timeout is None
         #: the TaskFailure of each task that raised in the last ``score()`` call
         #: (``on_error="worst"``; those tasks scored -inf)
         self.failures: list[TaskFailure] = []
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self._token = uuid.uuid4().hex
-        self._skeleton: bytes | None = None
+        self._skeleton: Any = None
+        self._files: _backends.SharedFiles | None = None
         self._parallel: joblib.Parallel | None = None
         self.n_workers = 1
+        self.startup_seconds = 0.0
+        self.worker_pids: set[int] = set()
+        self.stats = {"task_seconds": None, "overhead_seconds": None,
+                      "sequential_wall_per_task": None, "parallel_wall_per_task": None,
+                      "last_path": None, "parallel_generations": 0,
+                      "sequential_generations": 0}
+        self._sequential_run = 0
+        self._parallel_run = 0
 
     def __enter__(self) -> "Evaluator":
         if self.n_jobs == 1:
@@ -264,11 +342,26 @@ class Evaluator:
                 f"multiprocessing; dask; ray) or n_jobs=1.")
         if type(backend).__name__ == "SequentialBackend":
             return self
+        began = time.perf_counter()
         parallel.__enter__()
         self._parallel = parallel
-        self.n_workers = max(1, int(parallel._effective_n_jobs()))
+        self.n_workers = _backends.worker_count(parallel)
         if self.n_workers == 1:
             self.close()
+            return self
+        try:
+            skeleton = skeleton_bytes(self.local)
+            if _backends.is_local(parallel):
+                self._files = _backends.SharedFiles()
+                self._skeleton = self._files.put_bytes("skeleton.pkl", skeleton)
+            else:
+                self._skeleton = skeleton
+            self._warm_up()
+            self.startup_seconds = time.perf_counter() - began
+            self._probe()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, exc_type: Any, *exc_info: object) -> None:
@@ -286,38 +379,104 @@ class Evaluator:
         if self._parallel is not None:
             parallel, self._parallel = self._parallel, None
             parallel.__exit__(None, None, None)
+        if self._files is not None:
+            files, self._files = self._files, None
+            files.close()
 
+    # ------------------------------------------------------------------ measurements
+    def _warm_up(self, timeout: float = 120.0) -> None:
+        """Run start-up tasks until every worker has answered (or ``timeout``)."""
+        seen: set[int] = set()
+        deadline = time.perf_counter() + timeout
+        warm = functools.partial(_warm_chunk, self._token, self._skeleton)
+        while len(seen) < self.n_workers and time.perf_counter() < deadline:
+            seen.update(_backends.submit_all(self._parallel, [warm] * self.n_workers))
+        self.worker_pids = seen
+
+    def _probe(self, rounds: int = 3) -> None:
+        """Time empty parallel rounds: the first overhead estimate."""
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            _backends.submit_all(self._parallel, [_ping] * self.n_workers)
+            times.append(time.perf_counter() - began)
+        self.stats["overhead_seconds"] = sorted(times)[len(times) // 2]
+
+    @staticmethod
+    def _average(old: float | None, new: float) -> float:
+        return new if old is None else 0.5 * old + 0.5 * new
+
+    def _parallel_pays(self, n: int) -> bool:
+        """Whether to score ``n`` tasks in parallel (see the class docstring).
+
+        Once both paths have been timed, the one with the lower wall time per task
+        (running averages) wins, and every ``REPROBE_EVERY`` generations the other is
+        tried again unless it was more than 3x slower: this holds when other programs
+        load the machine. Before that, the model ``ceil(n / workers) * t + overhead``
+        against ``n * t`` decides.
+        """
+        if not self.sequential_fallback:
+            return True
+        stats = self.stats
+        t, overhead = stats["task_seconds"], stats["overhead_seconds"]
+        seq, par = stats["sequential_wall_per_task"], stats["parallel_wall_per_task"]
+        if seq is None and t is not None:
+            seq = t
+        if par is None and t is not None and overhead is not None:
+            par = (math.ceil(n / min(n, self.n_workers)) * t + overhead) / n
+        if seq is None or par is None:
+            return True
+        if par < seq:  # parallel wins; retry in-process now and then
+            return not (self._parallel_run >= self.REPROBE_EVERY and seq < 3 * par)
+        return self._sequential_run >= self.REPROBE_EVERY and par < 3 * seq
+
+    # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> list[float]:
         """The scores of ``candidates``, in order (a failed task: -inf, see
         ``failures``, under ``on_error="worst"``)."""
         candidates = list(candidates)
-        if self._parallel is None or len(candidates) == 1:
-            raw = score_tasks(self.local, center, candidates, self.seed, generation, 0,
-                              self.score_kwargs, self.on_error)
+        n = len(candidates)
+        if self._parallel is None or n <= 1 or not self._parallel_pays(n):
+            raw = self._score_here(generation, center, candidates)
         else:
             raw = self._score_parallel(generation, center, candidates)
         self.failures = [s for s in raw if isinstance(s, TaskFailure)]
         return [-math.inf if isinstance(s, TaskFailure) else s for s in raw]
 
+    def _score_here(self, generation: int, center: np.ndarray,
+                    candidates: list[Candidate]) -> list[Any]:
+        """The in-process loop (n_jobs=1, one candidate, or the sequential fallback)."""
+        n = len(candidates)
+        began = time.perf_counter()
+        with single_torch_thread():
+            raw = score_tasks(self.local, center, candidates, self.seed, generation, 0,
+                              self.score_kwargs, self.on_error)
+        per_task = (time.perf_counter() - began) / max(n, 1)
+        if n:
+            self.stats["task_seconds"] = self._average(self.stats["task_seconds"], per_task)
+        if self._parallel is not None and n > 1:
+            self.stats["sequential_wall_per_task"] = self._average(
+                self.stats["sequential_wall_per_task"], per_task)
+            self.stats["last_path"] = "sequential"
+            self.stats["sequential_generations"] += 1
+            self._sequential_run += 1
+            self._parallel_run = 0
+        return raw
+
     def _score_parallel(self, generation: int, center: np.ndarray,
                         candidates: list[Candidate]) -> list[Any]:
         """One chunk per worker; chunks lost to a dead worker (or a timeout) are run
         again, with the same task seeds, up to ``max_retries`` times."""
-        if self._skeleton is None:
-            self._skeleton = skeleton_bytes(self.local)
-        call = joblib.delayed(_score_chunk_at)
-        pending = _chunks(len(candidates), self.n_workers)
-        done: dict[int, list[Any]] = {}
+        n = len(candidates)
+        began = time.perf_counter()
+        shared = (self._files.put_center(generation, center) if self._files is not None
+                  else center)
+        pending = _chunks(n, self.n_workers)
+        done: dict[int, tuple[list[Any], float]] = {}
         for attempt in range(self.max_retries + 1):
-            if self.task_timeout is not None:  # joblib's timeout is per chunk
-                self._parallel.timeout = self.task_timeout * max(b - a for a, b in pending)
             try:
-                for start, part in self._parallel(
-                        call(a, self._token, self._skeleton, center, candidates[a:b],
-                             self.seed, generation, a, self.score_kwargs, self.on_error)
-                        for a, b in pending):
-                    done[start] = part
+                self._run_chunks(generation, shared, candidates, pending, done)
                 break
             except ScoreError as exc:
                 if exc.cause is not None:  # loky chains its own remote traceback
@@ -342,12 +501,65 @@ class Evaluator:
                     f"generation {generation}: {what}; scoring candidates {_ranges(lost)} "
                     f"again on fresh workers with the same seeds (retry {attempt + 1} of "
                     f"{self.max_retries})", RuntimeWarning, stacklevel=2)
-        return [s for a in sorted(done) for s in done[a]]
+        wall = time.perf_counter() - began
+        # overhead: wall time beyond the slowest worker's own scoring time
+        busiest = max(seconds for _, seconds in done.values())
+        self.stats["overhead_seconds"] = self._average(
+            self.stats["overhead_seconds"], max(0.0, wall - busiest))
+        self.stats["task_seconds"] = self._average(
+            self.stats["task_seconds"], sum(seconds for _, seconds in done.values()) / n)
+        self.stats["parallel_wall_per_task"] = self._average(
+            self.stats["parallel_wall_per_task"], wall / n)
+        self.stats["last_path"] = "parallel"
+        self.stats["parallel_generations"] += 1
+        self._sequential_run = 0
+        self._parallel_run += 1
+        return [s for a in sorted(done) for s in done[a][0]]
+
+    def _run_chunks(self, generation: int, shared: Any, candidates: list[Candidate],
+                    pending: list[tuple[int, int]],
+                    done: dict[int, tuple[list[Any], float]]) -> None:
+        """Score the ``pending`` chunks into ``done`` (keyed by start index).
+
+        On loky (and without a task timeout) the chunks go straight to the backend's
+        executor and their futures are waited on: joblib's own result loop polls every
+        10 ms, a floor on every generation. When chunks fail, the error of the first
+        failing chunk (in order, not in time) is raised, after all have finished.
+        """
+        def args(a: int, b: int) -> tuple:
+            return (self._token, self._skeleton, shared, candidates[a:b], self.seed,
+                    generation, a, self.score_kwargs, self.on_error)
+
+        backend = self._parallel._backend
+        if self.task_timeout is None and _backends.is_loky(self._parallel):
+            try:
+                futures = {a: backend.submit(functools.partial(_score_chunk, *args(a, b)))
+                           for a, b in pending}
+            except BrokenExecutor:
+                backend.abort_everything(ensure_ready=True)
+                raise
+            concurrent.futures.wait(list(futures.values()))
+            error: BaseException | None = None
+            for a in sorted(futures):
+                try:
+                    done[a] = futures[a].result()
+                except BaseException as exc:  # noqa: BLE001 - re-raised below
+                    error = error or exc
+            if isinstance(error, BrokenExecutor):  # fresh workers for the retry
+                backend.abort_everything(ensure_ready=True)
+            if error is not None:
+                raise error
+            return
+        if self.task_timeout is not None:  # joblib's timeout is per chunk
+            self._parallel.timeout = self.task_timeout * max(b - a for a, b in pending)
+        call = joblib.delayed(_score_chunk_at)
+        for start, part in self._parallel(call(a, *args(a, b)) for a, b in pending):
+            done[start] = part
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
-        with preserved_global_rngs():
+        with preserved_global_rngs(), single_torch_thread():
             self.local.task_seed = seed_ = task_seed(self.seed, generation, index)
             seed_global_rngs(seed_)
             _candidates.build(self.local, center, candidate, self.seed, generation)

@@ -31,7 +31,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         callbacks: Iterable[Callback] = (),
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
         on_error: str = "raise", max_retries: int = 2,
-        task_timeout: float | None = None) -> Result:
+        task_timeout: float | None = None, sequential_fallback: bool = True) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
     Each generation the strategy asks for ``population`` candidates around its centre
@@ -67,6 +67,10 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       on fresh workers when a worker process dies (or a task times out).
     - ``task_timeout``: seconds one ``score()`` call may take in a worker process
       (``n_jobs != 1`` only); a worker over time is killed, as a dead one.
+    - ``sequential_fallback``: score a generation in this process when that is measured
+      to be faster than a round trip to the workers (same results either way). False
+      keeps every generation in the workers, so that a ``score()`` that crashes the
+      process kills a worker (retried), not this one; a ``task_timeout`` implies False.
 
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
@@ -129,7 +133,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     try:
         with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
                        score_kwargs=score_kwargs, on_error=on_error,
-                       max_retries=max_retries, task_timeout=task_timeout) as evaluator:
+                       max_retries=max_retries, task_timeout=task_timeout,
+                       sequential_fallback=sequential_fallback) as evaluator:
 
             def score(generation: int, center: Any, candidates: list) -> list[float]:
                 try:

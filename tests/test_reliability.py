@@ -142,7 +142,8 @@ def test_a_worker_that_dies_once_changes_nothing(tmp_path):
     marker = tmp_path / "died"
     agent = agents.DiesOnce(task_seed(SEED, 1, 2), str(marker))
     with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2"):
-        result = es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run", **KW)
+        result = es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
+                               sequential_fallback=False, **KW)
     assert marker.exists()  # a worker really did os._exit
     assert same_history(result.history, clean.history)
     assert same_weights(result.best_weights, clean.best_weights)
@@ -153,7 +154,7 @@ def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(
     with pytest.warns(RuntimeWarning, match="retry 1 of 1"):
         with pytest.raises(es_search.WorkerError) as info:
             es_search.run(agent, generations=3, n_jobs=2, out=tmp_path, max_retries=1,
-                          **KW)
+                          sequential_fallback=False, **KW)
     message = str(info.value)
     assert "generation 1: candidates" in message and "2 time(s)" in message
     assert "resume=True" in message and str(tmp_path) in message
@@ -392,7 +393,8 @@ def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_pat
 
     threading.Thread(target=interrupt, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run", **KW)
+        es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
+                      sequential_fallback=False, **KW)
     assert time.monotonic() - sent[0] < 5  # not the minute the tasks would take
     workers = [int(p) for p in os.listdir(pids)]
     deadline = time.monotonic() + 5

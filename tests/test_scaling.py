@@ -1,0 +1,226 @@
+"""Issue 3: the evaluation engine at the core limit, its backends and its benchmark."""
+import json
+import os
+import sys
+
+import joblib
+import pytest
+
+import es_search
+from es_search import backends
+from es_search.bench import (BenchAgent, PipeCounter, fit_models, main as bench_main,
+                             update_readme)
+from es_search.candidates import Candidate
+from es_search.cli import main as cli_main
+from es_search.evaluation import Evaluator
+from es_search.problems.sphere import Sphere
+
+MIXED = ([Candidate("jitter", 0.1)] * 5 + [Candidate("center")] +
+         [Candidate("noise", 0.2, s, k) for k in range(3) for s in (1.0, -1.0)])
+
+
+def _run(n_jobs, backend=None, **kw):
+    result = es_search.run(Sphere(dim=5), generations=3, population=6, sigma=0.3,
+                           n_jobs=n_jobs, seed=7, backend=backend, progress=False, **kw)
+    return ([h["scores"] for h in result.history],
+            {k: v.tolist() for k, v in result.best_weights.items()})
+
+
+def _scores(n_jobs, fallback=True, agent=None, backend=None):
+    agent = agent or Sphere(dim=50)
+    with Evaluator(agent, seed=3, n_jobs=n_jobs, backend=backend,
+                   sequential_fallback=fallback) as ev:
+        return ev.score(2, ev.local.get_flat(), MIXED), dict(ev.stats)
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return _run(1)
+
+
+def test_runs_identical_for_n_jobs_1_2_all(reference):
+    assert _run(2) == reference
+    assert _run(-1) == reference
+
+
+def test_parallel_path_equals_in_process_path():
+    alone, _ = _scores(1)
+    forced, stats = _scores(2, fallback=False)
+    assert stats["last_path"] == "parallel" and stats["parallel_generations"] == 1
+    assert forced == alone
+
+
+def test_sequential_fallback_is_chosen_for_tiny_tasks_and_gives_same_scores():
+    agent = Sphere(dim=50)
+    with Evaluator(agent, seed=3, n_jobs=2) as ev:
+        center = ev.local.get_flat()
+        # measured figures put in by hand: a parallel round costs 1 s
+        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
+        assert not ev._parallel_pays(len(MIXED))
+        fallback = ev.score(2, center, MIXED)
+        assert ev.stats["last_path"] == "sequential"
+        ev.stats.update(task_seconds=1.0, overhead_seconds=1e-3,
+                        sequential_wall_per_task=None)
+        assert ev._parallel_pays(len(MIXED))
+        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
+        ev._sequential_run = ev.REPROBE_EVERY  # reprobe only when not hopeless
+        assert not ev._parallel_pays(len(MIXED))
+        # once both paths are timed, the measured wall time per task decides
+        ev._sequential_run = 0
+        ev.stats.update(sequential_wall_per_task=2e-3, parallel_wall_per_task=1e-3)
+        assert ev._parallel_pays(len(MIXED))
+        ev.stats.update(sequential_wall_per_task=1e-3, parallel_wall_per_task=2e-3)
+        assert not ev._parallel_pays(len(MIXED))
+        ev._sequential_run = ev.REPROBE_EVERY  # the loser is retried now and then
+        assert ev._parallel_pays(len(MIXED))
+    alone, _ = _scores(1)
+    assert fallback == alone
+    with Evaluator(agent, seed=3, n_jobs=2, sequential_fallback=False) as ev:
+        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
+        assert ev._parallel_pays(len(MIXED))
+
+
+def test_workers_persist_across_runs_and_startup_is_timed_apart():
+    with Evaluator(Sphere(dim=3), seed=0, n_jobs=2) as first:
+        pids = first.worker_pids
+        assert first.startup_seconds > 0 and first.stats["overhead_seconds"] > 0
+    with Evaluator(Sphere(dim=3), seed=0, n_jobs=2) as second:
+        assert second.worker_pids == pids and len(pids) == 2
+
+
+def test_bytes_per_candidate_small_and_independent_of_parameter_count():
+    sent = {}
+    for size in (10, 100_000):
+        with Evaluator(BenchAgent(size=size), seed=0, n_jobs=2,
+                       sequential_fallback=False) as ev:
+            center = ev.local.get_flat()
+            candidates = [Candidate("jitter", 0.1)] * 64
+            ev.score(0, center, candidates)
+            folder = ev._files.folder
+            with PipeCounter() as counter:
+                ev.score(1, center, candidates)
+            sent[size] = counter.bytes / 64
+            # the centre went through a file, once, not through the pipe
+            assert os.listdir(folder) == ["center-1.bin", "skeleton.pkl"] or \
+                sorted(os.listdir(folder)) == ["center-1.bin", "skeleton.pkl"]
+        assert not os.path.exists(folder)  # removed on close
+    assert 0 < sent[10] < 200
+    assert abs(sent[100_000] - sent[10]) < 1.0, sent
+
+
+def test_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):
+    dead = tmp_path / "es_search-999999999-x"  # no such pid
+    alive = tmp_path / f"es_search-{os.getpid()}-y"
+    other = tmp_path / "something-else"
+    for folder in (dead, alive, other):
+        folder.mkdir()
+    monkeypatch.setattr(backends, "_shm_root", lambda: str(tmp_path))
+    files = backends.SharedFiles()
+    assert not dead.exists() and alive.exists() and other.exists()
+    files.close()
+    assert not os.path.exists(files.folder)
+
+
+def test_thread_backend_is_refused():
+    with pytest.raises(ValueError, match="thread-based"):
+        with Evaluator(Sphere(dim=3), seed=0, n_jobs=2, backend="threading"):
+            pass
+
+
+def test_parallel_config_backend_is_used(reference):
+    with joblib.parallel_config(backend="multiprocessing"):
+        assert _run(2) == reference
+
+
+def test_dask_without_client_says_how_to_make_one(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+
+    def no_client():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "get_client", no_client)
+    with pytest.raises(ValueError, match="Client"):
+        Evaluator(Sphere(dim=3), seed=0, backend="dask")
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    monkeypatch.setattr(backends, "_RAY_REGISTERED", False)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(ImportError, match=r"es_search\[ray\]"):
+        Evaluator(Sphere(dim=3), seed=0, backend="ray")
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def test_dask_local_cluster_gives_the_loky_result(dask_client, reference):
+    assert _run(-1, backend="dask") == reference
+    with joblib.parallel_config(backend="dask"):
+        assert _run(-1) == reference
+    forced, stats = _scores(-1, fallback=False, backend="dask")
+    assert stats["last_path"] == "parallel"
+    assert forced == _scores(1)[0]
+
+
+def test_ray_gives_the_loky_result(reference):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert _run(2, backend="ray") == reference
+    finally:
+        ray.shutdown()
+
+
+def test_cli_scheduler_refuses_another_backend(capsys):
+    code = cli_main(["run", "sphere", "--scheduler", "tcp://127.0.0.1:8786",
+                     "--backend", "loky"])
+    assert code == 2
+    assert "--scheduler" in capsys.readouterr().err
+
+
+def test_amdahl_fit_recovers_the_serial_fraction():
+    f, ceil = 0.1, {n: {"efficiency": 1.0} for n in (1, 2, 4, 8)}
+    rows = [{"cost": "1ms", "size": 10, "pop": 64, "n": n, "paths": ["parallel"],
+             "speedup": 1 / (f + (1 - f) / n), "task_s": 1e-3,
+             "engine_s": 64e-3 * (f + (1 - f) / n)} for n in (2, 4, 8)]
+    model = fit_models(rows, ceil)
+    assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
+    # a machine that gives n processes only 90% each: the engine's own fraction remains
+    slow = {n: {"efficiency": 1.0 if n == 1 else 0.9} for n in (1, 2, 4, 8)}
+    for r in rows:
+        r["speedup"] *= 0.9
+    model = fit_models(rows, slow)
+    assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
+
+
+def test_benchmark_runs_end_to_end(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- scaling-table:begin -->\nOLD-TABLE\n"
+                      "<!-- scaling-table:end -->\nafter\n")
+    assert bench_main(["--tiny", "--out", str(tmp_path), "--readme", str(readme)]) == 0
+    result = json.loads((tmp_path / "scaling.json").read_text())
+    n_cpus = os.cpu_count()
+    assert {r["n"] for r in result["rows"]} == set(range(1, min(n_cpus, 8) + 1)) or \
+        max(r["n"] for r in result["rows"]) == n_cpus
+    assert all(r["engine_s"] > 0 and r["blog_s"] > 0 for r in result["rows"])
+    assert result["targets"] and all("met" in t for t in result["targets"])
+    text = readme.read_text()
+    assert "OLD-TABLE" not in text and "| score | pop |" in text and text.endswith("after\n")
+    assert (tmp_path / "scaling.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="markers"):
+        update_readme(str(tmp_path / "scaling.md"), "x")
+
+
+def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
+    address = dask_client.scheduler.address
+    assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "2",
+                     "--population", "4", "--no-progress"]) == 0
+    assert "best score" in capsys.readouterr().out

@@ -5,7 +5,8 @@ Subclass :class:`Agent`, write ``score()``, call :func:`run`.
 from .agent import Agent
 from .candidates import Candidate
 from .checkpoint import CheckpointError
-from .evaluation import Evaluator, ScoreError, WorkerError, evaluate
+from .errors import ScoreError, WorkerError
+from .evaluation import Evaluator, evaluate
 from .pickling import UnpicklableAgentError
 from .replay import replay_task
 from .result import Result

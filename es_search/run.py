@@ -11,7 +11,8 @@ from .agent import Agent
 from .candidates import Candidate
 from . import checkpoint
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
-from .evaluation import Evaluator, ScoreError, WorkerError, check_on_error
+from .errors import ScoreError, WorkerError, check_on_error
+from .evaluation import Evaluator
 from .interrupt import deferred_sigint
 from .pickling import check_agent
 from .replay import failure_path

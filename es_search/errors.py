@@ -1,0 +1,99 @@
+"""The errors a run raises when scoring fails, and what a tolerated failure leaves."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    from joblib.externals import cloudpickle
+
+
+class ScoreError(RuntimeError):
+    """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
+
+    ``generation``, ``index`` and ``seed`` identify the task; ``remote_traceback`` is the
+    traceback as printed where it ran; ``__cause__`` is the original exception (when it
+    could be pickled back from the worker). :func:`es_search.replay_task` reruns the
+    task in this process, e.g. under a debugger; ``out`` is the run folder, when known.
+    """
+
+    def __init__(self, agent_class: str, generation: int, index: int, seed: int,
+                 remote_traceback: str, cause: BaseException | None = None,
+                 out: str | None = None):
+        super().__init__(agent_class, generation, index, seed)
+        self.agent_class, self.generation, self.index, self.seed = (
+            agent_class, generation, index, seed)
+        self.remote_traceback = remote_traceback
+        self.cause, self.out = cause, out
+        if cause is not None and self.__cause__ is None:
+            self.__cause__ = cause
+
+    def __str__(self) -> str:
+        where = "the starting agent" if self.generation < 0 else (
+            f"generation {self.generation}, candidate {self.index}")
+        source = (f"out={self.out!r}" if self.out is not None else
+                  "out=<the run's out folder>")
+        return (f"{self.agent_class}.score() failed on {where} (task seed {self.seed}).\n"
+                f"Reproduce it in this process (e.g. under a debugger) with\n"
+                f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
+                f"index={self.index})\n"
+                f"or, without an out folder, replay_task(agent, seed=<run seed>, "
+                f"generation={self.generation}, index={self.index}, center=..., "
+                f"candidate=...).\n"
+                f"Original traceback:\n{self.remote_traceback}")
+
+    def __reduce__(self):
+        return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
+                             self.remote_traceback, _picklable(self.cause), self.out))
+
+
+def _picklable(exc: BaseException | None) -> BaseException | None:
+    """``exc`` if it survives pickling, else a RuntimeError carrying its repr."""
+    if exc is None:
+        return None
+    try:
+        cloudpickle.loads(cloudpickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+class TaskFailure(NamedTuple):
+    """A task whose ``score()`` raised, under ``on_error="worst"`` (scored -inf)."""
+
+    generation: int
+    index: int
+    seed: int
+    traceback: str
+
+
+class WorkerError(RuntimeError):
+    """Worker processes died (or a task exceeded its timeout) more often than
+    ``max_retries`` allows while scoring ``indices`` of ``generation``."""
+
+    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+        super().__init__(message)
+        self.generation, self.indices = generation, list(indices)
+
+    def __reduce__(self):
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
+
+
+def ranges(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    out, run = [], []
+    for i in list(indices) + [None]:
+        if run and (i is None or i != run[-1] + 1):
+            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
+            run = []
+        if i is not None:
+            run.append(i)
+    return ", ".join(out)
+
+
+def check_on_error(value: Any) -> str:
+    if value not in ("raise", "worst"):
+        raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
+                         f"'worst' (score the candidate -inf and go on), got {value!r}")
+    return value

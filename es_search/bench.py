@@ -395,11 +395,12 @@ def targets(rows: list[dict], payload: list[dict], n_cpus: int) -> list[dict]:
     for cost in ("1ms", "10ms", "blog"):
         r = [x for x in rows if x["cost"] == cost and x["pop"] == 64 and x["n"] == 2
              and x["size"] <= 10]
-        if r and r[0]["task_s"] >= 1e-3:
+        if r:
             v = r[0]["efficiency_vs_ceiling"]
             add(f"efficiency at 2 workers / ceiling >= 0.95 ({cost} scores, pop 64)",
-                round(v, 3), v >= 0.95)
-        elif not r:
+                round(v, 3), v >= 0.95,
+                f"measured {r[0]['task_s'] * 1e3:.2f} ms per task in this process")
+        else:
             add(f"efficiency at 2 workers / ceiling >= 0.95 ({cost} scores, pop 64)",
                 None, None, "not measured in this run (needs 2 cores and pop 64)")
     top = [x for x in rows if x["n"] == n_cpus]
@@ -711,6 +712,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         with open(args.render) as f:
             result = json.load(f)
         result["ceiling"] = {int(k): v for k, v in result["ceiling"].items()}
+        # the verdicts are recomputed from the saved measurements
+        result["targets"] = targets(result["rows"], result["payload"],
+                                    max(result["n_values"]))
     else:
         result = benchmark(mode, n_values)
     paths = write(result, args.out, args.readme)

@@ -377,7 +377,8 @@ def predict(rows: list[dict], model: dict, cores: Sequence[int] = (16, 64, 256))
         f = model["amdahl_serial_fraction"].get(cost)
         a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
         for c in cores:
-            row[f"amdahl_{c}"] = None if f is None else 1 / (f + (1 - f) / c)
+            w = min(c, top)  # no more tasks than candidates run at once
+            row[f"amdahl_{c}"] = None if f is None else 1 / (f + (1 - f) / w)
             if a is not None:
                 k = math.ceil(top / c)
                 row[f"overhead_{c}"] = top * t / (k * t + a + h * k)
@@ -515,7 +516,12 @@ def markdown(result: dict) -> str:
         am = " / ".join(_fmt(p.get(f"amdahl_{c}"), 1) for c in (16, 64, 256))
         ov = " / ".join(_fmt(p.get(f"overhead_{c}"), 1) for c in (16, 64, 256))
         lines.append(f"| {p['cost']} | {p['pop']} | {p['task_ms']:.3f} | {am} | {ov} |")
-    lines += ["", "Targets (issue 3), from this run:", "",
+    lines += ["", "Both models cap the workers at the population. With worker counts 1 and "
+              f"{max(result['n_values'])} only, Amdahl's serial fraction rests on one "
+              "speedup per point and noise can put it at 0 (perfect scaling); the overhead "
+              "model uses directly measured costs (per generation, per task) and is the "
+              "one to plan with.",
+              "", "Targets (issue 3), from this run:", "",
               "| target | measured | met |", "|---|---|---|"]
     for t in result["targets"]:
         met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
@@ -712,9 +718,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         with open(args.render) as f:
             result = json.load(f)
         result["ceiling"] = {int(k): v for k, v in result["ceiling"].items()}
-        # the verdicts are recomputed from the saved measurements
+        # the verdicts and predictions are recomputed from the saved measurements
         result["targets"] = targets(result["rows"], result["payload"],
                                     max(result["n_values"]))
+        result["predictions"] = predict(result["rows"], result["model"])
     else:
         result = benchmark(mode, n_values)
     paths = write(result, args.out, args.readme)

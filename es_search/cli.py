@@ -207,8 +207,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
     if args.out:
-        print(f"results written to {args.out}/ (config.json, history.jsonl, "
-              f"best_weights.pt, result.json, plot.png)")
+        files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
+                       and not p.name.startswith("."))
+        print(f"results written to {args.out}/ ({', '.join(files)})")
     return 0
 
 

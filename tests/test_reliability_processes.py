@@ -56,12 +56,16 @@ def same_history(a, b):
     return strip(a) == strip(b)
 
 
-def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("lines, extra", [(1, 0.0), (5, 0.004), (9, 0.023)])
+def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, extra):
+    """Killed after ``lines`` generations plus ``extra`` seconds: somewhere in the next
+    generation (scoring, writing the history line or the checkpoint)."""
     out = tmp_path / "run"
     proc = cli("run", f"{AGENTS}:Vec", "--generations", "40", "--n-jobs", "2",
                "--out", str(out), *ARGS, start_new_session=True)
     try:
-        wait_for_lines(out / "history.jsonl", 5, proc)
+        wait_for_lines(out / "history.jsonl", lines, proc)
+        time.sleep(extra)
     finally:  # SIGKILL the run and its workers (as when a spot instance goes)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()

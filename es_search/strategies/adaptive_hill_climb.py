@@ -9,7 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
-from ..scores import best_index
+from .hill_climb import elitist_choice, jittered_candidates, split_parent
 from .base import Rebuild, Strategy
 
 
@@ -105,17 +105,12 @@ class AdaptiveHillClimb(Strategy):
                                       self.target_success, damping)
 
     def ask(self, state: AdaptiveHillClimbState, generation: int) -> list[Candidate]:
-        jittered = [Candidate("jitter", state.sigma)] * self.population
-        return jittered + [Candidate("center")] if self.reevaluate else jittered
+        return jittered_candidates(self.population, state.sigma, self.reevaluate)
 
     def tell(self, state: AdaptiveHillClimbState, generation: int,
              candidates: Sequence[Candidate], scores: Sequence[float],
              rebuild: Rebuild) -> AdaptiveHillClimbState:
-        scores = list(scores)
-        parent_score = state.center_score
-        if self.reevaluate:  # the parent's fresh score replaces its old, maybe lucky one
-            parent_score = scores[-1]
-            scores = scores[:-1]
+        scores, parent_score = split_parent(scores, state.center_score, self.reevaluate)
         successes = sum(1 for s in scores if math.isfinite(s) and (
             not math.isfinite(parent_score) or s >= parent_score))
         p_succ = (1.0 - self.smoothing) * state.success_rate + \
@@ -124,8 +119,8 @@ class AdaptiveHillClimb(Strategy):
                                        / (state.damping * (1.0 - self.target_success)))
         new = replace(state, center_score=parent_score, sigma=self._clip(sigma),
                       success_rate=p_succ)
-        best = best_index(scores)
-        if best is None or (math.isfinite(parent_score) and scores[best] < parent_score):
+        best = elitist_choice(scores, parent_score)
+        if best is None:
             return new
         return replace(new, center=rebuild(best), center_score=scores[best])
 

@@ -57,21 +57,45 @@ class HillClimb(Strategy):
                               self.initial_sigma)
 
     def ask(self, state: HillClimbState, generation: int) -> list[Candidate]:
-        jittered = [Candidate("jitter", state.sigma)] * self.population
-        return jittered + [Candidate("center")] if self.reevaluate else jittered
+        return jittered_candidates(self.population, state.sigma, self.reevaluate)
 
     def tell(self, state: HillClimbState, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> HillClimbState:
-        if self.reevaluate:  # the parent's fresh score replaces its old, maybe lucky one
-            state = replace(state, center_score=scores[-1])
-            scores = scores[:-1]
-        best = best_index(scores)
+        scores, parent_score = split_parent(scores, state.center_score, self.reevaluate)
+        state = replace(state, center_score=parent_score)
+        best = elitist_choice(scores, parent_score)
         if best is None:
-            return state
-        if math.isfinite(state.center_score) and scores[best] < state.center_score:
             return state
         return replace(state, center=rebuild(best), center_score=scores[best])
 
     def config(self) -> dict:
         return {"name": self.name, "population": self.population,
                 "sigma": self.initial_sigma, "reevaluate": self.reevaluate}
+
+
+# ------------------------------------------------- shared by the (1+lambda) hill climbers
+def jittered_candidates(population: int, sigma: float, reevaluate: bool) -> list[Candidate]:
+    """``population`` jittered copies of the parent, then the parent itself when it is
+    re-evaluated."""
+    jittered = [Candidate("jitter", sigma)] * population
+    return jittered + [Candidate("center")] if reevaluate else jittered
+
+
+def split_parent(scores: Sequence[float], parent_score: float,
+                 reevaluate: bool) -> tuple[list[float], float]:
+    """The candidates' scores and the parent's score to compare them with: with
+    ``reevaluate`` the parent's fresh score (the last one) replaces its old, maybe lucky
+    one."""
+    scores = list(scores)
+    if reevaluate:
+        return scores[:-1], scores[-1]
+    return scores, parent_score
+
+
+def elitist_choice(scores: Sequence[float], parent_score: float) -> int | None:
+    """The candidate that replaces the parent: the best finite score, if it is at least
+    the parent's (ties move); None to keep the parent."""
+    best = best_index(scores)
+    if best is None or (math.isfinite(parent_score) and scores[best] < parent_score):
+        return None
+    return best

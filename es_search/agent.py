@@ -44,6 +44,44 @@ class Agent(torch.nn.Module):
         raise NotImplementedError(
             f"{type(self).__name__} must implement score(self, **kwargs) -> float")
 
+    # ------------------------------------------------------------------ shared statistics
+    # Optional: state that is not evolved but learnt from the scoring tasks themselves,
+    # e.g. running observation statistics. The engine keeps it worker-count invariant:
+    #   1. a worker calls ``task_report()`` after each ``score()`` and sends it back
+    #      with the score;
+    #   2. after each generation the main process calls ``merge_reports(reports)`` with
+    #      the generation's reports *in candidate order* (whichever worker ran them);
+    #   3. ``shared_state()`` then travels to the workers with the next generation's
+    #      centre (``load_shared_state`` there), and is saved in the checkpoint and with
+    #      the best weights (``best_weights.pt``, ``Result.best_weights``).
+    # The defaults do nothing, so agents without statistics pay nothing.
+
+    def task_report(self) -> Any:
+        """What the task just scored reports to the main process (picklable), or None.
+
+        Called in the worker right after ``score()``; e.g. the count, mean and M2 of the
+        observations the task saw and its environment steps.
+        """
+        return None
+
+    def merge_reports(self, reports: list) -> Mapping[str, float] | None:
+        """Fold one generation's reports (in candidate order, ``None`` for tasks that
+        reported nothing or failed) into this agent's shared state.
+
+        Return counters to accumulate in the history (e.g. ``{"steps": 12_000}`` gives
+        each record a cumulative ``steps``), or None.
+        """
+        return None
+
+    def shared_state(self) -> dict[str, torch.Tensor]:
+        """The non-evolved state the workers need, by ``state_dict()`` name (default {})."""
+        return {}
+
+    def load_shared_state(self, state: Mapping[str, Any]) -> None:
+        """Load what ``shared_state()`` returned (default: ``set_weights``)."""
+        if state:
+            self.set_weights(state)
+
     # ------------------------------------------------------------------ weights as dicts
     def evolved_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         """The ``(name, parameter)`` pairs that evolve, in a fixed order."""

@@ -1,0 +1,87 @@
+"""The callback protocol: everything that happens beside the search is a callback.
+
+A callback is either a plain callable taking each generation's history record (a
+``dict``, see :mod:`es_search.record`) and returning something true to stop the run
+after that generation, or an object with any of the methods of :class:`Callback`.
+The run calls, in this order:
+
+- ``on_start(info)`` once, before the first generation it runs (also on a resume);
+- ``on_generation(record)`` after every generation, once the run folder and checkpoint
+  hold it; a true return value stops the run after that generation (the stopped run
+  can be resumed with the same or more generations and equals an uninterrupted one);
+- ``on_end(result)`` once, with the :class:`~es_search.Result`, also when stopped early.
+
+Callbacks are not saved in checkpoints: pass them again when resuming. A callback
+that writes files owns them (its own path, its own format).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a callback learns in ``on_start``.
+
+    - ``config``: the run's settings, as written to ``config.json``;
+    - ``out``: the run folder, or ``None``;
+    - ``generations``: the generation count the run will reach unless stopped;
+    - ``first_generation``: 0 for a new run, the next generation on a resume;
+    - ``history``: the records of the generations already done (a resume), in order;
+    - ``agent``: the starting agent (do not modify it).
+    """
+
+    config: dict
+    out: Path | None
+    generations: int
+    first_generation: int = 0
+    history: list = field(default_factory=list)
+    agent: Any = None
+
+
+class Callback:
+    """Base class for callbacks with state; override the methods you need."""
+
+    def on_start(self, info: RunInfo) -> None:
+        """Before the first generation this run executes."""
+
+    def on_generation(self, record: dict) -> bool | None:
+        """After each generation; return True to stop the run after it."""
+        return None
+
+    def on_end(self, result: Any) -> None:
+        """After the last generation (or the one a callback stopped at)."""
+
+
+class FunctionCallback(Callback):
+    """A plain callable ``fn(record) -> bool | None`` as a :class:`Callback`."""
+
+    def __init__(self, fn: Callable[[dict], Any]):
+        self.fn = fn
+
+    def on_generation(self, record: dict) -> bool | None:
+        return bool(self.fn(record))
+
+    def __repr__(self) -> str:
+        return f"FunctionCallback({self.fn!r})"
+
+
+def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
+    """Check and wrap ``callbacks`` (at the call, before any work)."""
+    if callable(callbacks) or isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    wrapped: list[Callback] = []
+    for cb in callbacks:
+        if isinstance(cb, Callback):
+            wrapped.append(cb)
+        elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end")):
+            wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
+        elif callable(cb):
+            wrapped.append(FunctionCallback(cb))
+        else:
+            raise TypeError(f"callbacks must be callables taking the generation's record "
+                            f"(a dict) or objects with on_start/on_generation/on_end "
+                            f"methods (es_search.callbacks.Callback), got {cb!r}")
+    return wrapped

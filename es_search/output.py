@@ -54,8 +54,8 @@ COMMAND = "command.json"
 
 __all__ = ["BEST_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK",
            "PLOT", "RESULT", "OutFolderError", "RunFolder", "acquire", "atomic_write",
-           "claim", "dump_json", "failure_path", "from_json", "read_history",
-           "record_command", "release", "to_json"]
+           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
+           "read_history", "record_command", "release", "to_json"]
 
 
 class OutFolderError(ValueError):
@@ -65,6 +65,12 @@ class OutFolderError(ValueError):
 
 def failure_path(out: Any, generation: int) -> Path:
     return Path(out) / FAILURES / f"generation-{generation}.pkl"
+
+
+def failure_generations(out: Any) -> list[int]:
+    """The generations ``out`` holds failure records for, in order."""
+    return sorted(int(p.stem.split("-", 1)[1])
+                  for p in (Path(out) / FAILURES).glob("generation-*.pkl"))
 
 
 _HELD: dict[str, list] = {}  # folder -> [open lock file, claims by this process]
@@ -153,8 +159,8 @@ class RunFolder(Callback):
                 tmp.unlink(missing_ok=True)
             if not self.saved:  # a new run: no stale checkpoint or failure records
                 (self.path / CHECKPOINT).unlink(missing_ok=True)
-                for record in (self.path / FAILURES).glob("generation-*.pkl"):
-                    record.unlink()
+                for generation in failure_generations(self.path):
+                    failure_path(self.path, generation).unlink()
             dump_json(self.path / CONFIG, config)
             self._open_history()
         except BaseException:
@@ -193,6 +199,7 @@ class RunFolder(Callback):
         self._history = open(self.path / HISTORY, "a")
 
     def on_start(self, info: RunInfo) -> None:
+        dump_json(self.path / CONFIG, self.config)  # with what the start decided
         if self.saved:
             self.save_weights(self.search.best_weights())
         else:

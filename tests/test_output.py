@@ -16,7 +16,8 @@ def test_out_writes_config_history_weights_and_plot(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["seed"] == 3 and config["generations"] == 6
     assert config["strategy"] == {"name": "hill-climb", "population": 4, "sigma": 0.5,
-                                  "reevaluate": False}
+                                  "reevaluate": "auto"}
+    assert config["resolved"] == {"reevaluate": False}  # Quadratic is not noisy
     history = read_history(out / "history.jsonl")
     assert [{k: v for k, v in h.items()} for h in history] == result.history
     weights = torch.load(out / "best_weights.pt")

@@ -95,7 +95,7 @@ def test_result_shape_and_best_agent():
     agent = Quadratic(4)
     result = es_search.run(agent, generations=5, population=3, seed=0, n_jobs=1, progress=False)
     assert torch.equal(agent.w, torch.zeros(4))  # the agent passed in is not modified
-    assert result.evaluations == 1 + 5 * 3
+    assert result.evaluations == 2 + 5 * 3  # reevaluate="auto" scores the start twice
     assert [h["generation"] for h in result.history] == list(range(5))
     for h in result.history:
         assert len(h["scores"]) == 3

@@ -32,7 +32,6 @@ from typing import Any, Iterator
 import torch
 
 from . import checkpoint as _checkpoint
-from .callbacks.base import Callback, RunInfo
 from .files import atomic_write, dump_json, from_json, read_history, to_json
 from .interrupt import deferred_sigint
 
@@ -136,8 +135,9 @@ def claim(path: Any) -> Iterator[Path]:
         release(key)
 
 
-class RunFolder(Callback):
-    """Writes one run into ``path`` (see the module docstring).
+class RunFolder:
+    """Writes one run into ``path`` (see the module docstring); a callback
+    (``on_start``/``on_generation``/``on_end``, :mod:`es_search.callbacks.base`).
 
     Opening it takes the folder's lock and, with ``resume``, reads the checkpoint
     (``saved``, None when there is none) and checks it against ``config``. The run then
@@ -198,7 +198,7 @@ class RunFolder(Callback):
         self.history_lines = len(self.saved["history_text"])
         self._history = open(self.path / HISTORY, "a")
 
-    def on_start(self, info: RunInfo) -> None:
+    def on_start(self, info: Any) -> None:
         dump_json(self.path / CONFIG, self.config)  # with what the start decided
         if self.saved:
             self.save_weights(self.search.best_weights())

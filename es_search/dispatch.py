@@ -7,12 +7,17 @@ torch thread on either path); it only decides where the time goes.
 
 The model: with ``t`` the seconds one task takes and ``overhead`` the cost of one round
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
-``ceil(n / workers) * t + overhead`` in parallel. Both figures are robust to one cold
-or noisy measurement: ``t`` is the median of the recent per-task times (both paths),
-``overhead`` the *smallest* recent round-trip overhead (noise and cold starts only ever
-add to it). So with ~5 ms tasks, 8 candidates and 2 workers, one slow first parallel
-generation does not send the run back to one core, while trivial tasks stay in this
-process (a parallel round would cost more than the whole generation).
+``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
+in a worker also loads its payload; the other path's ``t`` stands in until a path has
+been timed). The estimates are robust to one cold or noisy measurement: ``t`` is the
+median of the path's recent per-task times, ``overhead`` the *smallest* recent
+round-trip overhead (noise and cold starts only ever add to it). A path never timed is
+tried once when it is predicted within ``explore`` times the other; a path that lost is
+retried after ``reprobe_every`` generations (twice as many after each retry it loses)
+unless predicted ``hopeless``. So with ~5 ms
+tasks, 8 candidates and 2 workers, one slow first parallel generation does not send the
+run back to one core, while trivial tasks stay in this process (a parallel round costs
+more than the whole generation there).
 """
 from __future__ import annotations
 
@@ -33,25 +38,37 @@ class DispatchPolicy:
     - ``window``: how many recent measurements each estimate looks at;
     - ``reprobe_every``: after this many in-process generations in a row, one goes
       parallel again to refresh the overhead, unless parallel is predicted more than
-      ``hopeless`` times slower.
+      ``hopeless`` times slower; each re-probe that loses doubles the wait;
+    - ``explore``: a path never timed is tried once if predicted within this factor of
+      the other.
     """
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
-                 reprobe_every: int = 20, hopeless: float = 3.0):
+                 reprobe_every: int = 20, hopeless: float = 3.0, explore: float = 1.5):
         self.n_workers = max(1, int(n_workers))
         self.fallback = fallback
         self.reprobe_every = reprobe_every
-        self.hopeless = hopeless
-        self._task = collections.deque(maxlen=window)  # seconds per task
+        self.hopeless, self.explore = hopeless, explore
+        self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
+                      PARALLEL: collections.deque(maxlen=window)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
         self._sequential_run = 0  # in-process generations in a row
+        self._interval = reprobe_every  # doubles each time a re-probe loses
+        self._reprobing = False
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
 
     # ------------------------------------------------------------------ estimates
+    def path_task_seconds(self, path: str) -> float | None:
+        """Seconds per task on ``path`` (the other path's while it has not run)."""
+        times = self._task[path] or self._task[PARALLEL if path == SEQUENTIAL
+                                               else SEQUENTIAL]
+        return statistics.median(times) if times else None
+
     @property
     def task_seconds(self) -> float | None:
-        return statistics.median(self._task) if self._task else None
+        times = list(self._task[SEQUENTIAL]) + list(self._task[PARALLEL])
+        return statistics.median(times) if times else None
 
     @property
     def overhead_seconds(self) -> float | None:
@@ -59,7 +76,7 @@ class DispatchPolicy:
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
-        t = self.task_seconds
+        t = self.path_task_seconds(path)
         if t is None:
             return None
         if path == SEQUENTIAL:
@@ -79,12 +96,19 @@ class DispatchPolicy:
         sequential, parallel = self.predict(SEQUENTIAL, n), self.predict(PARALLEL, n)
         if sequential is None or parallel is None:
             return PARALLEL  # measure it
-        if parallel < sequential:
-            return PARALLEL
-        if self._sequential_run >= self.reprobe_every and \
+        best, other = (PARALLEL, SEQUENTIAL) if parallel < sequential else \
+            (SEQUENTIAL, PARALLEL)
+        predicted = {SEQUENTIAL: sequential, PARALLEL: parallel}
+        if self._reprobing:  # the last generation re-probed the workers
+            self._reprobing = False
+            self._interval = self.reprobe_every if best == PARALLEL else 2 * self._interval
+        if not self._task[other] and predicted[other] < self.explore * predicted[best]:
+            return other  # never timed, and close: time it once
+        if best == SEQUENTIAL and self._sequential_run >= self._interval and \
                 parallel < self.hopeless * sequential:
-            return PARALLEL  # now and then: the machine's load may have changed
-        return SEQUENTIAL
+            self._reprobing = True  # now and then: the machine's load may have changed
+            return PARALLEL
+        return best
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
                   busiest: float | None = None) -> None:
@@ -97,13 +121,13 @@ class DispatchPolicy:
         if n <= 0:
             return
         if path == SEQUENTIAL:
-            self._task.append(wall / n)
+            self._task[SEQUENTIAL].append(wall / n)
             if n > 1:
                 self._sequential_run += 1
                 self.counts[SEQUENTIAL] += 1
                 self.last = SEQUENTIAL
             return
-        self._task.append((wall if busy is None else busy) / n)
+        self._task[PARALLEL].append((wall if busy is None else busy) / n)
         self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
         self._sequential_run = 0
         self.counts[PARALLEL] += 1

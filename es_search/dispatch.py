@@ -10,11 +10,12 @@ trip to the workers, ``n`` tasks cost ``n * t`` in this process and
 ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
 in a worker also loads its payload; the other path's ``t`` stands in until a path has
 been timed). The estimates are robust to one cold or noisy measurement: ``t`` is the
-median of the path's recent per-task times, ``overhead`` the *smallest* recent
-round-trip overhead (noise and cold starts only ever add to it). A path never timed is
-tried once when it is predicted within ``explore`` times the other; a path that lost is
-retried after ``reprobe_every`` generations (twice as many after each retry it loses)
-unless predicted ``hopeless``. So with ~5 ms
+smallest of the path's recent per-task times and ``overhead`` the smallest recent
+round-trip overhead (noise, load and cold starts only ever add to them). A path never
+timed is tried once when predicted within ``explore`` times the other; the losing path
+is tried again after ``reprobe_every`` generations (twice as many after each retry it
+loses): the workers unless predicted ``hopeless``, this process only when predicted
+within ``explore``. So with ~5 ms
 tasks, 8 candidates and 2 workers, one slow first parallel generation does not send the
 run back to one core, while trivial tasks stay in this process (a parallel round costs
 more than the whole generation there).
@@ -30,17 +31,18 @@ PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
 
 
+def _other(path: str) -> str:
+    return SEQUENTIAL if path == PARALLEL else PARALLEL
+
+
 class DispatchPolicy:
     """Decides, per generation, whether ``n`` tasks go to the workers.
 
     - ``n_workers``: worker processes (chunks run at once);
     - ``fallback``: False always chooses parallel (e.g. with a task timeout);
     - ``window``: how many recent measurements each estimate looks at;
-    - ``reprobe_every``: after this many in-process generations in a row, one goes
-      parallel again to refresh the overhead, unless parallel is predicted more than
-      ``hopeless`` times slower; each re-probe that loses doubles the wait;
-    - ``explore``: a path never timed is tried once if predicted within this factor of
-      the other.
+    - ``reprobe_every``, ``hopeless``, ``explore``: when the losing path is tried again
+      (see the module docstring).
     """
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
@@ -52,18 +54,17 @@ class DispatchPolicy:
         self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
                       PARALLEL: collections.deque(maxlen=window)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
-        self._sequential_run = 0  # in-process generations in a row
-        self._interval = reprobe_every  # doubles each time a re-probe loses
-        self._reprobing = False
+        self._run = 0  # generations in a row on ``last``
+        self._interval = {SEQUENTIAL: reprobe_every, PARALLEL: reprobe_every}
+        self._reprobing: str | None = None
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
 
     # ------------------------------------------------------------------ estimates
     def path_task_seconds(self, path: str) -> float | None:
         """Seconds per task on ``path`` (the other path's while it has not run)."""
-        times = self._task[path] or self._task[PARALLEL if path == SEQUENTIAL
-                                               else SEQUENTIAL]
-        return statistics.median(times) if times else None
+        times = self._task[path] or self._task[_other(path)]
+        return min(times) if times else None
 
     @property
     def task_seconds(self) -> float | None:
@@ -93,21 +94,26 @@ class DispatchPolicy:
             return SEQUENTIAL if n <= 1 or self.fallback else PARALLEL
         if not self.fallback:
             return PARALLEL
-        sequential, parallel = self.predict(SEQUENTIAL, n), self.predict(PARALLEL, n)
-        if sequential is None or parallel is None:
+        predicted = {SEQUENTIAL: self.predict(SEQUENTIAL, n),
+                     PARALLEL: self.predict(PARALLEL, n)}
+        if None in predicted.values():
             return PARALLEL  # measure it
-        best, other = (PARALLEL, SEQUENTIAL) if parallel < sequential else \
-            (SEQUENTIAL, PARALLEL)
-        predicted = {SEQUENTIAL: sequential, PARALLEL: parallel}
-        if self._reprobing:  # the last generation re-probed the workers
-            self._reprobing = False
-            self._interval = self.reprobe_every if best == PARALLEL else 2 * self._interval
-        if not self._task[other] and predicted[other] < self.explore * predicted[best]:
+        best = PARALLEL if predicted[PARALLEL] < predicted[SEQUENTIAL] else SEQUENTIAL
+        other = _other(best)
+        if self._reprobing is not None:  # the last generation re-probed a path
+            probed, self._reprobing = self._reprobing, None
+            self._interval[probed] = (self.reprobe_every if best == probed
+                                      else 2 * self._interval[probed])
+        ratio = predicted[other] / max(predicted[best], 1e-12)
+        if not self._task[other] and ratio < self.explore:
             return other  # never timed, and close: time it once
-        if best == SEQUENTIAL and self._sequential_run >= self._interval and \
-                parallel < self.hopeless * sequential:
-            self._reprobing = True  # now and then: the machine's load may have changed
-            return PARALLEL
+        # now and then the other path again (a measurement may have been unlucky, the
+        # machine's load may have changed): in-process only when close, parallel unless
+        # hopeless; each re-probe that loses doubles the wait
+        within = self.explore if other == SEQUENTIAL else self.hopeless
+        if self.last == best and self._run >= self._interval[other] and ratio < within:
+            self._reprobing = other
+            return other
         return best
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
@@ -122,16 +128,13 @@ class DispatchPolicy:
             return
         if path == SEQUENTIAL:
             self._task[SEQUENTIAL].append(wall / n)
-            if n > 1:
-                self._sequential_run += 1
-                self.counts[SEQUENTIAL] += 1
-                self.last = SEQUENTIAL
-            return
-        self._task[PARALLEL].append((wall if busy is None else busy) / n)
-        self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
-        self._sequential_run = 0
-        self.counts[PARALLEL] += 1
-        self.last = PARALLEL
+        else:
+            self._task[PARALLEL].append((wall if busy is None else busy) / n)
+            self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
+        if n > 1 or path == PARALLEL:
+            self._run = self._run + 1 if path == self.last else 1
+            self.counts[path] += 1
+            self.last = path
 
     def overhead(self, seconds: float) -> None:
         """Report the overhead of one parallel round (e.g. an empty round at start-up)."""

@@ -94,6 +94,25 @@ def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
     assert policy.choose(16) == PARALLEL  # one re-probe in 20 (predicted < 3x slower)
 
 
+def test_an_unlucky_in_process_measurement_is_retried():
+    """The one in-process generation of a trivial run was slowed down (2x) by another
+    program: the workers win for a while, then this process is timed again and wins."""
+    policy = DispatchPolicy(2)
+    policy.overhead(0.44 * MS)
+    policy.completed(PARALLEL, 2, wall=0.6 * MS, busy=0.12 * MS, busiest=0.06 * MS)
+    assert policy.choose(16) == SEQUENTIAL
+    policy.completed(SEQUENTIAL, 16, 16 * 0.072 * MS)  # unlucky
+    choices = []
+    for _ in range(policy.reprobe_every + 5):
+        choices.append(policy.choose(16))
+        if choices[-1] == SEQUENTIAL:
+            policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
+        else:
+            policy.completed(PARALLEL, 16, 1.0 * MS, busy=0.96 * MS, busiest=0.48 * MS)
+    assert choices[:policy.reprobe_every] == [PARALLEL] * policy.reprobe_every
+    assert choices[policy.reprobe_every:] == [SEQUENTIAL] * 5
+
+
 def test_one_cold_measurement_does_not_flip_a_persistent_change():
     """The overhead is the smallest recent one: after the window is full of slow rounds
     (the machine got busy), the in-process path wins."""

@@ -9,9 +9,9 @@ The model: with ``t`` the seconds one task takes and ``overhead`` the cost of on
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
 ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
 in a worker also loads its payload; the other path's ``t`` stands in until a path has
-been timed). The estimates are robust to one cold or noisy measurement: ``t`` is the
-smallest of the path's recent per-task times and ``overhead`` the smallest recent
-round-trip overhead (noise, load and cold starts only ever add to them). A path never
+been timed). Both are medians of the last ``window`` measurements (the overhead's start
+with three empty rounds timed at start-up), so one cold or noisy measurement does not
+move them, while a lasting change (a busier machine) does within a few generations. A path never
 timed is tried once when predicted within ``explore`` times the other; the losing path
 is tried again after ``reprobe_every`` generations (twice as many after each retry it
 loses): the workers unless predicted ``hopeless``, this process only when predicted
@@ -64,7 +64,7 @@ class DispatchPolicy:
     def path_task_seconds(self, path: str) -> float | None:
         """Seconds per task on ``path`` (the other path's while it has not run)."""
         times = self._task[path] or self._task[_other(path)]
-        return min(times) if times else None
+        return statistics.median(times) if times else None
 
     @property
     def task_seconds(self) -> float | None:
@@ -73,7 +73,7 @@ class DispatchPolicy:
 
     @property
     def overhead_seconds(self) -> float | None:
-        return min(self._overhead) if self._overhead else None
+        return statistics.median(self._overhead) if self._overhead else None
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""

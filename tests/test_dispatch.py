@@ -114,8 +114,8 @@ def test_an_unlucky_in_process_measurement_is_retried():
 
 
 def test_one_cold_measurement_does_not_flip_a_persistent_change():
-    """The overhead is the smallest recent one: after the window is full of slow rounds
-    (the machine got busy), the in-process path wins."""
+    """The overhead is the median of the recent ones: once the window is full of slow
+    rounds (the machine got busy), the in-process path wins."""
     policy = started(task=2 * MS)
     assert policy.choose(8) == PARALLEL
     for _ in range(policy._overhead.maxlen):

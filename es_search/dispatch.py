@@ -9,11 +9,13 @@ The model: with ``t`` the seconds one task takes and ``overhead`` the cost of on
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
 ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
 in a worker also loads its payload; the other path's ``t`` stands in until a path has
-been timed). Both are medians of the last ``window`` measurements (the overhead's start
-with three empty rounds timed at start-up), so one cold or noisy measurement does not
-move them, while a lasting change (a busier machine) does within a few generations.
-When the losing path is predicted within ``close`` times the winner, it is tried: once
-if it was never timed, else after ``reprobe_every`` generations in a row on the winner
+been timed). ``t`` is the smallest of the path's last ``window`` per-task times (a cold
+start or another program only ever add to it), ``overhead`` the median of the last
+``window`` round trips (three empty ones timed at start-up first): one cold or noisy
+measurement does not move them, a lasting change does within a few generations.
+When the losing path is predicted within ``close`` times the winner, it is tried: at
+once if it was timed less than twice (a first measurement may be cold; the winner is
+timed twice first), else after ``reprobe_every`` generations in a row on the winner
 (twice as many after each try it loses). So with ~5 ms tasks, 8 candidates and 2
 workers, one slow first parallel generation does not send the run back to one core,
 while trivial tasks stay in this process (a parallel round costs more than the whole
@@ -63,7 +65,7 @@ class DispatchPolicy:
     def path_task_seconds(self, path: str) -> float | None:
         """Seconds per task on ``path`` (the other path's while it has not run)."""
         times = self._task[path] or self._task[_other(path)]
-        return statistics.median(times) if times else None
+        return min(times) if times else None
 
     @property
     def task_seconds(self) -> float | None:
@@ -106,8 +108,11 @@ class DispatchPolicy:
         ratio = predicted[other] / max(predicted[best], 1e-12)
         if ratio >= self.close:
             return best
-        if not self._task[other]:
-            return other  # never timed, and close: time it once
+        # a first measurement may be cold: time the winner twice, then the loser
+        if len(self._task[best]) < 2:
+            return best
+        if len(self._task[other]) < 2:
+            return other
         # now and then the other path again, when close (a measurement may have been
         # unlucky, the machine's load may have changed); each one that loses doubles
         # the wait

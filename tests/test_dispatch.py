@@ -45,7 +45,7 @@ def test_5ms_scores_use_the_workers_after_a_cold_first_generation():
     # cold: 8 ms of start-up on top, tasks 30% slower: 4 * 6.5 + 8 + 1 = 35 ms
     policy.completed(PARALLEL, 8, wall=35 * MS, busy=52 * MS, busiest=26 * MS)
     assert policy.choose(8) == PARALLEL
-    for wall, busy, busiest in [(22, 40, 20.5), (30, 41, 21), (21.5, 40, 20.2),
+    for wall, busy, busiest in [(22, 40, 20.5), (22.5, 41, 21), (21.5, 40, 20.2),
                                 (45, 44, 23), (22, 40, 20.6)]:  # one noisy round
         policy.completed(PARALLEL, 8, wall * MS, busy * MS, busiest * MS)
         assert policy.choose(8) == PARALLEL
@@ -63,18 +63,16 @@ def test_trivial_scores_stay_in_this_process_and_are_not_reprobed():
 def test_a_lost_parallel_path_is_retried_now_and_then_when_not_hopeless():
     policy = started(task=1 * MS, probes=(4.5 * MS,))  # 8 ms in-process, 8.5 ms parallel
     choices = []
-    for _ in range(3 * policy.reprobe_every + 3):
+    for _ in range(3 * policy.reprobe_every + 6):
         choice = policy.choose(8)
         choices.append(choice)
         if choice == SEQUENTIAL:
             policy.completed(SEQUENTIAL, 8, 8 * MS)
         else:
             policy.completed(PARALLEL, 8, 9 * MS, busy=8 * MS, busiest=4 * MS)
-    assert choices[0] == PARALLEL  # never timed and close: timed once
-    assert choices[1] == SEQUENTIAL
-    assert choices[1 + policy.reprobe_every] == PARALLEL
-    # the next re-probe waits twice as long: 40 in-process generations
-    assert [i for i, c in enumerate(choices) if c == PARALLEL] == [0, 21, 62]
+    # the winner timed twice (the start was one), then the loser twice; a re-probe
+    # after 20 in-process generations; the next one waits twice as long
+    assert [i for i, c in enumerate(choices) if c == PARALLEL] == [1, 2, 23, 64]
 
 
 def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
@@ -93,23 +91,22 @@ def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
         policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
 
 
-def test_an_unlucky_in_process_measurement_is_retried():
-    """The one in-process generation of a trivial run was slowed down (2x) by another
-    program: the workers win for a while, then this process is timed again and wins."""
+def test_a_cold_or_unlucky_in_process_measurement_is_retried():
+    """Trivial scores; the first in-process generation is slow (cold, or another
+    program ran): a few generations in parallel, then this process for good."""
     policy = DispatchPolicy(2)
     policy.overhead(0.44 * MS)
     policy.completed(PARALLEL, 2, wall=0.6 * MS, busy=0.12 * MS, busiest=0.06 * MS)
-    assert policy.choose(16) == SEQUENTIAL
-    policy.completed(SEQUENTIAL, 16, 16 * 0.072 * MS)  # unlucky
+    seconds_here = iter([0.08 * MS] + [0.036 * MS] * 100)
     choices = []
-    for _ in range(policy.reprobe_every + 5):
+    for _ in range(3 * policy.reprobe_every):
         choices.append(policy.choose(16))
         if choices[-1] == SEQUENTIAL:
-            policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
+            policy.completed(SEQUENTIAL, 16, 16 * next(seconds_here))
         else:
             policy.completed(PARALLEL, 16, 1.0 * MS, busy=0.96 * MS, busiest=0.48 * MS)
-    assert choices[:policy.reprobe_every] == [PARALLEL] * policy.reprobe_every
-    assert choices[policy.reprobe_every:] == [SEQUENTIAL] * 5
+    assert choices.count(PARALLEL) <= 3
+    assert choices[5:] == [SEQUENTIAL] * (len(choices) - 5)
 
 
 def test_one_cold_measurement_does_not_flip_a_persistent_change():

@@ -13,8 +13,8 @@ import es_search
 from es_search import candidates as cand
 from es_search.problems.sphere import Sphere
 from es_search.seeding import preserved_global_rngs, seed_global_rngs, task_seed
-from es_search.strategies import (STRATEGIES, ARS, AdaptiveHillClimb, CMAES, OpenAIES,
-                                  make_strategy)
+from es_search.strategies import (STRATEGIES, ARS, PGPE, AdaptiveHillClimb, CMAES,
+                                  OpenAIES, make_strategy)
 from es_search.strategies.openai_es import centered_ranks
 
 NAMES = sorted(STRATEGIES)
@@ -167,6 +167,13 @@ def test_config_names_the_strategy_and_its_settings(name):
     ("ars", {"directions": 4, "top": 5}, ValueError),
     ("ars", {"top": 1.5}, TypeError),
     ("ars", {"step_size": -0.1}, ValueError),
+    ("pgpe", {"population": 5}, ValueError),
+    ("pgpe", {"step_size": 0.0}, ValueError),
+    ("pgpe", {"max_speed": -1.0}, ValueError),
+    ("pgpe", {"momentum": 1.5}, ValueError),
+    ("pgpe", {"stdev_lr": float("inf")}, ValueError),
+    ("pgpe", {"stdev_max_change": 1.0}, ValueError),
+    ("pgpe", {"stdev_max_change": None}, ValueError),
     ("cma-es", {"population": 1}, ValueError),
     ("cma-es", {"sigma": float("nan")}, ValueError),
     ("cma-es", {"options": {"seed": 3}}, ValueError),
@@ -325,3 +332,85 @@ def test_ars_solves_a_sphere():
                            strategy="ars", strategy_options={"top": 4, "step_size": 0.3},
                            n_jobs=1, progress=False, seed=0)
     assert result.best_score > -0.05, result.best_score  # from -45
+
+
+# ------------------------------------------------------------------ pgpe
+def _pgpe_vectors(state, candidates, generation=0):
+    n = state.center.size
+    return [state.center + c.sign * state.stdev * cand.noise(state.seed, generation, c.key, n)
+            for c in candidates]
+
+
+def test_noise_candidate_with_a_scale_vector_is_built_with_per_value_stdevs():
+    agent = Sphere(dim=3)
+    center, scale = np.array([1.0, 2.0, 3.0]), np.array([0.1, 1.0, 10.0])
+    for sign in (1.0, -1.0):
+        cand.build(agent, center, es_search.Candidate("noise", 0.5, sign, 7, vector=scale),
+                   seed=4, generation=2)
+        expected = center + sign * scale * cand.noise(4, 2, 7, 3)
+        assert np.array_equal(agent.get_flat(), expected)
+    # one array shared by a generation's candidates pickles once
+    scale = np.ones(10_000)
+    shared = [es_search.Candidate("noise", 1.0, s, k, vector=scale)
+              for k in range(8) for s in (1.0, -1.0)]
+    assert len(pickle.dumps(shared)) < 1.2 * len(pickle.dumps(scale))
+
+
+def test_pgpe_follows_the_symmetric_gradient_with_clipup():
+    strategy = PGPE(population=6, sigma=0.2, step_size=0.05, max_speed=0.08,
+                    momentum=0.9, stdev_lr=0.1, stdev_max_change=0.5)
+    state = strategy.init(np.array([1.0, -1.0, 0.5]), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert all(c.vector is state.stdev for c in candidates)
+    scores = [3.0, 1.0, 0.0, 2.0, 5.0, 4.0]
+    new = strategy.tell(state, 0, candidates, scores, None)
+    u = centered_ranks(scores)
+    eps = [cand.noise(0, 0, k, 3) for k in range(3)]
+    sigma = np.full(3, 0.2)
+    g_mu = sum((u[2 * k] - u[2 * k + 1]) / 2 * sigma * eps[k] for k in range(3)) / 3
+    g_sigma = sum((u[2 * k] + u[2 * k + 1]) / 2 * ((sigma * eps[k]) ** 2 - sigma ** 2)
+                  / sigma for k in range(3)) / 3
+    assert np.allclose(new.velocity, 0.05 * g_mu / np.linalg.norm(g_mu))
+    assert np.allclose(new.center, state.center + new.velocity)
+    assert np.allclose(new.stdev, np.clip(sigma + 0.1 * g_sigma, 0.1, 0.3))
+    # momentum, then the speed limit
+    again = strategy.tell(new, 0, candidates, scores, None)
+    assert np.isclose(np.linalg.norm(again.velocity), 0.08)
+
+
+def test_pgpe_defaults_follow_the_clipup_rules():
+    state = PGPE(sigma=0.3).init(np.zeros(100), 0.0, seed=0)
+    assert state.max_speed == pytest.approx(0.3 * 10 / 15)  # radius / 15
+    assert state.step_size == pytest.approx(state.max_speed / 2)
+    state = PGPE(step_size=0.01).init(np.zeros(100), 0.0, seed=0)
+    assert state.max_speed == pytest.approx(0.02)  # EvoTorch: twice the step size
+
+
+def _pgpe_loop(strategy, f, state, generations):
+    for generation in range(generations):
+        candidates = strategy.ask(state, generation)
+        scores = [f(x) for x in _pgpe_vectors(state, candidates, generation=generation)]
+        state = strategy.tell(state, generation, candidates, scores, None)
+    return state
+
+
+def test_pgpe_adapts_each_stdev():
+    strategy = PGPE(population=20, sigma=1.0, step_size=1e-9)  # the mean barely moves
+    start = strategy.init(np.zeros(2), 0.0, seed=0)
+    # narrow in a steep direction, keep width in a flat one
+    narrow = _pgpe_loop(strategy, lambda x: -(100 * x[0] ** 2 + 0.01 * x[1] ** 2),
+                        start, 40)
+    assert narrow.stdev[0] < 0.4 and narrow.stdev[1] > 3 * narrow.stdev[0]
+    # widen where farther is better
+    wide = _pgpe_loop(strategy, lambda x: float(x @ x), start, 10)
+    assert np.all(wide.stdev > 1.1) and np.all(wide.stdev <= 1.2 ** 10)
+
+
+def test_pgpe_solves_a_sphere_and_rebuilds_what_the_workers_built():
+    result = es_search.run(Sphere(dim=5), generations=150, population=16, sigma=0.5,
+                           strategy="pgpe", strategy_options={"step_size": 0.2},
+                           n_jobs=2, progress=False, seed=0)
+    assert result.best_score > -0.05, result.best_score  # from -45
+    assert result.history[-1]["sigma"] < 0.2  # the stdevs shrank near the optimum
+    # the winner rebuilt in this process scores what the worker scored
+    assert result.best_agent().score() == result.best_score

@@ -179,6 +179,8 @@ def test_config_names_the_strategy_and_its_settings(name):
     ("cma-es", {"options": {"seed": 3}}, ValueError),
     ("cma-es", {"options": {"no_such_option": 1}}, ValueError),
     ("cma-es", {"options": [1]}, TypeError),
+    ("cma-es", {"restarts": "lpop"}, ValueError),
+    ("cma-es", {"restarts": "ipop", "max_restarts": -1}, ValueError),
 ])
 def test_bad_settings_fail_at_construction(name, options, error):
     with pytest.raises(error):
@@ -414,3 +416,83 @@ def test_pgpe_solves_a_sphere_and_rebuilds_what_the_workers_built():
     assert result.history[-1]["sigma"] < 0.2  # the stdevs shrank near the optimum
     # the winner rebuilt in this process scores what the worker scored
     assert result.best_agent().score() == result.best_score
+
+
+# ------------------------------------------------------------------ cma-es restarts
+def _restart_run(restarts, generations, **kw):
+    # tolfun=1e-2: pycma stops each run after some 30-60 generations on this sphere
+    return es_search.run(Sphere(dim=DIM), generations=generations, sigma=0.5,
+                         strategy="cma-es", n_jobs=1, seed=1, progress=False,
+                         strategy_options={"options": {"tolfun": 1e-2},
+                                           "restarts": restarts, "max_restarts": 3}, **kw)
+
+
+def _populations(history):
+    """(population, first generation) of each run, in order."""
+    runs = []
+    for record in history:
+        if not runs or len(record["scores"]) != runs[-1][0]:
+            runs.append((len(record["scores"]), record["generation"]))
+    return runs
+
+
+def test_cma_es_without_restarts_keeps_its_population():
+    result = _restart_run(None, 150)
+    assert {len(r["scores"]) for r in result.history} == {8}
+
+
+def test_ipop_doubles_the_population_when_pycma_stops():
+    result = _restart_run("ipop", 250)
+    populations = [p for p, _ in _populations(result.history)]
+    assert populations == [8, 16, 32, 64]  # max_restarts=3, then it keeps going
+    assert result.best_score > -1e-2
+
+
+def test_bipop_interlaces_small_and_large_runs():
+    strategy = CMAES(sigma=0.5, options={"tolfun": 1e-2}, restarts="bipop",
+                     max_restarts=3)
+    state = strategy.init(np.zeros(DIM), -36.0, seed=1)
+    runs = []  # (regime, population, sigma) of each run
+    for generation in range(400):
+        if not runs or state.restarts == len(runs):
+            runs.append((state.regime, len(strategy.ask(state, generation)), state.sigma))
+        candidates = strategy.ask(state, generation)
+        state = strategy.tell(state, generation, candidates,
+                              [-float(((c.vector - 3) ** 2).sum()) for c in candidates],
+                              None)
+    regimes = [regime for regime, _, _ in runs]
+    assert regimes[:2] == ["first", "large"] and "small" in regimes
+    assert regimes.count("large") == 3  # max_restarts counts the large runs
+    large = [p for regime, p, _ in runs if regime == "large"]
+    assert large == [16, 32, 64]
+    small = [(p, sigma) for regime, p, sigma in runs if regime == "small"]
+    assert all(8 <= p <= 64 and 0.5 * 0.01 <= sigma <= 0.5 for p, sigma in small)
+    # the small runs' budget stays close to the large runs' (Hansen 2009)
+    assert state.small_evals <= state.large_evals + 64 * 400
+
+
+def test_restarts_resume_mid_run_as_if_uninterrupted(tmp_path):
+    full = _restart_run("bipop", 160)
+    starts = [g for _, g in _populations(full.history)]
+    assert len(starts) >= 3, starts  # the cut below falls after a restart
+    cut = (starts[1] + starts[2]) // 2
+    _restart_run("bipop", cut, out=tmp_path)
+    resumed = _restart_run("bipop", 160, out=tmp_path, resume=True)
+    assert [r["scores"] for r in resumed.history] == [r["scores"] for r in full.history]
+    assert [r["sigma"] for r in resumed.history] == [r["sigma"] for r in full.history]
+    assert resumed.best_score == full.best_score
+
+
+def test_restart_state_pickles_and_same_seed_same_restarts():
+    strategy = CMAES(sigma=0.5, options={"tolflatfitness": 1}, restarts="bipop")
+    states = []
+    for _ in range(2):
+        state = strategy.init(np.zeros(3), 0.0, seed=4)
+        for generation in range(12):  # flat scores: pycma stops after every generation
+            state = strategy.tell(state, generation, strategy.ask(state, generation),
+                                  [1.0] * len(strategy.ask(state, generation)), None)
+            state = pickle.loads(pickle.dumps(state))
+        states.append(state)
+    a, b = states
+    assert a.restarts >= 5 and a.restarts == b.restarts and a.regime == b.regime
+    assert _same_candidates(strategy.ask(a, 12), strategy.ask(b, 12))

@@ -111,7 +111,7 @@ class ARS(Strategy):
         return ARSState(np.array(center, dtype=np.float64), self.initial_sigma, int(seed))
 
     def ask(self, state: ARSState, generation: int) -> list[Candidate]:
-        # lines 4-5: directions delta_k (from seeds), policies M_j + nu delta_k, M_j - nu delta_k
+        # lines 4-5: directions delta_k (seeds); policies M_j + nu delta_k, M_j - nu delta_k
         return [Candidate("noise", state.sigma, sign, key)
                 for key in range(self.directions) for sign in (1.0, -1.0)]
 

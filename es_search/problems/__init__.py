@@ -29,6 +29,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
                  "gymnasium Pendulum-v1, continuous torque, 3-16-1 tanh MLP (extra: gym)"),
     "acrobot": ("es_search.problems.control:Acrobot",
                 "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),
+    "digits": ("es_search.problems.digits:Digits",
+               "a 64-32-10 MLP on scikit-learn's 8x8 digits, batched; split=test scores "
+               "held-out accuracy (extra: digits)"),
 }
 
 

@@ -118,19 +118,26 @@ def test_a_row_of_a_group_is_the_candidate_scored_alone(cls, kwargs):
     assert len(set(alone)) > 1
 
 
-def test_cartpole_starts_where_gymnasium_resets_and_samples_per_candidate():
-    agent = CartPole(episodes=1, max_steps=1)
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=1234)
+def test_cartpole_starts_from_the_candidates_own_stream():
+    agent = CartPole(episodes=2, max_steps=1)
     seen = []
     agent.forward_numpy = lambda layers, o: seen.append(o) or np.zeros((len(o), 2))
-    agent.score_batch(batched.stack_weights([agent.get_weights()]), [1234])
-    assert np.array_equal(seen[0][0], obs.astype(np.float64))
+    agent.score_batch(batched.stack_weights([agent.get_weights()] * 2), [1234, 99])
+    rng = batched.candidate_rngs([99], 1)[0]
+    expected = rng.uniform(low=-0.05, high=0.05, size=(2, 4)).astype(np.float32)
+    assert np.array_equal(seen[0][2:], expected.astype(np.float64))
     greedy = CartPole(greedy=True, episodes=1)
     w = greedy.get_weights()
     w["layers.0.weight"] = torch.tensor([[0.0, 0, -20, -20], [0, 0, 20, 20]])
-    greedy.set_weights(w)
     assert _alone(greedy, w, 5) > 100  # a balancing controller balances
+
+
+def test_a_row_is_its_candidate_alone_in_a_wide_group():
+    agent = CartPole(max_steps=30)
+    weights = _group(agent, 40, sigma=1.0)
+    seeds = [task_seed(0, 0, i) for i in range(40)]
+    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    assert group.tolist() == [_alone(agent, weights[i], seeds[i]) for i in range(40)]
 
 
 def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():
@@ -159,12 +166,15 @@ def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():
 def test_pendulum_policy_return_matches_gymnasium():
     agent = Pendulum()
     w = _group(agent, 1, sigma=0.3)[0]
-    agent.set_weights(w)
     seed = task_seed(0, 2, 5)
     ours = _alone(agent, w, seed)
     layers = agent.stacked_layers(batched.stack_weights([w]))
+    start = batched.candidate_rngs([seed], 1)[0].uniform(low=-PendulumBatch.high,
+                                                         high=PendulumBatch.high, size=(1, 2))
     env = gym.make("Pendulum-v1")
-    obs, _ = env.reset(seed=seed % (2 ** 31 - 1000))
+    env.reset(seed=0)
+    env.unwrapped.state = start[0].copy()
+    obs = env.unwrapped._get_obs()
     total = 0.0
     for _ in range(200):
         act = agent.actions(agent.forward_numpy(layers, obs.astype(np.float64)[None]), None)

@@ -7,15 +7,12 @@ every candidate's policy per step. CartPole-v1 runs on gymnasium's own vectorise
 gymnasium's ``PendulumEnv`` (its returns match gymnasium's, see the tests).
 
 A candidate's score depends on its weights and its task seed only, never on the rest of
-its group:
-
-- episode ``k`` of a candidate with task seed ``s`` starts where gymnasium's
-  ``env.reset(seed=s % (2**31 - 1000) + k)`` starts (the same draws, made per column);
-- sampled actions use the candidate's own stream,
-  ``es_search.batched.candidate_rngs([s], 1)``: its uniforms are drawn per episode
-  before the episode starts, whatever else runs;
-- everything else is elementwise per column, so a row of a group of 64 is bit-identical
-  to the same candidate scored alone (``score()`` is a group of one; tested).
+its group: the candidate's own stream, ``es_search.batched.candidate_rngs([s], 1)`` for
+task seed ``s``, draws its episodes' start states (as gymnasium's ``reset`` draws them:
+uniform in [-0.05, 0.05]^4 for CartPole, [-pi, pi] x [-1, 1] for Pendulum) and then, for
+sampled actions, one uniform per step of every episode, before any episode runs.
+Everything else is elementwise or per row, so a row of a group of 64 is bit-identical
+to the same candidate scored alone (``score()`` is a group of one; tested).
 """
 from __future__ import annotations
 
@@ -26,42 +23,49 @@ from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params
 from ..plotting import require
 
-SEED_RANGE = 2 ** 31 - 1000  # episode seeds as in es_search.problems.control
-
 
 class PendulumBatch:
     """gymnasium's Pendulum-v1 dynamics for many pendulums at once (NumPy, float64).
 
     ``state`` is ``(2, n)``: angles and angular velocities, as gymnasium's ``state``
-    per environment. ``step(u)`` takes ``n`` torques and returns the ``n`` rewards.
+    per environment. ``step(u)`` takes ``n`` torques and returns the ``n`` rewards; the
+    arithmetic is gymnasium's, operation for operation.
     """
 
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
+    high = np.array([np.pi, 1.0])  # gymnasium's reset: uniform in [-high, high]
 
     def __init__(self, state: np.ndarray):
-        self.state = np.array(state, dtype=np.float64)
+        state = np.asarray(state, dtype=np.float64)
+        self.th, self.thdot = state[0].copy(), state[1].copy()
 
-    @staticmethod
-    def start_states(seeds) -> np.ndarray:
+    @property
+    def state(self) -> np.ndarray:
+        return np.stack([self.th, self.thdot])
+
+    @classmethod
+    def start_states(cls, seeds) -> np.ndarray:
         """The ``(2, n)`` states gymnasium's ``reset(seed=seed)`` gives, one per seed."""
-        high = np.array([np.pi, 1.0])
-        return np.stack([np.random.default_rng(int(s)).uniform(low=-high, high=high)
+        return np.stack([np.random.default_rng(int(s)).uniform(low=-cls.high, high=cls.high)
                          for s in seeds], axis=1)
 
     def observation(self) -> np.ndarray:
-        th, thdot = self.state
-        return np.stack([np.cos(th), np.sin(th), thdot], axis=1).astype(np.float32)
+        """``(n, 3)`` float32, as gymnasium's ``_get_obs``."""
+        obs = np.empty((len(self.th), 3), dtype=np.float32)
+        obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), np.sin(self.th), self.thdot
+        return obs
 
     def step(self, u: np.ndarray) -> np.ndarray:
-        th, thdot = self.state
-        u = np.clip(np.asarray(u, dtype=np.float64), -self.max_torque, self.max_torque)
+        th, thdot = self.th, self.thdot
+        u = np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
+                       self.max_torque)  # np.clip, without its Python overhead
         costs = (((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2 \
-            + 0.001 * u ** 2
+            + 0.001 * (u ** 2)
         newthdot = thdot + (3 * self.g / (2 * self.l) * np.sin(th)
                             + 3.0 / (self.m * self.l ** 2) * u) * self.dt
-        newthdot = np.clip(newthdot, -self.max_speed, self.max_speed)
-        self.state = np.stack([th + newthdot * self.dt, newthdot])
+        newthdot = np.minimum(np.maximum(newthdot, -self.max_speed), self.max_speed)
+        self.th, self.thdot = th + newthdot * self.dt, newthdot
         return -costs
 
 
@@ -122,7 +126,7 @@ class BatchedPolicy(Agent):
         so a row's result does not depend on ``n``."""
         h = obs
         for k, (w, b) in enumerate(layers):
-            h = (w * h[:, None, :]).sum(axis=-1) + b
+            h = np.matmul(w, h[:, :, None])[:, :, 0] + b
             if k < len(layers) - 1:
                 h = np.tanh(h)
         return h
@@ -141,17 +145,19 @@ class BatchedPolicy(Agent):
         n, episodes = len(seeds), self.episodes
         layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
                   for w, b in self.stacked_layers(params)]  # column = (candidate, episode)
-        bases = [int(s) % SEED_RANGE for s in seeds]
-        env_seeds = [b + k for b in bases for k in range(episodes)]
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
+        streams = candidate_rngs(seeds, 1)
+        starts = np.concatenate([rng.uniform(low=-self.start_high, high=self.start_high,
+                                             size=(episodes, len(self.start_high)))
+                                 for rng in streams]).T  # (state, column)
         uniforms = None
         if self.discrete and not self.greedy:
-            uniforms = np.concatenate([rng.random((episodes, limit))
-                                       for rng in candidate_rngs(seeds, 1)])
-        returns = self.run_columns(layers, env_seeds, uniforms, limit)
+            uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
+        returns = self.run_columns(layers, starts, uniforms, limit)
         return returns.reshape(n, episodes).mean(axis=1)
 
-    def run_columns(self, layers, env_seeds, uniforms, limit) -> np.ndarray:
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+        """The returns of columns starting at ``starts`` (state, column)."""
         raise NotImplementedError
 
 
@@ -161,6 +167,7 @@ class CartPole(BatchedPolicy):
 
     discrete, obs_dim, act_dim = True, 4, 2
     episode_limit = 500
+    start_high = np.full(4, 0.05)
 
     def __getstate__(self):  # the environments are rebuilt where the agent lands
         state = self.__dict__.copy()
@@ -189,15 +196,13 @@ class CartPole(BatchedPolicy):
         raw.steps[:len(steps)] = steps
         return env, raw
 
-    def run_columns(self, layers, env_seeds, uniforms, limit) -> np.ndarray:
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
         """Step every column until all episodes are over. Finished columns are dropped
         (the survivors move to a narrower environment) once at most half the width is
         still running; each column's arithmetic is elementwise, so its trajectory does
         not change when it moves."""
-        columns = len(env_seeds)
-        env, raw = self._load(np.stack(
-            [np.random.default_rng(s).uniform(low=-0.05, high=0.05, size=(4,))
-             for s in env_seeds], axis=1), np.zeros(0, dtype=np.int32))
+        columns = starts.shape[1]
+        env, raw = self._load(starts, np.zeros(0, dtype=np.int32))
         # the column each slot of the environment runs; -1: padding or finished
         slots = np.full(raw.num_envs, -1)
         slots[:columns] = np.arange(columns)
@@ -247,17 +252,18 @@ class Pendulum(BatchedPolicy):
     discrete, obs_dim, act_dim = False, 3, 1
     action_high = 2.0
     episode_limit = PendulumBatch.max_episode_steps
+    start_high = PendulumBatch.high
     default_config = {"generations": 200, "population": 32, "sigma": 0.2,
                       "strategy_options": {"reevaluate": True}}
 
     def __init__(self, hidden: int = 16, episodes: int = 1, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
-    def run_columns(self, layers, env_seeds, uniforms, limit) -> np.ndarray:
-        env = PendulumBatch(PendulumBatch.start_states(env_seeds))
-        total = np.zeros(len(env_seeds))
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+        env = PendulumBatch(starts)
+        total = np.zeros(starts.shape[1])
         for _ in range(limit):
             obs = env.observation().astype(np.float64)
             total += env.step(self.actions(self.forward_numpy(layers, obs), None))
-        self.steps = limit * len(env_seeds)
+        self.steps = limit * starts.shape[1]
         return total

@@ -34,7 +34,6 @@ except ImportError:  # pragma: no cover
 
 from . import backends as _backends
 from . import candidates as _candidates
-from . import groups as _groups
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
@@ -54,16 +53,6 @@ def score_tasks(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate
     :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` in
     its place.
     """
-    if _groups.group_size(agent):
-        return _groups.score_grouped(agent, center, candidates, seed, generation, start,
-                                     score_kwargs, on_error, one_by_one=_score_alone)
-    return _score_alone(agent, center, candidates, seed, generation, start, score_kwargs,
-                        on_error)
-
-
-def _score_alone(agent: Agent, center: np.ndarray, candidates: Sequence[Candidate],
-                 seed: int, generation: int, start: int,
-                 score_kwargs: Mapping[str, Any], on_error: str = "raise") -> list[Any]:
     scores: list[Any] = []
     with preserved_global_rngs(), torch.no_grad():
         try:
@@ -395,7 +384,7 @@ class Evaluator:
         began = time.perf_counter()
         shared = (self._files.put_center(generation, center) if self._files is not None
                   else center)
-        pending = _groups.chunk_bounds(n, self.n_workers, _groups.group_size(self.local))
+        pending = _chunks(n, self.n_workers)
         done: dict[int, tuple[list[Any], float]] = {}
         for attempt in range(self.max_retries + 1):
             try:

@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .scores import as_score
+from .scores import NotAScore, as_score
 
 
 def has_score_batch(agent: Any) -> bool:
@@ -140,7 +140,8 @@ def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args
 
 
 def as_scores(values: Any, n: int, agent: Any) -> list[float]:
-    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats."""
+    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
+    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated)."""
     if isinstance(values, torch.Tensor):
         values = values.detach().reshape(-1).tolist() if values.ndim <= 1 else values
     elif isinstance(values, np.ndarray) and values.ndim <= 1:
@@ -148,11 +149,11 @@ def as_scores(values: Any, n: int, agent: Any) -> list[float]:
     try:
         values = list(values)
     except TypeError:
-        raise TypeError(f"{type(agent).__name__}.score_batch() returned "
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned "
                         f"{type(values).__name__}; it must return one real number per "
                         f"candidate (a list, 1-D array or tensor of length {n})") from None
     if len(values) != n:
-        raise ValueError(f"{type(agent).__name__}.score_batch() returned {len(values)} "
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
                          f"scores for {n} candidates; it must return one per candidate, "
                          f"in order")
     return [as_score(v, agent) for v in values]

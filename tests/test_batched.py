@@ -84,7 +84,7 @@ def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
     assert _alone(agent, w[0], 3) == pytest.approx(
         float(agent.score_batch(batched.stack_weights(w), [3, 4])[0]))
     assert batched.has_score_batch(agent) and batched.group_size(agent) == 32
-    with pytest.raises(ValueError, match="returned 1 scores for 2 candidates"):
+    with pytest.raises(TypeError, match="returned 1 scores for 2 candidates"):
         batched.as_scores([1.0], 2, agent)
     with pytest.raises(TypeError, match="real number"):
         batched.as_scores(["x"], 1, agent)

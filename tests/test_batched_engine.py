@@ -8,7 +8,7 @@ import joblib
 import pytest
 
 import es_search
-from es_search.groups import chunk_bounds, group_bounds
+from es_search.worker import chunk_bounds, group_bounds
 from es_search.seeding import task_seed
 
 import batch_agents
@@ -63,7 +63,7 @@ def test_batched_runs_are_identical_for_any_worker_count(n_jobs, group_sensitive
 def test_batched_runs_on_dask_give_the_same_run(group_sensitive_reference):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     try:
         with distributed.Client(cluster):
             result = es_search.run(GroupSensitive(), generations=3, population=8,

@@ -84,7 +84,10 @@ class Agent(torch.nn.Module):
         stay identical for any worker count even when a row's last bits depend on the
         group's size (e.g. a batched matrix product). It runs under ``torch.no_grad()``
         with the global RNGs seeded from the group's first task seed; ``self`` holds the
-        generation's centre and ``self.task_seed`` is None. Agents without it (or with
+        generation's centre (and shared state), ``self.task_seed`` is None and
+        ``self.generation_seed`` is the generation's. Shared statistics: ``task_report()``
+        is called once after each ``score_batch()``; its report stands for the whole group
+        (at the group's first candidate, None at the others). Agents without it (or with
         ``score_batch_size = 0``) are scored one candidate per ``score()`` call.
         ``es_search.batched.vmap_call(self, params, x)`` runs the agent's ``forward``
         over all rows at once. Make ``score()`` compute what one row computes (the

@@ -3,6 +3,7 @@ import numpy as np
 import torch
 
 import es_search
+from agents import RunningStats
 
 
 class RowExact(es_search.Agent):
@@ -49,3 +50,24 @@ class GroupSensitive(es_search.Agent):
     def score_batch(self, params, seeds):
         w = params["w"].double()
         return -((w - 3) ** 2).sum(dim=1) + 1e-6 * w.sum() + 1e-3 * torch.rand(len(seeds))
+
+
+class BatchedRunningStats(RunningStats):
+    """RunningStats scored a group at a time: each row draws from its own generator
+    (its task seed); the group reports the statistics of all its rows at once."""
+
+    score_batch_size = 4
+
+    def score_batch(self, params, seeds):
+        std = torch.sqrt(self.m2 / self.count.clamp(min=1) + 1e-8)
+        scores, seen = [], []
+        for w, seed in zip(params["w"], seeds):
+            g = torch.Generator().manual_seed(seed % 2 ** 63)
+            steps = int(torch.randint(3, 9, (), generator=g))
+            obs = (torch.randn(steps, w.numel(), dtype=torch.float64, generator=g) * 2 + 1
+                   + w.double())
+            seen.append(obs)
+            scores.append(-float((((obs - self.mean) / std - 0.5) ** 2).mean()))
+        obs = torch.cat(seen)
+        self._seen = (float(len(obs)), obs.mean(0), ((obs - obs.mean(0)) ** 2).sum(0))
+        return scores

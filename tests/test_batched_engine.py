@@ -135,3 +135,17 @@ def test_batched_cartpole_is_the_per_candidate_run_on_any_worker_count():
         assert comparable(es_search.run(CartPole(max_steps=60, score_batch_size=4),
                                         n_jobs=2, sequential_fallback=False,
                                         **kwargs)) == reference
+
+
+def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
+    from batch_agents import BatchedRunningStats
+    kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, progress=False,
+                  strategy="openai-es")
+    reference = es_search.run(BatchedRunningStats(), n_jobs=1, **kwargs)
+    for n_jobs in (2, -1):
+        result = es_search.run(BatchedRunningStats(), n_jobs=n_jobs,
+                               sequential_fallback=False, **kwargs)
+        assert comparable(result) == comparable(reference)
+    steps = [r["steps"] for r in reference.history]
+    assert all(b - a >= 3 * 10 for a, b in zip(steps, steps[1:]))  # every row counted
+    assert float(reference.best_weights["count"]) > 0

@@ -161,6 +161,9 @@ def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():
         assert steps == PendulumBatch.max_episode_steps
         assert abs(total - ours[j]) <= 1e-6
     assert np.allclose(batch.observation()[:, 2], batch.state[1].astype(np.float32))
+    steps = iter(actions)  # run(): the same returns as step() by step()
+    fast = PendulumBatch(PendulumBatch.start_states(seeds)).run(lambda obs: next(steps), 200)
+    assert np.allclose(fast, ours, rtol=0, atol=1e-9)
 
 
 def test_pendulum_policy_return_matches_gymnasium():

@@ -16,6 +16,8 @@ to the same candidate scored alone (``score()`` is a group of one; tested).
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 import torch
 
@@ -57,16 +59,45 @@ class PendulumBatch:
         return obs
 
     def step(self, u: np.ndarray) -> np.ndarray:
-        th, thdot = self.th, self.thdot
-        u = np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
-                       self.max_torque)  # np.clip, without its Python overhead
-        costs = (((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2 \
-            + 0.001 * (u ** 2)
-        newthdot = thdot + (3 * self.g / (2 * self.l) * np.sin(th)
-                            + 3.0 / (self.m * self.l ** 2) * u) * self.dt
+        """One step of every pendulum with torques ``u``; their rewards."""
+        u = self._torque(u)
+        rewards = self.rewards(self.th, self.thdot, u)
+        self._advance(np.sin(self.th), u)
+        return rewards
+
+    def _torque(self, u: Any) -> np.ndarray:  # np.clip, without its Python overhead
+        return np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
+                          self.max_torque)
+
+    def _advance(self, sin_th: np.ndarray, u: np.ndarray) -> None:
+        newthdot = self.thdot + (3 * self.g / (2 * self.l) * sin_th
+                                 + 3.0 / (self.m * self.l ** 2) * u) * self.dt
         newthdot = np.minimum(np.maximum(newthdot, -self.max_speed), self.max_speed)
-        self.th, self.thdot = th + newthdot * self.dt, newthdot
-        return -costs
+        self.th, self.thdot = self.th + newthdot * self.dt, newthdot
+
+    @staticmethod
+    def rewards(th: np.ndarray, thdot: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """gymnasium's reward for states ``(th, thdot)`` and clipped torques ``u``
+        (elementwise: any shape)."""
+        return -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
+                 + 0.001 * (u ** 2))
+
+    def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
+        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
+        -> torques ``(n,)``). Each step computes what :meth:`step` computes; the rewards
+        are computed at the end for the whole trajectory at once, and summed in time
+        order per pendulum."""
+        n = len(self.th)
+        obs = np.empty((n, 3), dtype=np.float32)
+        trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
+        for t in range(steps):
+            sin_th = np.sin(self.th)
+            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), sin_th, self.thdot
+            u = self._torque(policy(obs.astype(np.float64)))
+            trajectory[0, t], trajectory[1, t], trajectory[2, t] = self.th, self.thdot, u
+            self._advance(sin_th, u)
+        rewards = self.rewards(trajectory[0], trajectory[1], trajectory[2])
+        return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
 
 
 class BatchedPolicy(Agent):
@@ -136,6 +167,9 @@ class BatchedPolicy(Agent):
             return np.tanh(logits[:, 0]) * self.action_high
         if uniforms is None:
             return np.argmax(logits, axis=1)
+        if logits.shape[1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(l1 - l0)), no overflow
+            p0 = 0.5 - 0.5 * np.tanh(0.5 * (logits[:, 1] - logits[:, 0]))
+            return (uniforms > p0).view(np.int8)
         p = np.exp(logits - logits.max(axis=1, keepdims=True))
         cum = np.cumsum(p, axis=1)
         return (cum < (uniforms * cum[:, -1])[:, None]).sum(axis=1)
@@ -260,10 +294,6 @@ class Pendulum(BatchedPolicy):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        env = PendulumBatch(starts)
-        total = np.zeros(starts.shape[1])
-        for _ in range(limit):
-            obs = env.observation().astype(np.float64)
-            total += env.step(self.actions(self.forward_numpy(layers, obs), None))
         self.steps = limit * starts.shape[1]
-        return total
+        return PendulumBatch(starts).run(
+            lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)

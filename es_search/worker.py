@@ -179,12 +179,15 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     ``agent.task_report()``, the group's one report. Exceptions propagate.
     """
     seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
-    rows = []
+    evolved = agent.evolved_parameters()  # the same Parameter objects after each build
+    params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
+              for name, p in evolved}
+    rows = [params[name] for name, _ in evolved]
     for k, candidate in enumerate(candidates):
         run_task(agent, payload, candidate, seed, generation, start + k, score=False)
-        rows.append([p.detach().clone() for _, p in agent.evolved_parameters()])
-    names = [name for name, _ in agent.evolved_parameters()]
-    params = {name: torch.stack([row[j] for row in rows]) for j, name in enumerate(names)}
+        with torch.no_grad():
+            for row, (_, p) in zip(rows, evolved):
+                row[k].copy_(p)
     agent.generation_seed = generation_seed(seed, generation)
     try:
         with torch.no_grad():

@@ -231,3 +231,21 @@ def test_digits_learns_within_a_few_generations():
     assert test.score() > 0.5  # chance is 0.1; the starting weights score about that
     start = Digits(split="test", hidden=0)
     assert start.score() < 0.3
+
+
+def test_committed_batching_table_is_rendered_from_its_json(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = os.path.join(root, "benchmarks", "results")
+    shutil.copy(os.path.join(results, "batching.json"), tmp_path / "batching.json")
+    subprocess.run([sys.executable, os.path.join(root, "benchmarks", "batching.py"),
+                    "--render", "--out", str(tmp_path)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": root})
+    with open(os.path.join(results, "batching.md")) as f:
+        assert (tmp_path / "batching.md").read_text() == f.read()
+    with open(os.path.join(results, "batching.json")) as f:
+        assert {r["population"] for r in json.load(f)["rows"]} == {16, 64, 256}

@@ -103,6 +103,7 @@ class Evaluator:
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self.hooks = has_hooks(agent)
+        group_size(agent)  # a bad score_batch_size fails here, before any worker starts
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None

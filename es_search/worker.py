@@ -1,4 +1,5 @@
-"""The worker side of the engine: one seeded task, a chunk of tasks, the agent cache.
+"""The worker side of the engine: one seeded task, a group of tasks scored in one
+``Agent.score_batch`` call, a chunk of tasks, the agent cache.
 
 Everything here runs wherever a task runs (a worker process, or this process on the
 in-process path, in ``replay_task`` and when a winner is rebuilt): :func:`run_task` is

@@ -149,3 +149,10 @@ def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
     steps = [r["steps"] for r in reference.history]
     assert all(b - a >= 3 * 10 for a, b in zip(steps, steps[1:]))  # every row counted
     assert float(reference.best_weights["count"]) > 0
+
+
+def test_a_bad_group_size_fails_before_the_run():
+    agent = RowExact()
+    agent.score_batch_size = 2.5
+    with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
+        es_search.run(agent, generations=1, population=4, n_jobs=1, progress=False)

@@ -94,7 +94,10 @@ def test_a_failing_row_is_found_and_replayed(tmp_path):
 
 
 def test_a_batch_that_fails_as_a_whole_is_reported_for_its_group():
-    kwargs = dict(generations=2, population=6, sigma=0.3, seed=1, n_jobs=1, progress=False)
+    # reevaluate=False: the starting agent is scored alone (a group of one scores fine),
+    # so generation 0 holds the first group of several candidates
+    kwargs = dict(generations=2, population=6, sigma=0.3, seed=1, n_jobs=1, progress=False,
+                  strategy_options={"reevaluate": False})
     with pytest.raises(es_search.ScoreError, match="each of them scores alone") as info:
         es_search.run(RowExact(batch_only_fault=True), **kwargs)
     assert (info.value.generation, info.value.index) == (0, 0)

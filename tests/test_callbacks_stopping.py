@@ -51,7 +51,8 @@ def test_early_stopping_small_gains_do_not_add_up():
     assert stop_generation(rule, history) == 3
     assert rule.best == 1.0 and rule.best_generation == 0
     assert rule.reason == ("best_score has not improved by more than 0.1 for 3 "
-                           "generations (best 1 at generation 0)")
+                           "generations (best 1 at generation 0; stopped after "
+                           "generation 3)")
 
 
 def test_early_stopping_nan_and_mean_score():
@@ -85,7 +86,8 @@ def test_max_time_counts_from_on_start(monkeypatch):
         clock[0] += 1.0
         stops.append(rule.on_generation(record))
     assert stops == [False, False, True]
-    assert rule.reason == "3 s elapsed, the time budget of 2.5 s is spent (after generation 2)"
+    assert rule.reason == ("3 s elapsed, the time budget of 2.5 s is spent (after "
+                           "generation 2)")
     rule.on_start(RunInfo(config={}, out=None, generations=10))  # a resume: a new budget
     clock[0] += 1.0
     assert not rule.on_generation(records([0.0])[0])

@@ -82,8 +82,9 @@ class EarlyStopping(Callback):
     >>> [rule.on_generation({"generation": g, "best_score": s})
     ...  for g, s in enumerate([1.0, 2.0, 2.0, 2.0])]
     [False, False, False, True]
-    >>> rule.reason
-    'best_score has not improved by more than 0 for 2 generations (best 2 at generation 1)'
+    >>> print(rule.reason)  # doctest: +NORMALIZE_WHITESPACE
+    best_score has not improved by more than 0 for 2 generations (best 2 at generation 1;
+    stopped after generation 3)
     """
 
     def __init__(self, patience: int, min_delta: float = 0.0, monitor: str = "best_score"):
@@ -126,7 +127,8 @@ class EarlyStopping(Callback):
         if self._update(record):
             self.reason = (f"{self.monitor} has not improved by more than "
                            f"{self.min_delta:g} for {self.wait} generations (best "
-                           f"{self.best:g} at generation {self.best_generation})")
+                           f"{self.best:g} at generation {self.best_generation}; stopped "
+                           f"after generation {record['generation']})")
             return True
         return False
 

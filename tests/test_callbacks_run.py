@@ -27,32 +27,14 @@ def comparable(result):
     return history, {k: v.tolist() for k, v in result.best_weights.items()}, result.evaluations
 
 
-def _run_calls_on_start():
-    """Until the engine split lands, run() takes plain callables only."""
-    class Probe(Callback):
-        started = False
-
-        def on_start(self, info):
-            self.started = True
-    probe = Probe()
-    try:
-        es_search.run(Quadratic(dim=1), generations=1, population=2, n_jobs=1,
-                      progress=False, callbacks=[probe])
-    except TypeError:
-        return False
-    return probe.started
-
-
-pytestmark = pytest.mark.skipif(not _run_calls_on_start(),
-                                reason="run() does not call on_start/on_end yet")
-
-
 @pytest.fixture(scope="module")
 def uninterrupted():
     return evolve(30)
 
 
 class Calls(Callback):
+    """Records the protocol calls (their order is tested in test_callbacks.py)."""
+
     def __init__(self):
         self.calls = []
 
@@ -64,17 +46,6 @@ class Calls(Callback):
 
     def on_end(self, result):
         self.calls.append(("end", result.generations))
-
-
-def test_run_calls_the_protocol_in_order(tmp_path):
-    calls = Calls()
-    evolve(3, out=tmp_path, callbacks=[calls])
-    assert calls.calls == [("start", 0, 0), ("generation", 0), ("generation", 1),
-                           ("generation", 2), ("end", 3)]
-    resumed = Calls()
-    evolve(5, out=tmp_path, resume=True, callbacks=[resumed])
-    assert resumed.calls == [("start", 3, 3), ("generation", 3), ("generation", 4),
-                             ("end", 5)]
 
 
 # --- tracking through run() ---------------------------------------------------------

@@ -144,3 +144,83 @@ def test_plain_callables_keep_working():
     result = evolve(6, callbacks=[lambda r: seen.append(r["generation"]) or len(seen) == 3])
     assert seen == [0, 1, 2] and result.generations == 3
     assert math.isfinite(result.best_score)
+
+
+# --- command line -----------------------------------------------------------------------
+
+SPHERE = ["run", "sphere", "-p", "dim=3", "--population", "4", "--n-jobs", "1",
+          "--no-progress", "--seed", "1", "--generations", "40"]
+
+
+def reproducible(history):
+    return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
+
+
+def test_cli_stop_at_then_resume_equals_the_uninterrupted_run(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from es_search.cli import main
+    from es_search.output import read_history
+    assert main([*SPHERE, "--out", str(tmp_path / "full")]) == 0
+    run, tracking = str(tmp_path / "run"), ["--tensorboard", str(tmp_path / "tb"),
+                                            "--csv", str(tmp_path / "history.csv")]
+    assert main([*SPHERE, "--out", run, "--stop-at", "-1", *tracking]) == 0
+    assert "stopped early: best_score" in capsys.readouterr().out
+    stopped = read_history(tmp_path / "run" / "history.jsonl")
+    assert len(stopped) < 40 and stopped[-1]["best_score"] >= -1 > stopped[-2]["best_score"]
+    assert main([*SPHERE, "--out", run, "--resume", *tracking]) == 0
+    assert "stopped early" not in capsys.readouterr().out
+    history = read_history(tmp_path / "run" / "history.jsonl")
+    assert reproducible(history) == reproducible(read_history(tmp_path / "full" /
+                                                              "history.jsonl"))
+    acc = EventAccumulator(str(tmp_path / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("best_score")] == [
+        (h["generation"], float(np.float32(h["best_score"]))) for h in history]
+    assert CSV(tmp_path / "history.csv").load() == history
+
+
+@pytest.mark.parametrize("flags, generations", [
+    (["--patience", "2", "--min-delta", "100"], 3),  # no gain over 100: stops after 2
+    (["--max-time", "1e-9"], 1),
+    (["--stop-at", "-1000"], 1),
+])
+def test_cli_stopping_flags(tmp_path, capsys, flags, generations):
+    from es_search.cli import main
+    assert main([*SPHERE, "--out", str(tmp_path), *flags]) == 0
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == generations
+    assert "stopped early" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--patience", "0"], "--patience: must be a positive int"),
+    (["--max-time", "-1"], "--max-time: must be a positive float"),
+    (["--stop-at", "nan"], "--stop-at: must be a finite float"),
+    (["--min-delta", "0.1"], "--min-delta goes with --patience"),
+    (["--tensorboard", __file__], "is a file"),
+])
+def test_cli_bad_flags_one_line_exit_2(tmp_path, capsys, flags, message):
+    from es_search.cli import main
+    assert main([*SPHERE, "--out", str(tmp_path / "run"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()  # refused before any work
+
+
+def test_cli_mlflow_tracks_to_mlruns_or_the_environments_uri(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+    from es_search.cli import main
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main([*SPHERE[:-1], "3", "--mlflow"]) == 0
+    store = tmp_path / "elsewhere"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    assert main([*SPHERE[:-1], "2", "--mlflow"]) == 0
+    for uri, generations in [((tmp_path / "mlruns").as_uri(), 3), (store.as_uri(), 2)]:
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name("es_search")
+        (run,) = client.search_runs([experiment.experiment_id])
+        assert run.data.tags["es_search.problem"] == "sphere"
+        assert run.info.status == "FINISHED"
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "sigma")] == \
+            list(range(generations))

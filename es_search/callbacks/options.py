@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "$MLFLOW_TRACKING_URI, else ./mlruns (needs es_search[mlflow])")
     track.add_argument("--csv", metavar="FILE", default=None,
                        help="write the history to FILE, one CSV row per generation")
-    stop = parser.add_argument_group("stopping rules (a stopped run resumes with "
-                                     "--resume and a higher --generations)")
+    stop = parser.add_argument_group("stopping rules (continue a stopped run with "
+                                     "--out DIR --resume, without the rule)")
     stop.add_argument("--stop-at", type=_number(float), metavar="SCORE", default=None,
                       help="stop once the best score reaches SCORE")
     stop.add_argument("--patience", type=_number(int, positive=True), metavar="N",

@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list")
+    from .callbacks.options import add_arguments as add_callback_arguments
+    add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
@@ -141,14 +143,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    from .callbacks.options import from_args
+    callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see
             record_command(args.out, {"problem": args.problem, "params": params},
                            args.resume)
-        return _build_and_run(args, cls, params)
+        return _build_and_run(args, cls, params, callbacks)
 
 
-def _build_and_run(args: argparse.Namespace, cls: type, params: dict) -> int:
+def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
+                   callbacks: list) -> int:
     from .run import run
 
     try:
@@ -176,10 +181,15 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict) -> int:
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
                      on_error=args.on_error, max_retries=args.max_retries,
-                     task_timeout=args.task_timeout, strategy_options=strategy_options)
+                     task_timeout=args.task_timeout, strategy_options=strategy_options,
+                     callbacks=callbacks)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+    reason = next((cb.reason for cb in callbacks if getattr(cb, "reason", None)), None)
+    if reason and result.generations < generations:
+        print(f"stopped early: {reason}" + (" (continue the run with --resume, without "
+                                             "this rule)" if args.out else ""))
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))

@@ -39,9 +39,22 @@ class Candidate(NamedTuple):
 
 
 def noise(seed: int, generation: int, key: int, size: int) -> np.ndarray:
-    """The standard normal vector of a ``"noise"`` candidate (float64)."""
-    rng = np.random.default_rng(stream_seed(seed, 1, generation, key))
-    return rng.standard_normal(size)
+    """The standard normal vector of a ``"noise"`` candidate (float64, read-only).
+
+    The last vector drawn is kept: the two members of an antithetic pair share their
+    key and usually run one after the other, so the second one costs nothing.
+    """
+    ident = (seed, generation, key, size)
+    if _LAST_NOISE[0] != ident:
+        rng = np.random.default_rng(stream_seed(seed, 1, generation, key))
+        eps = rng.standard_normal(size)
+        eps.flags.writeable = False
+        _LAST_NOISE[:] = [ident, eps]
+    return _LAST_NOISE[1]
+
+
+#: (seed, generation, key, size) and the noise vector last drawn in this process
+_LAST_NOISE: list = [None, None]
 
 
 def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
@@ -51,17 +64,18 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
     if kind == "vector":
         agent.set_flat(candidate.vector)
         return
-    agent.set_flat(center)
-    if kind == "center":
-        return
-    if kind == "jitter":
-        agent.jitter_weights(candidate.sigma)
-    elif kind == "noise":
+    if kind == "noise":  # one set_flat: the centre is never loaded on its own
         eps = noise(seed, generation, candidate.key, center.size)
         if candidate.vector is None:
             agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
         else:
             agent.set_flat(center + candidate.sign * (candidate.vector * eps))
+        return
+    agent.set_flat(center)
+    if kind == "center":
+        return
+    if kind == "jitter":
+        agent.jitter_weights(candidate.sigma)
     elif kind == "weights":
         agent.set_weights(candidate.vector)
     else:

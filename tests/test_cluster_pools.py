@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from es_search.pools import WorkerLost
-from es_search.pools.runner import Payload, Runner, Tracker, decode, encode
+from es_search.pools.runner import Parcel, Runner, Tracker, decode, encode
 
 
 # ----------------------------------------------------------------- chunk functions
@@ -49,12 +49,14 @@ def test_float64_that_fits_float32_travels_as_float32_bit_for_bit():
 
 def test_tracker_sends_once_derives_from_what_is_held_and_forgets_dropped():
     tracker, runner = Tracker(), Runner()
-    base = tracker.add(Payload(np.arange(4.0)))
-    derived = tracker.add(Payload(np.arange(4.0) + 1, recipe=(plus, (base, 1.0))))
+    base = tracker.put("a", np.arange(4.0))
+    derived = tracker.put("b", np.arange(4.0) + 1, recipe=(plus, (base, 1.0)))
 
     def call(args, whole=frozenset()):
         out, sends, forget = tracker.message("w", args, whole)
-        return runner.run(pid_and_sum, out, sends, forget), sends
+        ok, value = runner.run(pid_and_sum, out, sends, forget)
+        assert ok
+        return value, sends
 
     (_, total), sends = call((base,))
     assert total == 6.0 and [s[1] for s in sends] == ["value"]
@@ -63,11 +65,11 @@ def test_tracker_sends_once_derives_from_what_is_held_and_forgets_dropped():
     (_, total), sends = call((derived,))
     assert total == 10.0 and [s[1] for s in sends] == ["recipe"]
     assert base.values_sent == 1 and derived.values_sent == 0 and derived.recipes_sent == 1
-    tracker.drop(base)
-    out, sends, forget = tracker.message("w", (derived,))
+    replaced = tracker.put("a", np.zeros(4))  # a new "a": the old one is forgotten
+    out, sends, forget = tracker.message("w", (replaced,))
     assert forget == [base.id]
     runner.run(pid_and_sum, out, sends, forget)
-    assert base.id not in runner.store
+    assert base.id not in runner.store and replaced.id in runner.store
     # a runner that holds nothing gets the value whole, recipe or not
     _, sends, _ = tracker.message("other", (derived,))
     assert [s[1] for s in sends] == ["value"]
@@ -75,8 +77,8 @@ def test_tracker_sends_once_derives_from_what_is_held_and_forgets_dropped():
 
 def test_a_recipe_that_does_not_hold_asks_for_the_value():
     tracker, runner = Tracker(), Runner()
-    base = tracker.add(Payload(np.arange(4.0)))
-    wrong = tracker.add(Payload(np.arange(4.0) + 5, recipe=(plus, (base, 1.0))))
+    base = tracker.put("a", np.arange(4.0))
+    wrong = tracker.put("b", np.arange(4.0) + 5, recipe=(plus, (base, 1.0)))
     out, sends, forget = tracker.message("w", (base,))
     runner.run(pid_and_sum, out, sends, forget)
     out, sends, forget = tracker.message("w", (wrong,))
@@ -84,7 +86,7 @@ def test_a_recipe_that_does_not_hold_asks_for_the_value():
     assert type(answer).__name__ == "Mismatch" and answer.id == wrong.id
     tracker.forget_sent("w", [wrong.id])
     out, sends, forget = tracker.message("w", (wrong,), frozenset([wrong.id]))
-    assert runner.run(pid_and_sum, out, sends, forget)[1] == 26.0
+    assert runner.run(pid_and_sum, out, sends, forget) == (True, (os.getpid(), 26.0))
 
 
 # ----------------------------------------------------------------- Dask
@@ -130,13 +132,13 @@ def pool(request):
 
 def test_chunks_run_on_distinct_processes_and_payloads_travel_once(pool):
     assert pool.n_workers == 2 and not pool.is_local
-    data = pool.put(np.ones(10_000))
+    data = pool.put("data", np.ones(10_000))
     for _ in range(3):
         out = pool.run_chunks(pid_and_sum, [(data,), (data, 1.0)])
         assert [s for _, s in out] == [10_000.0, 10_001.0]
         assert len({p for p, _ in out}) == 2 and os.getpid() not in {p for p, _ in out}
     assert data.values_sent == 2  # once per worker, not per chunk
-    derived = pool.put(np.ones(10_000) + 1, recipe=(plus, (data, 1.0)))
+    derived = pool.put("derived", np.ones(10_000) + 1, recipe=(plus, (data, 1.0)))
     out = pool.run_chunks(pid_and_sum, [(derived,), (derived,)])
     assert [s for _, s in out] == [20_000.0] * 2
     assert derived.values_sent == 0 and derived.recipes_sent == 2
@@ -149,7 +151,7 @@ def test_first_error_in_order_is_raised_after_all_finish(pool):
         pool.run_chunks(sleep_then, [(0.3, KeyError("first")), (0.0, ValueError("second")),
                                      (0.0, "ok")], done)
     assert time.perf_counter() - began >= 0.3
-    assert done == {2: "ok"}
+    assert done == {2: (True, "ok")}
     assert pool.run_chunks(sleep_then, [(0.0, 1), (0.0, 2)]) == [1, 2]
 
 
@@ -157,17 +159,15 @@ def test_a_lost_worker_is_reported_and_the_pool_goes_on(pool):
     done = {}
     with pytest.raises(WorkerLost):
         pool.run_chunks(exit_if, [(False, "a"), (True, "b")], done)
-    assert done == {0: "a"}
+    assert done == {0: (True, "a")}
     assert pool.run_chunks(exit_if, [(False, "c"), (False, "d")]) == ["c", "d"]
 
 
 def test_a_chunk_over_its_time_is_stopped(pool):
-    pool.task_timeout = 0.5
     began = time.perf_counter()
     with pytest.raises(TimeoutError):
-        pool.run_chunks(sleep_then, [(0.0, 1), (30.0, 2)])
+        pool.run_chunks(sleep_then, [(0.0, 1), (30.0, 2)], timeout=0.5)
     assert time.perf_counter() - began < 20
-    pool.task_timeout = None
     assert pool.run_chunks(sleep_then, [(0.0, 1), (0.0, 2)]) == [1, 2]
 
 
@@ -175,10 +175,11 @@ def test_dask_workers_that_join_are_used(cluster):
     _, client = cluster
     from es_search.pools.dask_pool import DaskPool
     with DaskPool(client) as pool:
-        before = len(pool.refresh())
+        before = pool.n_workers
         cluster[0].scale(before + 1)
         client.wait_for_workers(before + 1, timeout=60)
         out = pool.run_chunks(pid_and_sum, [(np.ones(3),)] * (before + 1))
+        assert [s for _, s in out] == [3.0] * (before + 1)
         assert pool.n_workers == before + 1 and len({p for p, _ in out}) == before + 1
     cluster[0].scale(2)
 

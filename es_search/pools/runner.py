@@ -1,7 +1,7 @@
 """What the Dask and Ray pools share: payloads kept by each worker, and the runner that
 lives in each worker process (a Dask actor or a Ray actor) and runs chunks there.
 
-A :class:`Payload` is a value that chunks name; the pool sends it to a runner once
+A :class:`Parcel` is a value that chunks name; the pool sends it to a runner once
 (``("value", encoded)``) or, when the runner holds what it derives from, as a
 *recipe* (``("recipe", fn, args, crc)``): the runner computes ``fn(*args)`` itself and
 checks it against the CRC-32 of the value's bytes; a mismatch asks for the value.
@@ -32,7 +32,7 @@ class Mismatch(NamedTuple):
     id: int
 
 
-class Payload:
+class Parcel:
     """A value sent to each runner at most once. ``recipe``: ``(fn, args)`` such that
     ``fn(*args)`` (``args`` may name other payloads) equals the value, bit for bit."""
 
@@ -44,12 +44,12 @@ class Payload:
         self.values_sent = 0  # copies sent whole
         self.recipes_sent = 0  # copies derived by a runner
 
-    def deps(self) -> list["Payload"]:
+    def deps(self) -> list["Parcel"]:
         return [] if self.recipe is None else [
-            a for a in self.recipe[1] if isinstance(a, Payload)]
+            a for a in self.recipe[1] if isinstance(a, Parcel)]
 
     def __repr__(self) -> str:
-        return f"Payload({self.id}, recipe={self.recipe is not None})"
+        return f"Parcel({self.id}, recipe={self.recipe is not None})"
 
 
 def crc(value: Any) -> int:
@@ -86,35 +86,54 @@ class Runner:
 
     def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
             forget: Sequence[int] = ()) -> Any:
-        for key in forget:
-            self.store.pop(key, None)
-        for key, kind, *data in sends:
-            if kind == "value":
-                self.store[key] = decode(data[0])
-            else:
-                recipe_fn, recipe_args, expected = data
-                value = recipe_fn(*self._resolve(recipe_args))
-                if crc(value) != expected:
-                    return Mismatch(key)
-                self.store[key] = value
-        return fn(*self._resolve(args))
+        """``(True, fn(*args))``, or ``(False, exception)`` if it raised (so that the
+        pool raises the first failure in order, after all chunks finished), or a
+        :class:`Mismatch` if a recipe did not give the expected value."""
+        try:
+            for key, kind, *data in sends:
+                if kind == "value":
+                    self.store[key] = decode(data[0])
+                else:
+                    recipe_fn, recipe_args, expected = data
+                    value = recipe_fn(*self._resolve(recipe_args))
+                    if crc(value) != expected:
+                        return Mismatch(key)
+                    self.store[key] = value
+            try:
+                return True, fn(*self._resolve(args))
+            except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
+                return False, exc
+        finally:  # after the sends: a recipe may derive from what is forgotten
+            for key in forget:
+                self.store.pop(key, None)
 
 
 class Tracker:
     """The pool's side: which payloads each runner holds, and what to send it."""
 
     def __init__(self) -> None:
-        self.held: dict[Any, set[int]] = {}  # runner key -> payload ids
-        self.live: dict[int, Payload] = {}
+        self.held: dict[Any, set[int]] = {}  # runner key -> parcel ids
+        self.live: dict[int, Parcel] = {}
+        self.named: dict[str, Parcel] = {}
         self.dropped: set[int] = set()
 
-    def add(self, payload: Payload) -> Payload:
-        self.live[payload.id] = payload
-        return payload
+    def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
+        """A new parcel under ``name``; the previous one of that name is dropped (the
+        runners forget it with their next call, after deriving from it if need be)."""
+        parcel = self.add(Parcel(value, recipe))
+        previous = self.named.get(name)
+        self.named[name] = parcel
+        if previous is not None:
+            self.drop(previous)
+        return parcel
 
-    def drop(self, payload: Payload) -> None:
-        if self.live.pop(payload.id, None) is not None:
-            self.dropped.add(payload.id)
+    def add(self, parcel: Parcel) -> Parcel:
+        self.live[parcel.id] = parcel
+        return parcel
+
+    def drop(self, parcel: Parcel) -> None:
+        if self.live.pop(parcel.id, None) is not None:
+            self.dropped.add(parcel.id)
 
     def forget_runner(self, runner: Any) -> None:
         self.held.pop(runner, None)
@@ -126,14 +145,14 @@ class Tracker:
         held = self.held.setdefault(runner, set())
         sends: list[tuple] = []
 
-        def ensure(p: Payload) -> None:
+        def ensure(p: Parcel) -> None:
             if p.id in held:
                 return
             if p.recipe is not None and p.id not in whole and all(
                     d.id in held for d in p.deps()):
                 fn, rargs = p.recipe
                 sends.append((p.id, "recipe", fn,
-                              tuple(Ref(a.id) if isinstance(a, Payload) else a
+                              tuple(Ref(a.id) if isinstance(a, Parcel) else a
                                     for a in rargs), p.crc))
                 p.recipes_sent += 1
             else:
@@ -143,7 +162,7 @@ class Tracker:
 
         out = []
         for a in args:
-            if isinstance(a, Payload):
+            if isinstance(a, Parcel):
                 ensure(a)
                 a = Ref(a.id)
             out.append(a)
@@ -154,3 +173,17 @@ class Tracker:
     def forget_sent(self, runner: Any, ids: Sequence[int]) -> None:
         """The runner could not hold these (its call failed)."""
         self.held.get(runner, set()).difference_update(ids)
+
+
+def in_order(done: dict, n: int) -> list:
+    """The results by position from ``done`` (``{i: (ok, value)}``); the first chunk that
+    raised (in order) raises, and the failed ones are removed (a retry reruns them)."""
+    results = []
+    for i in range(n):
+        ok, value = done[i]
+        if not ok:
+            for j in [j for j in done if not done[j][0]]:
+                del done[j]
+            raise value
+        results.append(value)
+    return results

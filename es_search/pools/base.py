@@ -6,8 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Sequence
 
+from ..backends import Pool, _in_order
 from . import WorkerLost
-from .runner import Mismatch, Parcel, Tracker, in_order
+from .runner import Mismatch, Parcel, Tracker
+
+
+#: seconds for which the runners counted by ``n_workers`` serve the next ``run_chunks``
+FRESH = 0.5
 
 
 class Lost(Exception):
@@ -18,7 +23,7 @@ class Late(Exception):
     """A runner's call did not finish in time."""
 
 
-class ActorPool:
+class ActorPool(Pool):
     """Subclasses say how to list, call and stop runners (``_runners``, ``_submit``,
     ``_result``, ``_stop``); this class does the rest.
 
@@ -42,6 +47,8 @@ class ActorPool:
         self.n_jobs = n_jobs
         self.tracker = Tracker()
         self._running: list[Any] = []
+        # runners just counted by n_workers, for the call that follows (if within FRESH s)
+        self._fresh: tuple[float, list[Any]] | None = None
 
     # subclasses ---------------------------------------------------------------
     def _runners(self) -> list[Any]:
@@ -64,7 +71,10 @@ class ActorPool:
     # the pool -----------------------------------------------------------------
     @property
     def n_workers(self) -> int:
-        return max(1, len(self._runners()))
+        """Runners now (asked of the cluster; the next ``run_chunks`` uses them)."""
+        runners = self._runners()
+        self._fresh = (time.monotonic(), runners)
+        return max(1, len(runners))
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
         return self.tracker.put(name, value, recipe)
@@ -72,7 +82,9 @@ class ActorPool:
     def run_chunks(self, fn: Callable, args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
         done = {} if done is None else done
-        runners = self._runners()
+        fresh, self._fresh = self._fresh, None
+        runners = (fresh[1] if fresh is not None and time.monotonic() - fresh[0] < FRESH
+                   else self._runners())
         if not runners:
             raise WorkerLost("the cluster has no workers left")
         todo = [i for i in range(len(args_list)) if i not in done]
@@ -110,7 +122,7 @@ class ActorPool:
                 self._forget(key)
         if errors:
             raise errors[min(errors)]
-        return in_order(done, len(args_list))
+        return _in_order(done, len(args_list))
 
     def _call(self, key: Any, fn: Callable, args: tuple,
               whole: frozenset[int] = frozenset()) -> Any:

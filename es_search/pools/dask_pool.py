@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..plotting import require
+from . import is_client
 from .base import ActorPool, Late, Lost
 from .runner import Runner
 
@@ -30,12 +31,6 @@ _NO_CLIENT = (
     "create one first, e.g. `from dask.distributed import Client; client = "
     "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
     "client itself as backend=client; on the command line pass --scheduler tcp://host:8786")
-
-
-def is_client(backend: Any) -> bool:
-    """True for a ``distributed.Client`` (without importing distributed)."""
-    return any(c.__module__.startswith("distributed") and c.__name__ == "Client"
-               for c in type(backend).__mro__)
 
 
 def get_client(backend: Any = "dask") -> Any:
@@ -76,10 +71,13 @@ class DaskPool(ActorPool):
             futures = [self.client.submit(Runner, actor=True, workers=[a],
                                           allow_other_workers=False, pure=False)
                        for a in new]
-            try:
-                distributed.wait(futures, timeout=120 if not self._actors else 30)
-            except TimeoutError:
-                pass
+            # a worker that is going away may still be listed: its actor never starts,
+            # so wait for the first actor, then briefly for the others (retried later)
+            for timeout, when in ((120, "FIRST_COMPLETED"), (5, "ALL_COMPLETED")):
+                try:
+                    distributed.wait(futures, timeout=timeout, return_when=when)
+                except TimeoutError:
+                    pass
             for address, future in zip(new, futures):
                 if future.status == "finished":
                     self._actors[address] = future.result()

@@ -174,16 +174,3 @@ class Tracker:
         """The runner could not hold these (its call failed)."""
         self.held.get(runner, set()).difference_update(ids)
 
-
-def in_order(done: dict, n: int) -> list:
-    """The results by position from ``done`` (``{i: (ok, value)}``); the first chunk that
-    raised (in order) raises, and the failed ones are removed (a retry reruns them)."""
-    results = []
-    for i in range(n):
-        ok, value = done[i]
-        if not ok:
-            for j in [j for j in done if not done[j][0]]:
-                del done[j]
-            raise value
-        results.append(value)
-    return results

@@ -147,3 +147,45 @@ def test_dask_by_name_runs_on_the_active_client(cluster, reference):
         result = es_search.run(agents.Vec(), generations=3, n_jobs=-1, backend="dask",
                                sequential_fallback=False, **KW)
     assert same(result, reference)
+
+
+def test_the_several_machines_recipe(tmp_path, capsys):
+    """The README's recipe, on one machine: `dask scheduler`, `dask worker ADDRESS
+    --nworkers 2 --nthreads 1`, then `es-search run ... --scheduler ADDRESS`."""
+    pytest.importorskip("distributed")
+    import json
+    import os
+    import subprocess
+    import time
+    from es_search.cli import main as cli_main
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    info = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([dask, "scheduler", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(info)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        procs.append(subprocess.Popen(
+            [dask, "worker", address, "--nworkers", "2", "--nthreads", "1",
+             "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        import distributed
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "3",
+                         "--population", "6", "--seed", "4", "--no-progress"]) == 0
+        on_cluster = capsys.readouterr().out
+        assert cli_main(["run", "sphere", "--n-jobs", "1", "--generations", "3",
+                         "--population", "6", "--seed", "4", "--no-progress"]) == 0
+        alone = capsys.readouterr().out
+        assert on_cluster.split(",")[0] == alone.split(",")[0]  # "sphere: best score X"
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in reversed(procs):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -1,11 +1,12 @@
 """Worker pools on clusters: Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`).
 
-Each runs a generation's chunks on its own futures (no joblib in between): one chunk
-per worker process at a time, payloads sent once per worker (Dask: scattered to every
-worker; Ray: put once in the object store), workers that join between generations
-used at the next one, and a worker lost mid-generation reported as a
-:class:`WorkerLost` (a ``BrokenExecutor``) for the chunks it held, so that the engine
-scores them again with the same seeds, as on loky.
+Each runs a generation's chunks on one actor per worker process (no joblib in
+between; :mod:`.base`): one chunk per process at a time, payloads sent to each worker
+once and kept there (:mod:`.runner`), a generation's centre kept or derived by the
+workers when it is the previous one or a candidate they can rebuild (:mod:`.centres`),
+workers that join between generations used at the next one, and a worker lost
+mid-generation reported as a :class:`WorkerLost` (a ``BrokenExecutor``) for the chunks
+it held, so that the engine scores them again with the same seeds, as on loky.
 """
 from __future__ import annotations
 

@@ -175,12 +175,13 @@ def test_dask_workers_that_join_are_used(cluster):
     _, client = cluster
     from es_search.pools.dask_pool import DaskPool
     with DaskPool(client) as pool:
-        before = pool.n_workers
+        before = len(pool.run_chunks(pid_and_sum, [(np.ones(3),)] * 2))
         cluster[0].scale(before + 1)
         client.wait_for_workers(before + 1, timeout=60)
+        assert pool.n_workers == before + 1  # as the engine asks, before each generation
         out = pool.run_chunks(pid_and_sum, [(np.ones(3),)] * (before + 1))
         assert [s for _, s in out] == [3.0] * (before + 1)
-        assert pool.n_workers == before + 1 and len({p for p, _ in out}) == before + 1
+        assert len({p for p, _ in out}) == before + 1
     cluster[0].scale(2)
 
 

@@ -11,6 +11,9 @@ from . import WorkerLost
 from .runner import Mismatch, Parcel, Tracker
 
 
+#: seconds a pool waits for a worker when the cluster has none
+WAIT_FOR_WORKERS = 60
+
 #: seconds for which the runners counted by ``n_workers`` serve the next ``run_chunks``
 FRESH = 0.5
 
@@ -62,6 +65,10 @@ class ActorPool(Pool):
         """The call's result; :class:`Lost` or :class:`Late` when it has none."""
         raise NotImplementedError
 
+    def _await_runners(self) -> list[Any]:
+        """Runners, waiting up to :data:`WAIT_FOR_WORKERS` s for a first one."""
+        return self._runners()
+
     def _forget(self, key: Any) -> None:
         self.tracker.forget_runner(key)
 
@@ -85,8 +92,10 @@ class ActorPool(Pool):
         fresh, self._fresh = self._fresh, None
         runners = (fresh[1] if fresh is not None and time.monotonic() - fresh[0] < FRESH
                    else self._runners())
+        if not runners:  # e.g. all were lost and are being restarted
+            runners = self._await_runners()
         if not runners:
-            raise WorkerLost("the cluster has no workers left")
+            raise WorkerLost(f"the cluster has had no workers for {WAIT_FOR_WORKERS} s")
         todo = [i for i in range(len(args_list)) if i not in done]
         assigned = {i: runners[k % len(runners)] for k, i in enumerate(todo)}
         calls = {i: self._call(assigned[i], fn, args_list[i]) for i in todo}

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..plotting import require
 from . import is_client
-from .base import ActorPool, Late, Lost
+from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
 from .runner import Runner
 
 _NO_CLIENT = (
@@ -56,9 +56,10 @@ class DaskPool(ActorPool):
         # workers lost or stopped: their address may linger in the scheduler's list for
         # a moment (a restarted worker comes back under a new address)
         self._gone: set[str] = set()
-        if not self._runners():
+        if not self._await_runners():
             raise ValueError(f"the Dask cluster at {self.client.scheduler.address} has "
-                             f"no workers; start some (dask worker ADDRESS) first")
+                             f"had no workers for {WAIT_FOR_WORKERS} s; start some "
+                             f"(dask worker ADDRESS) first")
 
     def _runners(self) -> list[str]:
         addresses = sorted(set(self.client.nthreads()) - self._gone)  # one small request
@@ -85,22 +86,41 @@ class DaskPool(ActorPool):
                     future.cancel()
         return [a for a in wanted if a in self._actors]
 
+    def _await_runners(self) -> list[str]:
+        runners = self._runners()
+        if not runners:
+            try:
+                self.client.wait_for_workers(len(self._gone & set(self.client.nthreads()))
+                                             + 1, timeout=WAIT_FOR_WORKERS)
+            except TimeoutError:
+                return []
+            runners = self._runners()
+        return runners
+
     def _forget(self, key: str) -> None:
         self._gone.add(key)
         self._actors.pop(key, None)
         super()._forget(key)
 
     def _submit(self, key: str, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        return self._actors[key].run(fn, args, sends, forget), key
+        """The actor's ``run``, called on its worker directly from this process (Dask's
+        own actor handles go through the scheduler unless the client was made with
+        ``direct_to_workers=True``: twice the bytes, an extra hop)."""
+        import asyncio
+        call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget))
+        return asyncio.run_coroutine_threadsafe(call, self.client.loop.asyncio_loop), key
 
     def _result(self, call: Any, timeout: float | None) -> Any:
         future, address = call
         try:
-            return future.result(timeout=timeout)
+            status, value = future.result(timeout=timeout)
         except TimeoutError as exc:
             raise Late(f"worker {address}") from exc
-        except OSError as exc:  # the worker died: the actor's connection closed
-            raise Lost(f"the Dask worker {address} was lost while scoring ({exc})") from exc
+        if status == "lost":  # the worker died: its connection closed
+            raise Lost(f"the Dask worker {address} was lost while scoring ({value})")
+        if status == "error":
+            raise value
+        return value
 
     def _stop(self, keys: list[str]) -> None:
         try:
@@ -110,3 +130,18 @@ class DaskPool(ActorPool):
 
     def close(self) -> None:
         self._actors = {}  # releasing the actors' futures ends them
+
+
+async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple) -> tuple[str, Any]:
+    """``Runner.run(*args)`` on the actor ``actor_key`` at ``address``:
+    ``("ok", result)``, ``("lost", error)`` or ``("error", exception)``."""
+    from distributed.protocol import to_serialize
+    try:
+        answer = await rpc(address).actor_execute(
+            function="run", actor=actor_key, args=[to_serialize(a) for a in args],
+            kwargs={})
+    except OSError as exc:  # CommClosedError included
+        return "lost", exc
+    if answer["status"] == "OK":
+        return "ok", answer["result"]
+    return "error", answer["exception"]

@@ -262,29 +262,46 @@ def measure_run_bytes(client: Any, backend: Any, size: int = 10**6, pop: int = 1
 
 
 # --------------------------------------------------------------------- simulated cluster
+def _cpu() -> float:
+    return time.process_time()
+
+
 def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: int = 4,
              reps: int = 3, size: int = 10, log: Callable = print) -> list[dict]:
     """Generation times on LocalClusters of ``worker_counts`` single-thread processes,
-    scores sleeping ``seconds``, population ``per_worker`` per worker."""
+    scores sleeping ``seconds``, population ``per_worker`` per worker; with the CPU
+    seconds per generation of this process (client and scheduler) and of all workers
+    together (on a small machine many workers compete for its cores)."""
     from ..plotting import require
     distributed = require("distributed", "dask")
     rows = []
+    candidates_of = lambda n: [Candidate("jitter", SIGMA)] * (per_worker * n)  # noqa: E731
     for n in worker_counts:
         with distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
                                       dashboard_address=None, memory_limit=0) as cluster, \
                 distributed.Client(cluster) as client:
             client.wait_for_workers(n, timeout=600)
-            pop = per_worker * n
             with Evaluator(SleepAgent(size=size, seconds=seconds), seed=0, n_jobs=-1,
                            backend=client, sequential_fallback=False) as ev:
-                times = interleaved({"cluster": ev}, [Candidate("jitter", SIGMA)] * pop,
-                                    reps, warm=2)["cluster"]
+                center = ev.local.get_flat()
+                for g in range(2):  # warm
+                    ev.score(g, center, candidates_of(n))
+                workers_cpu = sum(client.run(_cpu).values())
+                client_cpu = _cpu()
+                times = [_generation(ev, g, center, candidates_of(n))
+                         for g in range(2, 2 + reps)]
+                client_cpu = (_cpu() - client_cpu) / reps
+                workers_cpu = (sum(client.run(_cpu).values()) - workers_cpu) / reps
                 workers = ev.n_workers
         t = statistics.median(times)
-        rows.append({"n": n, "workers": workers, "pop": pop, "score_s": seconds,
-                     "generation_s": t, "overhead_s": t - per_worker * seconds})
-        log(f"simulated {n:>3} workers, population {pop:>4}: {t * 1e3:7.1f} ms per "
-            f"generation ({(t - per_worker * seconds) * 1e3:.1f} ms beyond the scores)")
+        rows.append({"n": n, "workers": workers, "pop": per_worker * n, "score_s": seconds,
+                     "generation_s": t, "overhead_s": t - per_worker * seconds,
+                     "client_cpu_s": client_cpu, "workers_cpu_s": workers_cpu,
+                     "cores": os.cpu_count()})
+        log(f"simulated {n:>3} workers, population {per_worker * n:>4}: {t * 1e3:7.1f} ms per "
+            f"generation ({(t - per_worker * seconds) * 1e3:.1f} ms beyond the scores; CPU "
+            f"per generation: this process {client_cpu * 1e3:.1f} ms, workers "
+            f"{workers_cpu * 1e3:.1f} ms)")
     return rows
 
 

@@ -49,8 +49,16 @@ def fit(result: dict) -> dict:
         per_worker = {size: {k: r[f"cluster_{k}_bytes"] / r["n"]
                              for k in ("hill_climb", "moving")}
                       for size, r in by_size.items()}
+    # CPU per generation (this process; all workers) against N, to bound what a machine
+    # with few cores gives many workers: wall >= CPU / cores
+    cpu = None
+    if len(fit_rows) >= 2 and all("workers_cpu_s" in r for r in fit_rows):
+        cpu = {k: [float(v) for v in np.polyfit([r["n"] for r in fit_rows],
+                                                 [r[k] for r in fit_rows], 1)]
+               for k in ("client_cpu_s", "workers_cpu_s")}
+        cpu["cores"] = fit_rows[0]["cores"]
     return {"a0_s": a0, "a1_s": a1, "h_s": h, "b_s_per_byte": b,
-            "bytes_per_worker": per_worker, "fit_up_to": FIT_UP_TO}
+            "bytes_per_worker": per_worker, "fit_up_to": FIT_UP_TO, "cpu": cpu}
 
 
 def predict_time(model: dict, n: int, pop: int, task_s: float, bytes_per_worker: float = 0.0
@@ -63,15 +71,34 @@ def predict_time(model: dict, n: int, pop: int, task_s: float, bytes_per_worker:
             + per_byte * bytes_per_worker * min(n, pop))
 
 
+def cpu_floor(model: dict, n: int) -> float | None:
+    """This machine's bound: the CPU seconds a generation needs (client and workers,
+    lines fitted on the small sizes) over its cores."""
+    cpu = model.get("cpu")
+    if not cpu:
+        return None
+    need = sum(max(0.0, slope * n + icept) for key, (slope, icept) in cpu.items()
+               if key != "cores")
+    return need / cpu["cores"]
+
+
 def check(result: dict, model: dict) -> list[dict]:
-    """The model against the simulated sizes it was not fitted on."""
+    """The model against the simulated sizes it was not fitted on: as is (a cluster
+    whose workers have their own cores) and bounded by this machine's CPU floor."""
     out = []
     for r in result.get("simulated") or []:
         predicted = predict_time(model, r["n"], r["pop"], r["score_s"])
+        floor = cpu_floor(model, r["n"])
+        machine = None if predicted is None else max(predicted, floor or 0.0)
         out.append({"n": r["n"], "pop": r["pop"], "measured_s": r["generation_s"],
                     "predicted_s": predicted, "fitted": r["n"] <= model["fit_up_to"],
                     "error": None if predicted is None else
-                    predicted / r["generation_s"] - 1})
+                    predicted / r["generation_s"] - 1,
+                    "machine_s": machine if floor is not None else None,
+                    "machine_error": None if floor is None or machine is None else
+                    machine / r["generation_s"] - 1,
+                    "cpu_s": r.get("client_cpu_s", 0) + r.get("workers_cpu_s", 0)
+                    if "workers_cpu_s" in r else None})
     return out
 
 
@@ -104,6 +131,10 @@ def analyse(result: dict) -> dict:
 
 def _ms(x: Any, digits: int = 1) -> str:
     return "n/a" if x is None else f"{x * 1e3:.{digits}f}"
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None else f"{x * 100:+.0f}%"
 
 
 def _ns(x: Any) -> str:
@@ -148,12 +179,19 @@ def markdown(result: dict) -> str:
               f"{m['h_s'] * 1e6:.0f} us per task, b = {_ns(m['b_s_per_byte'])} "
               f"ns per byte. Checked against the simulated cluster (sleep-based scores; "
               f"a0, a1 fitted on N <= {m['fit_up_to']}):", "",
-              "| workers | pop | measured ms/gen | model ms/gen | error | used to fit |",
-              "|---|---|---|---|---|---|"]
+              "| workers | pop | measured ms/gen | model ms/gen (error) | CPU ms/gen "
+              "measured | model with this machine's CPU floor (error) | used to fit |",
+              "|---|---|---|---|---|---|---|"]
     for c in result["check"]:
-        err = "n/a" if c["error"] is None else f"{c['error'] * 100:+.0f}%"
         lines.append(f"| {c['n']} | {c['pop']} | {_ms(c['measured_s'])} | "
-                     f"{_ms(c['predicted_s'])} | {err} | {'yes' if c['fitted'] else 'no'} |")
+                     f"{_ms(c['predicted_s'])} ({_pct(c['error'])}) | "
+                     f"{_ms(c.get('cpu_s'))} | {_ms(c.get('machine_s'))} "
+                     f"({_pct(c.get('machine_error'))}) | "
+                     f"{'yes' if c['fitted'] else 'no'} |")
+    lines += ["", "The floor: the CPU seconds a generation needs (this process and all "
+              "workers, lines fitted on the same small sizes) over this machine's cores; "
+              "a real cluster's workers have cores of their own, so the predictions below "
+              "use the model without it."]
     lines += ["", "Predicted generation time (speedup over one process) at "
               + " / ".join(str(n) for n in PREDICT) + " workers:", "",
               "| case | " + " | ".join(f"{n} workers" for n in PREDICT) + " |",

@@ -22,7 +22,9 @@ def synthetic(a0=2e-3, a1=0.25e-3, h=50e-6, b=0.5e-9, centre=8e6):
 
     sim = [{"n": n, "workers": n, "pop": 4 * n, "score_s": 0.01,
             "generation_s": gen(n, 4 * n, 0.01),
-            "overhead_s": gen(n, 4 * n, 0.01) - 4 * 0.01} for n in (2, 4, 8, 16, 32, 64)]
+            "overhead_s": gen(n, 4 * n, 0.01) - 4 * 0.01, "cores": 2,
+            "client_cpu_s": 1e-3 + 0.1e-3 * n, "workers_cpu_s": 2e-3 * n}
+           for n in (2, 4, 8, 16, 32, 64)]
     size_rows = [{"size": s, "pop": 16, "n": 2, "loky_hill_climb_bytes": 1e3,
                   "cluster_hill_climb_bytes": 2e3, "loky_moving_bytes": 1e3,
                   "cluster_moving_bytes": 2e3 + (2 * centre if s > 10 else 0),
@@ -48,8 +50,12 @@ def test_the_cost_model_recovers_known_costs_and_predicts_unseen_sizes():
     assert all(abs(c["error"]) < 1e-9 for c in result["check"])  # fitted on n <= 8 only
     assert predict_time(m, 256, 1024, 0.01) == pytest.approx(
         2e-3 + 0.25e-3 * 256 + 4 * (0.01 + 50e-6))
+    # this machine's floor: (client + workers CPU) / cores, from the lines fitted on n <= 8
+    big = next(c for c in result["check"] if c["n"] == 64)
+    floor = (1e-3 + 0.1e-3 * 64 + 2e-3 * 64) / 2
+    assert big["machine_s"] == pytest.approx(max(floor, big["predicted_s"]))
     text = markdown(result)
-    assert "| 64 | 256 |" in text and "256 workers" in text
+    assert "| 64 | 256 |" in text and "256 workers" in text and "CPU floor" in text
 
 
 def test_targets_are_judged_from_a_saved_run(tmp_path):

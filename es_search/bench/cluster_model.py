@@ -77,8 +77,8 @@ def cpu_floor(model: dict, n: int) -> float | None:
     cpu = model.get("cpu")
     if not cpu:
         return None
-    need = sum(max(0.0, slope * n + icept) for key, (slope, icept) in cpu.items()
-               if key != "cores")
+    need = sum(max(0.0, cpu[key][0] * n + cpu[key][1])
+               for key in ("client_cpu_s", "workers_cpu_s"))
     return need / cpu["cores"]
 
 

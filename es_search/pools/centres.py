@@ -66,7 +66,8 @@ class CentreHistory:
         else:
             self.derived += 1
         self.parcel = pool.put("center", center, recipe=recipe)
-        self.center, self.generation, self.rebuilt = center, generation, []
+        # a copy: a caller that changed its array in place must not look unchanged
+        self.center, self.generation, self.rebuilt = center.copy(), generation, []
         return self.parcel
 
     def note_rebuilt(self, generation: int, center: np.ndarray, candidate: Any, index: int,

@@ -69,3 +69,16 @@ def test_targets_are_judged_from_a_saved_run(tmp_path):
     verdicts = [t["met"] for t in result["targets"]]
     assert verdicts == [True, False, True]  # 1.10 <= 1.25; 1.07 > 1.05; 9 MB < 16 MB
     assert "NOT met" in (out / "cluster.md").read_text()
+
+
+@pytest.mark.slow
+def test_bench_backend_dask_runs_end_to_end(tmp_path):
+    pytest.importorskip("distributed")
+    from es_search.cli import main as cli_main
+    assert cli_main(["bench", "--backend", "dask", "--tiny", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "cluster.json").read_text())
+    assert {r["cost"] for r in result["generations"]} == {"trivial", "1ms", "10ms"}
+    assert all(r["loky_s"] > 0 and r["cluster_s"] > 0 for r in result["generations"])
+    assert [r["size"] for r in result["bytes"]] == [10, 1000]
+    assert result["run_bytes"]["bytes"] > 0 and len(result["simulated"]) == 2
+    assert "Dask against loky" in (tmp_path / "cluster.md").read_text()

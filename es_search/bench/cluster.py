@@ -278,7 +278,7 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
     candidates_of = lambda n: [Candidate("jitter", SIGMA)] * (per_worker * n)  # noqa: E731
     for n in worker_counts:
         with distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
-                                      dashboard_address=None, memory_limit=0) as cluster, \
+                                      dashboard_address=":0", memory_limit=0) as cluster, \
                 distributed.Client(cluster) as client:
             client.wait_for_workers(n, timeout=600)
             with Evaluator(SleepAgent(size=size, seconds=seconds), seed=0, n_jobs=-1,

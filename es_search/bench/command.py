@@ -106,7 +106,7 @@ def cluster_from_args(args: argparse.Namespace, log: Any = print) -> int:
         n = len(client.nthreads())
     else:
         cluster = distributed.LocalCluster(n_workers=args.workers, processes=True,
-                                           threads_per_worker=1, dashboard_address=None)
+                                           threads_per_worker=1, dashboard_address=":0")
         client = distributed.Client(cluster)
         n = args.workers
     try:

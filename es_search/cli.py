@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="-1 all cores (default), 1 no parallelism")
     run.add_argument("--seed", type=_checked(int, check_seed), default=0)
     run.add_argument("--backend", default=None,
-                     help="joblib backend: loky (default), multiprocessing, dask, ray")
+                     help="loky (default), multiprocessing, dask (the active Client or "
+                          "--scheduler), ray (RAY_ADDRESS, or a local Ray)")
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")

@@ -107,6 +107,7 @@ class Evaluator:
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None
+        self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
@@ -130,6 +131,9 @@ class Evaluator:
         if self.pool is None:
             return self
         self.n_workers = self.pool.n_workers
+        if getattr(self.pool, "derives", False):
+            from .pools.centres import CentreHistory
+            self._centres = CentreHistory()
         self.policy = DispatchPolicy(self.n_workers, self.sequential_fallback,
                                      reprobe_every=self.REPROBE_EVERY)
         try:
@@ -213,9 +217,15 @@ class Evaluator:
         n = len(candidates)
         began = time.perf_counter()
         pool = self.pool
-        center = pool.put("center", np.ascontiguousarray(payload.center))
+        if self._centres is not None:  # the workers keep centres, or derive them
+            center = self._centres.put(pool, generation, payload.center, self._token,
+                                       self._skeleton, self.seed)
+        else:
+            center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
+        # a cluster's workers may have come or gone since the last generation
+        self.n_workers = self.policy.n_workers = pool.n_workers
         bounds = chunk_bounds(n, self.n_workers, group_size(self.local))
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
                  generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
@@ -263,7 +273,10 @@ class Evaluator:
         with preserved_global_rngs(), single_torch_thread():
             run_task(self.local, Payload(np.asarray(center), self.score_kwargs), candidate,
                      self.seed, generation, index, score=False)
-        return self.local.get_flat()
+        flat = self.local.get_flat()
+        if self._centres is not None:
+            self._centres.note_rebuilt(generation, center, candidate, index, flat)
+        return flat
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int = -1,

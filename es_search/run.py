@@ -54,6 +54,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       ``es_search.task_seed(seed, generation, i)``, whatever worker runs it, so the same
       seed gives the same result with any ``n_jobs`` or backend.
     - ``backend``: a joblib backend name; ``None`` respects ``joblib.parallel_config``.
+      ``"dask"`` runs on the active dask.distributed Client (or pass the Client),
+      ``"ray"`` on Ray (started locally if not running): one actor per worker process,
+      the agent sent once per worker, workers that join used from the next generation.
       Thread-based backends are refused (tasks seed the process-wide RNGs).
     - ``score_kwargs``: keyword arguments for every ``score()`` call.
     - ``out``: a folder to write the run into as it goes (see ``es_search.output``),

@@ -127,7 +127,6 @@ def test_dask_without_client_says_how_to_make_one(monkeypatch):
 
 
 def test_missing_ray_names_the_extra(monkeypatch):
-    monkeypatch.setattr(backends, "_RAY_REGISTERED", False)
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r"es_search\[ray\]"):
         Evaluator(Sphere(dim=3), seed=0, backend="ray")

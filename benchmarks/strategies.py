@@ -24,8 +24,8 @@ evaluations (population 15 + 1 and 31 + 1), so every method gets the same evalua
 per generation. es_search's evaluation counts include the starting point's evaluation;
 pycma's direct counts (``countevals``) do not.
 
-Writes ``results.json`` (every seed's figures and the settings) and ``results.md`` (the
-tables, also printed) into ``--out`` (default ``bench-out/strategies``).
+Writes ``strategies.json`` (every seed's figures and the settings) and ``strategies.md``
+(the tables, also printed) into ``--out`` (default ``benchmarks/results``).
 """
 from __future__ import annotations
 
@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="black-box runs side by side (each n_jobs=1; default -1)")
     parser.add_argument("--only", default="black-box,cartpole,pendulum",
                         help="comma-separated sections")
-    parser.add_argument("--out", default="bench-out/strategies")
+    parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     seeds = list(range(args.seeds if args.seeds else (2 if args.quick else 5)))
     sections = set(args.only.split(","))
@@ -455,10 +455,11 @@ def main(argv: list[str] | None = None) -> int:
                           for t, m, ok in targets(results)]
     text = markdown(results)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "results.json"), "w") as fh:
+    with open(os.path.join(args.out, "strategies.json"), "w") as fh:
         json.dump(results, fh, indent=1, default=float)
-    with open(os.path.join(args.out, "results.md"), "w") as fh:
-        fh.write(text + "\n")
+    with open(os.path.join(args.out, "strategies.md"), "w") as fh:
+        fh.write("# Strategies benchmark\n\nWritten by `python benchmarks/strategies.py"
+                 + (" --quick" if args.quick else "") + "`.\n\n" + text + "\n")
     print(text)
     return 0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import json
 import re
 import shlex
 import sys
@@ -16,10 +15,6 @@ from . import __version__
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .problems import BUILTINS, ProblemError, load_problem
 from .strategies import DEFAULT, STRATEGIES
-
-
-#: the problem and its -p parameters, in the out folder (compared on --resume)
-COMMAND = "command.json"
 
 
 class UsageError(Exception):
@@ -133,25 +128,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_command(args: argparse.Namespace, params: dict) -> None:
-    """The problem and its parameters, which run() cannot see, recorded in
-    ``OUT/command.json`` and compared on ``--resume``."""
-    from .checkpoint import CHECKPOINT, differences
-    from .output import dump_json, from_json, to_json
-
-    path = Path(args.out) / COMMAND
-    current = {"problem": args.problem, "params": params}
-    if args.resume and path.exists() and (Path(args.out) / CHECKPOINT).exists():
-        saved = from_json(json.loads(path.read_text()))
-        diff = differences(saved, from_json(json.loads(json.dumps(to_json(current)))),
-                           ("problem", "params"))
-        if diff:
-            raise UsageError(f"cannot resume the run in {args.out}: " + "; ".join(diff)
-                             + " (use the same problem and -p values, or another --out)")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    dump_json(path, current)
-
-
 def _strategy_options(cls: type) -> str:
     import inspect
     shown = [f"{p.name}={p.default!r}" for p in inspect.signature(cls.__init__).parameters
@@ -161,16 +137,25 @@ def _strategy_options(cls: type) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .run import run
+    from .output import claim, record_command
 
     cls = load_problem(args.problem)
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
     from .callbacks.options import from_args
-    callbacks = from_args(args, args.problem)
-    if args.out:
-        _check_command(args, params)
+    callbacks = from_args(args, args.problem)  # bad flags fail before any work
+    with claim(args.out) if args.out else contextlib.nullcontext():
+        if args.out:  # the problem and -p values, which run() cannot see
+            record_command(args.out, {"problem": args.problem, "params": params},
+                           args.resume)
+        return _build_and_run(args, cls, params, callbacks)
+
+
+def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
+                   callbacks: list) -> int:
+    from .run import run
+
     try:
         agent = cls(**params)
     except TypeError as exc:

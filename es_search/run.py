@@ -103,6 +103,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                 folder.track(search)
             search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)
+            if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
+                config["resolved"] = strategy.resolved(search.state)
             callbacks = [*([folder] if folder else []), Warnings(
                 type(agent).__name__, settings.out, search), bar, *user_callbacks]
             _call_all(callbacks, "on_start", RunInfo(

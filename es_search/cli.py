@@ -144,7 +144,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
     from .callbacks.options import from_args
-    callbacks = from_args(args, args.problem)  # bad flags fail before any work
+    callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see
             record_command(args.out, {"problem": args.problem, "params": params},

@@ -187,10 +187,9 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
-    reason = next((cb.reason for cb in callbacks if getattr(cb, "reason", None)), None)
-    if reason and result.generations < generations:
-        print(f"stopped early: {reason}" + (" (continue the run with --resume, without "
-                                             "this rule)" if args.out else ""))
+    if result.stopped_by:
+        print(f"stopped early: {result.stopped_by}" + (
+            " (continue the run with --resume, without this rule)" if args.out else ""))
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))

@@ -7,12 +7,18 @@ torch thread on either path); it only decides where the time goes.
 
 The model: with ``t`` the seconds one task takes and ``overhead`` the cost of one round
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
-``ceil(n / workers) * t + overhead`` in parallel. Both figures are robust to one cold
-or noisy measurement: ``t`` is the median of the recent per-task times (both paths),
-``overhead`` the *smallest* recent round-trip overhead (noise and cold starts only ever
-add to it). So with ~5 ms tasks, 8 candidates and 2 workers, one slow first parallel
-generation does not send the run back to one core, while trivial tasks stay in this
-process (a parallel round would cost more than the whole generation).
+``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
+in a worker also loads its payload; the other path's ``t`` stands in until a path has
+been timed). The estimates are robust to one cold or noisy measurement: ``t`` is the
+smallest of the path's recent per-task times and ``overhead`` the smallest recent
+round-trip overhead (noise, load and cold starts only ever add to them). A path never
+timed is tried once when predicted within ``explore`` times the other; the losing path
+is tried again after ``reprobe_every`` generations (twice as many after each retry it
+loses): the workers unless predicted ``hopeless``, this process only when predicted
+within ``explore``. So with ~5 ms
+tasks, 8 candidates and 2 workers, one slow first parallel generation does not send the
+run back to one core, while trivial tasks stay in this process (a parallel round costs
+more than the whole generation there).
 """
 from __future__ import annotations
 
@@ -25,33 +31,45 @@ PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
 
 
+def _other(path: str) -> str:
+    return SEQUENTIAL if path == PARALLEL else PARALLEL
+
+
 class DispatchPolicy:
     """Decides, per generation, whether ``n`` tasks go to the workers.
 
     - ``n_workers``: worker processes (chunks run at once);
     - ``fallback``: False always chooses parallel (e.g. with a task timeout);
     - ``window``: how many recent measurements each estimate looks at;
-    - ``reprobe_every``: after this many in-process generations in a row, one goes
-      parallel again to refresh the overhead, unless parallel is predicted more than
-      ``hopeless`` times slower.
+    - ``reprobe_every``, ``hopeless``, ``explore``: when the losing path is tried again
+      (see the module docstring).
     """
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
-                 reprobe_every: int = 20, hopeless: float = 3.0):
+                 reprobe_every: int = 20, hopeless: float = 3.0, explore: float = 1.5):
         self.n_workers = max(1, int(n_workers))
         self.fallback = fallback
         self.reprobe_every = reprobe_every
-        self.hopeless = hopeless
-        self._task = collections.deque(maxlen=window)  # seconds per task
+        self.hopeless, self.explore = hopeless, explore
+        self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
+                      PARALLEL: collections.deque(maxlen=window)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
-        self._sequential_run = 0  # in-process generations in a row
+        self._run = 0  # generations in a row on ``last``
+        self._interval = {SEQUENTIAL: reprobe_every, PARALLEL: reprobe_every}
+        self._reprobing: str | None = None
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
 
     # ------------------------------------------------------------------ estimates
+    def path_task_seconds(self, path: str) -> float | None:
+        """Seconds per task on ``path`` (the other path's while it has not run)."""
+        times = self._task[path] or self._task[_other(path)]
+        return min(times) if times else None
+
     @property
     def task_seconds(self) -> float | None:
-        return statistics.median(self._task) if self._task else None
+        times = list(self._task[SEQUENTIAL]) + list(self._task[PARALLEL])
+        return statistics.median(times) if times else None
 
     @property
     def overhead_seconds(self) -> float | None:
@@ -59,7 +77,7 @@ class DispatchPolicy:
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
-        t = self.task_seconds
+        t = self.path_task_seconds(path)
         if t is None:
             return None
         if path == SEQUENTIAL:
@@ -76,15 +94,27 @@ class DispatchPolicy:
             return SEQUENTIAL if n <= 1 or self.fallback else PARALLEL
         if not self.fallback:
             return PARALLEL
-        sequential, parallel = self.predict(SEQUENTIAL, n), self.predict(PARALLEL, n)
-        if sequential is None or parallel is None:
+        predicted = {SEQUENTIAL: self.predict(SEQUENTIAL, n),
+                     PARALLEL: self.predict(PARALLEL, n)}
+        if None in predicted.values():
             return PARALLEL  # measure it
-        if parallel < sequential:
-            return PARALLEL
-        if self._sequential_run >= self.reprobe_every and \
-                parallel < self.hopeless * sequential:
-            return PARALLEL  # now and then: the machine's load may have changed
-        return SEQUENTIAL
+        best = PARALLEL if predicted[PARALLEL] < predicted[SEQUENTIAL] else SEQUENTIAL
+        other = _other(best)
+        if self._reprobing is not None:  # the last generation re-probed a path
+            probed, self._reprobing = self._reprobing, None
+            self._interval[probed] = (self.reprobe_every if best == probed
+                                      else 2 * self._interval[probed])
+        ratio = predicted[other] / max(predicted[best], 1e-12)
+        if not self._task[other] and ratio < self.explore:
+            return other  # never timed, and close: time it once
+        # now and then the other path again (a measurement may have been unlucky, the
+        # machine's load may have changed): in-process only when close, parallel unless
+        # hopeless; each re-probe that loses doubles the wait
+        within = self.explore if other == SEQUENTIAL else self.hopeless
+        if self.last == best and self._run >= self._interval[other] and ratio < within:
+            self._reprobing = other
+            return other
+        return best
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
                   busiest: float | None = None) -> None:
@@ -97,17 +127,14 @@ class DispatchPolicy:
         if n <= 0:
             return
         if path == SEQUENTIAL:
-            self._task.append(wall / n)
-            if n > 1:
-                self._sequential_run += 1
-                self.counts[SEQUENTIAL] += 1
-                self.last = SEQUENTIAL
-            return
-        self._task.append((wall if busy is None else busy) / n)
-        self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
-        self._sequential_run = 0
-        self.counts[PARALLEL] += 1
-        self.last = PARALLEL
+            self._task[SEQUENTIAL].append(wall / n)
+        else:
+            self._task[PARALLEL].append((wall if busy is None else busy) / n)
+            self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
+        if n > 1 or path == PARALLEL:
+            self._run = self._run + 1 if path == self.last else 1
+            self.counts[path] += 1
+            self.last = path
 
     def overhead(self, seconds: float) -> None:
         """Report the overhead of one parallel round (e.g. an empty round at start-up)."""

@@ -111,11 +111,11 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_run(tmp_path, uninterrupted,
     assert rule.reason and f"generation {stops_after}" in rule.reason
     summary = json.loads((tmp_path / "result.json").read_text())
     assert summary["generations"] == stops_after + 1
-    if hasattr(stopped, "stopped_by"):  # the run loop says why it stopped
-        assert stopped.stopped_by == rule.reason
-        assert summary["stopped_by"] == rule.reason
+    assert stopped.stopped_by == summary["stopped_by"] == rule.reason  # why it stopped
     resumed = evolve(30, out=tmp_path, resume=True)  # without the rule
     assert comparable(resumed) == comparable(uninterrupted)
+    assert resumed.stopped_by is None
+    assert json.loads((tmp_path / "result.json").read_text())["stopped_by"] is None
 
 
 def test_a_stopped_run_resumes_with_more_generations(tmp_path, uninterrupted):

@@ -9,16 +9,15 @@ The model: with ``t`` the seconds one task takes and ``overhead`` the cost of on
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
 ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
 in a worker also loads its payload; the other path's ``t`` stands in until a path has
-been timed). The estimates are robust to one cold or noisy measurement: ``t`` is the
-smallest of the path's recent per-task times and ``overhead`` the smallest recent
-round-trip overhead (noise, load and cold starts only ever add to them). A path never
-timed is tried once when predicted within ``explore`` times the other; the losing path
-is tried again after ``reprobe_every`` generations (twice as many after each retry it
-loses): the workers unless predicted ``hopeless``, this process only when predicted
-within ``explore``. So with ~5 ms
-tasks, 8 candidates and 2 workers, one slow first parallel generation does not send the
-run back to one core, while trivial tasks stay in this process (a parallel round costs
-more than the whole generation there).
+been timed). Both are medians of the last ``window`` measurements (the overhead's start
+with three empty rounds timed at start-up), so one cold or noisy measurement does not
+move them, while a lasting change (a busier machine) does within a few generations.
+When the losing path is predicted within ``close`` times the winner, it is tried: once
+if it was never timed, else after ``reprobe_every`` generations in a row on the winner
+(twice as many after each try it loses). So with ~5 ms tasks, 8 candidates and 2
+workers, one slow first parallel generation does not send the run back to one core,
+while trivial tasks stay in this process (a parallel round costs more than the whole
+generation there).
 """
 from __future__ import annotations
 
@@ -41,16 +40,16 @@ class DispatchPolicy:
     - ``n_workers``: worker processes (chunks run at once);
     - ``fallback``: False always chooses parallel (e.g. with a task timeout);
     - ``window``: how many recent measurements each estimate looks at;
-    - ``reprobe_every``, ``hopeless``, ``explore``: when the losing path is tried again
-      (see the module docstring).
+    - ``reprobe_every``, ``close``: when the losing path is tried again (see the module
+      docstring).
     """
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
-                 reprobe_every: int = 20, hopeless: float = 3.0, explore: float = 1.5):
+                 reprobe_every: int = 20, close: float = 1.5):
         self.n_workers = max(1, int(n_workers))
         self.fallback = fallback
         self.reprobe_every = reprobe_every
-        self.hopeless, self.explore = hopeless, explore
+        self.close = close
         self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
                       PARALLEL: collections.deque(maxlen=window)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
@@ -64,7 +63,7 @@ class DispatchPolicy:
     def path_task_seconds(self, path: str) -> float | None:
         """Seconds per task on ``path`` (the other path's while it has not run)."""
         times = self._task[path] or self._task[_other(path)]
-        return min(times) if times else None
+        return statistics.median(times) if times else None
 
     @property
     def task_seconds(self) -> float | None:
@@ -73,7 +72,7 @@ class DispatchPolicy:
 
     @property
     def overhead_seconds(self) -> float | None:
-        return min(self._overhead) if self._overhead else None
+        return statistics.median(self._overhead) if self._overhead else None
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
@@ -105,13 +104,14 @@ class DispatchPolicy:
             self._interval[probed] = (self.reprobe_every if best == probed
                                       else 2 * self._interval[probed])
         ratio = predicted[other] / max(predicted[best], 1e-12)
-        if not self._task[other] and ratio < self.explore:
+        if ratio >= self.close:
+            return best
+        if not self._task[other]:
             return other  # never timed, and close: time it once
-        # now and then the other path again (a measurement may have been unlucky, the
-        # machine's load may have changed): in-process only when close, parallel unless
-        # hopeless; each re-probe that loses doubles the wait
-        within = self.explore if other == SEQUENTIAL else self.hopeless
-        if self.last == best and self._run >= self._interval[other] and ratio < within:
+        # now and then the other path again, when close (a measurement may have been
+        # unlucky, the machine's load may have changed); each one that loses doubles
+        # the wait
+        if self.last == best and self._run >= self._interval[other]:
             self._reprobing = other
             return other
         return best

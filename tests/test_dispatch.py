@@ -88,10 +88,9 @@ def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
     policy.completed(PARALLEL, 2, wall=0.6 * MS, busy=0.12 * MS, busiest=0.06 * MS)
     assert policy.choose(16) == SEQUENTIAL  # predicted close: timed once here
     policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
-    for _ in range(policy.reprobe_every - 1):
+    for _ in range(3 * policy.reprobe_every):  # the workers: 1.6x slower, not re-probed
         assert policy.choose(16) == SEQUENTIAL
         policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
-    assert policy.choose(16) == PARALLEL  # one re-probe in 20 (predicted < 3x slower)
 
 
 def test_an_unlucky_in_process_measurement_is_retried():
@@ -114,8 +113,8 @@ def test_an_unlucky_in_process_measurement_is_retried():
 
 
 def test_one_cold_measurement_does_not_flip_a_persistent_change():
-    """The overhead is the smallest recent one: after the window is full of slow rounds
-    (the machine got busy), the in-process path wins."""
+    """The overhead is the median of the recent ones: once the window is full of slow
+    rounds (the machine got busy), the in-process path wins."""
     policy = started(task=2 * MS)
     assert policy.choose(8) == PARALLEL
     for _ in range(policy._overhead.maxlen):

@@ -25,7 +25,7 @@ from es_search.bench import add_arguments  # noqa: E402
 from es_search.bench.command import report, result_from_args  # noqa: E402
 from es_search.bench.report import summary  # noqa: E402
 from readme_table import table_in, update_readme  # noqa: E402
-from scaling_targets import judge, targets_markdown  # noqa: E402
+from scaling_targets import judge, targets_markdown, targets_summary  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,10 +42,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 parser.error(f"--readme {args.readme}: {exc}")
     result = result_from_args(args)
-    section = targets_markdown(judge(result))
+    verdicts = judge(result)
+    section = targets_markdown(verdicts)
     code = report(result, args.out, [section])
     if args.readme:
-        update_readme(args.readme, summary(result) + "\n" + section)
+        update_readme(args.readme, summary(result) + targets_summary(verdicts))
         print(f"updated the summary in {args.readme} (full tables: {args.out}/scaling.md)")
     return code
 

@@ -113,9 +113,10 @@ def markdown(result: dict) -> str:
 
 
 def summary(result: dict) -> str:
-    """The machine and the model's predictions, without the per-configuration table
+    """The machine and the model's predictions, without calibration, start-up, ceiling
+    and the per-configuration table
     (what a README shows; the full tables are in ``scaling.md``)."""
-    return "\n".join(_header(result) + [""] + _model(result)) + "\n"
+    return "\n".join(_header(result)[:1] + [""] + _model(result)) + "\n"
 
 
 def plot(result: dict, path: str) -> None:

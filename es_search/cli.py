@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--generations", type=_positive(int), help="default: the problem's")
     run.add_argument("--population", type=_positive(int), help="default: the problem's")
     run.add_argument("--sigma", type=_positive(float), help="default: the problem's")
-    run.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES))
+    run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
+                     help=f"default: the problem's ({DEFAULT} for most)")
     run.add_argument("--n-jobs", type=_n_jobs, default=-1,
                      help="-1 all cores (default), 1 no parallelism")
     run.add_argument("--seed", type=_nonnegative_int, default=0)
@@ -184,8 +185,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     defaults = {"generations": 50, "population": 16, "sigma": 0.1}
     defaults.update(getattr(cls, "default_config", {}))
     generations = args.generations or defaults["generations"]
+    strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
-        args.strategy == defaults.get("strategy", DEFAULT)) else {}
+        strategy == defaults.get("strategy", DEFAULT)) else {}
     strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
                             for o in args.strategy_option)
     backend = args.backend
@@ -198,7 +200,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         result = run(agent, generations=generations,
                      population=args.population or defaults["population"],
-                     sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
+                     sigma=args.sigma or defaults["sigma"], strategy=strategy,
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
                      on_error=args.on_error, max_retries=args.max_retries,

@@ -13,7 +13,7 @@ import es_search
 from es_search import candidates as cand
 from es_search.problems.sphere import Sphere
 from es_search.seeding import preserved_global_rngs, seed_global_rngs, task_seed
-from es_search.strategies import (STRATEGIES, AdaptiveHillClimb, CMAES, OpenAIES,
+from es_search.strategies import (STRATEGIES, ARS, AdaptiveHillClimb, CMAES, OpenAIES,
                                   make_strategy)
 from es_search.strategies.openai_es import centered_ranks
 
@@ -105,7 +105,8 @@ def test_same_seed_same_run_and_other_seed_other_run(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_improves_on_sphere(name):
-    options = {"openai-es": {"learning_rate": 0.1}}.get(name)  # default 0.01 is for nets
+    options = {"openai-es": {"learning_rate": 0.1},  # the defaults are for nets
+               "ars": {"step_size": 0.3}}.get(name)
     result = _run(name, generations=40, population=8, strategy_options=options)
     start = -float(DIM * 9)  # the start x = 0, optimum 3
     assert result.best_score > 0.5 * start, result.best_score
@@ -160,6 +161,12 @@ def test_config_names_the_strategy_and_its_settings(name):
     ("openai-es", {"learning_rate": 0.0}, ValueError),
     ("openai-es", {"weight_decay": -0.1}, ValueError),
     ("openai-es", {"beta1": 1.0}, ValueError),
+    ("ars", {"population": 7}, ValueError),
+    ("ars", {"population": 8, "directions": 3}, ValueError),
+    ("ars", {"directions": 0}, ValueError),
+    ("ars", {"directions": 4, "top": 5}, ValueError),
+    ("ars", {"top": 1.5}, TypeError),
+    ("ars", {"step_size": -0.1}, ValueError),
     ("cma-es", {"population": 1}, ValueError),
     ("cma-es", {"sigma": float("nan")}, ValueError),
     ("cma-es", {"options": {"seed": 3}}, ValueError),
@@ -268,3 +275,53 @@ def test_cma_es_all_non_finite_generation_keeps_the_state():
     state = strategy.init(np.zeros(3), 0.0, seed=0)
     candidates = strategy.ask(state, 0)
     assert strategy.tell(state, 0, candidates, [math.nan] * 4, None) is state
+
+
+# ------------------------------------------------------------------ ars
+def test_ars_population_is_twice_the_directions():
+    assert ARS(directions=5).population == 10 and ARS(population=10).directions == 5
+    assert ARS().population == 16 and ARS(directions=4).top == 4
+    assert ARS(population=8, directions=4, top=2).config()["top"] == 2
+
+
+def _ars_step(strategy, scores, dim=3, seed=0, generation=0):
+    """The V2-t step written out from the paper (Algorithm 2, lines 6-7)."""
+    pairs = [(scores[2 * k], scores[2 * k + 1]) for k in range(strategy.directions)]
+    order = sorted(range(len(pairs)), key=lambda k: -max(pairs[k]))[:strategy.top]
+    sigma_r = np.std([r for k in order for r in pairs[k]])
+    return strategy.step_size / (strategy.top * sigma_r) * sum(
+        (pairs[k][0] - pairs[k][1]) * cand.noise(seed, generation, k, dim) for k in order)
+
+
+def test_ars_uses_the_top_directions_and_scales_by_their_return_std():
+    strategy = ARS(directions=4, top=2, step_size=0.05, sigma=0.1)
+    state = strategy.init(np.ones(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert [(c.kind, c.sigma, c.sign, c.key) for c in candidates[:2]] == [
+        ("noise", 0.1, 1.0, 0), ("noise", 0.1, -1.0, 0)]
+    scores = [1.0, 5.0, 0.0, 0.5, 9.0, 2.0, 3.0, 3.5]  # top 2 by max: keys 2 and 0
+    new = strategy.tell(state, 0, candidates, scores, None)
+    assert np.allclose(new.center - 1.0, _ars_step(strategy, scores))
+    # the returns outside the top directions do not matter
+    other = list(scores)
+    other[2:4], other[6:8] = [-50.0, 2.0], [4.0, -7.0]
+    assert np.allclose(strategy.tell(state, 0, candidates, other, None).center, new.center)
+    # the step is invariant to the scale and offset of the returns
+    scaled = strategy.tell(state, 0, candidates, [100 * r - 7 for r in scores], None)
+    assert np.allclose(scaled.center, new.center)
+
+
+def test_ars_non_finite_returns_count_as_the_worst():
+    strategy = ARS(directions=2, step_size=0.1)
+    state = strategy.init(np.zeros(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    new = strategy.tell(state, 0, candidates, [math.nan, 1.0, 3.0, 2.0], None)
+    assert np.allclose(new.center, _ars_step(strategy, [1.0, 1.0, 3.0, 2.0]))
+    assert strategy.tell(state, 0, candidates, [2.0] * 4, None) is state  # sigma_R = 0
+
+
+def test_ars_solves_a_sphere():
+    result = es_search.run(Sphere(dim=5), generations=120, population=16, sigma=0.1,
+                           strategy="ars", strategy_options={"top": 4, "step_size": 0.3},
+                           n_jobs=1, progress=False, seed=0)
+    assert result.best_score > -0.05, result.best_score  # from -45

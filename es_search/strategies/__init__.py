@@ -5,6 +5,7 @@ from typing import Any
 
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
+from .ars import ARS, ARSState
 from .cma_es import CMAES, CMAESState
 from .hill_climb import HillClimb, HillClimbState
 from .openai_es import OpenAIES, OpenAIESState
@@ -15,6 +16,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     AdaptiveHillClimb.name: AdaptiveHillClimb,
     OpenAIES.name: OpenAIES,
     CMAES.name: CMAES,
+    ARS.name: ARS,
 }
 
 DEFAULT = HillClimb.name
@@ -49,6 +51,7 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                     f"Strategy instance, got {type(strategy).__name__}")
 
 
-__all__ = ["STRATEGIES", "DEFAULT", "AdaptiveHillClimb", "AdaptiveHillClimbState", "CMAES",
+__all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
+           "AdaptiveHillClimbState", "CMAES",
            "CMAESState", "HillClimb", "HillClimbState", "OpenAIES", "OpenAIESState",
            "Rebuild", "Strategy", "make_strategy"]

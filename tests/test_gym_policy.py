@@ -253,3 +253,14 @@ def test_reward_offset_changes_the_score_not_the_test_returns():
     assert offset.score() == pytest.approx(base.score() - 30.0)
     assert np.array_equal(offset.returns(3, seed=1), base.returns(3, seed=1))
     assert len(base.returns(3, seed=1)) == 3
+
+
+def test_cli_takes_the_strategy_of_the_builtin(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "hopper", "--generations", "1", "-p", "max_steps=10",
+                 "--n-jobs", "1", "--no-progress", "--out", str(out)])
+    assert code == 0
+    import json
+    strategy = json.loads((out / "config.json").read_text())["strategy"]
+    assert strategy["name"] == "ars" and strategy["top"] == 4
+    assert strategy["population"] == 16 and strategy["step_size"] == 0.01

@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import json
 import math
-import multiprocessing
 import os
 import platform
 import subprocess
@@ -193,8 +192,8 @@ def ceiling(agent, n: int, seconds: float) -> float:
     squash = None if agent.discrete else agent._squash
     work = (agent.env_id, agent._numpy_layers(), agent.obs_mean.numpy(),
             agent.obs_std.numpy(), squash, agent.discrete, seconds)
-    with multiprocessing.get_context("spawn").Pool(n) as pool:
-        parts = pool.starmap(_bare_loop, [work + (7_000 * (k + 1),) for k in range(n)])
+    from joblib import Parallel, delayed
+    parts = Parallel(n_jobs=n)(delayed(_bare_loop)(*work, 7_000 * (k + 1)) for k in range(n))
     return sum(steps / wall for steps, wall in parts)
 
 

@@ -24,6 +24,9 @@ class Candidate(NamedTuple):
       under the task's seed (the user's own jitter is honoured);
     - ``Candidate("noise", sigma, sign, key)``: centre + sign * sigma * eps, eps ~ N(0, I)
       drawn from ``(run seed, generation, key)``; antithetic pairs share ``key``;
+      ``Candidate("noise", sigma, sign, key, vector=scale)``: centre + sign * scale * eps
+      with ``scale`` an array of per-value standard deviations (``sigma`` is then not
+      used; one array shared by a generation's candidates pickles once per chunk);
     - ``Candidate("vector", vector=v)``: an explicit flat vector;
     - ``Candidate("weights", vector=d)``: the centre with a dict of weights loaded over it.
     """
@@ -55,7 +58,10 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
         agent.jitter_weights(candidate.sigma)
     elif kind == "noise":
         eps = noise(seed, generation, candidate.key, center.size)
-        agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
+        if candidate.vector is None:
+            agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
+        else:
+            agent.set_flat(center + candidate.sign * (candidate.vector * eps))
     elif kind == "weights":
         agent.set_weights(candidate.vector)
     else:

@@ -9,6 +9,7 @@ from .ars import ARS, ARSState
 from .cma_es import CMAES, CMAESState
 from .hill_climb import HillClimb, HillClimbState
 from .openai_es import OpenAIES, OpenAIESState
+from .pgpe import PGPE, PGPEState
 
 #: name -> Strategy class; constructors take ``population`` and ``sigma`` keywords
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -17,6 +18,7 @@ STRATEGIES: dict[str, type[Strategy]] = {
     OpenAIES.name: OpenAIES,
     CMAES.name: CMAES,
     ARS.name: ARS,
+    PGPE.name: PGPE,
 }
 
 DEFAULT = HillClimb.name
@@ -52,6 +54,6 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
 
 
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
-           "AdaptiveHillClimbState", "CMAES",
-           "CMAESState", "HillClimb", "HillClimbState", "OpenAIES", "OpenAIESState",
-           "Rebuild", "Strategy", "make_strategy"]
+           "AdaptiveHillClimbState", "CMAES", "CMAESState", "HillClimb", "HillClimbState",
+           "OpenAIES", "OpenAIESState", "PGPE", "PGPEState", "Rebuild", "Strategy",
+           "make_strategy"]

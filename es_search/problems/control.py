@@ -55,12 +55,11 @@ class _RunningLinear(GymPolicy):
 
 class LunarLander(_RunningLinear):
     """LunarLanderContinuous-v3 (solved at 200), a linear policy with running
-    observation statistics, searched by ARS (extra: box2d)."""
+    observation statistics, searched by PGPE with ClipUp (extra: box2d)."""
 
     env_id = "LunarLanderContinuous-v3"
-    default_config = {"generations": 300, "population": 32, "sigma": 0.03,
-                      "strategy": "ars",
-                      "strategy_options": {"top": 8, "step_size": 0.02}}
+    default_config = {"generations": 200, "population": 64, "sigma": 0.5,
+                      "strategy": "pgpe", "strategy_options": {"max_speed": 0.3}}
 
 
 class Hopper(_RunningLinear):

@@ -27,6 +27,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,45 +100,34 @@ def cores(n_jobs: int) -> int:
 
 
 # ----------------------------------------------------------------------------- es_search
-def _keep_last_state(strategy):
-    """Make ``strategy`` remember the state of its last ``tell`` (the final centre)."""
-    base = type(strategy)
-
-    class Keeping(base):
-        def tell(self, state, *args, **kwargs):
-            self.last_state = super().tell(state, *args, **kwargs)
-            return self.last_state
-
-    Keeping.__name__ = Keeping.__qualname__ = base.__name__
-    strategy.__class__ = Keeping
-    return strategy
-
-
 def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
     import es_search
+    from es_search import checkpoint
     from es_search.problems import load_problem
     from es_search.strategies import DEFAULT, make_strategy
 
     cls = load_problem(task.problem)
     agent = cls()
     config = dict(cls.default_config)
-    strategy = _keep_last_state(make_strategy(
-        config.get("strategy", DEFAULT), config["population"], config["sigma"],
-        **dict(config.get("strategy_options") or {})))
+    strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],
+                             config["sigma"], **dict(config.get("strategy_options") or {}))
     budget = task.budget_s * args.budget_scale
-    started = time.perf_counter()
-    result = es_search.run(agent, generations=10 ** 7, strategy=strategy,
-                           n_jobs=args.n_jobs, seed=seed, progress=False,
-                           callbacks=[lambda record: time.perf_counter() - started >= budget])
-    wall = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        result = es_search.run(
+            agent, generations=10 ** 7, strategy=strategy, n_jobs=args.n_jobs, seed=seed,
+            progress=False, out=folder,
+            callbacks=[lambda record: time.perf_counter() - started >= budget])
+        wall = time.perf_counter() - started
+        # the final policy: the centre and shared state of the last checkpoint
+        saved = checkpoint.load(Path(folder) / checkpoint.CHECKPOINT)
     final = agent.clone()
-    final.set_flat(strategy.center(strategy.last_state))
-    shared = getattr(result, "shared_state", None)  # the end-of-run statistics
-    if shared:
-        final.load_shared_state(shared)
+    final.set_flat(strategy.center(saved["state"]))
+    if saved.get("shared"):
+        final.load_shared_state(saved["shared"])
     elif final.shared_state():
-        raise RuntimeError("this es_search's Result carries no shared_state: the final "
-                           "policy's observation statistics are unknown")
+        raise RuntimeError("the checkpoint of this es_search holds no shared state: the "
+                           "final policy's observation statistics are unknown")
     steps = result.history[-1].get("steps")
     row = {"framework": "es_search", "task": task.problem, "env": task.env_id,
            "seed": seed, "budget_s": budget, "wall_s": wall, "steps": steps,

@@ -33,9 +33,16 @@ class Agent(torch.nn.Module):
     with that task's own seed, and sets ``self.task_seed`` to it (an ``int`` below 2**64;
     ``None`` outside a run). ``score()`` runs under ``torch.no_grad()``. Use it to seed anything else, e.g.
     ``env.reset(seed=self.task_seed % 2**31)`` or ``np.random.default_rng(self.task_seed)``.
+
+    Common random numbers: ``self.generation_seed`` (an ``int`` below 2**64; ``None``
+    outside a run) is the same for every candidate of a generation and differs between
+    generations. Seeding episodes from it instead of ``task_seed``
+    (``env.reset(seed=self.generation_seed % 2**31)``) makes every candidate of a
+    generation play the same episodes, so their scores differ by their weights only.
     """
 
     task_seed: int | None = None
+    generation_seed: int | None = None
 
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:

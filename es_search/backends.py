@@ -9,18 +9,22 @@
   a private folder (``/dev/shm`` when there is one) and travel as a small
   :class:`FileRef`: the bytes sent per chunk do not grow with the number of parameters.
   Other backends (dask, ray, custom) get the arrays inline, pickled once per chunk.
-- ``is_loky(parallel)``: whether the evaluator can use the loky executor's futures
-  directly (joblib's result loop polls every 10 ms, a floor on each generation's time);
-  ``submit_all`` runs start-up and timing rounds that way.
+- :class:`Pool`: what the engine's parallel path talks to (``n_workers``, ``is_local``,
+  ``put``, ``run_chunks``, ``abort``, ``close``); :func:`open_pool` picks
+  :class:`LokyPool` (the loky executor's futures, directly: joblib's result loop polls
+  every 10 ms, a floor on each generation's time) or :class:`JoblibPool` (any joblib
+  backend). joblib's private names are used in this module only.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import shutil
 import tempfile
 import threading
 import weakref
+from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
 
 import joblib
@@ -135,6 +139,8 @@ class SharedFiles:
         self.folder = tempfile.mkdtemp(prefix=f"es_search-{os.getpid()}-", dir=root)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
         self._previous: str | None = None
+        self._current: dict[str, str] = {}
+        self._count = 0
         self.bytes_written = 0
 
     def put_bytes(self, name: str, data: bytes) -> FileRef:
@@ -162,24 +168,201 @@ class SharedFiles:
         self._finalizer()
 
 
-# --------------------------------------------------------------------- dispatch
+    def put_array(self, name: str, array: np.ndarray) -> FileRef:
+        """Write ``array`` under ``name``; the file a previous ``put`` of the same name
+        wrote is removed (its readers have finished)."""
+        array = np.ascontiguousarray(array)
+        self._count += 1
+        path = os.path.join(self.folder, f"{name}-{self._count}.bin")
+        array.tofile(path)
+        self.bytes_written += array.nbytes
+        self._replace(name, path)
+        return FileRef(path, array.dtype.str, int(array.size))
+
+    def put_blob(self, name: str, data: bytes) -> FileRef:
+        """Like :meth:`put_array`, for bytes."""
+        self._count += 1
+        ref = self.put_bytes(f"{name}-{self._count}.pkl", data)
+        self._replace(name, ref.path)
+        return ref
+
+    def _replace(self, name: str, path: str) -> None:
+        previous = self._current.get(name)
+        self._current[name] = path
+        if previous is not None and previous != path:
+            try:
+                os.remove(previous)
+            except OSError:  # pragma: no cover - e.g. still open on Windows
+                pass
+
+
+# --------------------------------------------------------------------- pools
+# one chunk at a time per process: dask runs several tasks per worker process in threads,
+# and a chunk seeds the process-wide random generators
+CHUNK_LOCK = threading.Lock()
+
+
+def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    """Run ``fn`` in a worker; an exception comes back as a value, so that every chunk
+    of a round finishes before the first error is raised."""
+    try:
+        return True, fn(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
+        return False, exc
+
+
+def _tagged(position: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
+    return position, _capture(fn, *args)
+
+
+class Pool:
+    """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
+
+    - ``n_workers``: chunks that run at once; ``is_local``: workers are processes of
+      this machine (payloads travel as files);
+    - ``put(name, value)``: a payload (bytes or a NumPy array) every chunk of a round
+      gets: returns what to pass in the chunks' arguments (a small ``FileRef`` on local
+      pools, else the value); a later ``put`` of the same name replaces it;
+    - ``run_chunks(fn, args_list, done=None)``: ``fn(*args)`` for each ``args`` on the
+      workers, the results in order; when some raise, the first error (in order) is
+      raised after all have finished; ``done`` (a dict) receives each result by
+      position as it arrives, so a retry can skip them;
+    - ``abort()``: stop running chunks now (Ctrl-C); ``close()``: release the workers'
+      files (the workers themselves persist across runs where the backend allows).
+    """
+
+    n_workers = 1
+    is_local = False
+    files: SharedFiles | None = None
+
+    def put(self, name: str, value: Any) -> Any:
+        if self.files is None:
+            return value
+        if isinstance(value, np.ndarray):
+            return self.files.put_array(name, value)
+        return self.files.put_blob(name, bytes(value))
+
+    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
+                   done: dict | None = None, timeout: float | None = None) -> list:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Stop the running chunks (best effort)."""
+
+    def close(self) -> None:
+        if self.files is not None:
+            files, self.files = self.files, None
+            files.close()
+
+
+class JoblibPool(Pool):
+    """Any joblib backend, through ``joblib.Parallel`` (loky with a task timeout,
+    multiprocessing, dask, ray, custom backends)."""
+
+    def __init__(self, parallel: joblib.Parallel, n_workers: int):
+        self._parallel = parallel
+        self.n_workers = n_workers
+        self.is_local = is_local(parallel)
+        self.files = SharedFiles() if self.is_local else None
+
+    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
+                   done: dict | None = None, timeout: float | None = None) -> list:
+        done = {} if done is None else done
+        self._parallel.timeout = timeout
+        todo = [(i, args) for i, args in enumerate(args_list) if i not in done]
+        call = joblib.delayed(_tagged)
+        for position, outcome in self._parallel(call(i, fn, *args) for i, args in todo):
+            done[position] = outcome
+        return _in_order(done, len(args_list))
+
+    def abort(self) -> None:
+        abort = getattr(self._parallel._backend, "abort_everything", None)
+        if abort is not None:
+            try:
+                abort(ensure_ready=False)
+            except Exception:  # pragma: no cover - already broken: nothing to stop
+                pass
+
+    def close(self) -> None:
+        parallel, self._parallel = self._parallel, None
+        if parallel is not None:
+            parallel.__exit__(None, None, None)
+        super().close()
+
+
+class LokyPool(JoblibPool):
+    """loky without a task timeout: chunks go straight to the executor and their futures
+    are waited on (joblib's result loop polls every 10 ms, a floor on each round)."""
+
+    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
+                   done: dict | None = None, timeout: float | None = None) -> list:
+        if timeout is not None:
+            return super().run_chunks(fn, args_list, done, timeout)
+        done = {} if done is None else done
+        backend = self._parallel._backend
+        try:
+            futures = {i: backend.submit(functools.partial(_capture, fn, *args))
+                       for i, args in enumerate(args_list) if i not in done}
+        except BrokenExecutor:
+            backend.abort_everything(ensure_ready=True)
+            raise
+        concurrent.futures.wait(list(futures.values()))
+        error: BaseException | None = None
+        for i in sorted(futures):
+            try:
+                done[i] = futures[i].result()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                error = error or exc
+        if isinstance(error, BrokenExecutor):  # fresh workers for a retry
+            backend.abort_everything(ensure_ready=True)
+        if error is not None:
+            raise error
+        return _in_order(done, len(args_list))
+
+
+def _in_order(done: dict, n: int) -> list:
+    """The results by position; the first chunk that raised (in order) raises."""
+    results = []
+    for i in range(n):
+        ok, value = done[i]
+        if not ok:
+            for j in [j for j in done if not done[j][0]]:
+                del done[j]  # a retry reruns them
+            raise value
+        results.append(value)
+    return results
+
+
+def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> Pool | None:
+    """A started pool for ``n_jobs`` workers on ``backend`` (a name prepared by
+    :func:`prepare`, an instance, or None for ``joblib.parallel_config``'s choice), or
+    None when that means a single worker (score in this process)."""
+    parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes")
+    chosen = parallel._backend
+    if getattr(chosen, "uses_threads", False):
+        raise ValueError(
+            f"es_search cannot score on a thread-based joblib backend "
+            f"({type(chosen).__name__}): each task seeds the process-wide random "
+            f"generators (random, numpy, torch), which threads share, so results "
+            f"would depend on timing. Use a process backend (loky, the default; "
+            f"multiprocessing; dask; ray) or n_jobs=1.")
+    if type(chosen).__name__ == "SequentialBackend":
+        return None
+    if getattr(chosen, "supports_return_generator", False):
+        # chunks finished before a worker died are kept (a retry skips them)
+        parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes",
+                                   return_as="generator_unordered")
+    parallel.__enter__()
+    n_workers = worker_count(parallel)
+    if n_workers == 1:
+        parallel.__exit__(None, None, None)
+        return None
+    cls = LokyPool if is_loky(parallel) and task_timeout is None else JoblibPool
+    return cls(parallel, n_workers)
+
+
 def is_loky(parallel: joblib.Parallel) -> bool:
     """True when ``parallel`` runs on a live loky executor (futures can be used)."""
     from joblib._parallel_backends import LokyBackend
     backend = parallel._backend
     return type(backend) is LokyBackend and getattr(backend, "_workers", None) is not None
-
-
-def submit_all(parallel: joblib.Parallel, calls: Sequence[Callable[[], Any]]) -> list:
-    """Run ``calls`` on ``parallel``'s workers; their results (in no particular order:
-    used for start-up and timing rounds)."""
-    if not is_loky(parallel):
-        return list(parallel(joblib.delayed(call)() for call in calls))
-    futures = [parallel._backend.submit(call) for call in calls]
-    concurrent.futures.wait(futures)
-    return [future.result() for future in futures]
-
-
-# one chunk at a time per process: dask runs several tasks per worker process in threads,
-# and a chunk seeds the process-wide random generators
-CHUNK_LOCK = threading.Lock()

@@ -7,7 +7,7 @@ File layout (format version 1)::
 ``payload`` is a (cloud)pickle of a dict; the SHA-256 covers the version, the length and
 the payload, so a torn write, a truncated file or any flipped bit is detected and the
 file is refused with :class:`CheckpointError`, never loaded silently. Files are written
-through :func:`es_search.output.atomic_write` (temporary file, flush, fsync,
+through :func:`es_search.files.atomic_write` (temporary file, flush, fsync,
 ``os.replace``), so a crash leaves either the previous checkpoint or the new one.
 
 Example::
@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import struct
 from pathlib import Path
@@ -37,12 +36,8 @@ try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
 except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
-from .output import atomic_write
+from .files import atomic_write
 
-#: the checkpoint's file name inside a run directory
-CHECKPOINT = "checkpoint.pkl"
-#: failure records (``failures/generation-<g>.pkl``), for ``replay_task``
-FAILURES = "failures"
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
 VERSION = 1
 _HEADER = struct.Struct("<16sIQ32s")  # magic, version, payload length, sha256
@@ -163,23 +158,10 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
             "may change), or use another out folder to start a new run.")
 
 
-def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:
-    """The first ``lines`` records of ``out/history.jsonl`` (and their raw lines), checked
-    against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
-    the checkpoint, or torn by a crash) are ignored."""
-    from .output import HISTORY, from_json
-
-    path = Path(out) / HISTORY
-    try:
-        with open(path, "rb") as f:
-            raw = [f.readline() for _ in range(lines)]
-    except FileNotFoundError:
-        raw = []
-    if len([r for r in raw if r.endswith(b"\n")]) != lines or \
-            hashlib.sha256(b"".join(raw)).hexdigest() != digest:
-        raise CheckpointError(
-            f"{path} does not hold the {lines} history line(s) the checkpoint in {out} was "
-            f"written after (missing, shortened or edited), so the run cannot be resumed "
-            f"consistently. Restore the file, or start the run again in another folder.")
-    text = [r.decode() for r in raw]
-    return [from_json(json.loads(t)) for t in text], text
+def __getattr__(name: str) -> Any:
+    """``CHECKPOINT`` and ``FAILURES``: names of the run folder's layout, which
+    :mod:`es_search.output` owns (kept here for code written before it did)."""
+    if name in ("CHECKPOINT", "FAILURES"):
+        from . import output
+        return getattr(output, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,7 @@ import argparse
 import ast
 import contextlib
 import json
+import re
 import shlex
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from . import __version__
+from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .problems import BUILTINS, ProblemError, load_problem
 from .strategies import DEFAULT, STRATEGIES
 
@@ -35,39 +37,22 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     return key, value
 
 
-def _n_jobs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value == 0:
-        raise argparse.ArgumentTypeError("0 means no workers; use -1 for all cores or 1")
-    return value
-
-
-def _positive(kind: type) -> Any:
+def _checked(convert: type, check: Any) -> Any:
+    """An argparse type: ``convert`` the text, then ``check`` it with the check ``run()``
+    makes (es_search.checks); the message without the setting's name, as argparse names
+    the flag."""
     def parse(text: str) -> Any:
         try:
-            value = kind(text)
+            value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"must be a positive {kind.__name__}, got {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(
-                f"must be a positive {kind.__name__}, got {text!r}")
-        return value
-    parse.__name__ = kind.__name__
+                f"must be a number ({convert.__name__}), got {text!r}") from None
+        try:
+            return check(value)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(re.sub(r"^[a-z_]+[ =]", "", str(exc))) from None
+    parse.__name__ = convert.__name__
     return parse
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,14 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Optimise PROBLEM: a built-in name (es-search list), "
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem")
-    run.add_argument("--generations", type=_positive(int), help="default: the problem's")
-    run.add_argument("--population", type=_positive(int), help="default: the problem's")
-    run.add_argument("--sigma", type=_positive(float), help="default: the problem's")
+    run.add_argument("--generations", type=_checked(int, lambda v: check_int("generations", v, 1)),
+                     help="default: the problem's")
+    run.add_argument("--population",
+                     type=_checked(int, lambda v: check_int("population", v, 1)),
+                     help="default: the problem's")
+    run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
+                     help="default: the problem's")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most)")
-    run.add_argument("--n-jobs", type=_n_jobs, default=-1,
+    run.add_argument("--n-jobs", type=_checked(int, check_n_jobs), default=-1,
                      help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", type=_nonnegative_int, default=0)
+    run.add_argument("--seed", type=_checked(int, check_seed), default=0)
     run.add_argument("--backend", default=None,
                      help="joblib backend: loky (default), multiprocessing, dask, ray")
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -103,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="continue the run saved in --out from its checkpoint")
     run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
                      help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", type=_nonnegative_int, default=2,
+    run.add_argument("--max-retries", type=_checked(int, lambda v: check_int("max_retries", v, 0)), default=2,
                      help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", type=_positive(float), default=None,
+    run.add_argument("--task-timeout", type=_checked(float, lambda v: check_positive_float("task_timeout", v)),
+                     default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",

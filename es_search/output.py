@@ -1,133 +1,232 @@
-"""The run directory (``out=DIR``): written as the run goes, so a crash loses nothing.
+"""The run folder (``out=DIR``): its layout, owned here, written as the run goes.
 
 - ``config.json``: what defines the run (written first);
-- ``history.jsonl``: one JSON line per generation, appended and fsynced each generation;
-- ``best_weights.pt``: ``torch.save`` of the best weights (a state dict), replaced
-  atomically whenever the best improves;
-- ``checkpoint.pkl``: everything needed to continue the run (``es_search.checkpoint``),
-  replaced atomically every generation, before that generation's history line;
+- ``history.jsonl``: one JSON line per generation (:mod:`es_search.record`), appended
+  and fsynced each generation;
+- ``best_weights.pt``: ``torch.save`` of the best weights (a state dict, with the
+  agent's shared state as of the generation they were scored), replaced atomically
+  whenever the best improves;
+- ``checkpoint.pkl``: everything needed to continue the run (format:
+  :mod:`es_search.checkpoint`), replaced atomically every generation, after that
+  generation's history line;
 - ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
   tasks of generation ``g`` that failed;
-- ``result.json``: the summary, at the end;
-- ``plot.png``: best and mean score per generation, at the end, when matplotlib is
-  installed.
+- ``result.json``: the summary, at the end; ``plot.png``: best and mean score per
+  generation, at the end, when matplotlib is installed;
+- ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
+  into it fails at once; the kernel releases it when the process dies, however it dies.
+
+:class:`RunFolder` is the callback that writes all of it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
+
+from . import checkpoint as _checkpoint
+from .callbacks.base import Callback, RunInfo
+from .files import atomic_write, dump_json, from_json, read_history, to_json
+from .interrupt import deferred_sigint
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no lock
+    fcntl = None
 
 HISTORY = "history.jsonl"
 CONFIG = "config.json"
 BEST_WEIGHTS = "best_weights.pt"
 RESULT = "result.json"
 PLOT = "plot.png"
+CHECKPOINT = "checkpoint.pkl"
+FAILURES = "failures"
+LOCK = ".lock"
+
+__all__ = ["BEST_WEIGHTS", "CHECKPOINT", "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT",
+           "RESULT", "OutFolderError", "RunFolder", "atomic_write", "dump_json",
+           "failure_path", "from_json", "read_history", "to_json"]
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write through a temporary file in the same folder, fsync, then ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class OutFolderError(ValueError):
+    """The out folder cannot be used: it cannot be created or written, or another run
+    is writing it."""
+
+
+def failure_path(out: Any, generation: int) -> Path:
+    return Path(out) / FAILURES / f"generation-{generation}.pkl"
+
+
+def lock_folder(path: Path) -> Any:
+    """Create ``path`` if needed and hold its lock; the open lock file (close it to
+    release). :class:`OutFolderError` when it cannot be written or is in use."""
     try:
-        with os.fdopen(fd, mode) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        path.mkdir(parents=True, exist_ok=True)
+        handle = open(path / LOCK, "a+")
+    except OSError as exc:
+        raise OutFolderError(f"cannot use {path} as the out folder: "
+                             f"{exc.strerror or exc} (choose a folder you can write)") from None
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "another process"
+            handle.close()
+            raise OutFolderError(
+                f"the out folder {path} is in use by another es_search run ({owner}); "
+                f"wait for it to finish, or choose another out folder") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
-def to_json(value: Any) -> Any:
-    """JSON-safe: non-finite floats become strings ("nan", "inf", "-inf")."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
+class RunFolder(Callback):
+    """Writes one run into ``path`` (see the module docstring).
 
+    Opening it takes the folder's lock and, with ``resume``, reads the checkpoint
+    (``saved``, None when there is none) and checks it against ``config``. The run then
+    calls :meth:`track` with its :class:`~es_search.search.Search`, and the callback
+    methods; :meth:`close` releases the folder (also when the run fails).
+    """
 
-def from_json(value: Any) -> Any:
-    """Inverse of :func:`to_json` for floats."""
-    if value in ("nan", "inf", "-inf"):
-        return float(value)
-    if isinstance(value, dict):
-        return {k: from_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [from_json(v) for v in value]
-    return value
-
-
-def dump_json(path: Path, data: Any) -> None:
-    text = json.dumps(to_json(data), indent=2, sort_keys=True)
-    atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
-
-
-def read_history(path: Any) -> list[dict]:
-    """The records of a ``history.jsonl`` (non-finite floats restored)."""
-    with open(path) as f:
-        return [from_json(json.loads(line)) for line in f if line.strip()]
-
-
-class RunDirectory:
-    """Writes one run's files into ``path`` as the run goes."""
-
-    def __init__(self, path: Any, config: dict, append: bool = False):
+    def __init__(self, path: Any, config: dict, resume: bool = False):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        dump_json(self.path / CONFIG, config)
-        self._history = open(self.path / HISTORY, "a" if append else "w")
-        self._digest = hashlib.sha256()  # of the history lines this object wrote
+        self.config = config
+        self._lock = lock_folder(self.path)
+        self._history: Any = None
+        self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
+        self.search: Any = None
+        try:
+            self.saved = self._load(config) if resume else None
+            for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
+                tmp.unlink(missing_ok=True)
+            if not self.saved:  # a new run: no stale checkpoint or failure records
+                (self.path / CHECKPOINT).unlink(missing_ok=True)
+                for record in (self.path / FAILURES).glob("generation-*.pkl"):
+                    record.unlink()
+            dump_json(self.path / CONFIG, config)
+            self._open_history()
+        except BaseException:
+            self.close()
+            raise
 
-    def record(self, record: dict, best_weights: dict | None) -> None:
-        """Append one generation; save ``best_weights`` when given (the best improved)."""
-        line = json.dumps(to_json(record)) + "\n"
-        self._history.write(line)
-        self._history.flush()
-        os.fsync(self._history.fileno())
-        self._digest.update(line.encode())
-        self.history_lines += 1
-        if best_weights is not None:
-            self.save_weights(best_weights)
+    def _load(self, config: dict) -> dict | None:
+        """The checkpoint, checked against ``config`` and the history file."""
+        path = self.path / CHECKPOINT
+        if not path.exists():
+            return None
+        saved = _checkpoint.load(path)
+        _checkpoint.check_resumable(saved["config"], config, str(self.path))
+        if config["generations"] < saved["generation"]:
+            raise ValueError(
+                f"the run in {self.path} has already completed {saved['generation']} "
+                f"generations; resume it with generations >= {saved['generation']} (it "
+                f"cannot be shortened)")
+        saved["history"], saved["history_text"] = verified_history(
+            self.path, saved["history_lines"], saved["history_sha256"])
+        return saved
 
-    def history_digest(self) -> str:
-        """SHA-256 of the history lines written so far (a checkpoint holds it)."""
-        return self._digest.hexdigest()
+    def track(self, search: Any) -> None:
+        self.search = search
 
-    def rewrite_history(self, lines: list[str]) -> None:
-        """Replace ``history.jsonl`` with ``lines`` (atomically), then append after them."""
-        self._history.close()
-        text = "".join(lines)
+    # ------------------------------------------------------------------ callbacks
+    def _open_history(self) -> None:
+        if not self.saved:
+            self._history = open(self.path / HISTORY, "w")
+            return
+        # history.jsonl as of the checkpoint (replaced atomically)
+        text = "".join(self.saved["history_text"])
         atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
-        self._history = open(self.path / HISTORY, "a")
         self._digest = hashlib.sha256(text.encode())
-        self.history_lines = len(lines)
+        self.history_lines = len(self.saved["history_text"])
+        self._history = open(self.path / HISTORY, "a")
 
-    def save_weights(self, weights: dict) -> None:
-        atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
+    def on_start(self, info: RunInfo) -> None:
+        if self.saved:
+            self.save_weights(self.search.best_weights())
+        else:
+            self.save_checkpoint()
 
-    def finish(self, summary: dict, history: list[dict]) -> None:
-        dump_json(self.path / RESULT, summary)
+    def on_generation(self, record: dict) -> None:
+        with deferred_sigint():  # history line and checkpoint stay whole
+            line = json.dumps(to_json(record)) + "\n"
+            self._history.write(line)
+            self._history.flush()
+            os.fsync(self._history.fileno())
+            self._digest.update(line.encode())
+            self.history_lines += 1
+            if self.search.improved or record["generation"] == 0:
+                self.save_weights(self.search.best_weights())
+            self.save_checkpoint()
+
+    def on_end(self, result: Any) -> None:
+        dump_json(self.path / RESULT, {
+            "best_score": result.best_score, "evaluations": result.evaluations,
+            "generations": result.generations, "seconds": self.search.seconds(),
+            "seed": result.seed})
         try:
             from .plotting import plot_history
-            plot_history(history, self.path / PLOT)
+            plot_history(result.history, self.path / PLOT)
         except ImportError:
             pass
 
     def close(self) -> None:
-        if not self._history.closed:
+        if self._history is not None and not self._history.closed:
             self._history.close()
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.close()  # releases the flock
+
+    # ------------------------------------------------------------------ files
+    def save_checkpoint(self) -> None:
+        """Save what continuing the run needs. The history is not copied into every
+        checkpoint (that would grow with the run): the checkpoint holds the number and
+        SHA-256 of the ``history.jsonl`` lines written before it, which a resume checks
+        and reads back."""
+        _checkpoint.save(self.path / CHECKPOINT, {
+            **self.search.checkpoint(), "history_lines": self.history_lines,
+            "history_sha256": self._digest.hexdigest(), "config": self.config})
+
+    def save_weights(self, weights: dict) -> None:
+        atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
+
+    def save_failures(self, generation: int, center: Any, candidates: list,
+                      indices: list, detail: Any) -> None:
+        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs (the
+        tasks of ``generation`` at ``indices`` failed)."""
+        path = failure_path(self.path, generation)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shared = self.search.evaluator.last_shared if self.search is not None else None
+        _checkpoint.save(path, {
+            "generation": generation, "center": center, "candidates": list(candidates),
+            "seed": self.config["seed"], "score_kwargs": self.config["score_kwargs"],
+            "indices": list(indices), "shared": shared,
+            "detail": detail if isinstance(detail, list) else repr(detail)})
+
+
+def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:
+    """The first ``lines`` records of ``out/history.jsonl`` (and their raw lines), checked
+    against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
+    the checkpoint, or torn by a crash) are ignored."""
+    path = Path(out) / HISTORY
+    try:
+        with open(path, "rb") as f:
+            raw = [f.readline() for _ in range(lines)]
+    except FileNotFoundError:
+        raw = []
+    if len([r for r in raw if r.endswith(b"\n")]) != lines or \
+            hashlib.sha256(b"".join(raw)).hexdigest() != digest:
+        raise _checkpoint.CheckpointError(
+            f"{path} does not hold the {lines} history line(s) the checkpoint in {out} was "
+            f"written after (missing, shortened or edited), so the run cannot be resumed "
+            f"consistently. Restore the file, or start the run again in another folder.")
+    text = [r.decode() for r in raw]
+    return [from_json(json.loads(t)) for t in text], text

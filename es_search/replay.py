@@ -18,16 +18,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import checkpoint
-from . import candidates as _candidates
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_seed
-from .scores import as_score
-from .seeding import preserved_global_rngs, seed_global_rngs, task_seed
-
-
-def failure_path(out: Any, generation: int) -> Path:
-    return Path(out) / checkpoint.FAILURES / f"generation-{generation}.pkl"
+from .output import CHECKPOINT, FAILURES, failure_path
+from .seeding import preserved_global_rngs
+from .worker import Payload, run_task, single_torch_thread
 
 
 def _from_run_dir(out: Any, generation: int, index: int) -> dict:
@@ -39,8 +35,9 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         candidates = record["candidates"]
         center = record["center"]
         seed, score_kwargs = record["seed"], record["score_kwargs"]
+        shared = record.get("shared")
     else:
-        ckpt_path = Path(out) / checkpoint.CHECKPOINT
+        ckpt_path = Path(out) / CHECKPOINT
         if not ckpt_path.exists():
             raise FileNotFoundError(
                 f"{out} holds neither a checkpoint nor a failure record for generation "
@@ -48,7 +45,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         ckpt = checkpoint.load(ckpt_path)
         if ckpt["generation"] != generation:
             stored = sorted(int(p.stem.split("-", 1)[1]) for p in
-                            (Path(out) / checkpoint.FAILURES).glob("generation-*.pkl"))
+                            (Path(out) / FAILURES).glob("generation-*.pkl"))
             raise ValueError(
                 f"{out} cannot replay generation {generation}: its checkpoint is before "
                 f"generation {ckpt['generation']} (only that generation's centre follows "
@@ -58,11 +55,12 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         center = strategy.center(state)
         candidates = strategy.ask(state, generation)
         seed, score_kwargs = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
+        shared = ckpt.get("shared")
     if not 0 <= index < len(candidates):
         raise IndexError(f"generation {generation} of the run in {out} has "
                          f"{len(candidates)} candidates; index {index} is out of range")
     return {"seed": seed, "center": center, "candidate": candidates[index],
-            "score_kwargs": score_kwargs}
+            "score_kwargs": score_kwargs, "shared": shared}
 
 
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
@@ -116,13 +114,14 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
                              "not both")
         task = _from_run_dir(out, generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
+        shared = task["shared"]
         if score_kwargs is None:
             score_kwargs = task["score_kwargs"]
     else:
         if seed is None:
             raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "
                             "seed) to know the task's seed")
-        seed = check_seed(seed)
+        seed, shared = check_seed(seed), None
         if candidate is None:
             candidate = Candidate("center")
         if not isinstance(candidate, Candidate):
@@ -130,12 +129,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
                             f"{type(candidate).__name__}")
     copy = agent.clone()
     center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
-    with preserved_global_rngs():
-        copy.task_seed = seed_ = task_seed(seed, generation, index)
-        seed_global_rngs(seed_)
-        try:
-            _candidates.build(copy, center, candidate, seed, generation)
-            value = as_score(copy.score(**dict(score_kwargs or {})), copy)
-        finally:
-            copy.task_seed = None
+    payload = Payload(center, dict(score_kwargs or {}), shared)
+    with preserved_global_rngs(), single_torch_thread():
+        value, _ = run_task(copy, payload, candidate, seed, generation, index)
     return (value, copy) if return_agent else value

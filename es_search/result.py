@@ -14,15 +14,14 @@ class Result:
     """The outcome of :func:`es_search.run`.
 
     - ``best_score``: the best finite score seen (NaN if no score was finite);
-    - ``best_weights``: the weights that scored it, as ``{name: tensor}``;
+    - ``best_weights``: the weights that scored it, as ``{name: tensor}``, with the
+      agent's shared state (``Agent.shared_state()``) as of the generation they were
+      scored, so ``agent.set_weights(best_weights)`` restores all it was scored with;
     - ``evaluations``: ``score()`` calls made, the starting agent's included;
-    - ``history``: one dict per generation with ``generation``, ``best_score`` (best so
-      far), ``mean_score`` (mean of this generation's finite scores), ``scores`` (every
-      candidate's, in candidate order), ``sigma``, ``nonfinite`` (non-finite scores
-      returned), ``failures`` (``score()`` calls that raised, under
-      ``on_error="worst"``, scored -inf), ``evaluations`` (so far) and ``seconds``
-      (wall-clock time the run has spent, summed over resumes: the one field that
-      differs between two runs with the same seed);
+    - ``history``: one dict per generation, the fields of :mod:`es_search.record`
+      (``generation``, ``best_score``, ``mean_score``, ``scores``, ``sigma``,
+      ``nonfinite``, ``failures``, ``evaluations``, ``seconds``, and the counters an
+      agent's ``merge_reports()`` returns, e.g. ``steps``);
     - ``seed`` and ``config``: what defines the run.
     """
 

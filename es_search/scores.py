@@ -9,8 +9,13 @@ import numpy as np
 import torch
 
 
+class NotAScore(TypeError):
+    """``score()`` returned something that is not a real number (a bug in the agent,
+    never tolerated by ``on_error="worst"``)."""
+
+
 def as_score(value: Any, agent: Any) -> float:
-    """``value`` as a float, or a TypeError naming the agent's class."""
+    """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
@@ -18,7 +23,7 @@ def as_score(value: Any, agent: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise TypeError(f"{type(agent).__name__}.score() returned {type(value).__name__} "
+        raise NotAScore(f"{type(agent).__name__}.score() returned {type(value).__name__} "
                         f"{shown}; it must return a real number (a float), higher is better")
     return float(value)
 

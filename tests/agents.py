@@ -89,3 +89,51 @@ class SeedProbe(es_search.Agent):
 
     def score(self):
         return float(self.task_seed % 1000003)
+
+
+class RunningStats(es_search.Agent):
+    """Keeps running observation statistics the engine merges (the shared-state hooks).
+
+    ``score()`` draws a variable number of observations from the task's RNG, normalises
+    them with the statistics it was sent, and reports the count, mean and M2 of what it
+    saw; ``merge_reports`` folds them in (Chan et al.), in candidate order, and counts
+    ``steps``.
+    """
+
+    def __init__(self, dim=3):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(dim))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(dim, dtype=torch.float64))
+        self._seen = None
+
+    def score(self):
+        steps = int(torch.randint(3, 9, ()))
+        obs = (torch.randn(steps, self.w.numel(), dtype=torch.float64) * 2 + 1
+               + self.w.double())
+        self._seen = (float(steps), obs.mean(0), ((obs - obs.mean(0)) ** 2).sum(0))
+        std = torch.sqrt(self.m2 / self.count.clamp(min=1) + 1e-8)
+        normalised = (obs - self.mean) / std
+        return -float(((normalised - 0.5) ** 2).mean())
+
+    def task_report(self):
+        seen, self._seen = self._seen, None
+        return seen
+
+    def merge_reports(self, reports):
+        steps = 0
+        for report in reports:
+            if report is None:
+                continue
+            n, mean, m2 = report
+            total = self.count + n
+            delta = mean - self.mean
+            self.mean += delta * n / total
+            self.m2 += m2 + delta ** 2 * self.count * n / total
+            self.count += n
+            steps += int(n)
+        return {"steps": steps}
+
+    def shared_state(self):
+        return {"count": self.count, "mean": self.mean, "m2": self.m2}

@@ -50,36 +50,6 @@ def test_parallel_path_equals_in_process_path():
     assert forced == alone
 
 
-def test_sequential_fallback_is_chosen_for_tiny_tasks_and_gives_same_scores():
-    agent = Sphere(dim=50)
-    with Evaluator(agent, seed=3, n_jobs=2) as ev:
-        center = ev.local.get_flat()
-        # measured figures put in by hand: a parallel round costs 1 s
-        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
-        assert not ev._parallel_pays(len(MIXED))
-        fallback = ev.score(2, center, MIXED)
-        assert ev.stats["last_path"] == "sequential"
-        ev.stats.update(task_seconds=1.0, overhead_seconds=1e-3,
-                        sequential_wall_per_task=None)
-        assert ev._parallel_pays(len(MIXED))
-        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
-        ev._sequential_run = ev.REPROBE_EVERY  # reprobe only when not hopeless
-        assert not ev._parallel_pays(len(MIXED))
-        # once both paths are timed, the measured wall time per task decides
-        ev._sequential_run = 0
-        ev.stats.update(sequential_wall_per_task=2e-3, parallel_wall_per_task=1e-3)
-        assert ev._parallel_pays(len(MIXED))
-        ev.stats.update(sequential_wall_per_task=1e-3, parallel_wall_per_task=2e-3)
-        assert not ev._parallel_pays(len(MIXED))
-        ev._sequential_run = ev.REPROBE_EVERY  # the loser is retried now and then
-        assert ev._parallel_pays(len(MIXED))
-    alone, _ = _scores(1)
-    assert fallback == alone
-    with Evaluator(agent, seed=3, n_jobs=2, sequential_fallback=False) as ev:
-        ev.stats.update(task_seconds=1e-5, overhead_seconds=1.0)
-        assert ev._parallel_pays(len(MIXED))
-
-
 def test_workers_persist_across_runs_and_startup_is_timed_apart():
     with Evaluator(Sphere(dim=3), seed=0, n_jobs=2) as first:
         pids = first.worker_pids
@@ -101,8 +71,9 @@ def test_bytes_per_candidate_small_and_independent_of_parameter_count():
                 ev.score(1, center, candidates)
             sent[size] = counter.bytes / 64
             # the centre went through a file, once, not through the pipe
-            assert os.listdir(folder) == ["center-1.bin", "skeleton.pkl"] or \
-                sorted(os.listdir(folder)) == ["center-1.bin", "skeleton.pkl"]
+            names = sorted(os.listdir(folder))
+            assert len(names) == 2 and names[0].startswith("center-") and \
+                names[1].startswith("skeleton")
         assert not os.path.exists(folder)  # removed on close
     assert 0 < sent[10] < 200
     assert abs(sent[100_000] - sent[10]) < 1.0, sent

@@ -1,0 +1,60 @@
+"""Files written safely: atomic replacement, JSON with non-finite floats, history lines."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write through a temporary file in the same folder, fsync, then ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def to_json(value: Any) -> Any:
+    """JSON-safe: non-finite floats become strings ("nan", "inf", "-inf")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def from_json(value: Any) -> Any:
+    """Inverse of :func:`to_json` for floats."""
+    if value in ("nan", "inf", "-inf"):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value
+
+
+def dump_json(path: Path, data: Any) -> None:
+    text = json.dumps(to_json(data), indent=2, sort_keys=True)
+    atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
+
+
+def read_history(path: Any) -> list[dict]:
+    """The records of a ``history.jsonl`` (non-finite floats restored)."""
+    with open(path) as f:
+        return [from_json(json.loads(line)) for line in f if line.strip()]

@@ -1,0 +1,70 @@
+"""What a run tells its user: warnings (a callback) and the messages of errors and
+interruptions."""
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+from .callbacks.base import Callback
+from .errors import ScoreError
+
+
+class Warnings(Callback):
+    """Warns, once per run each, about non-finite scores and tolerated failures
+    (``on_error="worst"``); the history's ``nonfinite`` and ``failures`` count them."""
+
+    def __init__(self, agent_name: str, out: Any, search: Any = None):
+        self.agent_name, self.out, self.search = agent_name, out, search
+        self.warned: set[str] = set()
+
+    def on_generation(self, record: dict) -> None:
+        if record["failures"] and "failures" not in self.warned:
+            self.warned.add("failures")
+            failures = self.search.evaluator.failures if self.search is not None else []
+            warnings.warn(failure_message(self.agent_name, failures, self.out),
+                          RuntimeWarning, stacklevel=3)
+        if record["nonfinite"] and "nonfinite" not in self.warned:
+            self.warned.add("nonfinite")
+            warnings.warn(
+                f"{self.agent_name}.score() returned a non-finite value (NaN or inf) for "
+                f"{record['nonfinite']} candidate(s) of generation {record['generation']}; "
+                f"such candidates are never kept. The history's 'nonfinite' counts them "
+                f"per generation (this warning is given once per run).", RuntimeWarning,
+                stacklevel=3)
+
+
+def failure_message(agent_name: str, failures: list, out: Any) -> str:
+    if not failures:
+        return (f"{agent_name}.score() raised; on_error='worst' scored the candidate -inf "
+                f"and the run goes on (this warning is given once per run).")
+    first = failures[0]
+    source = f"out={str(out)!r}" if out is not None else "seed=..., center=..., candidate=..."
+    return (f"{agent_name}.score() raised on {len(failures)} candidate(s) of generation "
+            f"{first.generation}; on_error='worst' scored them -inf and the run goes on. "
+            f"The history's 'failures' counts them per generation (this warning is given "
+            f"once per run). Replay one with es_search.replay_task(agent, {source}, "
+            f"generation={first.generation}, index={first.index}). First traceback:\n"
+            f"{first.traceback}")
+
+
+def explain(exc: Exception, out: Any, generation: int) -> None:
+    """Add to ``exc`` (a ScoreError or WorkerError) where the run's work is and how to go
+    on."""
+    if isinstance(exc, ScoreError):
+        exc.out = None if out is None else str(out)
+        return
+    note = (f" The checkpoint in {out} (generations before {generation}) is intact: "
+            f"after fixing the cause, continue with run(..., out={str(out)!r}, resume=True)."
+            if out is not None else " Nothing was saved (no out folder).")
+    exc.args = (str(exc.args[0]) + note,) + exc.args[1:]
+
+
+def interrupted(out: Any, completed: int) -> None:
+    if out is None:
+        print(f"es_search: interrupted after {completed} completed generation(s); nothing "
+              f"was saved (pass out=DIR to checkpoint a run).", file=sys.stderr)
+        return
+    print(f"es_search: interrupted after {completed} completed generation(s), all saved in "
+          f"{out}; continue with run(..., out={str(out)!r}, resume=True) and the same "
+          f"settings.", file=sys.stderr)

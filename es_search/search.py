@@ -1,0 +1,147 @@
+"""What a run carries from one generation to the next, and one generation's step.
+
+:class:`Search` holds the strategy and its state, the best score and weights so far
+(with the agent's shared state as of the generation the best was scored), the
+evaluation count, the counters ``merge_reports()`` returned and the history. It is
+what a checkpoint saves (:meth:`Search.checkpoint`) and restores
+(:meth:`Search.resume`); ``run()`` calls :meth:`Search.step` once per generation.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .candidates import Candidate
+from .errors import ScoreError, WorkerError
+from .record import make_record
+from .scores import best_index, is_better
+
+#: ``on_failures(generation, center, candidates, indices, detail)``: called when tasks
+#: of a generation failed (tolerated or not), before the run goes on or raises
+OnFailures = Callable[[int, np.ndarray, list, list, Any], None]
+
+
+class Search:
+    """The state of one run between generations (see the module docstring)."""
+
+    def __init__(self, strategy: Any, evaluator: Any, on_failures: OnFailures | None = None):
+        self.strategy, self.evaluator, self.on_failures = strategy, evaluator, on_failures
+        self.state: Any = None
+        self.best_score = float("nan")
+        self.best_flat: np.ndarray | None = None
+        self.best_shared: dict | None = None
+        self.evaluations = 0
+        self.counters: dict[str, float] = {}
+        self.history: list[dict] = []
+        self.next_generation = 0
+        self.improved = False
+        self._offset = 0.0
+        self._started = time.perf_counter()
+
+    # ------------------------------------------------------------------ start / resume
+    def start(self, seed: int) -> None:
+        """Score the starting agent (generation -1) and initialise the strategy."""
+        local = self.evaluator.local
+        center = local.get_flat()
+        score = self._score(-1, center, [Candidate("center")])[0]
+        self.evaluations = 1
+        self.state = self.strategy.init(center, score, seed)
+        self.best_score, self.best_flat = score, center
+        self.best_shared = self.evaluator.last_shared
+        self._merge()
+
+    def resume(self, saved: dict) -> None:
+        """Continue from a checkpoint's contents."""
+        self.state, self.evaluations = saved["state"], saved["evaluations"]
+        self.best_score, self.best_flat = saved["best_score"], saved["best_flat"]
+        self.best_shared = saved.get("best_shared")
+        self.counters = dict(saved.get("counters") or {})
+        self.history = list(saved["history"])
+        self.next_generation = saved["generation"]
+        self._offset = self.history[-1]["seconds"] if self.history else 0.0
+        if saved.get("shared"):
+            self.evaluator.local.load_shared_state(saved["shared"])
+
+    def checkpoint(self) -> dict:
+        """What continuing before ``next_generation`` needs (the run folder adds the
+        history's line count and digest, and the config)."""
+        local = self.evaluator.local
+        return {"generation": self.next_generation, "strategy": self.strategy,
+                "state": self.state, "best_score": self.best_score,
+                "best_flat": self.best_flat, "evaluations": self.evaluations,
+                "counters": dict(self.counters), "best_shared": self.best_shared,
+                "shared": dict(local.shared_state()) if self.evaluator.hooks else None}
+
+    # ------------------------------------------------------------------ one generation
+    def step(self) -> dict:
+        """Run generation ``next_generation``; its history record."""
+        generation = self.next_generation
+        strategy, evaluator = self.strategy, self.evaluator
+        center = strategy.center(self.state)
+        candidates = strategy.ask(self.state, generation)
+        scores = self._score(generation, center, candidates)
+        failures, shared = len(evaluator.failures), evaluator.last_shared
+        self.evaluations += len(scores)
+        rebuilt: dict[int, Any] = {}
+
+        def rebuild(i: int) -> Any:
+            if i not in rebuilt:
+                rebuilt[i] = evaluator.rebuild(generation, center, candidates[i], i)
+            return rebuilt[i]
+
+        self.state = strategy.tell(self.state, generation, candidates, scores, rebuild)
+        top = best_index(scores)
+        self.improved = top is not None and is_better(scores[top], self.best_score)
+        if self.improved:
+            self.best_score, self.best_flat = scores[top], rebuild(top)
+            self.best_shared = shared
+        self._merge()
+        record = make_record(
+            generation=generation, best_score=self.best_score, scores=scores,
+            sigma=strategy.sigma(self.state), failures=failures,
+            evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
+        self.history.append(record)
+        self.next_generation = generation + 1
+        return record
+
+    def seconds(self) -> float:
+        """Wall-clock seconds the run has spent, summed over resumes."""
+        return self._offset + time.perf_counter() - self._started
+
+    def best_weights(self) -> dict:
+        """The best weights, with the shared state they were scored with."""
+        local = self.evaluator.local
+        current = local.get_flat()
+        local.set_flat(self.best_flat)
+        weights = local.get_weights()
+        local.set_flat(current)
+        if self.best_shared:
+            weights.update({k: v.clone() if hasattr(v, "clone") else v
+                            for k, v in self.best_shared.items()})
+        return weights
+
+    # ------------------------------------------------------------------ helpers
+    def _score(self, generation: int, center: np.ndarray, candidates: list) -> list[float]:
+        evaluator = self.evaluator
+        try:
+            scores = evaluator.score(generation, center, candidates)
+        except (ScoreError, WorkerError) as exc:
+            if self.on_failures is not None:
+                failed = [exc.index] if isinstance(exc, ScoreError) else exc.indices
+                self.on_failures(generation, center, candidates, failed, exc)
+            raise
+        if evaluator.failures and self.on_failures is not None:
+            self.on_failures(generation, center, candidates,
+                             [f.index for f in evaluator.failures], evaluator.failures)
+        return scores
+
+    def _merge(self) -> None:
+        """Fold the last generation's reports into the shared state, in candidate order."""
+        evaluator = self.evaluator
+        if not evaluator.hooks:
+            return
+        counters = evaluator.local.merge_reports(list(evaluator.reports))
+        for name, value in (counters or {}).items():
+            self.counters[name] = self.counters.get(name, 0) + value

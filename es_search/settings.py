@@ -1,0 +1,128 @@
+"""A run's settings, checked once: ``run()``, the :class:`~es_search.Evaluator` and the
+command line all build one :class:`Settings` and share it.
+
+Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
+their own settings); an invalid value raises at construction a ``TypeError`` or
+``ValueError`` that names the setting and says how to fix it.
+
+Example::
+
+    >>> from es_search.settings import Settings
+    >>> Settings(generations=10, n_jobs=2).n_jobs
+    2
+    >>> Settings(n_jobs=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: n_jobs=0 means no workers; ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from .checks import check_int, check_n_jobs, check_positive_float, check_seed
+from .errors import check_on_error
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run is asked to do, besides the agent and the strategy (see ``run()``).
+
+    - ``generations``: generations to reach (None: not a run, e.g. ``evaluate()``);
+    - ``seed``, ``n_jobs``, ``backend``, ``score_kwargs``: what every task sees and where
+      it runs; ``on_error``, ``max_retries``, ``task_timeout``, ``sequential_fallback``:
+      how failures and the in-process/parallel choice are handled;
+    - ``progress``, ``out``, ``resume``: the progress bar and the run folder.
+    """
+
+    generations: int | None = None
+    seed: int = 0
+    n_jobs: int = -1
+    backend: Any = None
+    score_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    on_error: str = "raise"
+    max_retries: int = 2
+    task_timeout: float | None = None
+    sequential_fallback: bool = True
+    progress: bool = True
+    out: Path | None = None
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__  # frozen: normalised values are set once, here
+        if self.generations is not None:
+            set_(self, "generations", check_int("generations", self.generations, 1))
+        set_(self, "seed", check_seed(self.seed))
+        set_(self, "n_jobs", check_n_jobs(self.n_jobs))
+        if self.backend is not None and not isinstance(self.backend, str) and \
+                not hasattr(self.backend, "configure"):
+            raise TypeError(f"backend must be a joblib backend name (e.g. 'loky', "
+                            f"'multiprocessing', 'dask', 'ray'), a joblib backend "
+                            f"instance or None, got {self.backend!r}")
+        if self.score_kwargs is None:
+            set_(self, "score_kwargs", {})
+        if not isinstance(self.score_kwargs, Mapping):
+            raise TypeError(f"score_kwargs must be a dict of keyword arguments for "
+                            f"score(), got {type(self.score_kwargs).__name__}")
+        set_(self, "score_kwargs", dict(self.score_kwargs))
+        check_on_error(self.on_error)
+        set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
+        if self.task_timeout is not None:
+            set_(self, "task_timeout", check_positive_float("task_timeout",
+                                                            self.task_timeout))
+            if self.n_jobs == 1:
+                raise ValueError("task_timeout needs worker processes (n_jobs != 1): a "
+                                 "score() running in this process cannot be stopped")
+        _check_bool("sequential_fallback", self.sequential_fallback)
+        _check_bool("progress", self.progress)
+        _check_bool("resume", self.resume)
+        if self.out is not None:
+            if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__"):
+                raise TypeError(f"out must be a folder path (str or pathlib.Path), got "
+                                f"{self.out!r}")
+            set_(self, "out", Path(self.out))
+        if self.resume and self.out is None:
+            raise ValueError("resume=True continues the run saved in an out folder; "
+                             "pass out=<that folder>")
+
+    @classmethod
+    def for_run(cls, **settings: Any) -> "Settings":
+        """Settings of a run: ``generations`` is required."""
+        check_int("generations", settings.get("generations"), 1)
+        return cls(**settings)
+
+    @property
+    def fallback(self) -> bool:
+        """Whether a generation may be scored in this process (a task timeout only
+        works in a worker)."""
+        return self.sequential_fallback and self.task_timeout is None
+
+    @property
+    def backend_name(self) -> Any:
+        """The backend as recorded in ``config.json``."""
+        return self.backend if self.backend is None or isinstance(self.backend, str) \
+            else repr(self.backend)
+
+    def config(self, agent: Any, strategy: Any) -> dict:
+        """The run's ``config.json`` (what defines it, and how it was run)."""
+        return {
+            "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
+            "strategy": strategy.config(),
+            "generations": self.generations,
+            "seed": self.seed,
+            "score_kwargs": dict(self.score_kwargs),
+            "n_jobs": self.n_jobs,
+            "backend": self.backend_name,
+            "num_evolved": agent.num_evolved(),
+        }
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))

@@ -1,0 +1,228 @@
+"""The worker side of the engine: one seeded task, a chunk of tasks, the agent cache.
+
+Everything here runs wherever a task runs (a worker process, or this process on the
+in-process path, in ``replay_task`` and when a winner is rebuilt): :func:`run_task` is
+the one definition of what a task is. Nothing here knows about joblib or backends
+except through :func:`es_search.backends.load` (payload references).
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import os
+import time
+import traceback
+import warnings
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import numpy as np
+import torch
+
+try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    from joblib.externals import cloudpickle
+
+from . import backends as _backends
+from . import candidates as _candidates
+from .agent import Agent
+from .candidates import Candidate
+from .errors import ScoreError, TaskFailure
+from .scores import NotAScore, as_score
+from .seeding import preserved_global_rngs, seed_global_rngs, stream_seed, task_seed
+
+
+class Payload(NamedTuple):
+    """What every task of a generation shares: the centre, the ``score_kwargs`` and
+    the agent's shared state (``Agent.shared_state()``; None when it has none)."""
+
+    center: np.ndarray
+    score_kwargs: Mapping[str, Any]
+    shared: Mapping[str, Any] | None = None
+
+
+def generation_seed(seed: int, generation: int) -> int:
+    """The seed every task of ``generation`` shares (``agent.generation_seed``)."""
+    return stream_seed(seed, 2, generation + 1)
+
+
+_HOOKS = ("task_report", "merge_reports", "shared_state", "load_shared_state")
+
+
+def has_hooks(agent: Any) -> bool:
+    """Whether ``agent`` overrides any shared-statistics hook of :class:`Agent` (if not,
+    the engine skips reports, merges and shared state altogether)."""
+    return any(getattr(type(agent), name) is not getattr(Agent, name) for name in _HOOKS)
+
+
+def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
+             generation: int, index: int, *, score: bool = True) -> tuple[float, Any]:
+    """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``.
+
+    Sets ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs
+    (random, NumPy, torch) with the task seed, loads ``payload.shared``, builds
+    ``candidate`` around ``payload.center`` and, unless ``score=False`` (rebuilding a
+    winner), scores it under ``torch.no_grad()``. Returns ``(score, report)``
+    (``agent.task_report()``, None for agents without statistics); ``(nan, None)``
+    with ``score=False``. Exceptions propagate. The caller's RNG state is not restored
+    (wrap the call in :class:`~es_search.seeding.preserved_global_rngs`).
+    """
+    agent.task_seed = seed_ = task_seed(seed, generation, index)
+    agent.generation_seed = generation_seed(seed, generation)
+    try:
+        with torch.no_grad():
+            seed_global_rngs(seed_)
+            if payload.shared:
+                agent.load_shared_state(payload.shared)
+            _candidates.build(agent, payload.center, candidate, seed, generation)
+            if not score:
+                return float("nan"), None
+            value = as_score(agent.score(**payload.score_kwargs), agent)
+            return value, agent.task_report()
+    finally:
+        agent.task_seed = None
+        agent.generation_seed = None
+
+
+def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
+                seed: int, generation: int, start: int,
+                on_error: str = "raise") -> tuple[list[Any], list[Any]]:
+    """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order:
+    their scores and reports.
+
+    The global RNGs are restored afterwards. A task that raises stops the chunk with a
+    :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` (and
+    a None report) in its place.
+    """
+    scores: list[Any] = []
+    reports: list[Any] = []
+    with preserved_global_rngs():
+        for offset, candidate in enumerate(candidates):
+            index = start + offset
+            try:
+                value, report = run_task(agent, payload, candidate, seed, generation, index)
+            except NotAScore:
+                raise
+            except Exception as exc:
+                seed_ = task_seed(seed, generation, index)
+                if on_error == "worst":
+                    scores.append(TaskFailure(generation, index, seed_,
+                                              traceback.format_exc()))
+                    reports.append(None)
+                    continue
+                raise ScoreError(type(agent).__name__, generation, index, seed_,
+                                 traceback.format_exc(), exc) from exc
+            scores.append(value)
+            reports.append(report)
+    return scores, reports
+
+
+def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """How ``n`` candidates are cut into chunks for ``parts`` workers: contiguous,
+    near-equal ``(start, stop)`` ranges covering ``range(n)``, in order.
+
+    Results do not depend on the cut (every task is seeded by its index); it is the one
+    place that decides it.
+    """
+    parts = max(1, min(parts, n))
+    bounds = [n * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts) if bounds[k] < bounds[k + 1]]
+
+
+# --------------------------------------------------------------------- in the workers
+_WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict()
+_WORKER_CACHE_SIZE = 4
+_SHARED: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded shared state)
+
+
+def worker_agent(token: str, skeleton: Any) -> Agent:
+    """The agent for ``token``, unpickled once per worker process and cached.
+
+    ``skeleton`` is the pickled skeleton or a reference to it (``backends.load``; read
+    only when this process has not cached the token yet).
+    """
+    agent = _WORKER_AGENTS.get(token)
+    if agent is None:
+        agent = cloudpickle.loads(_backends.load(skeleton))
+        for _, p in agent.evolved_parameters():
+            p.data = torch.empty(p.shape, dtype=p.dtype)
+        _WORKER_AGENTS[token] = agent
+        while len(_WORKER_AGENTS) > _WORKER_CACHE_SIZE:
+            old, _ = _WORKER_AGENTS.popitem(last=False)
+            _SHARED.pop(old, None)
+    return agent
+
+
+def _shared_state(token: str, ref: Any) -> Any:
+    """The shared state behind ``ref``, unpickled once per worker and generation."""
+    if ref is None:
+        return None
+    cached = _SHARED.get(token)
+    if cached is not None and cached[0] == ref:
+        return cached[1]
+    state = cloudpickle.loads(_backends.load(ref))
+    _SHARED[token] = (ref, state)
+    return state
+
+
+def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
+                candidates: Sequence[Candidate], seed: int, generation: int, start: int,
+                score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                ) -> tuple[list[Any], list[Any], float]:
+    """A worker's share of a generation: its scores, reports and the seconds they took.
+
+    ``center`` and ``shared`` are what the pool's ``put`` returned (references on
+    local pools).
+    """
+    with _backends.CHUNK_LOCK:
+        began = time.perf_counter()
+        agent = worker_agent(token, skeleton)
+        payload = Payload(_backends.load(center), score_kwargs, _shared_state(token, shared))
+        with single_torch_thread(), warnings.catch_warnings():
+            # the centre may be a read-only memory map; set_flat only reads it
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
+            scores, reports = score_tasks(agent, payload, candidates, seed, generation,
+                                          start, on_error)
+        return scores, reports, time.perf_counter() - began
+
+
+def warm_chunk(token: str, skeleton: Any) -> int:
+    """Start-up task: import everything, cache the agent; returns the worker's pid."""
+    with _backends.CHUNK_LOCK:
+        worker_agent(token, skeleton)
+        time.sleep(0.005)  # long enough that one warm worker does not take every task
+    return os.getpid()
+
+
+def ping() -> float:
+    return time.perf_counter()
+
+
+class single_torch_thread:
+    """Context manager: torch uses one intra-op thread inside the block.
+
+    Every scoring task runs like this, in a worker or in this process, so that reductions
+    are summed in the same order whatever the path (and workers do not oversubscribe).
+    """
+
+    def __enter__(self) -> "single_torch_thread":
+        self._threads = torch.get_num_threads()
+        if self._threads != 1:
+            torch.set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._threads != 1:
+            torch.set_num_threads(self._threads)
+
+
+def skeleton_bytes(agent: Agent) -> bytes:
+    """The agent pickled with its evolved parameters stripped to one shared zero.
+
+    An expanded zero-dim tensor pickles as a single element, so the skeleton's size does
+    not grow with the number of evolved parameters.
+    """
+    skeleton = copy.deepcopy(agent)
+    for _, p in skeleton.evolved_parameters():
+        p.data = torch.zeros((), dtype=p.dtype).expand(p.shape)
+    return cloudpickle.dumps(skeleton)

@@ -1,0 +1,84 @@
+"""The callback protocol (es_search.callbacks.base): on_start / on_generation / on_end,
+plain callables, stopping a run that then resumes as if never stopped."""
+import pytest
+
+import es_search
+from es_search.callbacks import Callback
+
+from agents import Quadratic, RandomScore
+
+KW = dict(population=3, sigma=0.5, seed=2, n_jobs=1, progress=False)
+
+
+class Recorder(Callback):
+    def __init__(self, stop_at=None):
+        self.events, self.stop_at = [], stop_at
+
+    def on_start(self, info):
+        self.events.append(("start", info.first_generation, info.generations,
+                            len(info.history), info.out))
+
+    def on_generation(self, record):
+        self.events.append(("generation", record["generation"]))
+        return record["generation"] == self.stop_at
+
+    def on_end(self, result):
+        self.events.append(("end", result.generations))
+
+
+def test_methods_are_called_in_order():
+    recorder = Recorder()
+    es_search.run(Quadratic(), generations=3, callbacks=[recorder], **KW)
+    assert recorder.events == [("start", 0, 3, 0, None), ("generation", 0),
+                               ("generation", 1), ("generation", 2), ("end", 3)]
+
+
+def test_a_plain_callable_and_a_duck_typed_object_work():
+    seen = []
+
+    class OnlyEnd:
+        def on_end(self, result):
+            seen.append(("end", result.generations))
+
+    es_search.run(Quadratic(), generations=2, callbacks=[seen.append, OnlyEnd()], **KW)
+    assert [r["generation"] for r in seen[:2]] == [0, 1] and seen[2] == ("end", 2)
+
+
+def test_a_bad_callback_is_refused_before_any_work():
+    with pytest.raises(TypeError, match="callbacks must be callables"):
+        es_search.run(Quadratic(), generations=2, callbacks=[42], **KW)
+
+
+def test_a_stopped_run_resumes_and_equals_the_uninterrupted_one(tmp_path):
+    full = es_search.run(RandomScore(), generations=5, **KW)
+    stopper = Recorder(stop_at=1)
+    stopped = es_search.run(RandomScore(), generations=5, out=tmp_path,
+                            callbacks=[stopper], **KW)
+    assert stopped.generations == 2 and stopper.events[-1] == ("end", 2)
+    again = Recorder()
+    resumed = es_search.run(RandomScore(), generations=5, out=tmp_path, resume=True,
+                            callbacks=[again], **KW)
+    assert again.events[0] == ("start", 2, 5, 2, tmp_path)
+
+    def strip(result):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in result.history]
+
+    assert strip(resumed) == strip(full) and resumed.best_score == full.best_score
+
+
+def test_generation_seed_is_shared_by_a_generation_and_none_outside():
+    class Probe(es_search.Agent):
+        def __init__(self):
+            super().__init__()
+            import torch
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def score(self):
+            return float(self.generation_seed % 1000003)
+
+    result = es_search.run(Probe(), generations=3, population=4, n_jobs=2, seed=1,
+                           progress=False)
+    per_generation = [set(r["scores"]) for r in result.history]
+    assert all(len(s) == 1 for s in per_generation)
+    assert len(set.union(*per_generation)) == 3
+    assert Probe().generation_seed is None

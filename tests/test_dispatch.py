@@ -1,0 +1,118 @@
+"""The in-process/parallel choice (es_search.dispatch.DispatchPolicy): what it chooses
+from given measurements, and that the choice never changes a result."""
+import time
+
+import pytest
+import torch
+
+import es_search
+from es_search.candidates import Candidate
+from es_search.dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
+from es_search.evaluation import Evaluator
+from es_search.problems.sphere import Sphere
+
+MS = 1e-3
+
+
+class Sleeper(es_search.Agent):
+    """A score that takes ``seconds`` of wall time and no CPU."""
+
+    def __init__(self, seconds=5 * MS):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3))
+        self.seconds = seconds
+
+    def score(self):
+        time.sleep(self.seconds)
+        return -float((self.w ** 2).sum())
+
+
+def started(n_workers=2, task=5 * MS, probes=(1 * MS, 1.2 * MS, 0.9 * MS), fallback=True):
+    """A policy after the engine's start: empty probe rounds, then the starting agent
+    scored in this process (one task)."""
+    policy = DispatchPolicy(n_workers, fallback)
+    for seconds in probes:
+        policy.overhead(seconds)
+    policy.completed(SEQUENTIAL, 1, task)
+    return policy
+
+
+def test_5ms_scores_use_the_workers_after_a_cold_first_generation():
+    """Population 8, 2 workers, ~5 ms tasks: the first parallel generation is cold (8 ms
+    extra, slower workers) and later ones are noisy; every generation stays parallel."""
+    policy = started()
+    assert policy.choose(8) == PARALLEL
+    # cold: 8 ms of start-up on top, tasks 30% slower: 4 * 6.5 + 8 + 1 = 35 ms
+    policy.completed(PARALLEL, 8, wall=35 * MS, busy=52 * MS, busiest=26 * MS)
+    assert policy.choose(8) == PARALLEL
+    for wall, busy, busiest in [(22, 40, 20.5), (30, 41, 21), (21.5, 40, 20.2),
+                                (45, 44, 23), (22, 40, 20.6)]:  # one noisy round
+        policy.completed(PARALLEL, 8, wall * MS, busy * MS, busiest * MS)
+        assert policy.choose(8) == PARALLEL
+    assert policy.counts == {PARALLEL: 6, SEQUENTIAL: 0}
+
+
+def test_trivial_scores_stay_in_this_process_and_are_not_reprobed():
+    policy = started(task=10e-6)  # 10 us per task, 1 ms per round trip
+    for _ in range(3 * policy.reprobe_every):
+        assert policy.choose(16) == SEQUENTIAL
+        policy.completed(SEQUENTIAL, 16, 16 * 10e-6)
+    assert policy.counts[PARALLEL] == 0
+
+
+def test_a_lost_parallel_path_is_retried_now_and_then_when_not_hopeless():
+    policy = started(task=1 * MS, probes=(4.5 * MS,))  # 8 ms in-process, 8.5 ms parallel
+    choices = []
+    for _ in range(2 * policy.reprobe_every + 2):
+        choice = policy.choose(8)
+        choices.append(choice)
+        if choice == SEQUENTIAL:
+            policy.completed(SEQUENTIAL, 8, 8 * MS)
+        else:
+            policy.completed(PARALLEL, 8, 9 * MS, busy=8 * MS, busiest=4 * MS)
+    assert choices[0] == SEQUENTIAL
+    assert choices[policy.reprobe_every] == PARALLEL
+    assert choices.count(PARALLEL) == 2
+
+
+def test_one_cold_measurement_does_not_flip_a_persistent_change():
+    """The overhead is the smallest recent one: after the window is full of slow rounds
+    (the machine got busy), the in-process path wins."""
+    policy = started(task=2 * MS)
+    assert policy.choose(8) == PARALLEL
+    for _ in range(policy._overhead.maxlen):
+        policy.completed(PARALLEL, 8, wall=30 * MS, busy=16 * MS, busiest=8 * MS)
+    assert policy.overhead_seconds == pytest.approx(22 * MS)
+    assert policy.choose(8) == SEQUENTIAL
+
+
+def test_no_fallback_means_always_parallel():
+    policy = started(task=1e-6, fallback=False)
+    assert policy.choose(16) == PARALLEL
+
+
+def test_a_sleeping_agent_is_scored_by_the_workers_every_generation():
+    """Sleeps cost no CPU, so the parallel path's advantage (2x with 2 workers) holds on
+    a loaded machine: every generation goes to the workers."""
+    with Evaluator(Sleeper(20 * MS), seed=0, n_jobs=2) as ev:
+        if ev.n_workers < 2:
+            pytest.skip("needs 2 worker processes")
+        center = ev.local.get_flat()
+        ev.score(-1, center, [Candidate("center")])
+        for generation in range(4):
+            ev.score(generation, center, [Candidate("jitter", 0.1)] * 8)
+        assert ev.stats["parallel_generations"] == 4
+        assert ev.stats["sequential_generations"] == 0
+
+
+def test_the_path_does_not_change_the_scores():
+    candidates = [Candidate("jitter", 0.1)] * 5 + [Candidate("center")] + \
+        [Candidate("noise", 0.2, s, k) for k in range(3) for s in (1.0, -1.0)]
+    with Evaluator(Sphere(dim=50), seed=3, n_jobs=2) as ev:
+        center = ev.local.get_flat()
+        ev.policy.choose = lambda n: SEQUENTIAL
+        here = ev.score(2, center, candidates)
+        ev.policy.choose = lambda n: PARALLEL
+        there = ev.score(2, center, candidates)
+        assert ev.stats["last_path"] == (PARALLEL if ev.pool is not None else SEQUENTIAL)
+    assert here == there

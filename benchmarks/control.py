@@ -56,6 +56,8 @@ class Args:
     evotorch_python: str = "/work/venvs/evotorch/bin/python"
     no_evotorch: bool = False
     no_es_search: bool = False
+    render: bool = False
+    """only rewrite control.md from control.json"""
     append: bool = False
     """keep the rows of an earlier control.json (same task, framework, seed replaced)"""
     out: str = str(HERE / "results")
@@ -213,18 +215,17 @@ def verdict(row: dict, task: Task) -> str:
 
 def render(rows: list[dict], meta: dict) -> str:
     lines = ["# Control ladder: es_search vs EvoTorch", "",
-             f"{meta['date']}, {meta['cores']} cores ({meta['machine']}), commit "
-             f"{meta['commit']}. Command: `{meta['command']}`. The machine was shared with "
-             f"other work (load average {meta['load_before']} before, "
-             f"{meta['load_after']} after): wall times and rates are noisy.", "",
+             f"{meta['cores']} cores ({meta['machine']}). The machine was shared with other "
+             f"work (1-minute load average before and after each row, on 2 cores): wall "
+             f"times and rates are noisy.", "",
              "Test mean: the final policy on 100 episodes (true rewards). Rate: environment "
              "steps per second of the whole run (worker start included); ceiling: es_search's "
              "final policy stepped with no framework, one process per core, measured right "
              "after its run (EvoTorch rows are compared with the same figure).",
              "",
              "| task | framework | seed | budget s | wall s | env steps | steps/s | ceiling "
-             "steps/s | rate / ceiling | test mean ± std | target |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "steps/s | rate / ceiling | test mean ± std | target | load before/after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ceilings = {(r["task"], r["seed"]): r.get("ceiling") for r in rows
                 if r["framework"] == "es_search"}
     for row in rows:
@@ -237,8 +238,18 @@ def render(rows: list[dict], meta: dict) -> str:
             f"| {row['task']} | {row['framework']} | {row['seed']} | {row['budget_s']:.0f} | "
             f"{row['wall_s']:.0f} | {row.get('steps') or '-'} | {rate:,.0f} | "
             f"{(f'{ceil:,.0f}' if ceil else '-')} | {ratio} | {row['test_mean']:.1f} ± "
-            f"{row['test_std']:.1f} | {target} |")
+            f"{row['test_std']:.1f} | {target} | {_load(row)} |")
+    commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
+                       for r in rows if r.get("run")})
+    if commands:
+        lines += ["", "Rows come from these invocations (date UTC, commit, command):", ""]
+        lines += [f"- {d}, {c}: `{cmd}`" for d, c, cmd in commands]
     return "\n".join(lines) + "\n"
+
+
+def _load(row: dict) -> str:
+    load = (row.get("run") or {}).get("load")
+    return f"{load[0]} / {load[1]}" if load else "-"
 
 
 def main(argv=None) -> int:
@@ -252,6 +263,10 @@ def main(argv=None) -> int:
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.render:
+        saved = json.loads((out / "control.json").read_text())
+        (out / "control.md").write_text(render(saved["rows"], saved["meta"]))
+        return 0
     rows = []
     if args.append and (out / "control.json").exists():
         rows = json.loads((out / "control.json").read_text())["rows"]
@@ -261,13 +276,14 @@ def main(argv=None) -> int:
             "cores": cores(args.n_jobs), "machine": platform.processor() or platform.machine(),
             "commit": commit, "command": "python benchmarks/control.py " + " ".join(
                 sys.argv[1:] if argv is None else argv),
-            "load_before": round(os.getloadavg()[0], 1), "args": dataclasses.asdict(args)}
+            "args": dataclasses.asdict(args)}
     n = cores(args.n_jobs)
 
-    def save(row: dict) -> None:
+    def save(row: dict, load_before: float) -> None:
+        row["run"] = {"date": meta["date"], "commit": commit, "command": meta["command"],
+                      "load": [load_before, round(os.getloadavg()[0], 1)]}
         rows[:] = [r for r in rows if (r["task"], r["framework"], r["seed"]) !=
                    (row["task"], row["framework"], row["seed"])] + [row]
-        meta["load_after"] = round(os.getloadavg()[0], 1)
         (out / "control.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         (out / "control.md").write_text(render(rows, meta))
         print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
@@ -276,13 +292,15 @@ def main(argv=None) -> int:
         task = LADDER[name]
         for seed in seeds:
             if not args.no_es_search:
+                load = round(os.getloadavg()[0], 1)
                 row, final = run_es_search(task, seed, args)
                 returns = test_returns(final, args.test_episodes, n)
                 row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
                            ceiling=ceiling(final, n, args.ceiling_seconds))
-                save(row)
+                save(row, load)
             if not args.no_evotorch:
-                save(run_evotorch(task, seed, args))
+                load = round(os.getloadavg()[0], 1)
+                save(run_evotorch(task, seed, args), load)
     return 0
 
 

@@ -108,7 +108,6 @@ class GymPolicy(Agent):
 
     env_id = ""
     discrete = True
-    generation_seed: int | None = None
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
 

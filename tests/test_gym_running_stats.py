@@ -67,3 +67,26 @@ def test_saved_best_weights_score_exactly_as_they_were_scored(tmp_path):
                                  center=agent.get_flat()) == result.best_score
     # the test returns of the loaded policy do not depend on the search's reward_offset
     assert np.isfinite(loaded.returns(2)).all()
+
+
+SEEN: list = []
+
+
+class SeedLog(es_search.problems.GymPolicy):
+    env_id = "Pendulum-v1"
+
+    def score(self, **kwargs):
+        SEEN.append(tuple(self.episode_seeds()))
+        return super().score(**kwargs)
+
+
+def test_crn_candidates_of_a_generation_play_the_same_episodes_in_a_run():
+    SEEN.clear()
+    es_search.run(SeedLog(max_steps=5, episodes=2, crn=True), generations=2,
+                  strategy="ars", population=4, n_jobs=1, seed=1, progress=False)
+    start, first, second = SEEN[:1], SEEN[1:5], SEEN[5:]
+    assert len(set(first)) == 1 and len(set(second)) == 1 and first[0] != second[0]
+    SEEN.clear()
+    es_search.run(SeedLog(max_steps=5, episodes=2), generations=1, strategy="ars",
+                  population=4, n_jobs=1, seed=1, progress=False)
+    assert len(set(SEEN[1:])) == 4  # without crn: one episode set per task

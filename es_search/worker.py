@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 import os
 import time
 import traceback
@@ -41,6 +42,7 @@ class Payload(NamedTuple):
     shared: Mapping[str, Any] | None = None
 
 
+@functools.lru_cache(maxsize=16)  # once per generation, not per task (~20 us each)
 def generation_seed(seed: int, generation: int) -> int:
     """The seed every task of ``generation`` shares (``agent.generation_seed``)."""
     return stream_seed(seed, 2, generation + 1)
@@ -67,21 +69,25 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
     with ``score=False``. Exceptions propagate. The caller's RNG state is not restored
     (wrap the call in :class:`~es_search.seeding.preserved_global_rngs`).
     """
-    agent.task_seed = seed_ = task_seed(seed, generation, index)
-    agent.generation_seed = generation_seed(seed, generation)
+    seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
+    seeds["task_seed"] = seed_ = task_seed(seed, generation, index)
+    seeds["generation_seed"] = generation_seed(seed, generation)
+    grad = torch.is_grad_enabled()  # no_grad() costs ~2 us: only when needed
+    if grad:
+        torch.set_grad_enabled(False)
     try:
-        with torch.no_grad():
-            seed_global_rngs(seed_)
-            if payload.shared:
-                agent.load_shared_state(payload.shared)
-            _candidates.build(agent, payload.center, candidate, seed, generation)
-            if not score:
-                return float("nan"), None
-            value = as_score(agent.score(**payload.score_kwargs), agent)
-            return value, agent.task_report()
+        seed_global_rngs(seed_)
+        if payload.shared:
+            agent.load_shared_state(payload.shared)
+        _candidates.build(agent, payload.center, candidate, seed, generation)
+        if not score:
+            return float("nan"), None
+        value = as_score(agent.score(**payload.score_kwargs), agent)
+        return value, agent.task_report()
     finally:
-        agent.task_seed = None
-        agent.generation_seed = None
+        if grad:
+            torch.set_grad_enabled(True)
+        seeds["task_seed"] = seeds["generation_seed"] = None
 
 
 def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
@@ -96,7 +102,7 @@ def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     """
     scores: list[Any] = []
     reports: list[Any] = []
-    with preserved_global_rngs():
+    with preserved_global_rngs(), torch.no_grad():
         for offset, candidate in enumerate(candidates):
             index = start + offset
             try:

@@ -221,14 +221,17 @@ def render(rows: list[dict], meta: dict) -> str:
              "Test mean: the final policy on 100 episodes (true rewards). Rate: environment "
              "steps per second of the whole run (worker start included); ceiling: es_search's "
              "final policy stepped with no framework, one process per core, measured right "
-             "after its run (EvoTorch rows are compared with the same figure).",
+             "after its run and after its test (the higher; rows before 04:15 UTC: once, "
+             "after the run); EvoTorch rows are compared with the same figure.",
              "",
              "| task | framework | seed | budget s | wall s | env steps | steps/s | ceiling "
              "steps/s | rate / ceiling | test mean ± std | target | load before/after |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ceilings = {(r["task"], r["seed"]): r.get("ceiling") for r in rows
                 if r["framework"] == "es_search"}
-    for row in rows:
+    order = list(LADDER)
+    for row in sorted(rows, key=lambda r: (order.index(r["task"]), r["seed"],
+                                           r["framework"] != "es_search")):
         task = LADDER[row["task"]]
         rate = row["steps"] / row["wall_s"] if row.get("steps") else math.nan
         ceil = ceilings.get((row["task"], row["seed"]))
@@ -294,9 +297,11 @@ def main(argv=None) -> int:
             if not args.no_es_search:
                 load = round(os.getloadavg()[0], 1)
                 row, final = run_es_search(task, seed, args)
+                # the ceiling right after the run and again after the test: the higher
+                first = ceiling(final, n, args.ceiling_seconds)
                 returns = test_returns(final, args.test_episodes, n)
                 row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
-                           ceiling=ceiling(final, n, args.ceiling_seconds))
+                           ceiling=max(first, ceiling(final, n, args.ceiling_seconds)))
                 save(row, load)
             if not args.no_evotorch:
                 load = round(os.getloadavg()[0], 1)

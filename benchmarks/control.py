@@ -243,6 +243,23 @@ def render(rows: list[dict], meta: dict) -> str:
             f"{row['wall_s']:.0f} | {row.get('steps') or '-'} | {rate:,.0f} | "
             f"{(f'{ceil:,.0f}' if ceil else '-')} | {ratio} | {row['test_mean']:.1f} ± "
             f"{row['test_std']:.1f} | {target} | {_load(row)} |")
+    lines += ["", "Medians over the seeds run (issue 8's targets are medians of 3 seeds):", "",
+              "| task | framework | seeds | median test mean | median steps/s / ceiling | "
+              "target on the median |", "|---|---|---|---|---|---|"]
+    for name in order:
+        for framework in ("es_search", "evotorch"):
+            group = [r for r in rows if r["task"] == name and r["framework"] == framework]
+            if not group:
+                continue
+            mean = float(np.median([r["test_mean"] for r in group]))
+            ratios = [r["steps"] / r["wall_s"] / ceilings[(r["task"], r["seed"])]
+                      for r in group if r.get("steps") and ceilings.get((r["task"], r["seed"]))]
+            ratio = f"{np.median(ratios):.2f}" if ratios else "-"
+            task = LADDER[name]
+            target = "-" if task.target is None else (
+                f"{task.target:g}: {'met' if mean >= task.target else 'not met'}")
+            lines.append(f"| {name} | {framework} | {len(group)} | {mean:.1f} | {ratio} | "
+                         f"{target} |")
     commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
                        for r in rows if r.get("run")})
     if commands:
@@ -268,6 +285,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.render:
+        if not (out / "control.json").exists():
+            raise SystemExit(f"--render rewrites control.md from {out}/control.json, which "
+                             f"does not exist: run the benchmark first")
         saved = json.loads((out / "control.json").read_text())
         (out / "control.md").write_text(render(saved["rows"], saved["meta"]))
         return 0

@@ -15,7 +15,9 @@ machine's ceiling: the same policy stepped with no framework, one process per co
 measured in the same run right after the training. EvoTorch (GymNE with PGPE + ClipUp at
 its documented settings, one Ray actor per core) runs in a subprocess with the
 interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
-dependency). Writes ``benchmarks/results/control.{json,md}``.
+dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip
+install -c constraints.txt torch==2.13.0 evotorch==0.6.1 'gymnasium[box2d,mujoco]'``).
+Writes ``benchmarks/results/control.{json,md}``.
 """
 from __future__ import annotations
 

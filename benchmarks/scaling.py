@@ -1,16 +1,52 @@
-"""Core-scaling benchmark of es_search's evaluation engine (issue 3).
+"""Core-scaling benchmark of es_search's evaluation engine, with this repository's
+targets (issue 3) and README table.
 
     python benchmarks/scaling.py [--quick] [--out DIR] [--n-jobs 1,2,4] [--readme README.md]
+    python benchmarks/scaling.py --render benchmarks/results/scaling.json --out DIR
 
-The same as ``es-search bench``; the code lives in ``es_search/bench.py`` so that it
-works from an installed package too.
+It measures with the library (``es_search.bench``, the same as ``es-search bench``), then
+judges the issue's targets (``benchmarks/scaling_targets.py``), appends them to
+``scaling.md``, stores them in ``scaling.json`` and, with ``--readme``, replaces the
+table between the README's ``<!-- scaling-table:... -->`` markers
+(``benchmarks/readme_table.py``). ``--render`` measures nothing: it re-renders and
+re-judges a saved run.
 """
+from __future__ import annotations
+
+import argparse
 import os
 import sys
+from typing import Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.dirname(HERE), HERE) if p not in sys.path]
 
-from es_search.bench import main  # noqa: E402
+from es_search.bench import add_arguments, markdown  # noqa: E402
+from es_search.bench.command import report, result_from_args  # noqa: E402
+from readme_table import table_in, update_readme  # noqa: E402
+from scaling_targets import judge, targets_markdown  # noqa: E402
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scaling", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    parser.add_argument("--readme", default=None, metavar="PATH",
+                        help="also replace the table between the README's markers")
+    args = parser.parse_args(argv)
+    if args.readme:  # before minutes of measuring: the README must have the markers
+        with open(args.readme) as f:
+            try:
+                table_in(f.read())
+            except ValueError as exc:
+                parser.error(f"--readme {args.readme}: {exc}")
+    result = result_from_args(args)
+    section = targets_markdown(judge(result))
+    code = report(result, args.out, [section])
+    if args.readme:
+        update_readme(args.readme, markdown(result) + section)
+        print(f"updated the table in {args.readme}")
+    return code
+
 
 if __name__ == "__main__":
     sys.exit(main())

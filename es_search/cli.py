@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import json
 import re
 import shlex
 import sys
@@ -16,10 +15,6 @@ from . import __version__
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .problems import BUILTINS, ProblemError, load_problem
 from .strategies import DEFAULT, STRATEGIES
-
-
-#: the problem and its -p parameters, in the out folder (compared on --resume)
-COMMAND = "command.json"
 
 
 class UsageError(Exception):
@@ -104,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list")
+    from .callbacks.options import add_arguments as add_callback_arguments
+    add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
@@ -132,25 +129,6 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_command(args: argparse.Namespace, params: dict) -> None:
-    """The problem and its parameters, which run() cannot see, recorded in
-    ``OUT/command.json`` and compared on ``--resume``."""
-    from .checkpoint import CHECKPOINT, differences
-    from .output import dump_json, from_json, to_json
-
-    path = Path(args.out) / COMMAND
-    current = {"problem": args.problem, "params": params}
-    if args.resume and path.exists() and (Path(args.out) / CHECKPOINT).exists():
-        saved = from_json(json.loads(path.read_text()))
-        diff = differences(saved, from_json(json.loads(json.dumps(to_json(current)))),
-                           ("problem", "params"))
-        if diff:
-            raise UsageError(f"cannot resume the run in {args.out}: " + "; ".join(diff)
-                             + " (use the same problem and -p values, or another --out)")
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    dump_json(path, current)
-
-
 def _strategy_options(cls: type) -> str:
     import inspect
     shown = [f"{p.name}={p.default!r}" for p in inspect.signature(cls.__init__).parameters
@@ -160,14 +138,25 @@ def _strategy_options(cls: type) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .run import run
+    from .output import claim, record_command
 
     cls = load_problem(args.problem)
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
-    if args.out:
-        _check_command(args, params)
+    from .callbacks.options import from_args
+    callbacks = from_args(args, args.problem)
+    with claim(args.out) if args.out else contextlib.nullcontext():
+        if args.out:  # the problem and -p values, which run() cannot see
+            record_command(args.out, {"problem": args.problem, "params": params},
+                           args.resume)
+        return _build_and_run(args, cls, params, callbacks)
+
+
+def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
+                   callbacks: list) -> int:
+    from .run import run
+
     try:
         agent = cls(**params)
     except TypeError as exc:
@@ -194,10 +183,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
                      on_error=args.on_error, max_retries=args.max_retries,
-                     task_timeout=args.task_timeout, strategy_options=strategy_options)
+                     task_timeout=args.task_timeout, strategy_options=strategy_options,
+                     callbacks=callbacks)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+    reason = next((cb.reason for cb in callbacks if getattr(cb, "reason", None)), None)
+    if reason and result.generations < generations:
+        print(f"stopped early: {reason}" + (" (continue the run with --resume, without "
+                                             "this rule)" if args.out else ""))
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))

@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
 
 from . import backends as _backends
 from .agent import Agent
+from .batched import group_size
 from .candidates import Candidate
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
@@ -102,6 +103,7 @@ class Evaluator:
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self.hooks = has_hooks(agent)
+        group_size(agent)  # a bad score_batch_size fails here, before any worker starts
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None
@@ -214,7 +216,7 @@ class Evaluator:
         center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
-        bounds = chunk_bounds(n, self.n_workers)
+        bounds = chunk_bounds(n, self.n_workers, group_size(self.local))
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
                  generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk

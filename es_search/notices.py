@@ -6,13 +6,13 @@ import sys
 import warnings
 from typing import Any
 
-from .callbacks.base import Callback
 from .errors import ScoreError
 
 
-class Warnings(Callback):
+class Warnings:
     """Warns, once per run each, about non-finite scores and tolerated failures
-    (``on_error="worst"``); the history's ``nonfinite`` and ``failures`` count them."""
+    (``on_error="worst"``); the history's ``nonfinite`` and ``failures`` count them. A
+    callback (``on_generation`` only, :mod:`es_search.callbacks.base`)."""
 
     def __init__(self, agent_name: str, out: Any, search: Any = None):
         self.agent_name, self.out, self.search = agent_name, out, search

@@ -13,6 +13,8 @@
   tasks of generation ``g`` that failed;
 - ``result.json``: the summary, at the end; ``plot.png``: best and mean score per
   generation, at the end, when matplotlib is installed;
+- ``command.json``: the problem and its parameters, on the command line (``es-search
+  run``), compared on ``--resume``;
 - ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
   into it fails at once; the kernel releases it when the process dies, however it dies.
 
@@ -20,16 +22,16 @@
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
 from . import checkpoint as _checkpoint
-from .callbacks.base import Callback, RunInfo
 from .files import atomic_write, dump_json, from_json, read_history, to_json
 from .interrupt import deferred_sigint
 
@@ -46,10 +48,13 @@ PLOT = "plot.png"
 CHECKPOINT = "checkpoint.pkl"
 FAILURES = "failures"
 LOCK = ".lock"
+#: written by the command line: the problem and its -p parameters (checked on --resume)
+COMMAND = "command.json"
 
-__all__ = ["BEST_WEIGHTS", "CHECKPOINT", "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT",
-           "RESULT", "OutFolderError", "RunFolder", "atomic_write", "dump_json",
-           "failure_path", "from_json", "read_history", "to_json"]
+__all__ = ["BEST_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK",
+           "PLOT", "RESULT", "OutFolderError", "RunFolder", "acquire", "atomic_write",
+           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
+           "read_history", "record_command", "release", "to_json"]
 
 
 class OutFolderError(ValueError):
@@ -61,11 +66,31 @@ def failure_path(out: Any, generation: int) -> Path:
     return Path(out) / FAILURES / f"generation-{generation}.pkl"
 
 
-def lock_folder(path: Path) -> Any:
-    """Create ``path`` if needed and hold its lock; the open lock file (close it to
-    release). :class:`OutFolderError` when it cannot be written or is in use."""
+def failure_generations(out: Any) -> list[int]:
+    """The generations ``out`` holds failure records for, in order."""
+    return sorted(int(p.stem.split("-", 1)[1])
+                  for p in (Path(out) / FAILURES).glob("generation-*.pkl"))
+
+
+_HELD: dict[str, list] = {}  # folder -> [open lock file, claims by this process]
+
+
+def acquire(path: Any) -> str:
+    """Create the folder ``path`` if needed and take its lock (a process that holds it
+    already may take it again); the key to :func:`release` it with.
+
+    :class:`OutFolderError`, before anything is written, when the folder cannot be
+    created or written, or when another process holds the lock. The lock is an
+    ``fcntl.flock`` on ``.lock``: the kernel drops it when the process ends, however it
+    ends (a SIGKILLed run leaves no stale lock).
+    """
+    path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
+        key = str(path.resolve())
+        if key in _HELD:
+            _HELD[key][1] += 1
+            return key
         handle = open(path / LOCK, "a+")
     except OSError as exc:
         raise OutFolderError(f"cannot use {path} as the out folder: "
@@ -84,11 +109,35 @@ def lock_folder(path: Path) -> Any:
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")
     handle.flush()
-    return handle
+    _HELD[key] = [handle, 1]
+    return key
 
 
-class RunFolder(Callback):
-    """Writes one run into ``path`` (see the module docstring).
+def release(key: str) -> None:
+    """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
+    held = _HELD.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] == 0:
+        del _HELD[key]
+        held[0].close()  # releases the flock
+
+
+@contextlib.contextmanager
+def claim(path: Any) -> Iterator[Path]:
+    """The folder ``path``, locked for this process while the block runs (see
+    :func:`acquire`), e.g. to write files of one's own into it before ``run()``."""
+    key = acquire(path)
+    try:
+        yield Path(path)
+    finally:
+        release(key)
+
+
+class RunFolder:
+    """Writes one run into ``path`` (see the module docstring); a callback
+    (``on_start``/``on_generation``/``on_end``, :mod:`es_search.callbacks.base`).
 
     Opening it takes the folder's lock and, with ``resume``, reads the checkpoint
     (``saved``, None when there is none) and checks it against ``config``. The run then
@@ -99,7 +148,7 @@ class RunFolder(Callback):
     def __init__(self, path: Any, config: dict, resume: bool = False):
         self.path = Path(path)
         self.config = config
-        self._lock = lock_folder(self.path)
+        self._lock: str | None = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
@@ -110,8 +159,8 @@ class RunFolder(Callback):
                 tmp.unlink(missing_ok=True)
             if not self.saved:  # a new run: no stale checkpoint or failure records
                 (self.path / CHECKPOINT).unlink(missing_ok=True)
-                for record in (self.path / FAILURES).glob("generation-*.pkl"):
-                    record.unlink()
+                for generation in failure_generations(self.path):
+                    failure_path(self.path, generation).unlink()
             dump_json(self.path / CONFIG, config)
             self._open_history()
         except BaseException:
@@ -149,7 +198,8 @@ class RunFolder(Callback):
         self.history_lines = len(self.saved["history_text"])
         self._history = open(self.path / HISTORY, "a")
 
-    def on_start(self, info: RunInfo) -> None:
+    def on_start(self, info: Any) -> None:
+        dump_json(self.path / CONFIG, self.config)  # with what the start decided
         if self.saved:
             self.save_weights(self.search.best_weights())
         else:
@@ -171,7 +221,7 @@ class RunFolder(Callback):
         dump_json(self.path / RESULT, {
             "best_score": result.best_score, "evaluations": result.evaluations,
             "generations": result.generations, "seconds": self.search.seconds(),
-            "seed": result.seed})
+            "seed": result.seed, "stopped_by": getattr(result, "stopped_by", None)})
         try:
             from .plotting import plot_history
             plot_history(result.history, self.path / PLOT)
@@ -182,8 +232,8 @@ class RunFolder(Callback):
         if self._history is not None and not self._history.closed:
             self._history.close()
         if self._lock is not None:
-            lock, self._lock = self._lock, None
-            lock.close()  # releases the flock
+            key, self._lock = self._lock, None
+            release(key)
 
     # ------------------------------------------------------------------ files
     def save_checkpoint(self) -> None:
@@ -210,6 +260,21 @@ class RunFolder(Callback):
             "seed": self.config["seed"], "score_kwargs": self.config["score_kwargs"],
             "indices": list(indices), "shared": shared,
             "detail": detail if isinstance(detail, list) else repr(detail)})
+
+
+def record_command(out: Any, command: dict, resume: bool) -> None:
+    """Write ``command.json``; on a resume of a checkpointed run, first refuse
+    (:class:`~es_search.CheckpointError`) a ``command`` other than the saved one."""
+    path = Path(out) / COMMAND
+    if resume and path.exists() and (Path(out) / CHECKPOINT).exists():
+        saved = from_json(json.loads(path.read_text()))
+        diff = _checkpoint.differences(
+            saved, from_json(json.loads(json.dumps(to_json(command)))), list(command))
+        if diff:
+            raise _checkpoint.CheckpointError(
+                f"cannot resume the run in {out}: " + "; ".join(diff) + " (use the same "
+                "problem and -p values, or another --out)")
+    dump_json(path, command)
 
 
 def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:

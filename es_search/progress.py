@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .callbacks.base import Callback, RunInfo
 
 
-class ProgressBar(Callback):
+class ProgressBar:
     """One tick per generation, with the best and mean score; ``enabled=False`` shows
-    nothing."""
+    nothing. A callback (:mod:`es_search.callbacks.base`)."""
 
     def __init__(self, enabled: bool = True, desc: str = "es_search"):
         self.enabled, self.desc = enabled, desc
         self._bar: Any = None
 
-    def on_start(self, info: RunInfo) -> None:
+    def on_start(self, info: Any) -> None:
         if self.enabled:
             from tqdm.auto import tqdm
             self._bar = tqdm(total=info.generations, initial=info.first_generation,

@@ -21,7 +21,7 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_seed
-from .output import CHECKPOINT, FAILURES, failure_path
+from .output import CHECKPOINT, failure_generations, failure_path
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
@@ -44,8 +44,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
                 f"{generation}; pass seed=, center= and candidate= instead")
         ckpt = checkpoint.load(ckpt_path)
         if ckpt["generation"] != generation:
-            stored = sorted(int(p.stem.split("-", 1)[1]) for p in
-                            (Path(out) / FAILURES).glob("generation-*.pkl"))
+            stored = failure_generations(out)
             raise ValueError(
                 f"{out} cannot replay generation {generation}: its checkpoint is before "
                 f"generation {ckpt['generation']} (only that generation's centre follows "

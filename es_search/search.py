@@ -42,13 +42,14 @@ class Search:
 
     # ------------------------------------------------------------------ start / resume
     def start(self, seed: int) -> None:
-        """Score the starting agent (generation -1) and initialise the strategy."""
-        local = self.evaluator.local
-        center = local.get_flat()
-        score = self._score(-1, center, [Candidate("center")])[0]
-        self.evaluations = 1
-        self.state = self.strategy.init(center, score, seed)
-        self.best_score, self.best_flat = score, center
+        """Score the starting agent (generation -1, as often as the strategy's
+        ``initial_evaluations``) and initialise the strategy."""
+        center = self.evaluator.local.get_flat()
+        count = self.strategy.initial_evaluations  # each under its own task seed
+        scores = self._score(-1, center, [Candidate("center")] * count)
+        self.evaluations = count
+        self.state = self.strategy.init_from(center, scores, seed)
+        self.best_score, self.best_flat = scores[0], center
         self.best_shared = self.evaluator.last_shared
         self._merge()
 

@@ -137,3 +137,17 @@ class RunningStats(es_search.Agent):
 
     def shared_state(self):
         return {"count": self.count, "mean": self.mean, "m2": self.m2}
+
+
+class MatrixAgent(RunningStats):
+    """The determinism matrix's agent: draws from all three global RNGs in
+    ``jitter_weights()`` and ``score()``, and keeps running statistics (shared state)."""
+
+    def jitter_weights(self, sigma):
+        scale = sigma * (0.5 + random.random()) * (0.5 + float(np.random.rand()))
+        with torch.no_grad():
+            for _, p in self.evolved_parameters():
+                p.add_(torch.randn_like(p), alpha=scale)
+
+    def score(self):
+        return super().score() + random.gauss(0, 0.1) + float(np.random.normal(0, 0.1))

@@ -1,3 +1,4 @@
+"""The Agent base class: weights as dicts and vectors, jitter, clone."""
 import numpy as np
 import pytest
 import torch

@@ -1,3 +1,4 @@
+"""es_search.evaluate(): score given weights in parallel, in input order."""
 import pytest
 import torch
 

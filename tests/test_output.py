@@ -1,10 +1,20 @@
+"""The run folder (es_search.output): what a run writes and when; one run at a time (a
+lock that a killed run does not leave behind); folders that cannot be used are refused
+before any work."""
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
 import es_search
-from es_search.output import read_history
+from es_search.cli import main
+from es_search.output import LOCK, OutFolderError, claim, read_history
 
 from agents import Quadratic
 
@@ -16,7 +26,8 @@ def test_out_writes_config_history_weights_and_plot(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["seed"] == 3 and config["generations"] == 6
     assert config["strategy"] == {"name": "hill-climb", "population": 4, "sigma": 0.5,
-                                  "reevaluate": False}
+                                  "reevaluate": "auto"}
+    assert config["resolved"] == {"reevaluate": False}  # Quadratic is not noisy
     history = read_history(out / "history.jsonl")
     assert [{k: v for k, v in h.items()} for h in history] == result.history
     weights = torch.load(out / "best_weights.pt")
@@ -57,3 +68,101 @@ def test_missing_optional_dependency_names_the_extra(monkeypatch):
     monkeypatch.delitem(__import__("sys").modules, "matplotlib", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'es_search\[plot\]'"):
         require("matplotlib", "plot")
+
+
+# ----------------------------------------------------------------- one run at a time
+ROOT = Path(__file__).resolve().parents[1]
+AGENTS = str(ROOT / "tests" / "reliability_agents.py")
+
+
+class Counting(es_search.Agent):
+    calls = 0
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+
+    def score(self):
+        type(self).calls += 1
+        return 0.0
+
+
+def start_cli_run(out: Path, generations: int = 25) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get(
+        "PYTHONPATH", "")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "es_search", "run", f"{AGENTS}:Vec", "-p", "delay=0.02",
+         "--generations", str(generations), "--population", "4", "--n-jobs", "1",
+         "--no-progress", "--out", str(out)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_history(out: Path, proc: subprocess.Popen, limit: float = 60) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended early: {proc.communicate()}")
+        path = out / "history.jsonl"
+        if path.exists() and path.read_text().count("\n") >= 1:
+            return
+        time.sleep(0.01)
+    pytest.fail("the run made no progress")
+
+
+def test_a_second_run_into_a_folder_in_use_fails_at_once(tmp_path, capsys):
+    out = tmp_path / "run"
+    first = start_cli_run(out)
+    try:
+        wait_for_history(out, first)
+        Counting.calls = 0
+        began = time.monotonic()
+        with pytest.raises(OutFolderError, match=f"{out}.* in use by another es_search "
+                                                 f"run \\(pid {first.pid}\\)"):
+            es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out)
+        assert Counting.calls == 0 and time.monotonic() - began < 5
+        assert main(["run", "sphere", "--generations", "2", "--no-progress",
+                     "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"{out}" in err and "in use" in err
+        _, stderr = first.communicate(timeout=120)
+        assert first.returncode == 0, stderr
+    finally:
+        if first.poll() is None:
+            first.kill()
+    # the first run is untouched: its own 25 generations, its own problem
+    history = read_history(out / "history.jsonl")
+    assert [r["generation"] for r in history] == list(range(25))
+    assert json.loads((out / "command.json").read_text())["problem"].endswith(":Vec")
+    assert json.loads((out / "result.json").read_text())["generations"] == 25
+
+
+def test_a_killed_run_leaves_no_lock_behind(tmp_path):
+    out = tmp_path / "run"
+    first = start_cli_run(out)
+    wait_for_history(out, first)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    assert (out / LOCK).exists()  # the file stays; the kernel dropped the lock
+    vec = es_search.problems.load_problem(f"{AGENTS}:Vec")
+    result = es_search.run(vec(delay=0.0), generations=25, population=4, n_jobs=1,
+                           progress=False, out=out, resume=True)
+    assert result.generations == 25
+
+
+@pytest.mark.parametrize("out", ["/proc/forbidden", "/proc/self/status/x"])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(out, capsys):
+    Counting.calls = 0
+    with pytest.raises(OutFolderError, match=f"cannot use {out} as the out folder"):
+        es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out)
+    assert Counting.calls == 0
+    assert main(["run", "sphere", "--generations", "2", "--no-progress", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and out in err
+
+
+def test_the_lock_is_taken_again_by_its_own_process(tmp_path):
+    with claim(tmp_path / "run") as folder:
+        (folder / "notes.txt").write_text("mine")
+        es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
+    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
+    assert (folder / "notes.txt").read_text() == "mine"

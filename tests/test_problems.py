@@ -1,3 +1,4 @@
+"""The built-in problems and loading a problem by name or path."""
 import math
 
 import pytest

@@ -3,17 +3,29 @@ import json
 import os
 import sys
 
+import runpy
+
 import joblib
 import pytest
 
 import es_search
 from es_search import backends
-from es_search.bench import (BenchAgent, PipeCounter, fit_models, main as bench_main,
-                             update_readme)
+from es_search.bench import BenchAgent, PipeCounter
+from es_search.bench.model import fit_models
 from es_search.candidates import Candidate
 from es_search.cli import main as cli_main
 from es_search.evaluation import Evaluator
 from es_search.problems.sphere import Sphere
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+
+
+def scaling_script():
+    """benchmarks/scaling.py's globals: this repository's targets and README table."""
+    return runpy.run_path(os.path.join(ROOT, "benchmarks", "scaling.py"),
+                          run_name="not_main")
+
 
 MIXED = ([Candidate("jitter", 0.1)] * 5 + [Candidate("center")] +
          [Candidate("noise", 0.2, s, k) for k in range(3) for s in (1.0, -1.0)])
@@ -172,22 +184,46 @@ def test_amdahl_fit_recovers_the_serial_fraction():
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
-def test_benchmark_runs_end_to_end(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text("before\n<!-- scaling-table:begin -->\nOLD-TABLE\n"
-                      "<!-- scaling-table:end -->\nafter\n")
-    assert bench_main(["--tiny", "--out", str(tmp_path), "--readme", str(readme)]) == 0
-    result = json.loads((tmp_path / "scaling.json").read_text())
+def test_benchmark_runs_end_to_end(tmp_path, capsys):
+    # the library measures and reports: no targets, no README
+    lib, repo = tmp_path / "lib", tmp_path / "repo"
+    assert cli_main(["bench", "--tiny", "--out", str(lib)]) == 0
+    result = json.loads((lib / "scaling.json").read_text())
     n_cpus = os.cpu_count()
     assert {r["n"] for r in result["rows"]} == set(range(1, min(n_cpus, 8) + 1)) or \
         max(r["n"] for r in result["rows"]) == n_cpus
     assert all(r["engine_s"] > 0 and r["blog_s"] > 0 for r in result["rows"])
+    assert "targets" not in result and "Targets" not in (lib / "scaling.md").read_text()
+    assert (lib / "scaling.png").stat().st_size > 1000
+    assert cli_main(["bench", "--tiny", "--readme", "README.md"]) == 2
+    assert "--readme" in capsys.readouterr().err
+    # benchmarks/scaling.py judges the targets of that run and rewrites the README
+    script = scaling_script()
+    readme = tmp_path / "README.md"
+    readme.write_text("before\n<!-- scaling-table:begin -->\nOLD-TABLE\n"
+                      "<!-- scaling-table:end -->\nafter\n")
+    assert script["main"](["--render", str(lib / "scaling.json"), "--out", str(repo),
+                           "--readme", str(readme)]) == 0
+    result = json.loads((repo / "scaling.json").read_text())
     assert result["targets"] and all("met" in t for t in result["targets"])
     text = readme.read_text()
     assert "OLD-TABLE" not in text and "| score | pop |" in text and text.endswith("after\n")
-    assert (tmp_path / "scaling.png").stat().st_size > 1000
+    assert "| target | measured | met |" in text
+    assert (repo / "scaling.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="markers"):
-        update_readme(str(tmp_path / "scaling.md"), "x")
+        script["update_readme"](str(repo / "scaling.md"), "x")
+    with pytest.raises(SystemExit):  # refused before measuring
+        script["main"](["--tiny", "--out", str(repo), "--readme", str(repo / "scaling.md")])
+    assert "markers" in capsys.readouterr().err
+
+
+def test_committed_results_are_reproduced_by_render(tmp_path):
+    """benchmarks/results/scaling.md is what --render makes of the committed scaling.json:
+    every figure in it comes from the saved measurements."""
+    assert scaling_script()["main"](["--render", os.path.join(RESULTS, "scaling.json"),
+                                     "--out", str(tmp_path)]) == 0
+    with open(os.path.join(RESULTS, "scaling.md")) as f:
+        assert (tmp_path / "scaling.md").read_text() == f.read()
 
 
 def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):

@@ -339,8 +339,8 @@ def test_ars_solves_a_sphere():
 # ------------------------------------------------------------------ pgpe
 def _pgpe_vectors(state, candidates, generation=0):
     n = state.center.size
-    return [state.center + c.sign * state.stdev * cand.noise(state.seed, generation, c.key, n)
-            for c in candidates]
+    return [state.center + c.sign * state.stdev
+            * cand.noise(state.seed, generation, c.key, n) for c in candidates]
 
 
 def test_noise_candidate_with_a_scale_vector_is_built_with_per_value_stdevs():

@@ -25,15 +25,17 @@ BUILTINS: dict[str, tuple[str, str]] = {
                   "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N"),
     "rosenbrock": ("es_search.problems.sphere:Rosenbrock",
                    "maximise -Rosenbrock(x) (optimum 0 at x = 1, a curved valley); -p dim=N"),
-    "cartpole": ("es_search.problems.control:CartPole",
-                 "gymnasium CartPole-v1, a policy that samples its actions (extra: gym)"),
-    "pendulum": ("es_search.problems.control:Pendulum",
-                 "gymnasium Pendulum-v1, continuous torque, 3-16-1 tanh MLP (extra: gym)"),
+    "cartpole": ("es_search.problems.batched_control:CartPole",
+                 "gymnasium CartPole-v1, a policy that samples its actions; batched on the "
+                 "vectorised CartPole (extra: gym)"),
+    "pendulum": ("es_search.problems.batched_control:Pendulum",
+                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP; batched NumPy Pendulum "
+                 "(extra: gym)"),
     "acrobot": ("es_search.problems.control:Acrobot",
                 "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),
     "lunarlander": ("es_search.problems.control:LunarLander",
                     "gymnasium LunarLanderContinuous-v3, linear policy, running "
-                    "observation statistics, ARS (extra: box2d)"),
+                    "observation statistics, PGPE (extra: box2d)"),
     "hopper": ("es_search.problems.control:Hopper",
                "gymnasium Hopper-v5, linear policy, running statistics, alive bonus "
                "removed in training, ARS (extra: mujoco)"),
@@ -43,6 +45,9 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "bipedalwalker": ("es_search.problems.control:BipedalWalker",
                       "gymnasium BipedalWalker-v3, linear policy, running statistics, ARS "
                       "(extra: box2d)"),
+    "digits": ("es_search.problems.digits:Digits",
+               "a 64-32-10 MLP on scikit-learn's 8x8 digits, batched; split=test scores "
+               "held-out accuracy (extra: digits)"),
 }
 
 #: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id

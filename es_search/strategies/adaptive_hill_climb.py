@@ -9,7 +9,8 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
-from .hill_climb import elitist_choice, jittered_candidates, split_parent
+from .hill_climb import (check_reevaluate, elitist_choice, jittered_candidates,
+                         resolve_reevaluate, split_parent)
 from .base import Rebuild, Strategy
 
 
@@ -20,6 +21,7 @@ class AdaptiveHillClimbState:
     sigma: float  # the current step size
     success_rate: float  # the smoothed success probability p_succ
     damping: float  # d, fixed at init from the dimension
+    reevaluate: bool = False  # "auto" resolved at init
 
 
 class AdaptiveHillClimb(Strategy):
@@ -44,9 +46,11 @@ class AdaptiveHillClimb(Strategy):
 
     Options: ``damping`` (``d``; default from ``n`` as above), ``target_success``
     (``p_target``), ``min_sigma``/``max_sigma`` (bounds on sigma, default none) and
-    ``reevaluate=True`` (for noisy scores such as RL returns: the parent is scored again
-    each generation, as the last candidate, and candidates are compared with that fresh
-    score, so one lucky score cannot freeze the search).
+    ``reevaluate`` (as in ``"hill-climb"``: ``True`` for noisy scores such as RL
+    returns scores the parent again each generation, as the last candidate, and
+    compares the candidates with that fresh score, so one lucky score cannot freeze the
+    search; the default ``"auto"`` does so when the starting agent's two scores, under
+    different task seeds, differ).
 
     Example::
 
@@ -68,14 +72,13 @@ class AdaptiveHillClimb(Strategy):
 
     name = "adaptive-hill-climb"
 
-    def __init__(self, population: int = 10, sigma: float = 0.1, reevaluate: bool = False,
+    def __init__(self, population: int = 10, sigma: float = 0.1,
+                 reevaluate: bool | str = "auto",
                  damping: float | None = None, target_success: float | None = None,
                  min_sigma: float | None = None, max_sigma: float | None = None):
         self.population = check_int("population", population, 1)
         self.initial_sigma = check_positive_float("sigma", sigma)
-        if not isinstance(reevaluate, bool):
-            raise TypeError(f"reevaluate must be True or False, got {reevaluate!r}")
-        self.reevaluate = reevaluate
+        self.reevaluate = check_reevaluate(reevaluate)
         self.damping = None if damping is None else check_positive_float("damping", damping)
         if target_success is None:
             target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
@@ -102,15 +105,28 @@ class AdaptiveHillClimb(Strategy):
             1.0 + center.size / (2.0 * self.population))
         return AdaptiveHillClimbState(center, float(center_score),
                                       self._clip(self.initial_sigma),
-                                      self.target_success, damping)
+                                      self.target_success, damping, self.reevaluate is True)
+
+    @property
+    def initial_evaluations(self) -> int:
+        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
+        return 2 if self.reevaluate == "auto" else 1
+
+    def init_from(self, center: np.ndarray, scores: Sequence[float],
+                  seed: int) -> AdaptiveHillClimbState:
+        return replace(self.init(center, scores[0], seed),
+                       reevaluate=resolve_reevaluate(self.reevaluate, scores))
+
+    def resolved(self, state: AdaptiveHillClimbState) -> dict:
+        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
 
     def ask(self, state: AdaptiveHillClimbState, generation: int) -> list[Candidate]:
-        return jittered_candidates(self.population, state.sigma, self.reevaluate)
+        return jittered_candidates(self.population, state.sigma, state.reevaluate)
 
     def tell(self, state: AdaptiveHillClimbState, generation: int,
              candidates: Sequence[Candidate], scores: Sequence[float],
              rebuild: Rebuild) -> AdaptiveHillClimbState:
-        scores, parent_score = split_parent(scores, state.center_score, self.reevaluate)
+        scores, parent_score = split_parent(scores, state.center_score, state.reevaluate)
         successes = sum(1 for s in scores if math.isfinite(s) and (
             not math.isfinite(parent_score) or s >= parent_score))
         p_succ = (1.0 - self.smoothing) * state.success_rate + \

@@ -54,7 +54,7 @@ class ARS(Strategy):
       (no selection: V2);
     - ``step_size`` [alpha]: default 0.02.
 
-    The paper's settings for MuJoCo (their Table 9, V2-t): Hopper N=8, b=4,
+    The paper's tuned V2-t settings for MuJoCo (its hyperparameter table): Hopper N=8, b=4,
     alpha=0.01, nu=0.025; HalfCheetah N=32, b=4, alpha=0.02, nu=0.03.
 
     Example::
@@ -107,11 +107,11 @@ class ARS(Strategy):
         self.step_size = check_positive_float("step_size", step_size)
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> ARSState:
-        # Algorithm 2, line 1: M_0 is the starting policy (the paper's 0; here the agent's)
+        # Algorithm 2, line 2: M_0 is the starting policy (the paper's 0; here the agent's)
         return ARSState(np.array(center, dtype=np.float64), self.initial_sigma, int(seed))
 
     def ask(self, state: ARSState, generation: int) -> list[Candidate]:
-        # lines 4-5: directions delta_k (from seeds), policies M_j + nu delta_k, M_j - nu delta_k
+        # lines 4-5: directions delta_k (seeds); policies M_j + nu delta_k, M_j - nu delta_k
         return [Candidate("noise", state.sigma, sign, key)
                 for key in range(self.directions) for sign in (1.0, -1.0)]
 

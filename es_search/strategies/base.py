@@ -32,6 +32,20 @@ class Strategy:
         """The state before generation 0, from the starting weights and their score."""
         raise NotImplementedError
 
+    #: how many times the engine scores the starting agent before ``init_from`` (each
+    #: time under its own task seed: generation -1, indices 0, 1, ...)
+    initial_evaluations: int = 1
+
+    def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
+        """The state before generation 0 from the starting agent's ``scores`` (as many
+        as ``initial_evaluations``); by default ``init(center, scores[0], seed)``."""
+        return self.init(center, scores[0], seed)
+
+    def resolved(self, state: Any) -> dict:
+        """Settings decided during the run (e.g. ``reevaluate="auto"``), for the record
+        (``config["resolved"]``); {} when there are none."""
+        return {}
+
     def ask(self, state: Any, generation: int) -> list[Candidate]:
         """This generation's candidates, relative to ``self.center(state)``."""
         raise NotImplementedError

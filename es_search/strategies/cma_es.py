@@ -238,7 +238,8 @@ class CMAES(Strategy):
             popsize = state.popsize0 * 2 ** (state.restarts + 1)
         elif small_evals < max(1, large_evals):  # Hansen 2009: a small-population run
             regime, small_runs = "small", small_runs + 1
-            popsize = max(2, int(state.popsize0 * (2 ** large_runs) ** (rng.uniform() ** 2)))
+            spread = (2 ** large_runs) ** (rng.uniform() ** 2)
+            popsize = max(2, int(state.popsize0 * spread))
             sigma *= 0.01 ** rng.uniform()
             maxiter = min(state.maxiter0, 0.5 * large_evals / popsize)
         else:  # a large-population run: the population doubles again

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -18,6 +18,7 @@ class HillClimbState:
     center: np.ndarray  # the parent's weights
     center_score: float  # the parent's score
     sigma: float
+    reevaluate: bool = False  # "auto" resolved at init
 
 
 class HillClimb(Strategy):
@@ -31,7 +32,11 @@ class HillClimb(Strategy):
 
     ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
     again each generation, as the last candidate, and compares the candidates with that
-    fresh score, so one lucky score cannot freeze the search.
+    fresh score, so one lucky score cannot freeze the search. The default, ``"auto"``,
+    decides from the scores: ``run()`` scores the starting agent twice, under two task
+    seeds, and if the two differ the parent is re-evaluated each generation (recorded
+    in the run's ``config["resolved"]``); ``init()`` given one score alone does not
+    re-evaluate.
 
     Example::
 
@@ -45,23 +50,35 @@ class HillClimb(Strategy):
 
     name = "hill-climb"
 
-    def __init__(self, population: int = 16, sigma: float = 0.1, reevaluate: bool = False):
+    def __init__(self, population: int = 16, sigma: float = 0.1,
+                 reevaluate: bool | str = "auto"):
         self.population = check_int("population", population, 1)
         self.initial_sigma = check_positive_float("sigma", sigma)
-        if not isinstance(reevaluate, bool):
-            raise TypeError(f"reevaluate must be True or False, got {reevaluate!r}")
-        self.reevaluate = reevaluate
+        self.reevaluate = check_reevaluate(reevaluate)
+
+    @property
+    def initial_evaluations(self) -> int:
+        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
+        return 2 if self.reevaluate == "auto" else 1
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> HillClimbState:
         return HillClimbState(np.array(center, dtype=np.float64), center_score,
-                              self.initial_sigma)
+                              self.initial_sigma, self.reevaluate is True)
+
+    def init_from(self, center: np.ndarray, scores: Sequence[float],
+                  seed: int) -> HillClimbState:
+        return replace(self.init(center, scores[0], seed),
+                       reevaluate=resolve_reevaluate(self.reevaluate, scores))
+
+    def resolved(self, state: HillClimbState) -> dict:
+        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
 
     def ask(self, state: HillClimbState, generation: int) -> list[Candidate]:
-        return jittered_candidates(self.population, state.sigma, self.reevaluate)
+        return jittered_candidates(self.population, state.sigma, state.reevaluate)
 
     def tell(self, state: HillClimbState, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> HillClimbState:
-        scores, parent_score = split_parent(scores, state.center_score, self.reevaluate)
+        scores, parent_score = split_parent(scores, state.center_score, state.reevaluate)
         state = replace(state, center_score=parent_score)
         best = elitist_choice(scores, parent_score)
         if best is None:
@@ -74,6 +91,25 @@ class HillClimb(Strategy):
 
 
 # ------------------------------------------------- shared by the (1+lambda) hill climbers
+def check_reevaluate(value: Any) -> bool | str:
+    if not isinstance(value, bool) and value != "auto":
+        raise TypeError(f"reevaluate must be True, False or 'auto' (re-evaluate when the "
+                        f"starting agent's two scores differ), got {value!r}")
+    return value
+
+
+def resolve_reevaluate(setting: bool | str, scores: Sequence[float]) -> bool:
+    """``reevaluate`` for the run: ``"auto"`` is True when the starting agent's scores
+    (under different task seeds) differ, i.e. scores are noisy."""
+    if setting != "auto":
+        return bool(setting)
+    if len(scores) < 2:
+        return False
+    a, b = scores[0], scores[1]
+    both_nan = math.isnan(a) and math.isnan(b)
+    return not (a == b or both_nan)
+
+
 def jittered_candidates(population: int, sigma: float, reevaluate: bool) -> list[Candidate]:
     """``population`` jittered copies of the parent, then the parent itself when it is
     re-evaluated."""

@@ -48,8 +48,8 @@ class PGPE(Strategy):
     vector=sigma)``, so only seeds and the (shared) stdev array travel; ``eps_k`` is
     ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here. With
     ``u`` the centred ranks of the scores (in [-0.5, 0.5]) and ``N`` the number of
-    pairs (Sehnke et al., section 2.3, symmetric sampling, with ranks for rewards and
-    the rank baseline 0)::
+    pairs (Sehnke et al.'s symmetric sampling, with ranks for rewards and the ranks'
+    mean, 0, for the baseline; as EvoTorch's PGPE)::
 
         g_mu    = 1/N * sum_k (u_k+ - u_k-) / 2 * sigma * eps_k
         g_sigma = 1/N * sum_k (u_k+ + u_k-) / 2 * ((sigma * eps_k)^2 - sigma^2) / sigma
@@ -57,7 +57,7 @@ class PGPE(Strategy):
         mu      = mu + v
         sigma   = clip(sigma + stdev_lr * g_sigma, (1 -+ stdev_max_change) * sigma)
 
-    ClipUp (Toklu et al., Algorithm 1) normalises the gradient, adds momentum and
+    ClipUp (Toklu et al. 2020) normalises the gradient, adds momentum and
     clips the velocity's norm to ``max_speed``; a zero gradient (all scores equal, or
     none finite) adds nothing, and the velocity keeps its momentum. The stdev update
     is bounded per value to a relative change of ``stdev_max_change`` (EvoTorch's and
@@ -163,7 +163,7 @@ class PGPE(Strategy):
         if keys:
             g_mu /= len(keys)
             g_sigma /= len(keys)
-        # ClipUp (Toklu et al. 2020, Algorithm 1): normalised gradient, momentum, clip
+        # ClipUp (Toklu et al. 2020): normalised gradient, momentum, clipped speed
         velocity = self.momentum * state.velocity
         norm = float(np.linalg.norm(g_mu))
         if norm > 0.0 and math.isfinite(norm):

@@ -1,4 +1,4 @@
-"""Issue 4 with real processes: a run killed with SIGKILL and resumed, Ctrl-C (SIGINT)
+"""Real processes: a run killed with SIGKILL and resumed, Ctrl-C (SIGINT)
 to the command line."""
 from __future__ import annotations
 

@@ -1,0 +1,106 @@
+"""Figures derived from the scaling benchmark's measurements, and the cost models.
+
+:func:`derive` adds speedup, efficiency and overheads to each measured row;
+:func:`fit_models` fits Amdahl's serial fraction and a per-generation + per-task overhead
+model on the engine's parallel generations; :func:`predict` extrapolates both to more
+cores. Nothing here measures: a saved ``scaling.json`` can be re-analysed anywhere.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+import numpy as np
+
+from .workloads import COSTS
+
+
+def path_kind(row: dict) -> str:
+    """``parallel``, ``sequential`` or ``mixed``: where the engine scored a row's generations.
+
+    >>> path_kind({"paths": ["parallel", "parallel"]})
+    'parallel'
+    >>> path_kind({"paths": ["parallel", "sequential"]})
+    'mixed'
+    """
+    kinds = sorted(set(row["paths"]))
+    return kinds[0] if len(kinds) == 1 else "mixed"
+
+
+def derive(rows: list[dict], ceil: dict[int, dict]) -> None:
+    """Add speedup, efficiency, ratios and per-task overheads to each row, in place."""
+    for r in rows:
+        n, t1 = r["n"], r["engine1_s"]
+        r["task_s"] = t1 / r["pop"]
+        r["speedup"] = t1 / r["engine_s"]
+        r["efficiency"] = r["speedup"] / n
+        r["ceiling_efficiency"] = ceil[n]["efficiency"]
+        r["efficiency_vs_ceiling"] = r["efficiency"] / ceil[n]["efficiency"]
+        r["vs_blog"] = r["blog_s"] / r["engine_s"]
+        r["vs_joblib"] = r["joblib_s"] / r["engine_s"]
+        for name in ("engine", "blog", "joblib"):
+            # core-seconds per task beyond scoring it in-process
+            r[f"{name}_overhead_us"] = (n * r[f"{name}_s"] - t1) / r["pop"] * 1e6
+
+
+def fit_models(rows: list[dict], ceil: dict[int, dict]) -> dict:
+    """Amdahl's serial fraction (scores >= 1 ms) and a per-generation + per-task
+    overhead model, both from the engine's parallel generations."""
+    par = [r for r in rows if r["n"] > 1 and r["paths"] and
+           all(p == "parallel" for p in r["paths"])]
+    # Amdahl: 1/S = f + (1 - f)/n  <=>  1/S - 1/n = f (1 - 1/n), with S the speedup
+    # divided by the ceiling's efficiency at n: the engine's own serial part, apart from
+    # what the machine (other load, shared caches, turbo) takes from n processes
+    amdahl = {}
+    for cost in COSTS:
+        pts = [(1 - 1 / r["n"], ceil[r["n"]]["efficiency"] / r["speedup"] - 1 / r["n"])
+               for r in par if r["cost"] == cost and r["size"] <= 10]
+        if pts:
+            f = sum(x * y for x, y in pts) / sum(x * x for x, _ in pts)
+            amdahl[cost] = min(1.0, max(0.0, f))
+    # overhead model: T(n) = ceil(P/n) t / c(n) + a + h ceil(P/n)
+    xs, ys = [], []
+    for r in par:
+        k = math.ceil(r["pop"] / r["n"])
+        xs.append(k)
+        ys.append(r["engine_s"] - k * r["task_s"] / ceil[r["n"]]["efficiency"])
+    a = h = None
+    if len(set(xs)) >= 2:
+        h, a = np.polyfit(np.array(xs, float), np.array(ys, float), 1)
+        a, h = max(0.0, float(a)), max(0.0, float(h))
+    elif xs:
+        a, h = max(0.0, statistics.mean(ys)), 0.0
+    return {"amdahl_serial_fraction": amdahl, "overhead_per_generation_s": a,
+            "overhead_per_task_s": h, "points": len(xs)}
+
+
+def predict(rows: list[dict], model: dict, cores: Sequence[int] = (16, 64, 256)) -> list[dict]:
+    """Speedup predicted by both models on ``cores`` workers, per score cost."""
+    out = []
+    top = max(r["pop"] for r in rows)
+    for cost in COSTS:
+        base = [r for r in rows if r["cost"] == cost and r["pop"] == top and r["n"] == 1
+                and r["size"] <= 10]
+        if not base:
+            continue
+        t = base[0]["task_s"]
+        row = {"cost": cost, "pop": top, "task_ms": t * 1e3}
+        f = model["amdahl_serial_fraction"].get(cost)
+        a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
+        for c in cores:
+            w = min(c, top)  # no more tasks than candidates run at once
+            row[f"amdahl_{c}"] = None if f is None else 1 / (f + (1 - f) / w)
+            if a is not None:
+                k = math.ceil(top / c)
+                row[f"overhead_{c}"] = top * t / (k * t + a + h * k)
+        out.append(row)
+    return out
+
+
+def analyse(result: dict) -> dict:
+    """Derive each row's figures, fit the models and predict, in ``result``; returns it."""
+    derive(result["rows"], result["ceiling"])
+    result["model"] = fit_models(result["rows"], result["ceiling"])
+    result["predictions"] = predict(result["rows"], result["model"])
+    return result

@@ -1,0 +1,63 @@
+"""Ctrl-C in run(): the workers stop at once, the checkpoint is intact, the message says
+how to resume."""
+from __future__ import annotations
+
+import os
+
+import cloudpickle
+import pytest
+
+import es_search
+from es_search import checkpoint
+from es_search.seeding import task_seed
+
+import reliability_agents as agents
+
+cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
+
+SEED = 11
+KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
+
+
+# ----------------------------------------------------------------- Ctrl-C in run()
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (dead, not yet reaped) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_path, capsys):
+    import signal
+    import threading
+    import time
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    agent = agents.Sleepy(str(pids), task_seed(SEED, -1, 0))
+    sent = []
+
+    def interrupt():
+        while len(os.listdir(pids)) < 2:  # both workers are inside score()
+            time.sleep(0.01)
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
+                      sequential_fallback=False, **KW)
+    assert time.monotonic() - sent[0] < 5  # not the minute the tasks would take
+    workers = [int(p) for p in os.listdir(pids)]
+    deadline = time.monotonic() + 5
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, workers))
+    err = capsys.readouterr().err
+    assert "interrupted after 0 completed generation(s)" in err and "resume=True" in err
+    assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0

@@ -1,0 +1,105 @@
+"""score() that raises or returns non-finite values: ScoreError naming the task,
+on_error="worst", failure records and replay_task."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import cloudpickle
+import pytest
+
+import es_search
+from es_search import checkpoint
+from es_search.seeding import task_seed
+
+import reliability_agents as agents
+
+cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
+
+SEED = 11
+KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
+
+
+# ----------------------------------------------------------------- errors in score()
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
+    seed = task_seed(SEED, 1, 3)
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.run(agents.Raises({seed}), generations=3, n_jobs=n_jobs, out=tmp_path,
+                      **KW)
+    err = info.value
+    assert (err.generation, err.index, err.seed) == (1, 3, seed)
+    assert isinstance(err.__cause__, ValueError) and "boom" in str(err.__cause__)
+    assert "Raises.score() failed on generation 1, candidate 3" in str(err)
+    assert "ValueError: boom" in err.remote_traceback
+    assert f"replay_task(agent, out={str(tmp_path)!r}, generation=1, index=3)" in str(err)
+    with pytest.raises(ValueError) as replayed:  # unwrapped, for a debugger
+        es_search.replay_task(agents.Raises({seed}), out=tmp_path, generation=1, index=3)
+    assert str(replayed.value) == str(err.__cause__)  # the same weights, too
+
+
+def test_on_error_worst_counts_failures_and_goes_on(tmp_path):
+    fail = {task_seed(SEED, 0, 1), task_seed(SEED, 2, 0), task_seed(SEED, 2, 3)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = es_search.run(agents.Raises(fail), generations=3, n_jobs=1,
+                               on_error="worst", out=tmp_path, **KW)
+    raised = [w for w in caught if "raised on" in str(w.message)]
+    assert len(raised) == 1 and "replay_task" in str(raised[0].message)
+    assert [r["failures"] for r in result.history] == [1, 0, 2]
+    assert [r["nonfinite"] for r in result.history] == [0, 0, 0]
+    assert result.history[2]["scores"][0] == -math.inf
+    assert math.isfinite(result.best_score)
+    # replay from the run folder: a failing task raises, a good one gives its score
+    with pytest.raises(ValueError, match="boom"):
+        es_search.replay_task(agents.Raises(fail), out=tmp_path, generation=2, index=3)
+    assert es_search.replay_task(agents.Raises(fail), out=tmp_path, generation=2,
+                                 index=1) == result.history[2]["scores"][1]
+
+
+def test_replay_task_from_the_checkpoint_and_by_hand(tmp_path):
+    result = es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, **KW)
+    # the checkpoint gives generation 2's centre: equal to scoring it by hand
+    ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    center = ckpt["strategy"].center(ckpt["state"])
+    jitter = es_search.Candidate("jitter", 0.3)
+    assert es_search.replay_task(agents.Vec(), out=tmp_path, generation=2, index=1) == \
+        es_search.replay_task(agents.Vec(), seed=SEED, generation=2, index=1,
+                              center=center, candidate=jitter)
+    # generation 0 by hand, from the starting agent's weights
+    assert es_search.replay_task(agents.Vec(), seed=SEED, generation=0, index=2,
+                                 candidate=jitter) == result.history[0]["scores"][2]
+    with pytest.raises(ValueError, match="checkpoint is before generation 2"):
+        es_search.replay_task(agents.Vec(), out=tmp_path, generation=1, index=0)
+
+
+# ----------------------------------------------------------------- non-finite scores
+def test_nonfinite_scores_warn_once_are_counted_and_never_best():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = es_search.run(agents.NonFinite(), generations=5, population=6, sigma=0.3,
+                               n_jobs=1, seed=SEED, progress=False)
+    assert len([w for w in caught if "non-finite" in str(w.message)]) == 1
+    counts = [r["nonfinite"] for r in result.history]
+    assert counts == [sum(not math.isfinite(s) for s in r["scores"])
+                      for r in result.history]
+    assert sum(counts) > 1  # several, yet one warning
+    assert math.isfinite(result.best_score)
+
+def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(tmp_path):
+    fail = {task_seed(SEED, 1, 0)}
+    with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
+        es_search.run(agents.Raises(fail), generations=2, n_jobs=1, on_error="worst",
+                      out=tmp_path, **KW)
+    assert (tmp_path / "failures" / "generation-1.pkl").exists()
+    es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
+    assert not list((tmp_path / "failures").glob("*.pkl"))
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1
+
+
+def test_a_failing_starting_agent_is_replayable_from_the_run_folder(tmp_path):
+    start = task_seed(SEED, -1, 0)
+    with pytest.raises(es_search.ScoreError, match="failed on the starting agent"):
+        es_search.run(agents.Raises({start}), generations=2, n_jobs=1, out=tmp_path, **KW)
+    with pytest.raises(ValueError, match=r"boom at \[0.0, 0.0, 0.0, 0.0\]"):
+        es_search.replay_task(agents.Raises({start}), out=tmp_path, generation=-1, index=0)

@@ -1,0 +1,68 @@
+"""Workers that die or hang: retried with the same seeds, or a clear WorkerError with the
+checkpoint intact."""
+from __future__ import annotations
+
+import cloudpickle
+import pytest
+import torch
+
+import es_search
+from es_search import checkpoint
+from es_search.output import read_history
+from es_search.seeding import task_seed
+
+import reliability_agents as agents
+
+cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
+
+SEED = 11
+KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
+
+
+def same_history(a, b):
+    """Equal records, every field but the wall-clock ``seconds`` (NaN == NaN)."""
+    def norm(r):
+        return {k: [repr(x) for x in v] if isinstance(v, list) else repr(v)
+                for k, v in r.items() if k != "seconds"}
+    return [norm(r) for r in a] == [norm(r) for r in b]
+
+
+def same_weights(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------- dead workers
+def test_a_worker_that_dies_once_changes_nothing(tmp_path):
+    clean = es_search.run(agents.Vec(), generations=3, n_jobs=1, **KW)
+    marker = tmp_path / "died"
+    agent = agents.DiesOnce(task_seed(SEED, 1, 2), str(marker))
+    with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2"):
+        result = es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
+                               sequential_fallback=False, **KW)
+    assert marker.exists()  # a worker really did os._exit
+    assert same_history(result.history, clean.history)
+    assert same_weights(result.best_weights, clean.best_weights)
+
+
+def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(tmp_path):
+    agent = agents.AlwaysDies(task_seed(SEED, 1, 2))
+    with pytest.warns(RuntimeWarning, match="retry 1 of 1"):
+        with pytest.raises(es_search.WorkerError) as info:
+            es_search.run(agent, generations=3, n_jobs=2, out=tmp_path, max_retries=1,
+                          sequential_fallback=False, **KW)
+    message = str(info.value)
+    assert "generation 1: candidates" in message and "2 time(s)" in message
+    assert "resume=True" in message and str(tmp_path) in message
+    assert info.value.generation == 1 and 2 in info.value.indices
+    ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    assert ckpt["generation"] == 1 and ckpt["history_lines"] == 1
+    assert len(read_history(tmp_path / "history.jsonl")) == 1
+    assert (tmp_path / "failures" / "generation-1.pkl").exists()
+
+
+def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
+    agent = agents.Hangs(task_seed(SEED, 0, 1))
+    with pytest.raises(es_search.WorkerError, match="task_timeout=1.0"):
+        es_search.run(agent, generations=2, n_jobs=2, task_timeout=1.0, max_retries=0,
+                      out=tmp_path, **KW)
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 0

@@ -74,11 +74,15 @@ class Task:
     evotorch: str  # EvoTorch settings (control_evotorch.SETTINGS)
     decrease_rewards_by: float = 0.0  # EvoTorch's reward offset (alive bonus)
     full_only: bool = False
+    spec: str | None = None  # load_problem spec when not the built-in of that name
 
 
 LADDER = {
-    "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic"),
-    "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic"),
+    # the GymPolicy versions (the built-ins of these names are batched, without returns())
+    "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic",
+                     spec="es_search.problems.control:CartPole"),
+    "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic",
+                     spec="es_search.problems.control:Pendulum"),
     "lunarlander": Task("lunarlander", "LunarLanderContinuous-v3", 120, 200.0, "box2d"),
     "hopper": Task("hopper", "Hopper-v5", 120, 3120.0, "mujoco", decrease_rewards_by=1.0),
     "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 240, 3430.0, "mujoco"),
@@ -110,7 +114,7 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
     from es_search.problems import load_problem
     from es_search.strategies import DEFAULT, make_strategy
 
-    cls = load_problem(task.problem)
+    cls = load_problem(task.spec or task.problem)
     agent = cls()
     config = dict(cls.default_config)
     strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],

@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: the problem's")
     run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
                      help="default: the problem's")
-    run.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES))
+    run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
+                     help=f"default: the problem's ({DEFAULT} for most)")
     run.add_argument("--n-jobs", type=_checked(int, check_n_jobs), default=-1,
                      help="-1 all cores (default), 1 no parallelism")
     run.add_argument("--seed", type=_checked(int, check_seed), default=0)
@@ -164,8 +165,9 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     defaults = {"generations": 50, "population": 16, "sigma": 0.1}
     defaults.update(getattr(cls, "default_config", {}))
     generations = args.generations or defaults["generations"]
+    strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
-        args.strategy == defaults.get("strategy", DEFAULT)) else {}
+        strategy == defaults.get("strategy", DEFAULT)) else {}
     strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
                             for o in args.strategy_option)
     backend = args.backend
@@ -178,7 +180,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         started = time.perf_counter()
         result = run(agent, generations=generations,
                      population=args.population or defaults["population"],
-                     sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
+                     sigma=args.sigma or defaults["sigma"], strategy=strategy,
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
                      on_error=args.on_error, max_retries=args.max_retries,

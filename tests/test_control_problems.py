@@ -90,7 +90,7 @@ def test_normalised_runs_do_not_depend_on_the_worker_count():
 def test_bad_policy_settings_fail_at_construction(kwargs):
     with pytest.raises(ValueError):
         Pendulum(**kwargs)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         Pendulum(normalize="yes")
 
 

@@ -226,7 +226,7 @@ class Evaluator:
             "shared", cloudpickle.dumps(payload.shared))
         # a cluster's workers may have come or gone since the last generation
         self.n_workers = self.policy.n_workers = pool.n_workers
-        bounds = chunk_bounds(n, self.n_workers, group_size(self.local))
+        bounds = chunk_bounds(n, self._chunk_count(n), group_size(self.local))
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
                  generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
@@ -246,8 +246,26 @@ class Evaluator:
                 self._retry_or_raise(exc, generation, lost, attempt)
         wall = time.perf_counter() - began
         seconds = [r[2] for r in results]
-        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=max(seconds))
+        # with several chunks per worker, the busiest worker ran about its share of them
+        busiest = max(max(seconds), sum(seconds) / self.n_workers)
+        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest)
         return ([s for r in results for s in r[0]], [x for r in results for x in r[1]])
+
+    #: scores at least this long (seconds per task) are cut into several chunks per
+    #: worker, which take them as they come free: episodes of uneven length, or a core
+    #: that another program slows, no longer hold the whole generation back
+    BALANCE_FROM = 0.002
+    #: at most this many chunks per worker (each costs one more round trip)
+    CHUNKS_PER_WORKER = 4
+
+    def _chunk_count(self, n: int) -> int:
+        """How many chunks to cut ``n`` candidates into: one per worker, or up to
+        ``CHUNKS_PER_WORKER`` per worker when tasks are long enough for the extra round
+        trips not to matter. Results never depend on it (tasks are seeded by index)."""
+        task = self.policy.task_seconds
+        if task is None or task < self.BALANCE_FROM:
+            return self.n_workers
+        return self.n_workers * max(1, min(self.CHUNKS_PER_WORKER, n // self.n_workers))
 
     def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
                         attempt: int) -> None:

@@ -21,17 +21,19 @@ from typing import Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [p for p in (os.path.dirname(HERE), HERE) if p not in sys.path]
 
-from es_search.bench import add_arguments, markdown  # noqa: E402
+from es_search.bench import add_arguments  # noqa: E402
 from es_search.bench.command import report, result_from_args  # noqa: E402
+from es_search.bench.report import summary  # noqa: E402
 from readme_table import table_in, update_readme  # noqa: E402
-from scaling_targets import judge, targets_markdown  # noqa: E402
+from scaling_targets import judge, targets_markdown, targets_summary  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scaling", description=__doc__.splitlines()[0])
     add_arguments(parser)
     parser.add_argument("--readme", default=None, metavar="PATH",
-                        help="also replace the table between the README's markers")
+                        help="also replace the summary (machine, model, targets) between the "
+                             "README's markers")
     args = parser.parse_args(argv)
     if args.readme:  # before minutes of measuring: the README must have the markers
         with open(args.readme) as f:
@@ -40,11 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             except ValueError as exc:
                 parser.error(f"--readme {args.readme}: {exc}")
     result = result_from_args(args)
-    section = targets_markdown(judge(result))
+    verdicts = judge(result)
+    section = targets_markdown(verdicts)
     code = report(result, args.out, [section])
     if args.readme:
-        update_readme(args.readme, markdown(result) + section)
-        print(f"updated the table in {args.readme}")
+        update_readme(args.readme, summary(result) + targets_summary(verdicts))
+        print(f"updated the summary in {args.readme} (full tables: {args.out}/scaling.md)")
     return code
 
 

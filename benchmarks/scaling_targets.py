@@ -77,3 +77,14 @@ def targets_markdown(verdicts: list[dict]) -> str:
         note = f" ({t['note']})" if t["note"] else ""
         lines.append(f"| {t['target']} | {fmt(t['figure'], 3)}{note} | {met} |")
     return "\n".join(lines) + "\n"
+
+
+def targets_summary(verdicts: list[dict]) -> str:
+    """One line for the README: how many targets were met, and the ones that were not."""
+    missed = [t for t in verdicts if t["met"] is not True]
+    met = len(verdicts) - len(missed)
+    lines = ["", f"Targets (issue 3), from this run: {met} of {len(verdicts)} met"
+             + (" (table in scaling.md)." if not missed else "; not met:")]
+    for t in missed:
+        lines.append(f"- {t['target']}: {fmt(t['figure'], 3)}")
+    return "\n".join(lines) + "\n"

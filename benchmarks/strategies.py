@@ -14,7 +14,9 @@ es_search strategy runs through ``es_search.run`` and pycma runs directly (its o
   evaluations per generation, at most 50 generations): after every generation the
   strategy's centre (the parent for hill climbers, the mean for openai-es and CMA-ES) is
   tested on 10 fresh episodes; solved when their mean return reaches 475. Reported:
-  generations, environment steps (training and test) and wall time to solve;
+  generations, environment steps (training and test) and wall time to solve; here
+  also ``ars`` and ``pgpe`` (their settings in ``CONTROL_OPTIONS``; ``--methods`` picks
+  the methods of every section, e.g. ``--only pendulum --methods ars,pgpe``);
 - Pendulum-v1 (3-16-1 tanh MLP, 3 episodes per score, 32 evaluations per generation,
   200 generations): the mean return of the final centre on 100 test episodes (the same
   episode seeds for every strategy and seed).
@@ -50,6 +52,18 @@ from es_search.strategies import Strategy, make_strategy  # noqa: E402
 
 STRATEGY_NAMES = ["hill-climb", "adaptive-hill-climb", "openai-es", "cma-es"]
 METHODS = STRATEGY_NAMES + ["pycma"]
+#: strategies for control tasks: by default run on CartPole only here (seconds per run);
+#: ``--methods ars,pgpe --only pendulum`` runs them on Pendulum too (the control ladder,
+#: Pendulum to HalfCheetah, is benchmarks/control.py's)
+CONTROL_ONLY = ["ars", "pgpe"]
+ALL_METHODS = STRATEGY_NAMES + CONTROL_ONLY + ["pycma"]
+DEFAULT_METHODS = {"black-box": METHODS, "cartpole": ALL_METHODS, "pendulum": METHODS}
+#: their settings per task (sigma is the section's: 2.0 on CartPole, 0.2 on Pendulum);
+#: step sizes picked from a few tries on seeds 0-1 (the notes say which)
+CONTROL_OPTIONS = {
+    "cartpole": {"ars": {"top": 4, "step_size": 2.0}, "pgpe": {"step_size": 1.0}},
+    "pendulum": {"ars": {"top": 8, "step_size": 0.3}, "pgpe": {"step_size": 0.3}},
+}
 TARGET = 1e-8
 
 
@@ -160,15 +174,17 @@ def test_returns(agent, flat: np.ndarray, seeds: range) -> list[float]:
     return returns
 
 
-def control_strategy(method: str, evaluations: int, sigma: float, learning_rate: float):
-    """The strategy of ``method`` making ``evaluations`` scores per generation."""
+def control_strategy(method: str, evaluations: int, sigma: float, learning_rate: float,
+                     task: str):
+    """The strategy of ``method`` making ``evaluations`` scores per generation on ``task``."""
     if method in ("hill-climb", "adaptive-hill-climb"):  # the parent is the last one
         return make_strategy(method, population=evaluations - 1, sigma=sigma,
                              reevaluate=True)
     if method == "openai-es":
         return make_strategy(method, population=evaluations, sigma=sigma,
                              learning_rate=learning_rate)
-    return make_strategy(method, population=evaluations, sigma=sigma)
+    return make_strategy(method, population=evaluations, sigma=sigma,
+                         **CONTROL_OPTIONS[task].get(method, {}))
 
 
 def pycma_control(agent, seed: int, evaluations: int, sigma: float, generations: int,
@@ -219,7 +235,8 @@ def cartpole_job(method: str, seed: int, max_generations: int, n_jobs: int,
     if method == "pycma":
         pycma_control(agent, seed, evaluations, sigma, max_generations, after_generation)
     else:
-        strategy = KeepState(control_strategy(method, evaluations, sigma, learning_rate))
+        strategy = KeepState(control_strategy(method, evaluations, sigma, learning_rate,
+                                              "cartpole"))
         es_search.run(agent, generations=max_generations, strategy=strategy, n_jobs=n_jobs,
                       seed=seed, progress=False,
                       callbacks=[lambda r: after_generation(
@@ -246,7 +263,8 @@ def pendulum_job(method: str, seed: int, generations: int, n_jobs: int,
     if method == "pycma":
         pycma_control(agent, seed, evaluations, sigma, generations, keep)
     else:
-        strategy = KeepState(control_strategy(method, evaluations, sigma, learning_rate))
+        strategy = KeepState(control_strategy(method, evaluations, sigma, learning_rate,
+                                              "pendulum"))
         es_search.run(agent, generations=generations, strategy=strategy, n_jobs=n_jobs,
                       seed=seed, progress=False)
         final["center"] = strategy.center(strategy.state)
@@ -276,7 +294,7 @@ def blackbox_table(bb: list, s: dict, n: int) -> list[str]:
     tasks = list(BLACK_BOX)
     lines.append("| method | " + " | ".join(tasks) + " |")
     lines.append("|---" * (len(tasks) + 1) + "|")
-    for method in METHODS:
+    for method in [m for m in ALL_METHODS if any(r["method"] == m for r in bb)]:
         cells = []
         for task in tasks:
             runs = [r for r in bb if r["task"] == task and r["method"] == method]
@@ -312,7 +330,7 @@ def markdown(results: dict) -> str:
                   f"steps of the generations' training episodes and of the tests; {s['n_jobs']} jobs)", "",
                   "| method | solved | generations | training steps | test steps | "
                   "wall time (s) |", "|---|---|---|---|---|---|"]
-        for method in METHODS:
+        for method in ALL_METHODS:
             runs = [r for r in cp if r["method"] == method]
             if not runs:
                 continue
@@ -334,7 +352,7 @@ def markdown(results: dict) -> str:
                   f"{s['n_jobs']} jobs)", "",
                   "| method | median test return | seeds >= -250 | per seed | "
                   "wall time per run (s) |", "|---|---|---|---|---|"]
-        for method in METHODS:
+        for method in ALL_METHODS:
             runs = [r for r in pd if r["method"] == method]
             if not runs:
                 continue
@@ -409,12 +427,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="black-box runs side by side (each n_jobs=1; default -1)")
     parser.add_argument("--only", default="black-box,cartpole,pendulum",
                         help="comma-separated sections")
+    parser.add_argument("--methods", default=None,
+                        help="comma-separated methods for every section (default: "
+                             "black-box and pendulum: " + ",".join(METHODS) + "; cartpole "
+                             "also " + ",".join(CONTROL_ONLY) + ")")
     parser.add_argument("--out", default="benchmarks/results")
     args = parser.parse_args(argv)
     seeds = list(range(args.seeds if args.seeds else (2 if args.quick else 5)))
     sections = set(args.only.split(","))
+    chosen = None if args.methods is None else args.methods.split(",")
+    if chosen is not None and set(chosen) - set(ALL_METHODS):
+        parser.error(f"unknown methods {sorted(set(chosen) - set(ALL_METHODS))}; choose "
+                     f"from {','.join(ALL_METHODS)}")
+    methods = {section: chosen or default for section, default in DEFAULT_METHODS.items()}
     settings = {
-        "seeds": seeds, "quick": args.quick, "n_jobs": args.n_jobs,
+        "seeds": seeds, "quick": args.quick, "n_jobs": args.n_jobs, "methods": methods,
+        "control_options": CONTROL_OPTIONS,
         "budget": 10_000 if args.quick else 100_000,
         "rastrigin_budget": 5_000 if args.quick else 100_000,
         "cartpole_generations": 20 if args.quick else 50,
@@ -431,19 +459,19 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [(task, method, seed,
                  settings["rastrigin_budget"] if BLACK_BOX[task][4] is None
                  else settings["budget"])
-                for task in BLACK_BOX for method in METHODS for seed in seeds]
+                for task in BLACK_BOX for method in methods["black-box"] for seed in seeds]
         print(f"black-box: {len(jobs)} runs ...", file=sys.stderr, flush=True)
         results["black_box"] = joblib.Parallel(n_jobs=args.workers)(
             joblib.delayed(blackbox_job)(*job) for job in jobs)
     if "cartpole" in sections:
-        for method in METHODS:
+        for method in methods["cartpole"]:
             for seed in seeds:
                 r = cartpole_job(method, seed, settings["cartpole_generations"], args.n_jobs)
                 print(f"cartpole {method} seed {seed}: solved at {r['solved_at']} "
                       f"({r['seconds']:.1f} s)", file=sys.stderr, flush=True)
                 results["cartpole"].append(r)
     if "pendulum" in sections:
-        for method in METHODS:
+        for method in methods["pendulum"]:
             for seed in seeds:
                 r = pendulum_job(method, seed, settings["pendulum_generations"],
                                  args.n_jobs, settings["pendulum_test_episodes"])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -44,12 +44,66 @@ class Agent(torch.nn.Module):
     task_seed: int | None = None
     generation_seed: int | None = None
 
+    #: candidates per ``score_batch()`` call when the agent defines one (0: score them
+    #: one by one with ``score()``). A fixed number, whatever the worker count.
+    score_batch_size: int = 32
+
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:
         """Return this agent's fitness, higher is better. ``kwargs`` are the run's
-        ``score_kwargs``."""
+        ``score_kwargs``.
+
+        An agent that defines only ``score_batch()`` need not write it: the default
+        scores the agent's own weights as a group of one
+        (:func:`es_search.batched.score_one`).
+        """
+        if type(self).score_batch is not Agent.score_batch:
+            from .batched import score_one
+            return score_one(self, **kwargs)
         raise NotImplementedError(
             f"{type(self).__name__} must implement score(self, **kwargs) -> float")
+
+    def score_batch(self, params: Mapping[str, torch.Tensor], seeds: Sequence[int],
+                    **kwargs: Any) -> Sequence[float]:
+        """Optional: score a group of candidates in one call; one score per candidate.
+
+        - ``params``: dict name -> tensor, each evolved parameter (``evolved_parameters()``)
+          of the group's candidates stacked along a new leading dimension: row ``i`` is
+          candidate ``i``. Each candidate was built exactly as for ``score()`` (the
+          centre, then its seeded ``jitter_weights()`` or noise), then stacked.
+        - ``seeds``: the candidates' task seeds (ints below 2**64), in row order. Draw
+          candidate ``i``'s randomness from ``seeds[i]`` only
+          (``es_search.batched.candidate_rngs(seeds)``), never from a stream shared by
+          the group: its score must not depend on which others share its group.
+        - ``kwargs``: the run's ``score_kwargs``.
+        - returns a list, 1-D array or tensor of ``len(seeds)`` real numbers, in order.
+
+        The engine calls it on groups of ``score_batch_size`` candidates cut at fixed
+        indices (group ``g`` holds candidates ``[g * size, (g + 1) * size)``, the last
+        one possibly smaller), the same groups whatever ``n_jobs`` or backend, so runs
+        stay identical for any worker count even when a row's last bits depend on the
+        group's size (e.g. a batched matrix product). It runs under ``torch.no_grad()``
+        with the global RNGs seeded from the group's first task seed; ``self`` holds the
+        generation's centre (and shared state), ``self.task_seed`` is None and
+        ``self.generation_seed`` is the generation's. Shared statistics: ``task_report()``
+        is called once after each ``score_batch()``; its report stands for the whole group
+        (at the group's first candidate, None at the others). Agents without it (or with
+        ``score_batch_size = 0``) are scored one candidate per ``score()`` call.
+        ``es_search.batched.vmap_call(self, params, x)`` runs the agent's ``forward``
+        over all rows at once. Make ``score()`` compute what one row computes (the
+        default ``score()`` does exactly that): failures are replayed, and a failing
+        group is re-scored, one candidate at a time through ``score()``.
+
+        Example (a linear model scored on a data set ``x``, ``y``)::
+
+            def score_batch(self, params, seeds):
+                pred = es_search.batched.vmap_call(self, params, x)  # (group, n)
+                return -((pred - y) ** 2).mean(dim=1)
+
+            def forward(self, x):
+                return self.linear(x).squeeze(-1)
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not define score_batch()")
 
     # ------------------------------------------------------------------ shared statistics
     # Optional: state that is not evolved but learnt from the scoring tasks themselves,

@@ -1,19 +1,21 @@
 """joblib backends for the evaluation engine: which one, how many workers, how to send.
 
-- ``prepare(backend)`` checks a backend *name* at construction time: ``"dask"`` needs
-  dask.distributed and a running ``Client``; ``"ray"`` is registered with joblib on
-  first use (``ray.util.joblib``). Missing packages raise an ``ImportError`` naming the
-  extra that installs them.
+- ``prepare(backend)`` checks a backend at construction time: ``"dask"`` needs
+  dask.distributed and a running ``Client`` (or a Client given as the backend);
+  ``"ray"`` needs ray. Missing packages raise an ``ImportError`` naming the extra that
+  installs them. Dask and Ray run on es_search's own pools (:mod:`es_search.pools`:
+  one actor per worker process, payloads sent once per worker), not through joblib.
 - ``SharedFiles``: on a backend whose workers are processes of *this* machine (loky,
   multiprocessing) the agent's skeleton and each generation's centre are written once to
   a private folder (``/dev/shm`` when there is one) and travel as a small
   :class:`FileRef`: the bytes sent per chunk do not grow with the number of parameters.
-  Other backends (dask, ray, custom) get the arrays inline, pickled once per chunk.
+  Other joblib backends get the arrays inline, pickled once per chunk.
 - :class:`Pool`: what the engine's parallel path talks to (``n_workers``, ``is_local``,
   ``put``, ``run_chunks``, ``abort``, ``close``); :func:`open_pool` picks
   :class:`LokyPool` (the loky executor's futures, directly: joblib's result loop polls
-  every 10 ms, a floor on each generation's time) or :class:`JoblibPool` (any joblib
-  backend). joblib's private names are used in this module only.
+  every 10 ms, a floor on each generation's time), :class:`JoblibPool` (any other
+  joblib backend), or a cluster pool (:mod:`es_search.pools`). joblib's private names
+  are used in this module only.
 """
 from __future__ import annotations
 
@@ -32,37 +34,27 @@ import numpy as np
 
 from .plotting import require
 
-_RAY_REGISTERED = False
+CLUSTERS = ("dask", "ray")
+
+
+def is_cluster(backend: Any) -> bool:
+    """True for the backends es_search drives through its own pools (``"dask"``, a
+    ``distributed.Client``, ``"ray"``; see :mod:`es_search.pools`)."""
+    from .pools import is_client
+    return (isinstance(backend, str) and backend in CLUSTERS) or is_client(backend)
 
 
 def prepare(backend: Any) -> Any:
-    """Check (and for ray, register) a backend given by name; returns what to give
-    ``joblib.Parallel(backend=...)``."""
-    global _RAY_REGISTERED
-    if backend == "ray" and not _RAY_REGISTERED:
+    """Check a backend at construction time: ``"dask"`` needs dask.distributed and an
+    active ``Client`` (or a Client given as the backend), ``"ray"`` needs ray (a local
+    Ray starts if none runs). Missing packages raise an ``ImportError`` naming the
+    extra. Returns what :func:`open_pool` takes."""
+    if backend == "ray":
         require("ray", "ray")
-        ray_joblib = require("ray.util.joblib", "ray")
-        ray_joblib.register_ray()
-        _RAY_REGISTERED = True
     elif backend == "dask":
-        distributed = require("distributed", "dask")
-        try:
-            distributed.get_client()
-        except ValueError:
-            raise ValueError(
-                "backend='dask' runs on the active dask.distributed Client, and there is "
-                "none: create one first, e.g. `from dask.distributed import Client; "
-                "client = Client('tcp://scheduler:8786')` (or Client() for a local "
-                "cluster); on the command line pass --scheduler tcp://host:8786") from None
-        # joblib knows "dask" by name only inside parallel_config(); an instance works
-        # in Parallel(backend=...) too
-        from joblib._dask import DaskDistributedBackend
-        return DaskDistributedBackend()
+        from .pools.dask_pool import get_client
+        get_client(backend)  # a clear error now if there is no client
     return backend
-
-
-def _backend_class(parallel: joblib.Parallel) -> str:
-    return type(parallel._backend).__name__
 
 
 def is_local(parallel: joblib.Parallel) -> bool:
@@ -74,10 +66,6 @@ def is_local(parallel: joblib.Parallel) -> bool:
 def worker_count(parallel: joblib.Parallel) -> int:
     """How many chunks a generation is cut into: one per worker process."""
     n = max(1, int(parallel._effective_n_jobs()))
-    if _backend_class(parallel) == "DaskDistributedBackend":
-        # chunks in one dask worker process take turns (they share the global RNGs),
-        # so one chunk per process, not per thread
-        n = min(n, max(1, len(parallel._backend.client.nthreads())))
     return n
 
 
@@ -336,9 +324,16 @@ def _in_order(done: dict, n: int) -> list:
 def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> Pool | None:
     """A started pool for ``n_jobs`` workers on ``backend`` (a name prepared by
     :func:`prepare`, an instance, or None for ``joblib.parallel_config``'s choice), or
-    None when that means a single worker (score in this process)."""
+    None when that means a single worker (score in this process). Dask and Ray (by name,
+    as a Client, or chosen with ``joblib.parallel_config``) get es_search's own pools."""
+    if is_cluster(backend):
+        return _cluster_pool(backend, n_jobs)
     parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes")
     chosen = parallel._backend
+    if type(chosen).__name__ == "DaskDistributedBackend":  # parallel_config("dask")
+        return _cluster_pool(chosen.client, n_jobs)
+    if type(chosen).__name__ == "RayBackend":  # parallel_config("ray")
+        return _cluster_pool("ray", n_jobs)
     if getattr(chosen, "uses_threads", False):
         raise ValueError(
             f"es_search cannot score on a thread-based joblib backend "
@@ -359,6 +354,14 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> P
         return None
     cls = LokyPool if is_loky(parallel) and task_timeout is None else JoblibPool
     return cls(parallel, n_workers)
+
+
+def _cluster_pool(backend: Any, n_jobs: int) -> Pool:
+    if backend == "ray":
+        from .pools.ray_pool import RayPool
+        return RayPool(n_jobs)
+    from .pools.dask_pool import DaskPool
+    return DaskPool(backend, n_jobs)
 
 
 def is_loky(parallel: joblib.Parallel) -> bool:

@@ -24,6 +24,9 @@ class Candidate(NamedTuple):
       under the task's seed (the user's own jitter is honoured);
     - ``Candidate("noise", sigma, sign, key)``: centre + sign * sigma * eps, eps ~ N(0, I)
       drawn from ``(run seed, generation, key)``; antithetic pairs share ``key``;
+      ``Candidate("noise", sigma, sign, key, vector=scale)``: centre + sign * scale * eps
+      with ``scale`` an array of per-value standard deviations (``sigma`` is then not
+      used; one array shared by a generation's candidates pickles once per chunk);
     - ``Candidate("vector", vector=v)``: an explicit flat vector;
     - ``Candidate("weights", vector=d)``: the centre with a dict of weights loaded over it.
     """
@@ -36,9 +39,22 @@ class Candidate(NamedTuple):
 
 
 def noise(seed: int, generation: int, key: int, size: int) -> np.ndarray:
-    """The standard normal vector of a ``"noise"`` candidate (float64)."""
-    rng = np.random.default_rng(stream_seed(seed, 1, generation, key))
-    return rng.standard_normal(size)
+    """The standard normal vector of a ``"noise"`` candidate (float64, read-only).
+
+    The last vector drawn is kept: the two members of an antithetic pair share their
+    key and usually run one after the other, so the second one costs nothing.
+    """
+    ident = (seed, generation, key, size)
+    if _LAST_NOISE[0] != ident:
+        rng = np.random.default_rng(stream_seed(seed, 1, generation, key))
+        eps = rng.standard_normal(size)
+        eps.flags.writeable = False
+        _LAST_NOISE[:] = [ident, eps]
+    return _LAST_NOISE[1]
+
+
+#: (seed, generation, key, size) and the noise vector last drawn in this process
+_LAST_NOISE: list = [None, None]
 
 
 def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
@@ -48,14 +64,18 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
     if kind == "vector":
         agent.set_flat(candidate.vector)
         return
+    if kind == "noise":  # one set_flat: the centre is never loaded on its own
+        eps = noise(seed, generation, candidate.key, center.size)
+        if candidate.vector is None:
+            agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
+        else:
+            agent.set_flat(center + candidate.sign * (candidate.vector * eps))
+        return
     agent.set_flat(center)
     if kind == "center":
         return
     if kind == "jitter":
         agent.jitter_weights(candidate.sigma)
-    elif kind == "noise":
-        eps = noise(seed, generation, candidate.key, center.size)
-        agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
     elif kind == "weights":
         agent.set_weights(candidate.vector)
     else:

@@ -72,12 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: the problem's")
     run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
                      help="default: the problem's")
-    run.add_argument("--strategy", default=DEFAULT, choices=sorted(STRATEGIES))
+    run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
+                     help=f"default: the problem's ({DEFAULT} for most)")
     run.add_argument("--n-jobs", type=_checked(int, check_n_jobs), default=-1,
                      help="-1 all cores (default), 1 no parallelism")
     run.add_argument("--seed", type=_checked(int, check_seed), default=0)
     run.add_argument("--backend", default=None,
-                     help="joblib backend: loky (default), multiprocessing, dask, ray")
+                     help="loky (default), multiprocessing, dask (the active Client or "
+                          "--scheduler), ray (RAY_ADDRESS, or a local Ray)")
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
@@ -98,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list")
+    from .callbacks.options import add_arguments as add_callback_arguments
+    add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
@@ -141,14 +145,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    from .callbacks.options import from_args
+    callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see
             record_command(args.out, {"problem": args.problem, "params": params},
                            args.resume)
-        return _build_and_run(args, cls, params)
+        return _build_and_run(args, cls, params, callbacks)
 
 
-def _build_and_run(args: argparse.Namespace, cls: type, params: dict) -> int:
+def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
+                   callbacks: list) -> int:
     from .run import run
 
     try:
@@ -158,8 +165,9 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict) -> int:
     defaults = {"generations": 50, "population": 16, "sigma": 0.1}
     defaults.update(getattr(cls, "default_config", {}))
     generations = args.generations or defaults["generations"]
+    strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
-        args.strategy == defaults.get("strategy", DEFAULT)) else {}
+        strategy == defaults.get("strategy", DEFAULT)) else {}
     strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
                             for o in args.strategy_option)
     backend = args.backend
@@ -172,14 +180,18 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict) -> int:
         started = time.perf_counter()
         result = run(agent, generations=generations,
                      population=args.population or defaults["population"],
-                     sigma=args.sigma or defaults["sigma"], strategy=args.strategy,
+                     sigma=args.sigma or defaults["sigma"], strategy=strategy,
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
                      on_error=args.on_error, max_retries=args.max_retries,
-                     task_timeout=args.task_timeout, strategy_options=strategy_options)
+                     task_timeout=args.task_timeout, strategy_options=strategy_options,
+                     callbacks=callbacks)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+    if result.stopped_by:
+        print(f"stopped early: {result.stopped_by}" + (
+            " (continue the run with --resume, without this rule)" if args.out else ""))
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))

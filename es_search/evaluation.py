@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover
 
 from . import backends as _backends
 from .agent import Agent
+from .batched import group_size
 from .candidates import Candidate
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
@@ -103,9 +104,11 @@ class Evaluator:
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self.hooks = has_hooks(agent)
+        group_size(agent)  # a bad score_batch_size fails here, before any worker starts
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None
+        self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
@@ -130,6 +133,9 @@ class Evaluator:
         if self.pool is None:
             return self
         self.n_workers = self.pool.n_workers
+        if getattr(self.pool, "derives", False):
+            from .pools.centres import CentreHistory
+            self._centres = CentreHistory()
         self.policy = DispatchPolicy(self.n_workers, self.sequential_fallback,
                                      reprobe_every=self.REPROBE_EVERY)
         try:
@@ -224,10 +230,16 @@ class Evaluator:
         n = len(candidates)
         began = time.perf_counter()
         pool = self.pool
-        center = pool.put("center", np.ascontiguousarray(payload.center))
+        if self._centres is not None:  # the workers keep centres, or derive them
+            center = self._centres.put(pool, generation, payload.center, self._token,
+                                       self._skeleton, self.seed)
+        else:
+            center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
-        bounds = chunk_bounds(n, self.n_workers)
+        # a cluster's workers may have come or gone since the last generation
+        self.n_workers = self.policy.n_workers = pool.n_workers
+        bounds = chunk_bounds(n, self._chunk_count(n), group_size(self.local))
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
                  generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
@@ -247,8 +259,26 @@ class Evaluator:
                 self._retry_or_raise(exc, generation, lost, attempt)
         wall = time.perf_counter() - began
         seconds = [r[2] for r in results]
-        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=max(seconds))
+        # with several chunks per worker, the busiest worker ran about its share of them
+        busiest = max(max(seconds), sum(seconds) / self.n_workers)
+        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest)
         return ([s for r in results for s in r[0]], [x for r in results for x in r[1]])
+
+    #: scores at least this long (seconds per task) are cut into several chunks per
+    #: worker, which take them as they come free: episodes of uneven length, or a core
+    #: that another program slows, no longer hold the whole generation back
+    BALANCE_FROM = 0.002
+    #: at most this many chunks per worker (each costs one more round trip)
+    CHUNKS_PER_WORKER = 4
+
+    def _chunk_count(self, n: int) -> int:
+        """How many chunks to cut ``n`` candidates into: one per worker, or up to
+        ``CHUNKS_PER_WORKER`` per worker when tasks are long enough for the extra round
+        trips not to matter. Results never depend on it (tasks are seeded by index)."""
+        task = self.policy.task_seconds
+        if task is None or task < self.BALANCE_FROM:
+            return self.n_workers
+        return self.n_workers * max(1, min(self.CHUNKS_PER_WORKER, n // self.n_workers))
 
     def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
                         attempt: int) -> None:
@@ -274,7 +304,10 @@ class Evaluator:
         with preserved_global_rngs(), single_torch_thread():
             run_task(self.local, Payload(np.asarray(center), self.score_kwargs), candidate,
                      self.seed, generation, index, score=False)
-        return self.local.get_flat()
+        flat = self.local.get_flat()
+        if self._centres is not None:
+            self._centres.note_rebuilt(generation, center, candidate, index, flat)
+        return flat
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int = -1,

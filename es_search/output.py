@@ -221,7 +221,7 @@ class RunFolder:
         dump_json(self.path / RESULT, {
             "best_score": result.best_score, "evaluations": result.evaluations,
             "generations": result.generations, "seconds": self.search.seconds(),
-            "seed": result.seed})
+            "seed": result.seed, "stopped_by": getattr(result, "stopped_by", None)})
         try:
             from .plotting import plot_history
             plot_history(result.history, self.path / PLOT)

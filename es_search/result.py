@@ -22,7 +22,9 @@ class Result:
       (``generation``, ``best_score``, ``mean_score``, ``scores``, ``sigma``,
       ``nonfinite``, ``failures``, ``evaluations``, ``seconds``, and the counters an
       agent's ``merge_reports()`` returns, e.g. ``steps``);
-    - ``seed`` and ``config``: what defines the run.
+    - ``seed`` and ``config``: what defines the run;
+    - ``stopped_by``: why a callback stopped the run before ``generations`` (a stopping
+      rule's ``reason``), or None.
     """
 
     best_score: float
@@ -32,6 +34,8 @@ class Result:
     seed: int
     config: dict = field(default_factory=dict)
     agent: Agent | None = field(default=None, repr=False)
+    #: why a callback stopped the run early (its ``reason``), or None
+    stopped_by: str | None = None
 
     @property
     def generations(self) -> int:

@@ -54,6 +54,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       ``es_search.task_seed(seed, generation, i)``, whatever worker runs it, so the same
       seed gives the same result with any ``n_jobs`` or backend.
     - ``backend``: a joblib backend name; ``None`` respects ``joblib.parallel_config``.
+      ``"dask"`` runs on the active dask.distributed Client (or pass the Client),
+      ``"ray"`` on Ray (started locally if not running): one actor per worker process,
+      the agent sent once per worker, workers that join used from the next generation.
       Thread-based backends are refused (tasks seed the process-wide RNGs).
     - ``score_kwargs``: keyword arguments for every ``score()`` call.
     - ``out``: a folder to write the run into as it goes (see ``es_search.output``),
@@ -110,14 +113,14 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
             _call_all(callbacks, "on_start", RunInfo(
                 config, settings.out, settings.generations, search.next_generation,
                 list(search.history), start_agent))
-            while search.next_generation < settings.generations:
-                record = search.step()
-                if any([bool(r) for r in _call_all(callbacks, "on_generation", record)]):
-                    break
+            stopped_by = None
+            while search.next_generation < settings.generations and stopped_by is None:
+                stopped_by = _stop_reason(callbacks, search.step())
             result = Result(best_score=search.best_score,
                             best_weights=search.best_weights(),
                             evaluations=search.evaluations, history=search.history,
-                            seed=settings.seed, config=config, agent=start_agent)
+                            seed=settings.seed, config=config, agent=start_agent,
+                            stopped_by=stopped_by)
         _call_all(callbacks, "on_end", result)
     except (ScoreError, WorkerError) as exc:
         explain(exc, settings.out, exc.generation)
@@ -130,6 +133,16 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if folder is not None:
             folder.close()
     return result
+
+
+def _stop_reason(callbacks: list, record: dict) -> str | None:
+    """Every callback's ``on_generation(record)``; why the first that said stop did so."""
+    answers = [(cb, cb.on_generation(record)) for cb in callbacks
+               if hasattr(cb, "on_generation")]
+    for cb, answer in answers:
+        if answer:
+            return getattr(cb, "reason", None) or f"{cb!r} returned True"
+    return None
 
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:

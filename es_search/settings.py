@@ -31,6 +31,11 @@ def _check_bool(name: str, value: Any) -> bool:
     return value
 
 
+def _is_client(backend: Any) -> bool:
+    from .pools import is_client
+    return is_client(backend)
+
+
 @dataclass(frozen=True)
 class Settings:
     """What a run is asked to do, besides the agent and the strategy (see ``run()``).
@@ -62,10 +67,11 @@ class Settings:
         set_(self, "seed", check_seed(self.seed))
         set_(self, "n_jobs", check_n_jobs(self.n_jobs))
         if self.backend is not None and not isinstance(self.backend, str) and \
-                not hasattr(self.backend, "configure"):
+                not hasattr(self.backend, "configure") and not _is_client(self.backend):
             raise TypeError(f"backend must be a joblib backend name (e.g. 'loky', "
                             f"'multiprocessing', 'dask', 'ray'), a joblib backend "
-                            f"instance or None, got {self.backend!r}")
+                            f"instance, a dask.distributed Client or None, got "
+                            f"{self.backend!r}")
         if self.score_kwargs is None:
             set_(self, "score_kwargs", {})
         if not isinstance(self.score_kwargs, Mapping):

@@ -1,4 +1,5 @@
-"""The worker side of the engine: one seeded task, a chunk of tasks, the agent cache.
+"""The worker side of the engine: one seeded task, a group of tasks scored in one
+``Agent.score_batch`` call, a chunk of tasks, the agent cache.
 
 Everything here runs wherever a task runs (a worker process, or this process on the
 in-process path, in ``replay_task`` and when a winner is rebuilt): :func:`run_task` is
@@ -27,6 +28,7 @@ except ImportError:  # pragma: no cover
 from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
+from .batched import as_scores, group_size
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
@@ -98,8 +100,18 @@ def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
 
     The global RNGs are restored afterwards. A task that raises stops the chunk with a
     :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` (and
-    a None report) in its place.
+    a None report) in its place. An agent with ``score_batch`` (and a
+    ``score_batch_size`` > 0) is scored a group at a time (:func:`score_groups`).
     """
+    if group_size(agent):
+        return score_groups(agent, payload, candidates, seed, generation, start, on_error)
+    return score_alone(agent, payload, candidates, seed, generation, start, on_error)
+
+
+def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
+                seed: int, generation: int, start: int,
+                on_error: str = "raise") -> tuple[list[Any], list[Any]]:
+    """:func:`score_tasks` one ``score()`` per candidate."""
     scores: list[Any] = []
     reports: list[Any] = []
     with preserved_global_rngs(), torch.no_grad():
@@ -123,16 +135,119 @@ def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     return scores, reports
 
 
-def chunk_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
     """How ``n`` candidates are cut into chunks for ``parts`` workers: contiguous,
     near-equal ``(start, stop)`` ranges covering ``range(n)``, in order.
 
-    Results do not depend on the cut (every task is seeded by its index); it is the one
-    place that decides it.
+    With batching (``group`` > 0, the agent's :func:`group_size`) chunks are unions of
+    whole groups, near-equal in groups, so that every group is scored whole. Results do
+    not depend on the cut (every task is seeded by its index, every group is cut at
+    fixed indices); it is the one place that decides it.
     """
-    parts = max(1, min(parts, n))
-    bounds = [n * k // parts for k in range(parts + 1)]
+    group = max(group, 1)
+    groups = -(-n // group)
+    parts = max(1, min(parts, groups))
+    bounds = [min(n, group * (groups * k // parts)) for k in range(parts + 1)]
     return [(bounds[k], bounds[k + 1]) for k in range(parts) if bounds[k] < bounds[k + 1]]
+
+
+# --------------------------------------------------------------------- batched scoring
+# Groups are cut at fixed candidate indices: with group size G, group g holds candidates
+# [g * G, (g + 1) * G) of the generation (the last one may be shorter), and chunks are
+# unions of whole groups (chunk_bounds), so a candidate is scored with the same
+# neighbours, in the same row, whatever n_jobs, backend or scheduling.
+
+def group_bounds(start: int, stop: int, size: int) -> list[tuple[int, int]]:
+    """The groups covering indices ``[start, stop)``, cut at multiples of ``size``."""
+    bounds, a = [], start
+    while a < stop:
+        b = min((a // size + 1) * size, stop)
+        bounds.append((a, b))
+        a = b
+    return bounds
+
+
+def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
+              generation: int, start: int) -> tuple[list[float], Any]:
+    """Tasks ``start, start + 1, ...`` of ``generation`` as one ``score_batch()`` call.
+
+    Each candidate is built by :func:`run_task` (``score=False``: its task seed, the
+    shared state, the centre, its jitter or noise), exactly as for ``score()``, and its
+    evolved weights are stacked. Then ``score_batch(params, seeds, **score_kwargs)``
+    runs under ``torch.no_grad()`` on the agent holding the centre, with
+    ``task_seed = None``, the generation's ``generation_seed`` and the global RNGs
+    seeded with the group's first task seed. Returns the scores and
+    ``agent.task_report()``, the group's one report. Exceptions propagate.
+    """
+    seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
+    evolved = agent.evolved_parameters()  # the same Parameter objects after each build
+    params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
+              for name, p in evolved}
+    rows = [params[name] for name, _ in evolved]
+    for k, candidate in enumerate(candidates):
+        run_task(agent, payload, candidate, seed, generation, start + k, score=False)
+        with torch.no_grad():
+            for row, (_, p) in zip(rows, evolved):
+                row[k].copy_(p)
+    agent.generation_seed = generation_seed(seed, generation)
+    try:
+        with torch.no_grad():
+            seed_global_rngs(seeds[0])
+            if payload.shared:
+                agent.load_shared_state(payload.shared)
+            agent.set_flat(payload.center)
+            values = agent.score_batch(params, seeds, **payload.score_kwargs)
+            return as_scores(values, len(seeds), agent), agent.task_report()
+    finally:
+        agent.generation_seed = None
+
+
+def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
+                 seed: int, generation: int, start: int,
+                 on_error: str = "raise") -> tuple[list[Any], list[Any]]:
+    """:func:`score_tasks` a group at a time (:func:`run_group`).
+
+    A group's report stands at its first candidate (None at the others). When building
+    or ``score_batch()`` raises, the group is scored again one ``score()`` per candidate
+    (:func:`score_alone`), which finds the culprit: its failure is reported per
+    candidate, as without batching, and ``replay_task`` replays it. If every candidate
+    scores alone, the batch itself is at fault: ``on_error="raise"`` stops with a
+    :class:`ScoreError` at the group's first candidate carrying the batch's traceback;
+    ``"worst"`` fails the whole group (-inf) with it.
+    """
+    size = group_size(agent)
+    scores: list[Any] = []
+    reports: list[Any] = []
+    with preserved_global_rngs():
+        for a, b in group_bounds(start, start + len(candidates), size):
+            part = candidates[a - start:b - start]
+            try:
+                values, report = run_group(agent, payload, part, seed, generation, a)
+            except NotAScore:
+                raise
+            except Exception as exc:
+                batch_error, batch_trace = exc, traceback.format_exc()
+            else:
+                scores += values
+                reports += [report] + [None] * (len(values) - 1)
+                continue
+            alone, alone_reports = score_alone(agent, payload, part, seed, generation, a,
+                                               on_error)
+            if any(isinstance(s, TaskFailure) for s in alone):
+                scores += alone
+                reports += alone_reports
+                continue
+            note = (f"score_batch() raised on candidates {a}-{b - 1} of generation "
+                    f"{generation}, though each of them scores alone through score():\n"
+                    f"{batch_trace}")
+            if on_error != "worst":
+                raise ScoreError(type(agent).__name__, generation, a,
+                                 task_seed(seed, generation, a), note,
+                                 batch_error) from batch_error
+            scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note)
+                       for i in range(a, b)]
+            reports += [None] * (b - a)
+    return scores, reports
 
 
 # --------------------------------------------------------------------- in the workers

@@ -19,7 +19,10 @@ from es_search.problems.control import Acrobot, Pendulum  # noqa: E402
 
 def test_builtins_name_the_new_problems():
     assert {"pendulum", "acrobot", "rosenbrock"} <= set(BUILTINS)
-    assert load_problem("pendulum") is Pendulum and load_problem("acrobot") is Acrobot
+    from es_search.problems import batched_control
+    assert load_problem("pendulum") is batched_control.Pendulum
+    assert load_problem("cartpole") is batched_control.CartPole
+    assert load_problem("acrobot") is Acrobot
     assert load_problem("rosenbrock") is Rosenbrock
 
 
@@ -87,7 +90,7 @@ def test_normalised_runs_do_not_depend_on_the_worker_count():
 def test_bad_policy_settings_fail_at_construction(kwargs):
     with pytest.raises(ValueError):
         Pendulum(**kwargs)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):
         Pendulum(normalize="yes")
 
 

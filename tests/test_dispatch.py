@@ -2,6 +2,7 @@
 from given measurements, and that the choice never changes a result."""
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -150,3 +151,29 @@ def test_the_path_does_not_change_the_scores():
         there = ev.score(2, center, candidates)
         assert ev.stats["last_path"] == (PARALLEL if ev.pool is not None else SEQUENTIAL)
     assert here == there
+
+
+class UnevenSleeper(es_search.Agent):
+    """Tasks of uneven length (from the task's own RNG); the score depends on weights only."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
+
+    def score(self):
+        time.sleep(0.003 * (1 + np.random.random()))
+        return -float((self.w - 1).pow(2).sum())
+
+
+def test_long_tasks_are_cut_into_several_chunks_per_worker_with_the_same_scores():
+    candidates = [es_search.Candidate("jitter", 0.3)] * 16
+    with Evaluator(UnevenSleeper(), seed=4, n_jobs=1) as ev:
+        center = ev.local.get_flat()
+        reference = [ev.score(g, center, candidates) for g in range(2)]
+    with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
+        assert ev._chunk_count(16) == 2  # nothing measured yet: one chunk per worker
+        first = ev.score(0, center, candidates)
+        assert ev._chunk_count(16) == 8  # 3-6 ms tasks: four chunks per worker
+        assert ev._chunk_count(3) == 2   # never more chunks than candidates allow
+        second = ev.score(1, center, candidates)
+    assert [first, second] == reference

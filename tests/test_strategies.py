@@ -13,8 +13,8 @@ import es_search
 from es_search import candidates as cand
 from es_search.problems.sphere import Sphere
 from es_search.seeding import preserved_global_rngs, seed_global_rngs, task_seed
-from es_search.strategies import (STRATEGIES, AdaptiveHillClimb, CMAES, OpenAIES,
-                                  make_strategy)
+from es_search.strategies import (STRATEGIES, ARS, PGPE, AdaptiveHillClimb, CMAES,
+                                  OpenAIES, make_strategy)
 from es_search.strategies.openai_es import centered_ranks
 
 NAMES = sorted(STRATEGIES)
@@ -105,7 +105,8 @@ def test_same_seed_same_run_and_other_seed_other_run(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_improves_on_sphere(name):
-    options = {"openai-es": {"learning_rate": 0.1}}.get(name)  # default 0.01 is for nets
+    options = {"openai-es": {"learning_rate": 0.1},  # the defaults are for nets
+               "ars": {"step_size": 0.3}}.get(name)
     result = _run(name, generations=40, population=8, strategy_options=options)
     start = -float(DIM * 9)  # the start x = 0, optimum 3
     assert result.best_score > 0.5 * start, result.best_score
@@ -160,11 +161,26 @@ def test_config_names_the_strategy_and_its_settings(name):
     ("openai-es", {"learning_rate": 0.0}, ValueError),
     ("openai-es", {"weight_decay": -0.1}, ValueError),
     ("openai-es", {"beta1": 1.0}, ValueError),
+    ("ars", {"population": 7}, ValueError),
+    ("ars", {"population": 8, "directions": 3}, ValueError),
+    ("ars", {"directions": 0}, ValueError),
+    ("ars", {"directions": 4, "top": 5}, ValueError),
+    ("ars", {"top": 1.5}, TypeError),
+    ("ars", {"step_size": -0.1}, ValueError),
+    ("pgpe", {"population": 5}, ValueError),
+    ("pgpe", {"step_size": 0.0}, ValueError),
+    ("pgpe", {"max_speed": -1.0}, ValueError),
+    ("pgpe", {"momentum": 1.5}, ValueError),
+    ("pgpe", {"stdev_lr": float("inf")}, ValueError),
+    ("pgpe", {"stdev_max_change": 1.0}, ValueError),
+    ("pgpe", {"stdev_max_change": None}, ValueError),
     ("cma-es", {"population": 1}, ValueError),
     ("cma-es", {"sigma": float("nan")}, ValueError),
     ("cma-es", {"options": {"seed": 3}}, ValueError),
     ("cma-es", {"options": {"no_such_option": 1}}, ValueError),
     ("cma-es", {"options": [1]}, TypeError),
+    ("cma-es", {"restarts": "lpop"}, ValueError),
+    ("cma-es", {"restarts": "ipop", "max_restarts": -1}, ValueError),
 ])
 def test_bad_settings_fail_at_construction(name, options, error):
     with pytest.raises(error):
@@ -268,3 +284,215 @@ def test_cma_es_all_non_finite_generation_keeps_the_state():
     state = strategy.init(np.zeros(3), 0.0, seed=0)
     candidates = strategy.ask(state, 0)
     assert strategy.tell(state, 0, candidates, [math.nan] * 4, None) is state
+
+
+# ------------------------------------------------------------------ ars
+def test_ars_population_is_twice_the_directions():
+    assert ARS(directions=5).population == 10 and ARS(population=10).directions == 5
+    assert ARS().population == 16 and ARS(directions=4).top == 4
+    assert ARS(population=8, directions=4, top=2).config()["top"] == 2
+
+
+def _ars_step(strategy, scores, dim=3, seed=0, generation=0):
+    """The V2-t step written out from the paper (Algorithm 2, lines 6-7)."""
+    pairs = [(scores[2 * k], scores[2 * k + 1]) for k in range(strategy.directions)]
+    order = sorted(range(len(pairs)), key=lambda k: -max(pairs[k]))[:strategy.top]
+    sigma_r = np.std([r for k in order for r in pairs[k]])
+    return strategy.step_size / (strategy.top * sigma_r) * sum(
+        (pairs[k][0] - pairs[k][1]) * cand.noise(seed, generation, k, dim) for k in order)
+
+
+def test_ars_uses_the_top_directions_and_scales_by_their_return_std():
+    strategy = ARS(directions=4, top=2, step_size=0.05, sigma=0.1)
+    state = strategy.init(np.ones(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert [(c.kind, c.sigma, c.sign, c.key) for c in candidates[:2]] == [
+        ("noise", 0.1, 1.0, 0), ("noise", 0.1, -1.0, 0)]
+    scores = [1.0, 5.0, 0.0, 0.5, 9.0, 2.0, 3.0, 3.5]  # top 2 by max: keys 2 and 0
+    new = strategy.tell(state, 0, candidates, scores, None)
+    assert np.allclose(new.center - 1.0, _ars_step(strategy, scores))
+    # the returns outside the top directions do not matter
+    other = list(scores)
+    other[2:4], other[6:8] = [-50.0, 2.0], [4.0, -7.0]
+    assert np.allclose(strategy.tell(state, 0, candidates, other, None).center, new.center)
+    # the step is invariant to the scale and offset of the returns
+    scaled = strategy.tell(state, 0, candidates, [100 * r - 7 for r in scores], None)
+    assert np.allclose(scaled.center, new.center)
+
+
+def test_ars_non_finite_returns_count_as_the_worst():
+    strategy = ARS(directions=2, step_size=0.1)
+    state = strategy.init(np.zeros(3), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    new = strategy.tell(state, 0, candidates, [math.nan, 1.0, 3.0, 2.0], None)
+    assert np.allclose(new.center, _ars_step(strategy, [1.0, 1.0, 3.0, 2.0]))
+    assert strategy.tell(state, 0, candidates, [2.0] * 4, None) is state  # sigma_R = 0
+
+
+def test_ars_solves_a_sphere():
+    result = es_search.run(Sphere(dim=5), generations=120, population=16, sigma=0.1,
+                           strategy="ars", strategy_options={"top": 4, "step_size": 0.3},
+                           n_jobs=1, progress=False, seed=0)
+    assert result.best_score > -0.05, result.best_score  # from -45
+
+
+# ------------------------------------------------------------------ pgpe
+def _pgpe_vectors(state, candidates, generation=0):
+    n = state.center.size
+    return [state.center + c.sign * state.stdev
+            * cand.noise(state.seed, generation, c.key, n) for c in candidates]
+
+
+def test_noise_candidate_with_a_scale_vector_is_built_with_per_value_stdevs():
+    agent = Sphere(dim=3)
+    center, scale = np.array([1.0, 2.0, 3.0]), np.array([0.1, 1.0, 10.0])
+    for sign in (1.0, -1.0):
+        cand.build(agent, center, es_search.Candidate("noise", 0.5, sign, 7, vector=scale),
+                   seed=4, generation=2)
+        expected = center + sign * scale * cand.noise(4, 2, 7, 3)
+        assert np.array_equal(agent.get_flat(), expected)
+    # one array shared by a generation's candidates pickles once
+    scale = np.ones(10_000)
+    shared = [es_search.Candidate("noise", 1.0, s, k, vector=scale)
+              for k in range(8) for s in (1.0, -1.0)]
+    assert len(pickle.dumps(shared)) < 1.2 * len(pickle.dumps(scale))
+
+
+def test_pgpe_follows_the_symmetric_gradient_with_clipup():
+    strategy = PGPE(population=6, sigma=0.2, step_size=0.05, max_speed=0.08,
+                    momentum=0.9, stdev_lr=0.1, stdev_max_change=0.5)
+    state = strategy.init(np.array([1.0, -1.0, 0.5]), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    assert all(c.vector is state.stdev for c in candidates)
+    scores = [3.0, 1.0, 0.0, 2.0, 5.0, 4.0]
+    new = strategy.tell(state, 0, candidates, scores, None)
+    u = centered_ranks(scores)
+    eps = [cand.noise(0, 0, k, 3) for k in range(3)]
+    sigma = np.full(3, 0.2)
+    g_mu = sum((u[2 * k] - u[2 * k + 1]) / 2 * sigma * eps[k] for k in range(3)) / 3
+    g_sigma = sum((u[2 * k] + u[2 * k + 1]) / 2 * ((sigma * eps[k]) ** 2 - sigma ** 2)
+                  / sigma for k in range(3)) / 3
+    assert np.allclose(new.velocity, 0.05 * g_mu / np.linalg.norm(g_mu))
+    assert np.allclose(new.center, state.center + new.velocity)
+    assert np.allclose(new.stdev, np.clip(sigma + 0.1 * g_sigma, 0.1, 0.3))
+    # momentum, then the speed limit
+    again = strategy.tell(new, 0, candidates, scores, None)
+    assert np.isclose(np.linalg.norm(again.velocity), 0.08)
+
+
+def test_pgpe_defaults_follow_the_clipup_rules():
+    state = PGPE(sigma=0.3).init(np.zeros(100), 0.0, seed=0)
+    assert state.max_speed == pytest.approx(0.3 * 10 / 15)  # radius / 15
+    assert state.step_size == pytest.approx(state.max_speed / 2)
+    state = PGPE(step_size=0.01).init(np.zeros(100), 0.0, seed=0)
+    assert state.max_speed == pytest.approx(0.02)  # EvoTorch: twice the step size
+
+
+def _pgpe_loop(strategy, f, state, generations):
+    for generation in range(generations):
+        candidates = strategy.ask(state, generation)
+        scores = [f(x) for x in _pgpe_vectors(state, candidates, generation=generation)]
+        state = strategy.tell(state, generation, candidates, scores, None)
+    return state
+
+
+def test_pgpe_adapts_each_stdev():
+    strategy = PGPE(population=20, sigma=1.0, step_size=1e-9)  # the mean barely moves
+    start = strategy.init(np.zeros(2), 0.0, seed=0)
+    # narrow in a steep direction, keep width in a flat one
+    narrow = _pgpe_loop(strategy, lambda x: -(100 * x[0] ** 2 + 0.01 * x[1] ** 2),
+                        start, 40)
+    assert narrow.stdev[0] < 0.4 and narrow.stdev[1] > 3 * narrow.stdev[0]
+    # widen where farther is better
+    wide = _pgpe_loop(strategy, lambda x: float(x @ x), start, 10)
+    assert np.all(wide.stdev > 1.1) and np.all(wide.stdev <= 1.2 ** 10)
+
+
+def test_pgpe_solves_a_sphere_and_rebuilds_what_the_workers_built():
+    result = es_search.run(Sphere(dim=5), generations=150, population=16, sigma=0.5,
+                           strategy="pgpe", strategy_options={"step_size": 0.2},
+                           n_jobs=2, progress=False, seed=0)
+    assert result.best_score > -0.05, result.best_score  # from -45
+    assert result.history[-1]["sigma"] < 0.2  # the stdevs shrank near the optimum
+    # the winner rebuilt in this process scores what the worker scored
+    assert result.best_agent().score() == result.best_score
+
+
+# ------------------------------------------------------------------ cma-es restarts
+def _restart_run(restarts, generations, **kw):
+    # tolfun=1e-2: pycma stops each run after some 30-60 generations on this sphere
+    return es_search.run(Sphere(dim=DIM), generations=generations, sigma=0.5,
+                         strategy="cma-es", n_jobs=1, seed=1, progress=False,
+                         strategy_options={"options": {"tolfun": 1e-2},
+                                           "restarts": restarts, "max_restarts": 3}, **kw)
+
+
+def _populations(history):
+    """(population, first generation) of each run, in order."""
+    runs = []
+    for record in history:
+        if not runs or len(record["scores"]) != runs[-1][0]:
+            runs.append((len(record["scores"]), record["generation"]))
+    return runs
+
+
+def test_cma_es_without_restarts_keeps_its_population():
+    result = _restart_run(None, 150)
+    assert {len(r["scores"]) for r in result.history} == {8}
+
+
+def test_ipop_doubles_the_population_when_pycma_stops():
+    result = _restart_run("ipop", 250)
+    populations = [p for p, _ in _populations(result.history)]
+    assert populations == [8, 16, 32, 64]  # max_restarts=3, then it keeps going
+    assert result.best_score > -1e-2
+
+
+def test_bipop_interlaces_small_and_large_runs():
+    strategy = CMAES(sigma=0.5, options={"tolfun": 1e-2}, restarts="bipop",
+                     max_restarts=3)
+    state = strategy.init(np.zeros(DIM), -36.0, seed=1)
+    runs = []  # (regime, population, sigma) of each run
+    for generation in range(400):
+        if not runs or state.restarts == len(runs):
+            runs.append((state.regime, len(strategy.ask(state, generation)), state.sigma))
+        candidates = strategy.ask(state, generation)
+        state = strategy.tell(state, generation, candidates,
+                              [-float(((c.vector - 3) ** 2).sum()) for c in candidates],
+                              None)
+    regimes = [regime for regime, _, _ in runs]
+    assert regimes[:2] == ["first", "large"] and "small" in regimes
+    assert regimes.count("large") == 3  # max_restarts counts the large runs
+    large = [p for regime, p, _ in runs if regime == "large"]
+    assert large == [16, 32, 64]
+    small = [(p, sigma) for regime, p, sigma in runs if regime == "small"]
+    assert all(8 <= p <= 64 and 0.5 * 0.01 <= sigma <= 0.5 for p, sigma in small)
+    # the small runs' budget stays close to the large runs' (Hansen 2009)
+    assert state.small_evals <= state.large_evals + 64 * 400
+
+
+def test_restarts_resume_mid_run_as_if_uninterrupted(tmp_path):
+    full = _restart_run("bipop", 160)
+    starts = [g for _, g in _populations(full.history)]
+    assert len(starts) >= 3, starts  # the cut below falls after a restart
+    cut = (starts[1] + starts[2]) // 2
+    _restart_run("bipop", cut, out=tmp_path)
+    resumed = _restart_run("bipop", 160, out=tmp_path, resume=True)
+    assert [r["scores"] for r in resumed.history] == [r["scores"] for r in full.history]
+    assert [r["sigma"] for r in resumed.history] == [r["sigma"] for r in full.history]
+    assert resumed.best_score == full.best_score
+
+
+def test_restart_state_pickles_and_same_seed_same_restarts():
+    strategy = CMAES(sigma=0.5, options={"tolflatfitness": 1}, restarts="bipop")
+    states = []
+    for _ in range(2):
+        state = strategy.init(np.zeros(3), 0.0, seed=4)
+        for generation in range(12):  # flat scores: pycma stops after every generation
+            state = strategy.tell(state, generation, strategy.ask(state, generation),
+                                  [1.0] * len(strategy.ask(state, generation)), None)
+            state = pickle.loads(pickle.dumps(state))
+        states.append(state)
+    a, b = states
+    assert a.restarts >= 5 and a.restarts == b.restarts and a.regime == b.regime
+    assert _same_candidates(strategy.ask(a, 12), strategy.ask(b, 12))

@@ -24,6 +24,11 @@ Modules: :mod:`~es_search.bench.workloads` (what is scored), :mod:`~es_search.be
 Amdahl and overhead models, predictions), :mod:`~es_search.bench.report` (``scaling.md``,
 ``.json``, ``.png``), :mod:`~es_search.bench.command` (the ``es-search bench`` verb).
 This repository's target verdicts and README table live in ``benchmarks/scaling.py``.
+
+``es-search bench --backend dask`` measures Dask against loky instead
+(:mod:`~es_search.bench.cluster`: generation time, overheads, bytes, a simulated
+cluster; :mod:`~es_search.bench.cluster_model`: the cost model and ``cluster.md``);
+issue 9's verdicts are in ``benchmarks/cluster.py``.
 """
 from .command import add_arguments, benchmark, load, main, run_from_args
 from .measure import MODES, measure, measure_block, measure_payload

@@ -37,6 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated worker counts (default: 1 to all cores)")
     parser.add_argument("--render", default=None, metavar="JSON",
                         help="measure nothing: write the outputs from a saved scaling.json")
+    parser.add_argument("--backend", default=None, choices=("dask",),
+                        help="dask: Dask and loky side by side (generation time, overheads, "
+                             "bytes, cost model checked on a simulated cluster) into "
+                             "cluster.md / cluster.json")
+    parser.add_argument("--workers", type=int, default=2, metavar="N",
+                        help="--backend dask: worker processes of the LocalCluster (and of "
+                             "loky) (default 2)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="--backend dask: run on this scheduler instead of a LocalCluster")
 
 
 def parse_n_values(text: str | None) -> list[int] | None:
@@ -75,7 +84,47 @@ def report(result: dict, out: str, sections: Sequence[str] = ()) -> int:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    if getattr(args, "backend", None) == "dask" or getattr(args, "scheduler", None):
+        return cluster_from_args(args)
     return report(result_from_args(args), args.out)
+
+
+def cluster_from_args(args: argparse.Namespace, log: Any = print) -> int:
+    """``es-search bench --backend dask``: measure, fit, write cluster.md/json."""
+    import os
+    from ..plotting import require
+    from .cluster import measure_cluster
+    from .cluster_model import analyse as analyse_cluster, markdown as cluster_markdown
+    if args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    distributed = require("distributed", "dask")
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    counts = {"tiny": (1, 2), "quick": (2, 4, 8, 16), "full": (2, 4, 8, 16, 32, 64)}[mode]
+    if args.scheduler:
+        client = distributed.Client(args.scheduler, timeout="30s")
+        cluster = None
+        n = len(client.nthreads())
+    else:
+        cluster = distributed.LocalCluster(n_workers=args.workers, processes=True,
+                                           threads_per_worker=1, dashboard_address=":0")
+        client = distributed.Client(cluster)
+        n = args.workers
+    try:
+        result = measure_cluster(client, client, n, mode, simulate_counts=counts, log=log)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    result = analyse_cluster(result)
+    os.makedirs(args.out, exist_ok=True)
+    paths = {k: os.path.join(args.out, f"cluster.{k}") for k in ("md", "json")}
+    with open(paths["md"], "w") as f:
+        f.write(cluster_markdown(result))
+    with open(paths["json"], "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    print(cluster_markdown(result))
+    print("wrote " + ", ".join(paths.values()))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -112,6 +112,13 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(result: dict) -> str:
+    """The machine and the model's predictions, without calibration, start-up, ceiling
+    and the per-configuration table
+    (what a README shows; the full tables are in ``scaling.md``)."""
+    return "\n".join(_header(result)[:1] + [""] + _model(result)) + "\n"
+
+
 def plot(result: dict, path: str) -> None:
     """Speedup against workers for each score cost at the largest population, to ``path``."""
     from ..plotting import require

@@ -1,7 +1,32 @@
 """Callbacks: experiment tracking, stopping rules and the user's own hooks.
 
 See :mod:`es_search.callbacks.base` for the protocol. Plain callables work too.
+
+- tracking: :class:`TensorBoard` (``es_search[tensorboard]``), :class:`MLflow`
+  (``es_search[mlflow]``), :class:`CSV`;
+- stopping rules: :class:`StopAtScore`, :class:`EarlyStopping`, :class:`MaxTime`.
+
+Only the protocol is imported with the package (the run folder, ``es_search.output``,
+is itself a callback); the others are imported on first use.
 """
+from importlib import import_module
+
 from .base import Callback, FunctionCallback, RunInfo, as_callbacks
 
-__all__ = ["Callback", "FunctionCallback", "RunInfo", "as_callbacks"]
+_LAZY = {"CSV": "csv_log", "MLflow": "mlflow_log", "TensorBoard": "tensorboard_log",
+         "EarlyStopping": "stopping", "MaxTime": "stopping", "StopAtScore": "stopping"}
+
+__all__ = ["CSV", "Callback", "EarlyStopping", "FunctionCallback", "MLflow", "MaxTime",
+           "RunInfo", "StopAtScore", "TensorBoard", "as_callbacks"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -1,6 +1,7 @@
 """Built-in problems and loading a user's agent class from a spec.
 
-A spec is a built-in name (``es-search list``), ``package.module:AgentClass``, or
+A spec is a built-in name (``es-search list``), ``gym:ENV_ID`` (a :class:`GymPolicy`
+for any registered gymnasium id), ``package.module:AgentClass``, or
 ``path/to/file.py:AgentClass``.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from typing import Any
 
 from ..agent import Agent
+from .gym_policy import GymPolicy
 
 #: name -> (import path, one-line description)
 BUILTINS: dict[str, tuple[str, str]] = {
@@ -23,13 +25,33 @@ BUILTINS: dict[str, tuple[str, str]] = {
                   "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N"),
     "rosenbrock": ("es_search.problems.sphere:Rosenbrock",
                    "maximise -Rosenbrock(x) (optimum 0 at x = 1, a curved valley); -p dim=N"),
-    "cartpole": ("es_search.problems.control:CartPole",
-                 "gymnasium CartPole-v1, a policy that samples its actions (extra: gym)"),
-    "pendulum": ("es_search.problems.control:Pendulum",
-                 "gymnasium Pendulum-v1, continuous torque, 3-16-1 tanh MLP (extra: gym)"),
+    "cartpole": ("es_search.problems.batched_control:CartPole",
+                 "gymnasium CartPole-v1, a policy that samples its actions; batched on the "
+                 "vectorised CartPole (extra: gym)"),
+    "pendulum": ("es_search.problems.batched_control:Pendulum",
+                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP; batched NumPy Pendulum "
+                 "(extra: gym)"),
     "acrobot": ("es_search.problems.control:Acrobot",
                 "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),
+    "lunarlander": ("es_search.problems.control:LunarLander",
+                    "gymnasium LunarLanderContinuous-v3, linear policy, running "
+                    "observation statistics, PGPE (extra: box2d)"),
+    "hopper": ("es_search.problems.control:Hopper",
+               "gymnasium Hopper-v5, linear policy, running statistics, alive bonus "
+               "removed in training, ARS (extra: mujoco)"),
+    "halfcheetah": ("es_search.problems.control:HalfCheetah",
+                    "gymnasium HalfCheetah-v5, linear policy, running statistics, ARS "
+                    "(extra: mujoco)"),
+    "bipedalwalker": ("es_search.problems.control:BipedalWalker",
+                      "gymnasium BipedalWalker-v3, linear policy, running statistics, ARS "
+                      "(extra: box2d)"),
+    "digits": ("es_search.problems.digits:Digits",
+               "a 64-32-10 MLP on scikit-learn's 8x8 digits, batched; split=test scores "
+               "held-out accuracy (extra: digits)"),
 }
+
+#: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id
+GYM_PREFIX = "gym:"
 
 
 class ProblemError(ValueError):
@@ -58,12 +80,26 @@ def _import_file(path: str) -> Any:
     return module
 
 
+def gym_problem(env_id: str) -> type[GymPolicy]:
+    """A :class:`GymPolicy` subclass for gymnasium environment ``env_id`` (its
+    constructor takes GymPolicy's options; an unknown id fails there)."""
+    if not env_id:
+        raise ProblemError(f"{GYM_PREFIX}ENV_ID needs an environment id, e.g. "
+                           f"{GYM_PREFIX}CartPole-v1")
+    name = "Gym_" + "".join(c if c.isalnum() else "_" for c in env_id)
+    return type(name, (GymPolicy,), {"env_id": env_id, "__module__": __name__,
+                                     "__doc__": f"GymPolicy for {env_id}."})
+
+
 def load_problem(spec: str) -> type[Agent]:
     """The Agent subclass named by ``spec``."""
+    if spec.startswith(GYM_PREFIX):
+        return gym_problem(spec[len(GYM_PREFIX):])
     target = BUILTINS[spec][0] if spec in BUILTINS else spec
     if ":" not in target:
         raise ProblemError(f"unknown problem {spec!r}: use a built-in name "
-                           f"({', '.join(BUILTINS)}), package.module:AgentClass or "
+                           f"({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
+                           f"package.module:AgentClass or "
                            f"path/to/file.py:AgentClass")
     where, _, attr = target.rpartition(":")
     if where.endswith(".py") or os.sep in where:

@@ -5,9 +5,11 @@ from typing import Any
 
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
+from .ars import ARS, ARSState
 from .cma_es import CMAES, CMAESState
 from .hill_climb import HillClimb, HillClimbState
 from .openai_es import OpenAIES, OpenAIESState
+from .pgpe import PGPE, PGPEState
 
 #: name -> Strategy class; constructors take ``population`` and ``sigma`` keywords
 STRATEGIES: dict[str, type[Strategy]] = {
@@ -15,6 +17,8 @@ STRATEGIES: dict[str, type[Strategy]] = {
     AdaptiveHillClimb.name: AdaptiveHillClimb,
     OpenAIES.name: OpenAIES,
     CMAES.name: CMAES,
+    ARS.name: ARS,
+    PGPE.name: PGPE,
 }
 
 DEFAULT = HillClimb.name
@@ -49,6 +53,7 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                     f"Strategy instance, got {type(strategy).__name__}")
 
 
-__all__ = ["STRATEGIES", "DEFAULT", "AdaptiveHillClimb", "AdaptiveHillClimbState", "CMAES",
-           "CMAESState", "HillClimb", "HillClimbState", "OpenAIES", "OpenAIESState",
-           "Rebuild", "Strategy", "make_strategy"]
+__all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
+           "AdaptiveHillClimbState", "CMAES", "CMAESState", "HillClimb", "HillClimbState",
+           "OpenAIES", "OpenAIESState", "PGPE", "PGPEState", "Rebuild", "Strategy",
+           "make_strategy"]

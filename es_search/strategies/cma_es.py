@@ -1,6 +1,7 @@
 """CMA-ES through pycma's ask/tell (optional extra ``cma``), seeded by es_search."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 from dataclasses import dataclass
@@ -29,12 +30,27 @@ def _global_randn(*shape: int) -> np.ndarray:
     return np.random.standard_normal(shape)
 
 
+#: the restart schemes (``CMAES(restarts=...)``)
+RESTARTS = ("ipop", "bipop")
+
+
 @dataclass(frozen=True)
 class CMAESState:
     es: bytes  # pycma's CMAEvolutionStrategy, pickled (so the state is immutable)
     center: np.ndarray  # pycma's mean
     sigma: float  # pycma's overall step size
     seed: int  # the run's seed
+    # restarts (IPOP/BIPOP); the defaults describe the first run, so that states saved
+    # before restarts existed load as such
+    x0: np.ndarray | None = None  # where every run starts (None: no restarts)
+    restarts: int = 0  # runs started after the first
+    regime: str = "first"  # this run's regime: "first", "large" or "small" (BIPOP)
+    large_runs: int = 0  # runs of the large regime started so far
+    small_runs: int = 0  # runs of the small regime started so far
+    large_evals: int = 0  # evaluations of the finished large runs (BIPOP's budget)
+    small_evals: int = 0  # evaluations of the finished first and small runs
+    popsize0: int = 0  # the first run's population (the default lambda)
+    maxiter0: float = 0.0  # the first run's iteration limit
 
 
 class CMAES(Strategy):
@@ -61,8 +77,30 @@ class CMAES(Strategy):
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
     ``sigma0``. ``options`` is a dict of further pycma options (``cma.CMAOptions()``),
     e.g. ``{"CMA_diagonal": True}`` for many weights; ``popsize``, ``seed`` and the
-    verbosity options are set by es_search. pycma's own stopping criteria are not
-    applied: the run goes on for its ``generations`` (a callback can stop it earlier).
+    verbosity options are set by es_search. Without restarts pycma's own stopping
+    criteria are not applied: the run goes on for its ``generations`` (a callback can
+    stop it earlier).
+
+    Restarts (``restarts="ipop"`` or ``"bipop"``, at most ``max_restarts`` of them):
+    when pycma's ``stop()`` reports a termination criterion after a generation (e.g.
+    ``tolfun``, ``tolflatfitness``, ``tolx``, ``maxiter``), the next generation starts
+    a fresh pycma run from the starting point, as pycma's ``fmin`` does:
+
+    - IPOP (Auger & Hansen 2005): each restart doubles the population,
+      ``lambda = lambda_0 * 2^restarts``, with the same ``sigma``;
+    - BIPOP (Hansen 2009, "Benchmarking a BI-population CMA-ES on the BBOB-2009
+      function testbed"): two interlaced regimes. A *large* run doubles the
+      population again (``lambda_0 * 2^large_runs``, ``sigma``); a *small* run has
+      ``lambda_0 * (2^large_runs)^(U^2)`` candidates, step size
+      ``sigma * 10^(-2 U')`` and at most half the large runs' evaluations in
+      iterations (U, U' uniform in [0, 1]). A small run starts while the evaluations
+      of the first and small runs are below those of the large runs; otherwise a large
+      one. As in pycma's ``fmin``, ``max_restarts`` counts large runs (IPOP: all).
+
+    The restart bookkeeping lives in the state (it pickles, so a resumed run restarts
+    exactly as an uninterrupted one), and every draw is seeded from the run's seed.
+    The history's ``sigma`` is the current run's. After the last restart the run goes
+    on as one without restarts.
 
     Example::
 
@@ -82,7 +120,8 @@ class CMAES(Strategy):
     name = "cma-es"
 
     def __init__(self, population: int | None = None, sigma: float = 0.1,
-                 options: Mapping[str, Any] | None = None):
+                 options: Mapping[str, Any] | None = None, restarts: str | None = None,
+                 max_restarts: int = 9):
         self.population = None if population is None else check_int(
             "population", population, 2)
         self.initial_sigma = check_positive_float("sigma", sigma)
@@ -99,15 +138,29 @@ class CMAES(Strategy):
         unknown = [k for k in self.options if k not in self._cma.CMAOptions.defaults()]
         if unknown:
             raise ValueError(f"unknown pycma options {unknown}; see cma.CMAOptions()")
+        if restarts is not None and restarts not in RESTARTS:
+            raise ValueError(f"restarts must be None (no restarts), 'ipop' or 'bipop'; "
+                             f"got {restarts!r}")
+        self.restarts = restarts
+        self.max_restarts = check_int("max_restarts", max_restarts, 0)
 
-    def _pycma_options(self, n: int, seed: int) -> dict:
+    def _pycma_options(self, popsize: int | None = None,
+                       maxiter: float | None = None) -> dict:
         options = dict(self.options)
         # seed=NaN: pycma does not seed anything itself; ask/tell seed per generation
         options.update(verbose=-9, verb_disp=0, verb_log=0, seed=float("nan"),
                        randn=_global_randn)
-        if self.population is not None:
-            options["popsize"] = self.population
+        popsize = self.population if popsize is None else popsize
+        if popsize is not None:
+            options["popsize"] = popsize
+        if maxiter is not None:
+            options["maxiter"] = maxiter
         return options
+
+    def _new_es(self, x0: np.ndarray, sigma: float, options: dict, seed: int) -> Any:
+        with preserved_global_rngs():
+            np.random.seed(seed % 2 ** 32)
+            return self._cma.CMAEvolutionStrategy(x0, sigma, options)
 
     def popsize(self, n: int) -> int:
         """Candidates per generation for ``n`` evolved values."""
@@ -118,12 +171,14 @@ class CMAES(Strategy):
         if center.size < 2:
             raise ValueError("cma-es needs at least 2 evolved values (pycma's limit); "
                              "use adaptive-hill-climb for a single one")
-        with preserved_global_rngs():
-            np.random.seed(stream_seed(seed, _STREAM) % 2 ** 32)
-            es = self._cma.CMAEvolutionStrategy(center, self.initial_sigma,
-                                                self._pycma_options(center.size, seed))
-        return CMAESState(pickle.dumps(es), np.array(es.mean, dtype=np.float64),
-                          float(es.sigma), int(seed))
+        es = self._new_es(center, self.initial_sigma, self._pycma_options(),
+                          stream_seed(seed, _STREAM))
+        state = CMAESState(pickle.dumps(es), np.array(es.mean, dtype=np.float64),
+                           float(es.sigma), int(seed))
+        if self.restarts is None:
+            return state
+        return dataclasses.replace(state, x0=center, popsize0=int(es.popsize),
+                                   maxiter0=float(es.opts["maxiter"]))
 
     def _ask(self, state: CMAESState, generation: int) -> tuple[Any, list[np.ndarray]]:
         es = pickle.loads(state.es)
@@ -154,12 +209,57 @@ class CMAES(Strategy):
         with preserved_global_rngs():
             np.random.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
             es.tell(solutions, values)
-        return CMAESState(pickle.dumps(es), np.array(es.mean, dtype=np.float64),
-                          float(es.sigma), state.seed)
+            stopped = self.restarts is not None and bool(es.stop())
+        if stopped and self._restarts_left(state):
+            return self._restart(state, generation, es.countevals)
+        return dataclasses.replace(state, es=pickle.dumps(es),
+                                   center=np.array(es.mean, dtype=np.float64),
+                                   sigma=float(es.sigma))
+
+    def _restarts_left(self, state: CMAESState) -> bool:
+        if self.restarts == "ipop":
+            return state.restarts < self.max_restarts
+        # BIPOP (as pycma's fmin): small runs do not count against max_restarts, but
+        # once the large runs are spent the search ends with the current run
+        return state.large_runs < self.max_restarts
+
+    def _restart(self, state: CMAESState, generation: int, evaluations: int) -> CMAESState:
+        """A fresh pycma run from ``x0``, with IPOP's or BIPOP's population and sigma."""
+        small_evals, large_evals = state.small_evals, state.large_evals
+        if state.regime == "large":
+            large_evals += evaluations
+        else:  # the first run counts on the small budget, as in pycma's fmin
+            small_evals += evaluations
+        large_runs, small_runs = state.large_runs, state.small_runs
+        sigma, maxiter = self.initial_sigma, None
+        rng = np.random.default_rng(stream_seed(state.seed, _STREAM, generation, 2))
+        if self.restarts == "ipop":  # Auger & Hansen 2005: lambda doubles
+            regime, large_runs = "large", large_runs + 1
+            popsize = state.popsize0 * 2 ** (state.restarts + 1)
+        elif small_evals < max(1, large_evals):  # Hansen 2009: a small-population run
+            regime, small_runs = "small", small_runs + 1
+            spread = (2 ** large_runs) ** (rng.uniform() ** 2)
+            popsize = max(2, int(state.popsize0 * spread))
+            sigma *= 0.01 ** rng.uniform()
+            maxiter = min(state.maxiter0, 0.5 * large_evals / popsize)
+        else:  # a large-population run: the population doubles again
+            regime, large_runs = "large", large_runs + 1
+            popsize = state.popsize0 * 2 ** large_runs
+            maxiter = state.maxiter0
+        es = self._new_es(state.x0, sigma, self._pycma_options(popsize, maxiter),
+                          stream_seed(state.seed, _STREAM, generation, 3))
+        return dataclasses.replace(
+            state, es=pickle.dumps(es), center=np.array(es.mean, dtype=np.float64),
+            sigma=float(es.sigma), restarts=state.restarts + 1, regime=regime,
+            large_runs=large_runs, small_runs=small_runs, large_evals=large_evals,
+            small_evals=small_evals)
 
     def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "options": dict(self.options)}
+        config = {"name": self.name, "population": self.population,
+                  "sigma": self.initial_sigma, "options": dict(self.options)}
+        if self.restarts is not None:  # (absent otherwise: older checkpoints resume)
+            config.update(restarts=self.restarts, max_restarts=self.max_restarts)
+        return config
 
     def __getstate__(self):  # the module object does not pickle
         state = self.__dict__.copy()

@@ -1,0 +1,87 @@
+"""Dask against loky (issue 9), with this repository's targets.
+
+    python benchmarks/cluster.py [--quick] [--workers 2] [--scheduler ADDRESS] [--out DIR]
+    python benchmarks/cluster.py --render benchmarks/results/cluster.json --out DIR
+
+It measures with the library (``es-search bench --backend dask``: generation time,
+per-generation and per-task overhead, bytes per generation, a cost model checked on a
+simulated cluster of up to 64 worker processes), then judges issue 9's targets and
+writes ``cluster.md`` (with the targets) and ``cluster.json`` into ``--out``.
+``--render`` measures nothing: it re-renders and re-judges a saved run. Timing runs
+belong under the shared lock: ``flock /work/coord/bench.lock python benchmarks/cluster.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [p for p in (os.path.dirname(HERE),) if p not in sys.path]
+
+from es_search.bench.cluster_model import analyse, markdown  # noqa: E402
+
+MB = 1e6
+
+
+def targets(result: dict) -> list[dict]:
+    """Issue 9's targets, each with this run's figure."""
+    out = []
+    gens = {r["cost"]: r for r in result["generations"]}
+    for cost, limit in (("1ms", 1.25), ("10ms", 1.05)):
+        r = gens.get(cost)
+        out.append({"target": f"Dask generation time <= {limit}x loky's ({cost} scores, "
+                              f"pop 64, {result['n']} workers)",
+                    "figure": None if r is None else round(r["ratio"], 3),
+                    "met": None if r is None else r["ratio"] <= limit})
+    rb = result["run_bytes"]
+    issue_case = rb["size"] >= 10**6 and rb["pop"] == 16 and rb["generations"] == 5
+    out.append({"target": "< 16 MB through the network for 5 generations of 16 candidates "
+                          "of a 10^6-parameter agent",
+                "figure": f"{rb['bytes'] / MB:.2f} MB",
+                "met": (rb["bytes"] < 16 * MB) if issue_case else None})
+    return out
+
+
+def targets_markdown(verdicts: list[dict]) -> str:
+    lines = ["", "Targets (issue 9), from this run:", "", "| target | measured | met |",
+             "|---|---|---|"]
+    for t in verdicts:
+        met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        lines.append(f"| {t['target']} | {t['figure']} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cluster", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--scheduler", default=None)
+    parser.add_argument("--out", default="bench-results")
+    parser.add_argument("--render", default=None, metavar="JSON")
+    args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            result: dict[str, Any] = analyse(json.load(f))
+    else:
+        from es_search.bench.command import cluster_from_args
+        scratch = argparse.Namespace(workers=args.workers, scheduler=args.scheduler,
+                                     tiny=False, quick=args.quick, out=args.out)
+        cluster_from_args(scratch)
+        with open(os.path.join(args.out, "cluster.json")) as f:
+            result = json.load(f)
+    result["targets"] = targets(result)
+    os.makedirs(args.out, exist_ok=True)
+    text = markdown(result) + targets_markdown(result["targets"])
+    with open(os.path.join(args.out, "cluster.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(args.out, "cluster.json"), "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    print(targets_markdown(result["targets"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The control ladder: es_search's built-ins against EvoTorch 0.6.1, on all cores.
+
+CleanRL-style: the arguments are the dataclass below, the script runs top to bottom.
+
+    PYTHONPATH=$PWD python benchmarks/control.py --quick            # one seed
+    PYTHONPATH=$PWD python benchmarks/control.py                    # 3 seeds, + BipedalWalker
+    PYTHONPATH=$PWD python benchmarks/control.py --tasks hopper --seeds 1 --append
+
+For each task and seed, each framework trains for the task's wall-time budget with all
+cores (the time of starting workers included), then the final policy (the search
+distribution's centre, with the observation statistics of the end of the run) plays
+100 test episodes (seeds 1_000_000, ...; the true reward, no ``reward_offset``).
+Reported: the test mean, environment steps, wall time, and steps per second against this
+machine's ceiling: the same policy stepped with no framework, one process per core,
+measured in the same run right after the training. EvoTorch (GymNE with PGPE + ClipUp at
+its documented settings, one Ray actor per core) runs in a subprocess with the
+interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
+dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip
+install -c constraints.txt torch==2.13.0 evotorch==0.6.1 'gymnasium[box2d,mujoco]'``).
+Writes ``benchmarks/results/control.{json,md}``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+TEST_SEED = 1_000_000
+
+
+@dataclass
+class Args:
+    quick: bool = False
+    """one seed, no BipedalWalker"""
+    tasks: str = ""
+    """comma-separated subset of the ladder (default: all of the mode's)"""
+    seeds: str = ""
+    """comma-separated seeds (default: 0 with --quick, else 0,1,2)"""
+    n_jobs: int = -1
+    """workers (-1: all cores) for es_search; actors for EvoTorch"""
+    budget_scale: float = 1.0
+    """multiply every wall budget (e.g. 0.1 for a smoke test)"""
+    test_episodes: int = 100
+    ceiling_seconds: float = 8.0
+    """seconds of bare stepping per core for the ceiling"""
+    evotorch_python: str = "/work/venvs/evotorch/bin/python"
+    no_evotorch: bool = False
+    no_es_search: bool = False
+    render: bool = False
+    """only rewrite control.md from control.json"""
+    append: bool = False
+    """keep the rows of an earlier control.json (same task, framework, seed replaced)"""
+    out: str = str(HERE / "results")
+
+
+@dataclass(frozen=True)
+class Task:
+    problem: str  # es_search built-in
+    env_id: str
+    budget_s: float  # wall-time budget, all cores
+    target: float | None  # issue 8's test-mean target within the budget
+    evotorch: str  # EvoTorch settings (control_evotorch.SETTINGS)
+    decrease_rewards_by: float = 0.0  # EvoTorch's reward offset (alive bonus)
+    full_only: bool = False
+    spec: str | None = None  # load_problem spec when not the built-in of that name
+
+
+LADDER = {
+    # the GymPolicy versions (the built-ins of these names are batched, without returns())
+    "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic",
+                     spec="es_search.problems.control:CartPole"),
+    "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic",
+                     spec="es_search.problems.control:Pendulum"),
+    "lunarlander": Task("lunarlander", "LunarLanderContinuous-v3", 120, 200.0, "box2d"),
+    "hopper": Task("hopper", "Hopper-v5", 120, 3120.0, "mujoco", decrease_rewards_by=1.0),
+    "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 240, 3430.0, "mujoco"),
+    "bipedalwalker": Task("bipedalwalker", "BipedalWalker-v3", 3600, 300.0, "box2d",
+                          full_only=True),
+}
+
+
+def parse_args(argv=None) -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for field in dataclasses.fields(Args):
+        flag = "--" + field.name.replace("_", "-")
+        if field.type in ("bool", bool):
+            parser.add_argument(flag, action="store_true")
+        else:
+            kind = {"int": int, "float": float}.get(str(field.type), str)
+            parser.add_argument(flag, type=kind, default=field.default)
+    return Args(**vars(parser.parse_args(argv)))
+
+
+def cores(n_jobs: int) -> int:
+    return os.cpu_count() if n_jobs == -1 else n_jobs
+
+
+# ----------------------------------------------------------------------------- es_search
+def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
+    import es_search
+    from es_search import checkpoint
+    from es_search.problems import load_problem
+    from es_search.strategies import DEFAULT, make_strategy
+
+    cls = load_problem(task.spec or task.problem)
+    agent = cls()
+    config = dict(cls.default_config)
+    strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],
+                             config["sigma"], **dict(config.get("strategy_options") or {}))
+    budget = task.budget_s * args.budget_scale
+    with tempfile.TemporaryDirectory() as folder:
+        started = time.perf_counter()
+        result = es_search.run(
+            agent, generations=10 ** 7, strategy=strategy, n_jobs=args.n_jobs, seed=seed,
+            progress=False, out=folder,
+            callbacks=[lambda record: time.perf_counter() - started >= budget])
+        wall = time.perf_counter() - started
+        # the final policy: the centre and shared state of the last checkpoint
+        saved = checkpoint.load(Path(folder) / checkpoint.CHECKPOINT)
+    final = agent.clone()
+    final.set_flat(strategy.center(saved["state"]))
+    if saved.get("shared"):
+        final.load_shared_state(saved["shared"])
+    elif final.shared_state():
+        raise RuntimeError("the checkpoint of this es_search holds no shared state: the "
+                           "final policy's observation statistics are unknown")
+    steps = result.history[-1].get("steps")
+    row = {"framework": "es_search", "task": task.problem, "env": task.env_id,
+           "seed": seed, "budget_s": budget, "wall_s": wall, "steps": steps,
+           "generations": result.generations,
+           "settings": {"problem": task.problem, **result.config["strategy"],
+                        "normalize": getattr(agent, "normalize", None),
+                        "hidden": list(getattr(agent, "hidden", ())),
+                        "n_jobs": args.n_jobs}}
+    return row, final
+
+
+def test_returns(agent, episodes: int, n: int) -> np.ndarray:
+    """``agent.returns`` of episodes TEST_SEED, ... split over ``n`` processes."""
+    from joblib import Parallel, delayed
+    bounds = np.linspace(0, episodes, n + 1).astype(int)
+    parts = Parallel(n_jobs=n)(delayed(agent.returns)(int(b - a), TEST_SEED + int(a))
+                               for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
+    return np.concatenate(parts)
+
+
+# ----------------------------------------------------------------------------- ceiling
+def _bare_loop(env_id, layers, mean, std, squash, discrete, seconds, seed):
+    """Step ``env_id`` with the policy for ``seconds``: no framework, resets included."""
+    import gymnasium as gym
+    env = gym.make(env_id)
+    rng = np.random.default_rng(seed)
+    last = len(layers) - 1
+    steps, episode, began = 0, 0, time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        obs, _ = env.reset(seed=seed + episode)
+        episode += 1
+        done = False
+        while not done:
+            h = (np.asarray(obs, dtype=np.float64).reshape(-1) - mean) / std
+            for k, (w, b) in enumerate(layers):
+                h = w @ h + b
+                if k < last:
+                    h = np.tanh(h)
+            if discrete:
+                p = np.exp(h - h.max())
+                action = int(np.searchsorted(np.cumsum(p / p.sum()), rng.random()))
+            else:
+                action = np.tanh(h) * squash[1] + squash[0]
+            obs, _, terminated, truncated, _ = env.step(action)
+            steps += 1
+            done = terminated or truncated
+    return steps, time.perf_counter() - began
+
+
+def ceiling(agent, n: int, seconds: float) -> float:
+    """Environment steps per second of ``agent``'s policy, one bare process per core."""
+    squash = None if agent.discrete else agent._squash
+    work = (agent.env_id, agent._numpy_layers(), agent.obs_mean.numpy(),
+            agent.obs_std.numpy(), squash, agent.discrete, seconds)
+    from joblib import Parallel, delayed
+    parts = Parallel(n_jobs=n)(delayed(_bare_loop)(*work, 7_000 * (k + 1)) for k in range(n))
+    return sum(steps / wall for steps, wall in parts)
+
+
+# ----------------------------------------------------------------------------- EvoTorch
+def run_evotorch(task: Task, seed: int, args: Args) -> dict:
+    spec = {"env": task.env_id, "seed": seed, "kind": task.evotorch,
+            "budget": task.budget_s * args.budget_scale, "num_actors": cores(args.n_jobs),
+            "test_episodes": args.test_episodes, "test_seed": TEST_SEED,
+            "discrete": task.problem == "cartpole",
+            "decrease_rewards_by": task.decrease_rewards_by,
+            "hidden": 16 if task.problem == "pendulum" else 0}
+    done = subprocess.run([args.evotorch_python, str(HERE / "control_evotorch.py"),
+                           json.dumps(spec)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"EvoTorch on {task.env_id} failed:\n{done.stderr[-3000:]}")
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row.update(task=task.problem, budget_s=spec["budget"])
+    return row
+
+
+# ----------------------------------------------------------------------------- output
+def verdict(row: dict, task: Task) -> str:
+    if task.target is None:
+        return ""
+    return "met" if row["test_mean"] >= task.target else "not met"
+
+
+def render(rows: list[dict], meta: dict) -> str:
+    lines = ["# Control ladder: es_search vs EvoTorch", "",
+             f"{meta['cores']} cores ({meta['machine']}). The machine was shared with other "
+             f"work (1-minute load average before and after each row, on 2 cores): wall "
+             f"times and rates are noisy.", "",
+             "Test mean: the final policy on 100 episodes (true rewards). Rate: environment "
+             "steps per second of the whole run (worker start included); ceiling: es_search's "
+             "final policy stepped with no framework, one process per core, measured right "
+             "after its run and after its test, the higher (rows without ceiling_runs "
+             "in control.json: once, after the run); EvoTorch rows are compared with the "
+             "same figure.",
+             "",
+             "| task | framework | seed | budget s | wall s | env steps | steps/s | ceiling "
+             "steps/s | rate / ceiling | test mean ± std | target | load before/after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ceilings = {(r["task"], r["seed"]): r.get("ceiling") for r in rows
+                if r["framework"] == "es_search"}
+    order = list(LADDER)
+    for row in sorted(rows, key=lambda r: (order.index(r["task"]), r["seed"],
+                                           r["framework"] != "es_search")):
+        task = LADDER[row["task"]]
+        rate = row["steps"] / row["wall_s"] if row.get("steps") else math.nan
+        ceil = ceilings.get((row["task"], row["seed"]))
+        ratio = f"{rate / ceil:.2f}" if ceil and row.get("steps") else "-"
+        target = "-" if task.target is None else f"{task.target:g}: {verdict(row, task)}"
+        lines.append(
+            f"| {row['task']} | {row['framework']} | {row['seed']} | {row['budget_s']:.0f} | "
+            f"{row['wall_s']:.0f} | {row.get('steps') or '-'} | {rate:,.0f} | "
+            f"{(f'{ceil:,.0f}' if ceil else '-')} | {ratio} | {row['test_mean']:.1f} ± "
+            f"{row['test_std']:.1f} | {target} | {_load(row)} |")
+    lines += ["", "Medians over the seeds run (issue 8's targets are medians of 3 seeds):", "",
+              "| task | framework | seeds | median test mean | median steps/s / ceiling | "
+              "target on the median |", "|---|---|---|---|---|---|"]
+    for name in order:
+        for framework in ("es_search", "evotorch"):
+            group = [r for r in rows if r["task"] == name and r["framework"] == framework]
+            if not group:
+                continue
+            mean = float(np.median([r["test_mean"] for r in group]))
+            ratios = [r["steps"] / r["wall_s"] / ceilings[(r["task"], r["seed"])]
+                      for r in group if r.get("steps") and ceilings.get((r["task"], r["seed"]))]
+            ratio = f"{np.median(ratios):.2f}" if ratios else "-"
+            task = LADDER[name]
+            target = "-" if task.target is None else (
+                f"{task.target:g}: {'met' if mean >= task.target else 'not met'}")
+            lines.append(f"| {name} | {framework} | {len(group)} | {mean:.1f} | {ratio} | "
+                         f"{target} |")
+    commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
+                       for r in rows if r.get("run")})
+    if commands:
+        lines += ["", "Rows come from these invocations (date UTC, commit, command):", ""]
+        lines += [f"- {d}, {c}: `{cmd}`" for d, c, cmd in commands]
+    return "\n".join(lines) + "\n"
+
+
+def _load(row: dict) -> str:
+    load = (row.get("run") or {}).get("load")
+    return f"{load[0]} / {load[1]}" if load else "-"
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    names = [t for t in (args.tasks.split(",") if args.tasks else LADDER) if t]
+    unknown = [t for t in names if t not in LADDER]
+    if unknown:
+        raise SystemExit(f"unknown task(s) {unknown}; the ladder: {', '.join(LADDER)}")
+    if not args.tasks:
+        names = [t for t in names if not (args.quick and LADDER[t].full_only)]
+    seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.render:
+        if not (out / "control.json").exists():
+            raise SystemExit(f"--render rewrites control.md from {out}/control.json, which "
+                             f"does not exist: run the benchmark first")
+        saved = json.loads((out / "control.json").read_text())
+        (out / "control.md").write_text(render(saved["rows"], saved["meta"]))
+        return 0
+    rows = []
+    if args.append and (out / "control.json").exists():
+        rows = json.loads((out / "control.json").read_text())["rows"]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=HERE).stdout.strip()
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "cores": cores(args.n_jobs), "machine": platform.processor() or platform.machine(),
+            "commit": commit, "command": "python benchmarks/control.py " + " ".join(
+                sys.argv[1:] if argv is None else argv),
+            "args": dataclasses.asdict(args)}
+    n = cores(args.n_jobs)
+
+    def save(row: dict, load_before: float) -> None:
+        row["run"] = {"date": meta["date"], "commit": commit, "command": meta["command"],
+                      "load": [load_before, round(os.getloadavg()[0], 1)]}
+        rows[:] = [r for r in rows if (r["task"], r["framework"], r["seed"]) !=
+                   (row["task"], row["framework"], row["seed"])] + [row]
+        (out / "control.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        (out / "control.md").write_text(render(rows, meta))
+        print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
+
+    for name in names:
+        task = LADDER[name]
+        for seed in seeds:
+            if not args.no_es_search:
+                load = round(os.getloadavg()[0], 1)
+                row, final = run_es_search(task, seed, args)
+                # the ceiling right after the run and again after the test: the higher
+                first = ceiling(final, n, args.ceiling_seconds)
+                returns = test_returns(final, args.test_episodes, n)
+                row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
+                           ceiling=max(first, ceiling(final, n, args.ceiling_seconds)),
+                           ceiling_runs=2)
+                save(row, load)
+            if not args.no_evotorch:
+                load = round(os.getloadavg()[0], 1)
+                save(run_evotorch(task, seed, args), load)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

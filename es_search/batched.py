@@ -1,0 +1,171 @@
+"""Helpers for ``Agent.score_batch``: stacked weights, per-candidate streams, vmap.
+
+An agent that defines ``score_batch(self, params, seeds, **kwargs)`` is scored a group
+of candidates at a time: ``params`` maps each evolved parameter's name to the group's
+values stacked along a new leading dimension (row ``i`` is candidate ``i``), ``seeds``
+are the candidates' task seeds, and it returns one score per row, in order. This module
+makes the common cases short:
+
+- :func:`vmap_call` runs a plain ``torch.nn.Module`` once over stacked weights
+  (``torch.func.functional_call`` inside ``torch.func.vmap``);
+- :func:`candidate_rngs` gives each candidate its own NumPy stream from its seed, so a
+  sampled action of candidate ``i`` does not depend on which others share its group;
+- :func:`numpy_params` copies the stacked weights out as float64 NumPy arrays;
+- :func:`stack_weights` / :func:`unstack_weights` convert between a list of weight
+  dicts and the stacked form.
+
+Example: a classifier scored on a data set, every candidate in one forward pass::
+
+    class Classifier(es_search.Agent):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                                           torch.nn.Linear(32, 10))
+        def score_batch(self, params, seeds):
+            logits = es_search.batched.vmap_call(self, params, X)   # (group, n, 10)
+            return (logits.argmax(-1) == y).double().mean(-1).tolist()
+        def forward(self, x):
+            return self.net(x)
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .scores import NotAScore, as_score
+
+
+def has_score_batch(agent: Any) -> bool:
+    """Whether ``agent`` defines its own ``score_batch`` (the base class's does not)."""
+    from .agent import Agent  # agent.py imports nothing from here at import time
+    method = getattr(type(agent), "score_batch", None)
+    return method is not None and method is not Agent.score_batch
+
+
+def group_size(agent: Any) -> int:
+    """The engine's group size for ``agent``: 0 when it is scored per candidate.
+
+    ``agent.score_batch_size`` (a class attribute or set per instance) is the number of
+    candidates per ``score_batch()`` call; 0 turns batching off for an agent that has
+    ``score_batch``. It must not depend on the number of workers: groups are cut at
+    fixed candidate indices (group ``g`` is ``[g * size, (g + 1) * size)``).
+    """
+    if not has_score_batch(agent):
+        return 0
+    size = getattr(agent, "score_batch_size", 0)
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise ValueError(f"{type(agent).__name__}.score_batch_size must be an integer >= 0 "
+                         f"(candidates per score_batch() call; 0 scores them one by one), "
+                         f"got {size!r}")
+    return int(size)
+
+
+def stack_weights(weights: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """A list of weight dicts (as ``Agent.get_weights()`` gives) -> one stacked dict."""
+    weights = list(weights)
+    if not weights:
+        raise ValueError("stack_weights() needs at least one weights dict")
+    names = list(weights[0])
+    for i, w in enumerate(weights[1:], 1):
+        if list(w) != names:
+            raise ValueError(f"weights[{i}] has names {sorted(w)}, weights[0] has "
+                             f"{sorted(names)}: every candidate needs the same names")
+    return {name: torch.stack([torch.as_tensor(w[name]) for w in weights])
+            for name in names}
+
+
+def unstack_weights(params: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
+    """The inverse of :func:`stack_weights`: one weights dict per row."""
+    n = rows(params)
+    return [{name: value[i] for name, value in params.items()} for i in range(n)]
+
+
+def rows(params: Mapping[str, Any]) -> int:
+    """The number of candidates in ``params`` (its common leading dimension)."""
+    sizes = {name: int(value.shape[0]) for name, value in params.items()}
+    if not sizes:
+        raise ValueError("params is empty: score_batch() needs at least one stacked "
+                         "parameter")
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"stacked parameters disagree on the number of candidates: "
+                         f"{sizes}")
+    return next(iter(sizes.values()))
+
+
+def numpy_params(params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """The stacked weights as float64 NumPy arrays (exact for float16/32/64)."""
+    return {name: value.detach().to(torch.float64).numpy() for name, value in params.items()}
+
+
+def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]:
+    """One independent ``numpy.random.Generator`` per candidate, from its task seed.
+
+    ``key`` names the purpose (e.g. ``1`` for sampled actions), so that one candidate
+    may have several streams. Candidate ``i``'s stream depends on ``seeds[i]`` and
+    ``key`` only, never on the rest of the group.
+    """
+    return [np.random.default_rng(np.random.SeedSequence(int(s), spawn_key=tuple(key)))
+            for s in seeds]
+
+
+def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args: Any,
+              in_dims: Any = None, chunk_size: int | None = None) -> Any:
+    """``module(*args)`` once per candidate, with each candidate's weights.
+
+    ``params`` are stacked weights (``score_batch``'s first argument); the module's
+    other parameters and buffers are used as they are. ``args`` are shared by every
+    candidate unless ``in_dims`` says otherwise (as ``torch.func.vmap``'s, for
+    ``args``: e.g. ``in_dims=(0,)`` when each candidate has its own first input).
+    Returns the outputs stacked along a new leading dimension. Runs under
+    ``torch.no_grad()`` unless gradients are enabled by the caller.
+    """
+    from torch.func import functional_call, vmap
+    names = dict(module.named_parameters())
+    unknown = sorted(set(params) - set(names) - set(dict(module.named_buffers())))
+    if unknown:
+        raise KeyError(f"{type(module).__name__} has no parameter or buffer named "
+                       f"{', '.join(map(repr, unknown))}")
+    if in_dims is None:
+        in_dims = (None,) * len(args)
+    if not isinstance(in_dims, tuple) or len(in_dims) != len(args):
+        raise ValueError(f"in_dims must be a tuple with one entry per argument "
+                         f"({len(args)}), got {in_dims!r}")
+
+    def one(p: Mapping[str, torch.Tensor], *inputs: Any) -> Any:
+        return functional_call(module, dict(p), inputs)
+
+    return vmap(one, in_dims=(0,) + in_dims, chunk_size=chunk_size)(dict(params), *args)
+
+
+def as_scores(values: Any, n: int, agent: Any) -> list[float]:
+    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
+    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated)."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().reshape(-1).tolist() if values.ndim <= 1 else values
+    elif isinstance(values, np.ndarray) and values.ndim <= 1:
+        values = values.reshape(-1).tolist()
+    try:
+        values = list(values)
+    except TypeError:
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned "
+                        f"{type(values).__name__}; it must return one real number per "
+                        f"candidate (a list, 1-D array or tensor of length {n})") from None
+    if len(values) != n:
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
+                         f"scores for {n} candidates; it must return one per candidate, "
+                         f"in order")
+    return [as_score(v, agent) for v in values]
+
+
+def score_one(agent: Any, **kwargs: Any) -> float:
+    """``agent.score_batch`` on a group of one: the agent's own weights and task seed.
+
+    ``Agent.score()`` does this for agents that define only ``score_batch``; it is what
+    the per-candidate path (``score_batch_size = 0``, ``replay_task``,
+    ``es_search.evaluate``) runs.
+    """
+    params = {name: p.detach().unsqueeze(0) for name, p in agent.evolved_parameters()}
+    seed = agent.task_seed if agent.task_seed is not None else 0
+    return as_scores(agent.score_batch(params, [seed], **kwargs), 1, agent)[0]

@@ -1,0 +1,136 @@
+"""``CSV(path)``: the history as a CSV file, one row per generation, as the run goes."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..output import atomic_write, from_json, to_json
+from .base import Callback, RunInfo
+
+_INT = re.compile(r"-?\d+")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(to_json(value))
+    if isinstance(value, float):
+        return repr(value)  # round-trips exactly; nan, inf, -inf as such
+    return str(value)
+
+
+def _parse(cell: str) -> Any:
+    if cell == "":
+        return None
+    if cell[0] in "[{":
+        return from_json(json.loads(cell))
+    if _INT.fullmatch(cell):
+        return int(cell)
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
+class CSV(Callback):
+    """Write each generation's record to ``path`` as one CSV row, flushed at once.
+
+    The columns are the record's fields (``generation``, ``best_score``, ``mean_score``,
+    ``scores``, ``sigma``, ...); ``scores`` is a JSON list in its cell. The file belongs to
+    this callback: a new run replaces it, a resumed run rewrites it with the generations
+    already done and appends after them (so it matches the run's history even after a
+    kill). :meth:`load` reads it back as the list of records.
+
+    >>> import tempfile, os
+    >>> log = CSV(os.path.join(tempfile.mkdtemp(), "history.csv"))
+    >>> log.on_generation({"generation": 0, "best_score": 1.5, "scores": [1.5, -2.0]})
+    False
+    >>> log.on_end(None)
+    >>> log.load()
+    [{'generation': 0, 'best_score': 1.5, 'scores': [1.5, -2.0]}]
+    """
+
+    def __init__(self, path: Any):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"CSV path must be a file path (str or pathlib.Path), "
+                            f"got {path!r}")
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
+                             f"such as {str(self.path / 'history.csv')!r}")
+        self._file: Any = None
+        self._writer: Any = None
+        self._columns: list[str] | None = None
+        self._warned = False
+
+    def on_start(self, info: RunInfo) -> None:
+        self.close()
+        self._columns = list(info.history[0]) if info.history else None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        text = self._render(info.history)
+        atomic_write(self.path, lambda f: f.write(text), mode="w")
+        self._open("a")
+
+    def on_generation(self, record: dict) -> bool:
+        if self._file is None:  # on_start was not called, or this copy was unpickled
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open("w" if self._columns is None else "a")
+        if self._columns is None:
+            self._columns = list(record)
+            self._writer.writerow(self._columns)
+        extra = [k for k in record if k not in self._columns]
+        if extra and not self._warned:
+            self._warned = True
+            warnings.warn(f"CSV({str(self.path)!r}): the record has fields {extra} that "
+                          f"the file's header (from the first record) lacks; they are not "
+                          f"written", RuntimeWarning, stacklevel=2)
+        self._writer.writerow([_cell(record.get(c)) for c in self._columns])
+        self._file.flush()
+        return False
+
+    def on_end(self, result: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._file = self._writer = None
+
+    def load(self) -> list[dict]:
+        """The records in the file (numbers, lists and non-finite floats restored)."""
+        with open(self.path, newline="") as f:
+            rows = list(csv.reader(f))
+        if not rows:
+            return []
+        header, *body = rows
+        return [{k: _parse(v) for k, v in zip(header, row)} for row in body]
+
+    def _open(self, mode: str) -> None:
+        self._file = open(self.path, mode, newline="")
+        self._writer = csv.writer(self._file)
+
+    def _render(self, records: Iterable[dict]) -> str:
+        records = list(records)
+        if not records:
+            return ""
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        writer.writerow(self._columns)
+        for record in records:
+            writer.writerow([_cell(record.get(c)) for c in self._columns])
+        return buffer.getvalue()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_file"] = state["_writer"] = None  # an open file does not travel
+        return state
+
+    def __repr__(self) -> str:
+        return f"CSV({str(self.path)!r})"

@@ -1,0 +1,176 @@
+"""``MLflow(...)``: the run as an MLflow run: config as params, metrics per generation,
+the best weights as an artifact. Needs ``mlflow-skinny`` (``es_search[mlflow]``)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..plotting import require
+from .base import Callback, RunInfo
+from .fields import flatten, scalars
+
+#: tag holding the run folder (out=DIR), and its hash that a resume searches for
+OUT_TAG, OUT_KEY_TAG = "es_search.out", "es_search.out_sha256"
+#: params longer than this are cut (MLflow servers refuse longer ones)
+MAX_PARAM = 500
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+_BAD_KEY = re.compile(r"[^\w\-. /]")
+
+
+def _resolve_uri(tracking_uri: Any) -> str:
+    if tracking_uri is None:
+        tracking_uri = os.environ.get("MLFLOW_TRACKING_URI") or "mlruns"
+    if isinstance(tracking_uri, str) and _SCHEME.match(tracking_uri):
+        return tracking_uri
+    return Path(tracking_uri).resolve().as_uri()
+
+
+def _out_key(out: Any) -> str:
+    return hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()
+
+
+class MLflow(Callback):
+    """Track the run in MLflow, with ``MlflowClient`` (no global active run is touched).
+
+    - ``experiment``: the experiment's name (created if missing);
+    - ``run_name``: the MLflow run's name (default: MLflow's);
+    - ``tracking_uri``: where to track: a URI (``http://...``, ``sqlite:///...``,
+      ``file:///...``) or a local folder; default ``$MLFLOW_TRACKING_URI``, else
+      ``./mlruns`` (resolved now). MLflow 3 refuses a local folder ("file store") unless
+      ``MLFLOW_ALLOW_FILE_STORE`` is true; for a local folder this callback sets that
+      variable to true unless it is set already;
+    - ``tags``: extra tags for the run (``{str: str}``);
+    - ``log_weights``: save the best weights (``torch.save`` of the state dict) as the
+      artifact ``best_weights.pt`` at the end.
+
+    Logged: the run's config as params (nested keys joined with dots); each generation's
+    numbers (``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds``,
+    ``nonfinite``, ``failures``, ...) as metrics at step = generation; on the end, the
+    weights, and the run is marked FINISHED. A run interrupted or failed stays RUNNING.
+    A resumed run (``resume=True``) continues the MLflow run tagged with the same
+    ``out`` folder, logging the generations it lacks, so each is logged once.
+    """
+
+    def __init__(self, experiment: str = "es_search", run_name: str | None = None,
+                 tracking_uri: Any = None, tags: dict | None = None,
+                 log_weights: bool = True):
+        if not isinstance(experiment, str) or not experiment:
+            raise TypeError(f"MLflow experiment must be a non-empty name (str), "
+                            f"got {experiment!r}")
+        if run_name is not None and not isinstance(run_name, str):
+            raise TypeError(f"MLflow run_name must be a str or None, got {run_name!r}")
+        if tracking_uri is not None and not isinstance(tracking_uri, (str, os.PathLike)):
+            raise TypeError(f"MLflow tracking_uri must be a URI or a folder (str or "
+                            f"pathlib.Path), got {tracking_uri!r}")
+        if tags is not None and not (isinstance(tags, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in tags.items())):
+            raise TypeError(f"MLflow tags must be a dict of str to str, got {tags!r}")
+        if not isinstance(log_weights, bool):
+            raise TypeError(f"MLflow log_weights must be True or False, "
+                            f"got {log_weights!r}")
+        require("mlflow", "mlflow")  # fail now, naming the extra, if mlflow is missing
+        self.experiment = experiment
+        self.run_name = run_name
+        self.tracking_uri = _resolve_uri(tracking_uri)
+        self.tags = dict(tags or {})
+        self.log_weights = log_weights
+        self.run_id: str | None = None  # the MLflow run being logged
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The ``mlflow.MlflowClient`` for ``tracking_uri``."""
+        if self._client is None:
+            if self.tracking_uri.startswith("file:"):
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            tracking = require("mlflow.tracking", "mlflow")
+            self._client = tracking.MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    def on_start(self, info: RunInfo) -> None:
+        self.run_id = None
+        history = list(info.history)
+        if history and info.out is not None:
+            self.run_id = self._find(info.out)
+        if self.run_id is None:
+            self._create(info)
+            done = -1
+        else:
+            self.client.update_run(self.run_id, status="RUNNING")
+            logged = self.client.get_metric_history(self.run_id, "best_score")
+            done = max((m.step for m in logged), default=-1)
+        self._log([r for r in history if r["generation"] > done])
+
+    def on_generation(self, record: dict) -> bool:
+        if self.run_id is None:  # on_start was not called
+            self._create(None)
+        self._log([record])
+        return False
+
+    def on_end(self, result: Any) -> None:
+        if self.run_id is None:
+            return
+        if self.log_weights and getattr(result, "best_weights", None) is not None:
+            import torch
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "best_weights.pt"
+                torch.save(result.best_weights, path)
+                self.client.log_artifact(self.run_id, str(path))
+        reason = getattr(result, "stopped_by", None)
+        if reason:
+            self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])
+        self.client.set_terminated(self.run_id, status="FINISHED")
+
+    def _experiment_id(self) -> str:
+        found = self.client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(self.experiment)
+        except Exception:  # created meanwhile by another process
+            found = self.client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def _find(self, out: Any) -> str | None:
+        runs = self.client.search_runs(
+            [self._experiment_id()], filter_string=f"tags.`{OUT_KEY_TAG}` = "
+            f"'{_out_key(out)}'", order_by=["attributes.start_time DESC"], max_results=1)
+        return runs[0].info.run_id if runs else None
+
+    def _create(self, info: RunInfo | None) -> None:
+        entities = require("mlflow.entities", "mlflow")
+        tags = dict(self.tags)
+        if info is not None and info.out is not None:
+            tags[OUT_TAG] = str(Path(info.out).resolve())[:5000]
+            tags[OUT_KEY_TAG] = _out_key(info.out)
+        run = self.client.create_run(self._experiment_id(), run_name=self.run_name,
+                                     tags=tags)
+        self.run_id = run.info.run_id
+        if info is not None:
+            params = [entities.Param(_BAD_KEY.sub("_", k)[:250], v[:MAX_PARAM])
+                      for k, v in flatten(info.config).items()]
+            self.client.log_batch(self.run_id, params=params)
+
+    def _log(self, records: list[dict]) -> None:
+        if not records:
+            return
+        entities = require("mlflow.entities", "mlflow")
+        now = int(time.time() * 1000)
+        metrics = [entities.Metric(_BAD_KEY.sub("_", name), value, now, r["generation"])
+                   for r in records for name, value in scalars(r)]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_client"] = None  # rebuilt from tracking_uri when needed
+        return state
+
+    def __repr__(self) -> str:
+        return f"MLflow(experiment={self.experiment!r}, tracking_uri={self.tracking_uri!r})"

@@ -1,0 +1,85 @@
+"""The command line's tracking and stopping flags of ``es-search run``, as callbacks.
+
+``add_arguments(parser)`` adds ``--tensorboard DIR``, ``--mlflow``, ``--csv FILE``,
+``--stop-at SCORE``, ``--patience N`` (with ``--min-delta``) and ``--max-time SECONDS``;
+``from_args(args)`` builds the callbacks they ask for (before any work, so a bad value
+or a missing extra is one line on stderr, exit status 2).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from .base import Callback
+
+
+def _number(kind: type, *, positive: bool = False, minimum: float | None = None) -> Any:
+    what = (f"positive {kind.__name__}" if positive else f"{kind.__name__} >= {minimum}"
+            if minimum is not None else f"finite {kind.__name__}")
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a {what}, got {text!r}") from None
+        if (not math.isfinite(value) or (positive and value <= 0)
+                or (minimum is not None and value < minimum)):
+            raise argparse.ArgumentTypeError(f"must be a {what}, got {text!r}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    track = parser.add_argument_group("tracking")
+    track.add_argument("--tensorboard", metavar="DIR", default=None,
+                       help="log each generation for TensorBoard into DIR "
+                            "(needs es_search[tensorboard])")
+    track.add_argument("--mlflow", action="store_true",
+                       help="track the run in MLflow (experiment es_search) at "
+                            "$MLFLOW_TRACKING_URI, else ./mlruns (needs es_search[mlflow])")
+    track.add_argument("--csv", metavar="FILE", default=None,
+                       help="write the history to FILE, one CSV row per generation")
+    stop = parser.add_argument_group("stopping rules (continue a stopped run with "
+                                     "--out DIR --resume, without the rule)")
+    stop.add_argument("--stop-at", type=_number(float), metavar="SCORE", default=None,
+                      help="stop once the best score reaches SCORE")
+    stop.add_argument("--patience", type=_number(int, positive=True), metavar="N",
+                      default=None,
+                      help="stop after N generations without improvement of the best "
+                           "score")
+    stop.add_argument("--min-delta", type=_number(float, minimum=0), metavar="DELTA",
+                      default=None,
+                      help="with --patience: the least gain that counts as an "
+                           "improvement (default 0)")
+    stop.add_argument("--max-time", type=_number(float, positive=True), metavar="SECONDS",
+                      default=None,
+                      help="stop after the first generation that ends SECONDS after the "
+                           "start (or the resume)")
+
+
+def from_args(args: argparse.Namespace, problem: str | None = None) -> list[Callback]:
+    """The callbacks ``args`` asks for: trackers first, then stopping rules."""
+    from .csv_log import CSV
+    from .mlflow_log import MLflow
+    from .stopping import EarlyStopping, MaxTime, StopAtScore
+    from .tensorboard_log import TensorBoard
+
+    if args.min_delta is not None and args.patience is None:
+        raise ValueError("--min-delta goes with --patience N (generations without an "
+                         "improvement of more than DELTA); add --patience")
+    callbacks: list[Callback] = []
+    if args.tensorboard is not None:
+        callbacks.append(TensorBoard(args.tensorboard))
+    if args.mlflow:
+        callbacks.append(MLflow(tags={"es_search.problem": problem} if problem else None))
+    if args.csv is not None:
+        callbacks.append(CSV(args.csv))
+    if args.stop_at is not None:
+        callbacks.append(StopAtScore(args.stop_at))
+    if args.patience is not None:
+        callbacks.append(EarlyStopping(args.patience, args.min_delta or 0.0))
+    if args.max_time is not None:
+        callbacks.append(MaxTime(args.max_time))
+    return callbacks

@@ -1,0 +1,146 @@
+"""``TensorBoard(log_dir)``: scalars and a histogram of scores per generation, for
+``tensorboard --logdir``. Needs the ``tensorboard`` package (``es_search[tensorboard]``).
+
+Events are written with TensorBoard's own record format and protocol buffers (no
+TensorFlow, no background thread), flushed after every generation.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ..plotting import require
+from .base import Callback, RunInfo
+from .fields import config_text, scalars
+
+_PREFIX = "events.out.tfevents."
+_STAMP = re.compile(re.escape(_PREFIX) + r"(\d+)")
+#: histogram buckets at most (fewer for small populations)
+BINS = 30
+
+
+def _protos() -> tuple[Any, Any, Any, Any]:
+    require("tensorboard", "tensorboard")
+    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    return event_pb2, summary_pb2, tensor_pb2, RecordWriter
+
+
+class TensorBoard(Callback):
+    """Log each generation to ``log_dir`` for TensorBoard, at step = generation.
+
+    Scalars: ``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds`` and
+    every other number in the record (``nonfinite``, ``failures``, ``steps`` when the
+    record has them); a histogram ``scores`` of the generation's finite scores; the run's
+    config as text. TensorBoard keeps scalars as 32-bit floats.
+
+    Each call of ``run()`` writes one new event file, named to sort after those already
+    in ``log_dir``. It begins with a restart marker at its first step, so TensorBoard
+    drops what an earlier run in the same folder logged from that step on: a new run
+    replaces the old one, and a resume repeats its last completed generation (which a
+    kill may have cut from the log) and continues, each generation once.
+    """
+
+    def __init__(self, log_dir: Any):
+        if not isinstance(log_dir, (str, os.PathLike)):
+            raise TypeError(f"TensorBoard log_dir must be a folder path (str or "
+                            f"pathlib.Path), got {log_dir!r}")
+        self.log_dir = Path(log_dir)
+        if self.log_dir.exists() and not self.log_dir.is_dir():
+            raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} is a file; give "
+                             f"a folder (it is created if missing)")
+        _protos()  # fail now, naming the extra, if tensorboard is missing
+        self.path: Path | None = None  # the event file being written
+        self._writer: Any = None
+
+    def on_start(self, info: RunInfo) -> None:
+        self.close()
+        self._open()
+        event_pb2 = _protos()[0]
+        history = list(info.history)
+        first = history[-1]["generation"] if history else info.first_generation
+        self._write(event_pb2.Event(wall_time=time.time(), step=first, session_log=(
+            event_pb2.SessionLog(status=event_pb2.SessionLog.START))))
+        if not history:
+            self._write_text("config", config_text(info.config), first)
+        for record in history[-1:]:
+            self._log(record)
+        self._writer.flush()
+
+    def on_generation(self, record: dict) -> bool:
+        if self._writer is None:  # on_start was not called, or this copy was unpickled
+            self._open()
+        self._log(record)
+        self._writer.flush()
+        return False
+
+    def on_end(self, result: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+
+    def _open(self) -> None:
+        """A new event file whose name sorts after every event file in ``log_dir``."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stamps = [int(m.group(1)) for p in self.log_dir.iterdir()
+                  if (m := _STAMP.match(p.name))]
+        stamp = max([int(time.time())] + [s + 1 for s in stamps])
+        self.path = self.log_dir / (f"{_PREFIX}{stamp:010d}.{socket.gethostname()}."
+                                    f"{os.getpid()}.es_search")
+        event_pb2, _, _, RecordWriter = _protos()
+        self._writer = RecordWriter(open(self.path, "wb"))
+        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def _write(self, event: Any) -> None:
+        self._writer.write(event.SerializeToString())
+
+    def _log(self, record: dict) -> None:
+        event_pb2, summary_pb2, _, _ = _protos()
+        values = [summary_pb2.Summary.Value(tag=name, simple_value=value)
+                  for name, value in scalars(record)]
+        finite = [float(s) for s in record.get("scores") or () if math.isfinite(s)]
+        if finite:
+            values.append(summary_pb2.Summary.Value(tag="scores",
+                                                    histo=_histogram(finite)))
+        self._write(event_pb2.Event(wall_time=time.time(), step=record["generation"],
+                                    summary=summary_pb2.Summary(value=values)))
+
+    def _write_text(self, tag: str, text: str, step: int) -> None:
+        event_pb2, summary_pb2, tensor_pb2, _ = _protos()
+        from tensorboard.compat.proto import tensor_shape_pb2, types_pb2
+        tensor = tensor_pb2.TensorProto(
+            dtype=types_pb2.DT_STRING, string_val=[text.encode()],
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))
+        metadata = summary_pb2.SummaryMetadata(
+            plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
+        value = summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
+        self._write(event_pb2.Event(wall_time=time.time(), step=step,
+                                    summary=summary_pb2.Summary(value=[value])))
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_writer"] = None  # an open file does not travel
+        return state
+
+    def __repr__(self) -> str:
+        return f"TensorBoard({str(self.log_dir)!r})"
+
+
+def _histogram(values: list[float]) -> Any:
+    import numpy as np
+    summary_pb2 = _protos()[1]
+    array = np.asarray(values, dtype=np.float64)
+    counts, edges = np.histogram(array, bins=min(BINS, len(values)))
+    return summary_pb2.HistogramProto(
+        min=float(array.min()), max=float(array.max()), num=float(array.size),
+        sum=float(array.sum()), sum_squares=float((array ** 2).sum()),
+        bucket_limit=[float(e) for e in edges[1:]], bucket=[float(c) for c in counts])

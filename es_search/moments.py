@@ -1,0 +1,63 @@
+"""Count, mean and M2 (sum of squared deviations) of vectors, merged exactly in order.
+
+Used for running observation statistics shared between scoring tasks (see
+``Agent.task_report`` / ``Agent.merge_reports``): each task summarises what it saw as
+a :class:`Moments`, and the main process folds the tasks' summaries together in
+candidate order with the parallel-variance formula of Chan, Golub and LeVeque (1979).
+The result equals the statistics of all the vectors concatenated in that order (up to
+floating-point rounding) and depends only on the order, never on which worker ran what.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Moments(NamedTuple):
+    """``count`` vectors with mean ``mean`` and sum of squared deviations ``m2``."""
+
+    count: float
+    mean: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def empty(cls, dim: int) -> "Moments":
+        return cls(0.0, np.zeros(dim), np.zeros(dim))
+
+    @classmethod
+    def of(cls, batch: np.ndarray) -> "Moments":
+        """The moments of the rows of ``batch`` (shape ``(n, dim)``)."""
+        batch = np.asarray(batch, dtype=np.float64)
+        if batch.ndim != 2:
+            raise ValueError(f"Moments.of expects a 2-d batch (n, dim), got shape "
+                             f"{batch.shape}")
+        if len(batch) == 0:
+            return cls.empty(batch.shape[1])
+        mean = batch.mean(axis=0)
+        return cls(float(len(batch)), mean, ((batch - mean) ** 2).sum(axis=0))
+
+    def merge(self, other: "Moments") -> "Moments":
+        """The moments of this set followed by ``other`` (Chan et al.'s formula)."""
+        if other.count == 0:
+            return self
+        if self.count == 0:
+            return Moments(float(other.count), np.array(other.mean, dtype=np.float64),
+                           np.array(other.m2, dtype=np.float64))
+        count = self.count + other.count
+        delta = other.mean - self.mean
+        mean = self.mean + delta * (other.count / count)
+        m2 = self.m2 + other.m2 + delta ** 2 * (self.count * other.count / count)
+        return Moments(count, mean, m2)
+
+    def var(self) -> np.ndarray:
+        """Population variance (``m2 / count``; zeros when empty)."""
+        return self.m2 / self.count if self.count > 0 else np.zeros_like(self.m2)
+
+    def std(self, floor: float = 1e-2) -> np.ndarray:
+        """Standard deviation for normalising: 1 until two vectors are counted, then
+        ``sqrt(var)`` clipped below at ``floor`` (nearly constant dimensions are not
+        blown up)."""
+        if self.count < 2:
+            return np.ones_like(self.m2)
+        return np.maximum(np.sqrt(self.var()), floor)

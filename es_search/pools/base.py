@@ -1,0 +1,156 @@
+"""The part of the Dask and Ray pools that does not depend on the cluster: one
+:class:`~.runner.Runner` per worker process, parcels sent once to each, chunks dealt
+round-robin, results and errors in order."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+from ..backends import Pool, _in_order
+from . import WorkerLost
+from .runner import Mismatch, Parcel, Tracker
+
+
+#: seconds a pool waits for a worker when the cluster has none
+WAIT_FOR_WORKERS = 60
+
+#: seconds for which the runners counted by ``n_workers`` serve the next ``run_chunks``
+FRESH = 0.5
+
+
+class Lost(Exception):
+    """A runner's call failed because its process (or node) is gone."""
+
+
+class Late(Exception):
+    """A runner's call did not finish in time."""
+
+
+class ActorPool(Pool):
+    """Subclasses say how to list, call and stop runners (``_runners``, ``_submit``,
+    ``_result``, ``_stop``); this class does the rest.
+
+    - ``n_workers``: runners now (one per worker process; counted again at each call,
+      so that workers that join are used);
+    - ``put(name, value, recipe=None)``: a parcel every chunk that names it (as a
+      top-level argument) finds in its runner; a later ``put`` of the same name
+      replaces it;
+    - ``run_chunks(fn, args_list, done=None, timeout=None)``: as the engine's pools:
+      results in order; chunk errors raised in order after all finished; a chunk whose
+      worker died raises :class:`~es_search.pools.WorkerLost` (``done`` keeps the
+      others, so a retry reruns only the lost ones).
+    """
+
+    is_local = False
+    files = None
+    #: parcels may carry recipes that runners derive them from
+    derives = True
+
+    def __init__(self, n_jobs: int = -1):
+        self.n_jobs = n_jobs
+        self.tracker = Tracker()
+        self._running: list[Any] = []
+        # runners just counted by n_workers, for the call that follows (if within FRESH s)
+        self._fresh: tuple[float, list[Any]] | None = None
+
+    # subclasses ---------------------------------------------------------------
+    def _runners(self) -> list[Any]:
+        """The runner keys to use now (started where new), in a stable order."""
+        raise NotImplementedError
+
+    def _submit(self, key: Any, fn: Callable, args: list, sends: list, forget: list) -> Any:
+        raise NotImplementedError
+
+    def _result(self, call: Any, timeout: float | None) -> Any:
+        """The call's result; :class:`Lost` or :class:`Late` when it has none."""
+        raise NotImplementedError
+
+    def _await_runners(self) -> list[Any]:
+        """Runners, waiting up to :data:`WAIT_FOR_WORKERS` s for a first one."""
+        return self._runners()
+
+    def _forget(self, key: Any) -> None:
+        self.tracker.forget_runner(key)
+
+    def _stop(self, keys: list[Any]) -> None:
+        """Stop the processes of ``keys`` (chunks over time, Ctrl-C)."""
+
+    # the pool -----------------------------------------------------------------
+    @property
+    def n_workers(self) -> int:
+        """Runners now (asked of the cluster; the next ``run_chunks`` uses them)."""
+        runners = self._runners()
+        self._fresh = (time.monotonic(), runners)
+        return max(1, len(runners))
+
+    def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
+        return self.tracker.put(name, value, recipe)
+
+    def run_chunks(self, fn: Callable, args_list: Sequence[tuple],
+                   done: dict | None = None, timeout: float | None = None) -> list:
+        done = {} if done is None else done
+        fresh, self._fresh = self._fresh, None
+        runners = (fresh[1] if fresh is not None and time.monotonic() - fresh[0] < FRESH
+                   else self._runners())
+        if not runners:  # e.g. all were lost and are being restarted
+            runners = self._await_runners()
+        if not runners:
+            raise WorkerLost(f"the cluster has had no workers for {WAIT_FOR_WORKERS} s")
+        todo = [i for i in range(len(args_list)) if i not in done]
+        assigned = {i: runners[k % len(runners)] for k, i in enumerate(todo)}
+        calls = {i: self._call(assigned[i], fn, args_list[i]) for i in todo}
+        self._running = sorted(set(assigned.values()), key=runners.index)
+        rounds = max((list(assigned.values()).count(r) for r in self._running), default=1)
+        deadline = None if timeout is None else time.monotonic() + timeout * rounds
+        errors: dict[int, BaseException] = {}
+        late: list[Any] = []
+        for i in todo:
+            key = assigned[i]
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    out = self._result(calls[i], left)
+                except Late as exc:
+                    late.append(key)
+                    errors[i] = TimeoutError(f"a chunk ran over {timeout} s ({exc})")
+                except Lost as exc:
+                    self._forget(key)
+                    errors[i] = WorkerLost(str(exc))
+                else:
+                    if isinstance(out, Mismatch):  # the recipe did not hold there
+                        self.tracker.forget_sent(key, [out.id])
+                        calls[i] = self._call(key, fn, args_list[i], frozenset([out.id]))
+                        continue
+                    done[i] = out
+                break
+        self._running = []
+        if late:
+            late = list(dict.fromkeys(late))
+            self._stop(late)
+            for key in late:
+                self._forget(key)
+        if errors:
+            raise errors[min(errors)]
+        return _in_order(done, len(args_list))
+
+    def _call(self, key: Any, fn: Callable, args: tuple,
+              whole: frozenset[int] = frozenset()) -> Any:
+        args, sends, forget = self.tracker.message(key, args, whole)
+        return self._submit(key, fn, args, sends, forget)
+
+    def abort(self) -> None:
+        """Stop what runs now (Ctrl-C): the processes running chunks are stopped."""
+        running, self._running = self._running, []
+        if running:
+            self._stop(running)
+        for key in running:
+            self._forget(key)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "ActorPool":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

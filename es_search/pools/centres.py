@@ -1,0 +1,84 @@
+"""Centres that workers derive instead of receiving: bytes per generation that grow
+with the population, not with parameters x workers.
+
+A generation's centre is very often the previous one (no improvement) or one of the
+previous generation's candidates (a hill climber's new parent): the main process
+rebuilt that candidate from its seed, and every worker that holds the previous centre
+can rebuild it too. :class:`CentreHistory` notices both cases and hands the pool either
+the parcel the workers already hold, or a new parcel with a recipe
+(:func:`derive_center` with the candidate's description and seed: a few hundred bytes).
+A worker checks what it derives against the CRC-32 of the real centre and asks for the
+value on a mismatch, so the scores never depend on it. Other strategies' centres (e.g.
+OpenAI-ES's gradient step) travel whole, once per worker.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: centres smaller than this (bytes) always travel whole: a recipe would save nothing
+DERIVE_FROM = 1 << 16
+
+
+def derive_center(token: str, skeleton: Any, base: np.ndarray, candidate: Any, seed: int,
+                  generation: int, index: int) -> np.ndarray:
+    """In a worker: candidate ``index`` of ``generation`` built around ``base``, flat,
+    exactly as :meth:`es_search.evaluation.Evaluator.rebuild` built it."""
+    from ..seeding import preserved_global_rngs
+    from ..worker import Payload, run_task, single_torch_thread, worker_agent
+    agent = worker_agent(token, skeleton)
+    with preserved_global_rngs(), single_torch_thread():
+        run_task(agent, Payload(np.asarray(base), {}), candidate, seed, generation, index,
+                 score=False)
+    return agent.get_flat()
+
+
+class CentreHistory:
+    """The main process's memory of the last centre sent and what was rebuilt from it."""
+
+    def __init__(self) -> None:
+        self.parcel: Any = None  # the centre parcel the workers hold
+        self.center: np.ndarray | None = None
+        self.generation: int | None = None
+        self.rebuilt: list[tuple[int, Any, np.ndarray]] = []  # (index, candidate, flat)
+        self.rebuilt_generation: int | None = None  # the generation they belong to
+        self.reused = self.derived = self.whole = 0
+
+    def put(self, pool: Any, generation: int, center: np.ndarray, token: str,
+            skeleton: Any, seed: int) -> Any:
+        """The parcel for ``center`` on ``pool``: the one sent before if equal, a
+        derived one if ``center`` is a candidate rebuilt from it, else the value."""
+        center = np.ascontiguousarray(center)
+        if self.center is not None and _same(center, self.center):
+            self.reused += 1
+            self.generation = generation
+            return self.parcel
+        recipe = None
+        if center.nbytes >= DERIVE_FROM and self.parcel is not None:
+            for index, candidate, flat in self.rebuilt:
+                if _same(center, flat):
+                    recipe = (derive_center, (token, skeleton, self.parcel, candidate, seed,
+                                              self.rebuilt_generation, index))
+                    break
+        if recipe is None:
+            self.whole += 1
+        else:
+            self.derived += 1
+        self.parcel = pool.put("center", center, recipe=recipe)
+        # a copy: a caller that changed its array in place must not look unchanged
+        self.center, self.generation, self.rebuilt = center.copy(), generation, []
+        return self.parcel
+
+    def note_rebuilt(self, generation: int, center: np.ndarray, candidate: Any, index: int,
+                     flat: np.ndarray) -> None:
+        """A candidate the main process rebuilt (e.g. a winner) around ``center``."""
+        if self.center is None or not _same(np.asarray(center), self.center):
+            return
+        if self.rebuilt_generation != generation:
+            self.rebuilt, self.rebuilt_generation = [], generation
+        self.rebuilt.append((index, candidate, flat))
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))

@@ -1,0 +1,147 @@
+"""A pool on a dask.distributed cluster: one actor per worker process.
+
+- **Workers**: each Dask worker process gets one :class:`~.runner.Runner` actor. A call
+  to an actor goes from this process straight to its worker and back (no scheduler
+  hop, no batching interval): a round trip costs about what loky's does. The worker
+  list is asked of the scheduler at each call (one small request), so workers that
+  join are used from the next generation on.
+- **One chunk at a time per process**: an actor runs its calls one after the other,
+  and each worker process has one actor, so chunks never share a process's random
+  generators.
+- **Parcels** (``put``): sent to each actor once and kept there; a parcel with a
+  recipe is derived by the actor from what it holds (see :mod:`.runner`).
+- **Lost workers**: a call whose worker died fails at once (its connection closes):
+  ``run_chunks`` raises :class:`~es_search.pools.WorkerLost` for it once the other
+  chunks have finished, and the engine scores those candidates again with the same
+  seeds on the workers left (or restarted by their nanny).
+- **Timeouts**: a chunk over its time has its worker restarted through its nanny, as
+  loky kills a worker over time.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..plotting import require
+from . import is_client
+from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
+from .runner import Runner
+
+_NO_CLIENT = (
+    "backend='dask' runs on the active dask.distributed Client, and there is none: "
+    "create one first, e.g. `from dask.distributed import Client; client = "
+    "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
+    "client itself as backend=client; on the command line pass --scheduler tcp://host:8786")
+
+
+def get_client(backend: Any = "dask") -> Any:
+    """The Client for ``backend`` (``"dask"``: the active one; or a Client)."""
+    if is_client(backend):
+        return backend
+    distributed = require("distributed", "dask")
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise ValueError(_NO_CLIENT) from None
+
+
+class DaskPool(ActorPool):
+    """Chunks on a Dask cluster. ``n_jobs`` caps the workers used (-1: all)."""
+
+    name = "dask"
+
+    def __init__(self, client: Any = "dask", n_jobs: int = -1):
+        super().__init__(n_jobs)
+        self.client = get_client(client)
+        self._actors: dict[str, Any] = {}  # worker address -> actor
+        # workers lost or stopped: their address may linger in the scheduler's list for
+        # a moment (a restarted worker comes back under a new address)
+        self._gone: set[str] = set()
+        if not self._await_runners():
+            raise ValueError(f"the Dask cluster at {self.client.scheduler.address} has "
+                             f"had no workers for {WAIT_FOR_WORKERS} s; start some "
+                             f"(dask worker ADDRESS) first")
+
+    def _runners(self) -> list[str]:
+        addresses = sorted(set(self.client.nthreads()) - self._gone)  # one small request
+        for gone in set(self._actors) - set(addresses):
+            self._forget(gone)
+        wanted = addresses if self.n_jobs < 1 else addresses[:self.n_jobs]
+        new = [a for a in wanted if a not in self._actors]
+        if new:
+            distributed = require("distributed", "dask")
+            futures = [self.client.submit(Runner, actor=True, workers=[a],
+                                          allow_other_workers=False, pure=False)
+                       for a in new]
+            # a worker that is going away may still be listed: its actor never starts,
+            # so wait for the first actor, then briefly for the others (retried later)
+            for timeout, when in ((120, "FIRST_COMPLETED"), (5, "ALL_COMPLETED")):
+                try:
+                    distributed.wait(futures, timeout=timeout, return_when=when)
+                except TimeoutError:
+                    pass
+            for address, future in zip(new, futures):
+                if future.status == "finished":
+                    self._actors[address] = future.result()
+                else:  # the worker left meanwhile (or is slow to start): not this time
+                    future.cancel()
+        return [a for a in wanted if a in self._actors]
+
+    def _await_runners(self) -> list[str]:
+        runners = self._runners()
+        if not runners:
+            try:
+                self.client.wait_for_workers(len(self._gone & set(self.client.nthreads()))
+                                             + 1, timeout=WAIT_FOR_WORKERS)
+            except TimeoutError:
+                return []
+            runners = self._runners()
+        return runners
+
+    def _forget(self, key: str) -> None:
+        self._gone.add(key)
+        self._actors.pop(key, None)
+        super()._forget(key)
+
+    def _submit(self, key: str, fn: Callable, args: list, sends: list, forget: list) -> Any:
+        """The actor's ``run``, called on its worker directly from this process (Dask's
+        own actor handles go through the scheduler unless the client was made with
+        ``direct_to_workers=True``: twice the bytes, an extra hop)."""
+        import asyncio
+        call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget))
+        return asyncio.run_coroutine_threadsafe(call, self.client.loop.asyncio_loop), key
+
+    def _result(self, call: Any, timeout: float | None) -> Any:
+        future, address = call
+        try:
+            status, value = future.result(timeout=timeout)
+        except TimeoutError as exc:
+            raise Late(f"worker {address}") from exc
+        if status == "lost":  # the worker died: its connection closed
+            raise Lost(f"the Dask worker {address} was lost while scoring ({value})")
+        if status == "error":
+            raise value
+        return value
+
+    def _stop(self, keys: list[str]) -> None:
+        try:
+            self.client.restart_workers(list(keys), raise_for_error=False)
+        except Exception:  # pragma: no cover - no nanny: the worker keeps running
+            pass
+
+    def close(self) -> None:
+        self._actors = {}  # releasing the actors' futures ends them
+
+
+async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple) -> tuple[str, Any]:
+    """``Runner.run(*args)`` on the actor ``actor_key`` at ``address``:
+    ``("ok", result)``, ``("lost", error)`` or ``("error", exception)``."""
+    from distributed.protocol import to_serialize
+    try:
+        answer = await rpc(address).actor_execute(
+            function="run", actor=actor_key, args=[to_serialize(a) for a in args],
+            kwargs={})
+    except OSError as exc:  # CommClosedError included
+        return "lost", exc
+    if answer["status"] == "OK":
+        return "ok", answer["result"]
+    return "error", answer["exception"]

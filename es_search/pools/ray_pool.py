@@ -1,0 +1,123 @@
+"""A pool on a Ray cluster: one actor per CPU, each running one chunk at a time.
+
+- **Workers**: one :class:`~.runner.Runner` actor (``num_cpus=1``) per CPU of the
+  cluster, counted at each call, so that nodes that join are used from the next
+  generation on. Actors are never restarted by Ray (``max_restarts=0``) and their
+  calls never retried by Ray: a lost actor is the engine's to handle, as on loky.
+- **Parcels** (``put``): sent to each actor once and kept there; a value over
+  :data:`OBJECT_STORE_FROM` bytes is put in Ray's object store once (``ray.put``) and
+  each actor fetches it from there (once per node into the store).
+- **Lost workers**: a call whose actor died raises :class:`~es_search.pools.WorkerLost`
+  (after the other chunks have finished); the engine scores those candidates again
+  with the same seeds. A chunk over its time has its actor killed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+from ..plotting import require
+from .base import ActorPool, Late, Lost
+from .runner import Runner
+
+OBJECT_STORE_FROM = 1 << 20  # bytes
+
+
+def _ray() -> Any:
+    ray = require("ray", "ray")
+    if not ray.is_initialized():
+        # RAY_ADDRESS (if set) names a running cluster; otherwise a local one starts
+        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
+                 log_to_driver=False)
+    return ray
+
+
+class RayRunner(Runner):
+    """A :class:`Runner` that can also fetch values from Ray's object store."""
+
+    def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
+            forget: Sequence[int] = ()) -> Any:
+        import ray
+        sends = [(key, kind, ("raw", ray.get(data[0][1])) if data[0][0] == "ray"
+                  else data[0]) if kind == "value" else (key, kind, *data)
+                 for key, kind, *data in sends]
+        return super().run(fn, args, sends, forget)
+
+
+class RayPool(ActorPool):
+    """Chunks on a Ray cluster (``ray.init()`` is called if Ray is not running).
+    ``n_jobs`` caps the actors (-1: one per CPU of the cluster)."""
+
+    name = "ray"
+
+    def __init__(self, n_jobs: int = -1):
+        super().__init__(n_jobs)
+        self.ray = _ray()
+        self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
+                                            max_task_retries=0)(RayRunner)
+        self._actors: dict[int, Any] = {}  # our key -> actor handle
+        self._next = 0
+        self._refs: dict[int, Any] = {}  # parcel id -> object ref of its value
+        self._runners()
+
+    def _slots(self) -> int:
+        cpus = int(self.ray.cluster_resources().get("CPU", 0))
+        return max(1, cpus if self.n_jobs < 1 else min(cpus, self.n_jobs))
+
+    def _runners(self) -> list[int]:
+        want = self._slots()
+        new = {}
+        for _ in range(want - len(self._actors)):
+            self._next += 1
+            new[self._next] = self._actor_class.remote()
+        if new:  # started before any chunk is timed: a start is not a slow task
+            try:
+                self.ray.get([a.pid.remote() for a in new.values()], timeout=120)
+                self._actors.update(new)
+            except Exception:  # pragma: no cover - no room on the cluster now
+                for actor in new.values():
+                    self.ray.kill(actor, no_restart=True)
+        return sorted(self._actors)[:want]
+
+    def _forget(self, key: int) -> None:
+        self._actors.pop(key, None)
+        super()._forget(key)
+
+    def _submit(self, key: int, fn: Callable, args: list, sends: list, forget: list) -> Any:
+        sends = [self._by_ref(s) for s in sends]
+        return self._actors[key].run.remote(fn, args, sends, forget), key
+
+    def _by_ref(self, send: tuple) -> tuple:
+        key, kind, *data = send
+        if kind != "value" or getattr(data[0][1], "nbytes", 0) < OBJECT_STORE_FROM:
+            return send
+        ref = self._refs.get(key)
+        if ref is None:
+            ref = self._refs[key] = self.ray.put(data[0][1])
+            for old in [k for k in self._refs if k in self.tracker.dropped]:
+                del self._refs[old]
+        return (key, kind, ("ray", ref))
+
+    def _result(self, call: Any, timeout: float | None) -> Any:
+        ref, key = call
+        ray = self.ray
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError as exc:
+            raise Late(f"actor {key}") from exc
+        except ray.exceptions.RayActorError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc) else ""
+            raise Lost(f"a Ray actor was lost while scoring ({first})") from exc
+
+    def _stop(self, keys: list[int]) -> None:
+        for key in keys:
+            actor = self._actors.pop(key, None)
+            if actor is not None:
+                try:
+                    self.ray.kill(actor, no_restart=True)
+                except Exception:  # pragma: no cover - already gone
+                    pass
+
+    def close(self) -> None:
+        self._stop(list(self._actors))
+        self._refs = {}

@@ -1,0 +1,176 @@
+"""What the Dask and Ray pools share: payloads kept by each worker, and the runner that
+lives in each worker process (a Dask actor or a Ray actor) and runs chunks there.
+
+A :class:`Parcel` is a value that chunks name; the pool sends it to a runner once
+(``("value", encoded)``) or, when the runner holds what it derives from, as a
+*recipe* (``("recipe", fn, args, crc)``): the runner computes ``fn(*args)`` itself and
+checks it against the CRC-32 of the value's bytes; a mismatch asks for the value.
+Arrays of float64 whose values are all exact in float32 travel as float32
+(:func:`encode`), bit for bit the same once decoded.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import zlib
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+_IDS = itertools.count(1)
+
+
+class Ref(NamedTuple):
+    """A payload in a runner's store, by id (a few bytes on the wire)."""
+
+    id: int
+
+
+class Mismatch(NamedTuple):
+    """A runner's answer when a recipe did not give the expected bytes."""
+
+    id: int
+
+
+class Parcel:
+    """A value sent to each runner at most once. ``recipe``: ``(fn, args)`` such that
+    ``fn(*args)`` (``args`` may name other payloads) equals the value, bit for bit."""
+
+    def __init__(self, value: Any, recipe: tuple[Callable, tuple] | None = None):
+        self.id = next(_IDS)
+        self.value = value
+        self.recipe = recipe
+        self.crc = crc(value) if recipe is not None else None
+        self.values_sent = 0  # copies sent whole
+        self.recipes_sent = 0  # copies derived by a runner
+
+    def deps(self) -> list["Parcel"]:
+        return [] if self.recipe is None else [
+            a for a in self.recipe[1] if isinstance(a, Parcel)]
+
+    def __repr__(self) -> str:
+        return f"Parcel({self.id}, recipe={self.recipe is not None})"
+
+
+def crc(value: Any) -> int:
+    if isinstance(value, np.ndarray):
+        return zlib.crc32(np.ascontiguousarray(value).view(np.uint8))
+    return zlib.crc32(value if isinstance(value, (bytes, bytearray)) else repr(value).encode())
+
+
+def encode(value: Any) -> Any:
+    """``value``, smaller on the wire when that is exact (float64 -> float32)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.size >= 1024:
+        small = value.astype(np.float32)
+        if np.array_equal(small.astype(np.float64), value, equal_nan=True):
+            return ("f32", small)
+    return ("raw", value)
+
+
+def decode(data: Any) -> Any:
+    kind, value = data
+    return value.astype(np.float64) if kind == "f32" else value
+
+
+class Runner:
+    """Lives in one worker process; holds payloads and runs chunks one at a time."""
+
+    def __init__(self) -> None:
+        self.store: dict[int, Any] = {}
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _resolve(self, args: Sequence[Any]) -> list:
+        return [self.store[a.id] if isinstance(a, Ref) else a for a in args]
+
+    def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
+            forget: Sequence[int] = ()) -> Any:
+        """``(True, fn(*args))``, or ``(False, exception)`` if it raised (so that the
+        pool raises the first failure in order, after all chunks finished), or a
+        :class:`Mismatch` if a recipe did not give the expected value."""
+        try:
+            for key, kind, *data in sends:
+                if kind == "value":
+                    self.store[key] = decode(data[0])
+                else:
+                    recipe_fn, recipe_args, expected = data
+                    value = recipe_fn(*self._resolve(recipe_args))
+                    if crc(value) != expected:
+                        return Mismatch(key)
+                    self.store[key] = value
+            try:
+                return True, fn(*self._resolve(args))
+            except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
+                return False, exc
+        finally:  # after the sends: a recipe may derive from what is forgotten
+            for key in forget:
+                self.store.pop(key, None)
+
+
+class Tracker:
+    """The pool's side: which payloads each runner holds, and what to send it."""
+
+    def __init__(self) -> None:
+        self.held: dict[Any, set[int]] = {}  # runner key -> parcel ids
+        self.live: dict[int, Parcel] = {}
+        self.named: dict[str, Parcel] = {}
+        self.dropped: set[int] = set()
+
+    def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
+        """A new parcel under ``name``; the previous one of that name is dropped (the
+        runners forget it with their next call, after deriving from it if need be)."""
+        parcel = self.add(Parcel(value, recipe))
+        previous = self.named.get(name)
+        self.named[name] = parcel
+        if previous is not None:
+            self.drop(previous)
+        return parcel
+
+    def add(self, parcel: Parcel) -> Parcel:
+        self.live[parcel.id] = parcel
+        return parcel
+
+    def drop(self, parcel: Parcel) -> None:
+        if self.live.pop(parcel.id, None) is not None:
+            self.dropped.add(parcel.id)
+
+    def forget_runner(self, runner: Any) -> None:
+        self.held.pop(runner, None)
+
+    def message(self, runner: Any, args: Sequence[Any],
+                whole: frozenset[int] = frozenset()) -> tuple[list, list, list]:
+        """``(args, sends, forget)`` for a call to ``runner``; ``whole``: payload ids
+        to send as values even if a recipe would do (after a mismatch)."""
+        held = self.held.setdefault(runner, set())
+        sends: list[tuple] = []
+
+        def ensure(p: Parcel) -> None:
+            if p.id in held:
+                return
+            if p.recipe is not None and p.id not in whole and all(
+                    d.id in held for d in p.deps()):
+                fn, rargs = p.recipe
+                sends.append((p.id, "recipe", fn,
+                              tuple(Ref(a.id) if isinstance(a, Parcel) else a
+                                    for a in rargs), p.crc))
+                p.recipes_sent += 1
+            else:
+                sends.append((p.id, "value", encode(p.value)))
+                p.values_sent += 1
+            held.add(p.id)
+
+        out = []
+        for a in args:
+            if isinstance(a, Parcel):
+                ensure(a)
+                a = Ref(a.id)
+            out.append(a)
+        forget = sorted(held & self.dropped)
+        held.difference_update(forget)
+        return out, sends, forget
+
+    def forget_sent(self, runner: Any, ids: Sequence[int]) -> None:
+        """The runner could not hold these (its call failed)."""
+        self.held.get(runner, set()).difference_update(ids)
+

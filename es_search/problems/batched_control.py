@@ -1,0 +1,299 @@
+"""CartPole and Pendulum scored a group of candidates at a time (optional extra ``gym``).
+
+Every candidate of a ``score_batch()`` call runs in one vectorised environment: one
+column per (candidate, episode), all stepped together, with one NumPy forward pass of
+every candidate's policy per step. CartPole-v1 runs on gymnasium's own vectorised
+``CartPoleVectorEnv``; Pendulum-v1 on :class:`PendulumBatch`, a NumPy transcription of
+gymnasium's ``PendulumEnv`` (its returns match gymnasium's, see the tests).
+
+A candidate's score depends on its weights and its task seed only, never on the rest of
+its group: the candidate's own stream, ``es_search.batched.candidate_rngs([s], 1)`` for
+task seed ``s``, draws its episodes' start states (as gymnasium's ``reset`` draws them:
+uniform in [-0.05, 0.05]^4 for CartPole, [-pi, pi] x [-1, 1] for Pendulum) and then, for
+sampled actions, one uniform per step of every episode, before any episode runs.
+Everything else is elementwise or per row, so a row of a group of 64 is bit-identical
+to the same candidate scored alone (``score()`` is a group of one; tested).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..agent import Agent
+from ..batched import candidate_rngs, numpy_params
+from ..plotting import require
+
+
+class PendulumBatch:
+    """gymnasium's Pendulum-v1 dynamics for many pendulums at once (NumPy, float64).
+
+    ``state`` is ``(2, n)``: angles and angular velocities, as gymnasium's ``state``
+    per environment. ``step(u)`` takes ``n`` torques and returns the ``n`` rewards; the
+    arithmetic is gymnasium's, operation for operation.
+    """
+
+    max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    max_episode_steps = 200
+    high = np.array([np.pi, 1.0])  # gymnasium's reset: uniform in [-high, high]
+
+    def __init__(self, state: np.ndarray):
+        state = np.asarray(state, dtype=np.float64)
+        self.th, self.thdot = state[0].copy(), state[1].copy()
+
+    @property
+    def state(self) -> np.ndarray:
+        return np.stack([self.th, self.thdot])
+
+    @classmethod
+    def start_states(cls, seeds) -> np.ndarray:
+        """The ``(2, n)`` states gymnasium's ``reset(seed=seed)`` gives, one per seed."""
+        return np.stack([np.random.default_rng(int(s)).uniform(low=-cls.high, high=cls.high)
+                         for s in seeds], axis=1)
+
+    def observation(self) -> np.ndarray:
+        """``(n, 3)`` float32, as gymnasium's ``_get_obs``."""
+        obs = np.empty((len(self.th), 3), dtype=np.float32)
+        obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), np.sin(self.th), self.thdot
+        return obs
+
+    def step(self, u: np.ndarray) -> np.ndarray:
+        """One step of every pendulum with torques ``u``; their rewards."""
+        u = self._torque(u)
+        rewards = self.rewards(self.th, self.thdot, u)
+        self._advance(np.sin(self.th), u)
+        return rewards
+
+    def _torque(self, u: Any) -> np.ndarray:  # np.clip, without its Python overhead
+        return np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
+                          self.max_torque)
+
+    def _advance(self, sin_th: np.ndarray, u: np.ndarray) -> None:
+        newthdot = self.thdot + (3 * self.g / (2 * self.l) * sin_th
+                                 + 3.0 / (self.m * self.l ** 2) * u) * self.dt
+        newthdot = np.minimum(np.maximum(newthdot, -self.max_speed), self.max_speed)
+        self.th, self.thdot = self.th + newthdot * self.dt, newthdot
+
+    @staticmethod
+    def rewards(th: np.ndarray, thdot: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """gymnasium's reward for states ``(th, thdot)`` and clipped torques ``u``
+        (elementwise: any shape)."""
+        return -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
+                 + 0.001 * (u ** 2))
+
+    def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
+        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
+        -> torques ``(n,)``). Each step computes what :meth:`step` computes; the rewards
+        are computed at the end for the whole trajectory at once, and summed in time
+        order per pendulum."""
+        n = len(self.th)
+        obs = np.empty((n, 3), dtype=np.float32)
+        trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
+        for t in range(steps):
+            sin_th = np.sin(self.th)
+            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), sin_th, self.thdot
+            u = self._torque(policy(obs.astype(np.float64)))
+            trajectory[0, t], trajectory[1, t], trajectory[2, t] = self.th, self.thdot, u
+            self._advance(sin_th, u)
+        rewards = self.rewards(trajectory[0], trajectory[1], trajectory[2])
+        return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
+
+
+class BatchedPolicy(Agent):
+    """A linear or one-hidden-layer tanh policy, scored by mean episode return, whole
+    groups of candidates per call (``score_batch``).
+
+    Subclasses set ``discrete`` and the environment. ``hidden``: units of the tanh
+    hidden layer (0: linear). ``episodes``: the score is the mean return of this many
+    episodes. ``max_steps``: cut episodes short. ``greedy``: a discrete policy takes the
+    argmax instead of sampling from the softmax of its logits. ``score_batch_size``:
+    candidates per ``score_batch()`` call in a run (0: one by one through ``score()``,
+    the same scores, slower).
+    """
+
+    discrete = True
+    obs_dim = act_dim = 0
+    action_high = 1.0
+    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
+                      "strategy_options": {"reevaluate": True}}
+
+    def __init__(self, hidden: int = 0, episodes: int = 3, max_steps: int | None = None,
+                 greedy: bool = False, score_batch_size: int = 32):
+        super().__init__()
+        require("gymnasium", "gym")
+        if isinstance(hidden, bool) or int(hidden) != hidden or hidden < 0:
+            raise ValueError(f"hidden must be an integer >= 0 (0: a linear policy), "
+                             f"got {hidden!r}")
+        if int(episodes) < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        if max_steps is not None and int(max_steps) < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        if isinstance(score_batch_size, bool) or int(score_batch_size) < 0:
+            raise ValueError(f"score_batch_size must be an integer >= 0 (0: score one "
+                             f"candidate per call), got {score_batch_size!r}")
+        self.episodes, self.greedy = int(episodes), bool(greedy)
+        self.max_steps = None if max_steps is None else int(max_steps)
+        self.score_batch_size = int(score_batch_size)
+        sizes = [self.obs_dim] + ([int(hidden)] if hidden else []) + [self.act_dim]
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+        with torch.no_grad():  # start from a zero policy: the search does the rest
+            self.layers[-1].weight.zero_()
+            self.layers[-1].bias.zero_()
+        self.steps = 0  # environment steps of alive episodes in the last score_batch()
+
+    # ------------------------------------------------------------------ the policy
+    def stacked_layers(self, params) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``."""
+        arrays = numpy_params(params)
+        return [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
+                for k in range(len(self.layers))]
+
+    @staticmethod
+    def forward_numpy(layers, obs: np.ndarray) -> np.ndarray:
+        """Each column's policy on its observation: ``obs`` is ``(n, obs_dim)`` and
+        layer arrays are stacked per column. Elementwise and per-row reductions only,
+        so a row's result does not depend on ``n``."""
+        h = obs
+        for k, (w, b) in enumerate(layers):
+            h = np.matmul(w, h[:, :, None])[:, :, 0] + b
+            if k < len(layers) - 1:
+                h = np.tanh(h)
+        return h
+
+    def actions(self, logits: np.ndarray, uniforms: np.ndarray | None) -> np.ndarray:
+        if not self.discrete:
+            return np.tanh(logits[:, 0]) * self.action_high
+        if uniforms is None:
+            return np.argmax(logits, axis=1)
+        if logits.shape[1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(l1 - l0)), no overflow
+            p0 = 0.5 - 0.5 * np.tanh(0.5 * (logits[:, 1] - logits[:, 0]))
+            return (uniforms > p0).view(np.int8)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        cum = np.cumsum(p, axis=1)
+        return (cum < (uniforms * cum[:, -1])[:, None]).sum(axis=1)
+
+    # ------------------------------------------------------------------ scoring
+    def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
+        n, episodes = len(seeds), self.episodes
+        layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
+                  for w, b in self.stacked_layers(params)]  # column = (candidate, episode)
+        limit = min(self.max_steps or self.episode_limit, self.episode_limit)
+        streams = candidate_rngs(seeds, 1)
+        starts = np.concatenate([rng.uniform(low=-self.start_high, high=self.start_high,
+                                             size=(episodes, len(self.start_high)))
+                                 for rng in streams]).T  # (state, column)
+        uniforms = None
+        if self.discrete and not self.greedy:
+            uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
+        returns = self.run_columns(layers, starts, uniforms, limit)
+        return returns.reshape(n, episodes).mean(axis=1)
+
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+        """The returns of columns starting at ``starts`` (state, column)."""
+        raise NotImplementedError
+
+
+class CartPole(BatchedPolicy):
+    """CartPole-v1 (max return 500) on gymnasium's vectorised CartPole, a policy that
+    samples its actions from its own stream; 3 episodes per score by default."""
+
+    discrete, obs_dim, act_dim = True, 4, 2
+    episode_limit = 500
+    start_high = np.full(4, 0.05)
+
+    def __getstate__(self):  # the environments are rebuilt where the agent lands
+        state = self.__dict__.copy()
+        state.pop("_envs", None)
+        return state
+
+    def _vector_env(self, columns: int):
+        """A cached ``CartPoleVectorEnv`` of the next power of two >= ``columns``."""
+        width = 1 << max(columns - 1, 0).bit_length()
+        envs = self.__dict__.setdefault("_envs", {})
+        if width not in envs:
+            import gymnasium as gym
+            envs[width] = gym.make_vec("CartPole-v1", num_envs=width,
+                                       vectorization_mode="vector_entry_point")
+        env = envs[width]
+        env.reset(seed=0)  # fresh counters; the caller sets each column's state
+        return env
+
+    def _load(self, state: np.ndarray, steps: np.ndarray):
+        """An environment whose first columns hold ``state`` (4, m) and step counters
+        ``steps``; padding columns (all zero, never counted) fill the rest."""
+        env = self._vector_env(state.shape[1])
+        raw = env.unwrapped
+        raw.state = np.zeros((4, raw.num_envs))
+        raw.state[:, :state.shape[1]] = state
+        raw.steps[:len(steps)] = steps
+        return env, raw
+
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+        """Step every column until all episodes are over. Finished columns are dropped
+        (the survivors move to a narrower environment) once at most half the width is
+        still running; each column's arithmetic is elementwise, so its trajectory does
+        not change when it moves."""
+        columns = starts.shape[1]
+        env, raw = self._load(starts, np.zeros(0, dtype=np.int32))
+        # the column each slot of the environment runs; -1: padding or finished
+        slots = np.full(raw.num_envs, -1)
+        slots[:columns] = np.arange(columns)
+        acc = np.zeros(raw.num_envs)  # each slot's return so far
+        total = np.zeros(columns)
+        steps, moved = 0, True
+        for t in range(limit):
+            if moved:  # the layout changed: each slot's observation, policy and stream
+                obs = raw.state.T.astype(np.float32)
+                source = np.maximum(slots, 0)
+                slot_layers = [(w[source], b[source]) for w, b in layers]
+                slot_uniforms = None if uniforms is None else uniforms[source]
+                moved = False
+            u = None if slot_uniforms is None else slot_uniforms[:, t]
+            action = self.actions(self.forward_numpy(slot_layers, obs.astype(np.float64)), u)
+            obs, reward, terminated, truncated, _ = env.step(action.astype(np.int64))
+            acc += reward
+            done = terminated | truncated
+            if not done.any():
+                continue
+            ended = np.flatnonzero(done & (slots >= 0))
+            total[slots[ended]] = acc[ended]
+            steps += (t + 1) * len(ended)
+            slots[ended] = -1
+            running = np.flatnonzero(slots >= 0)
+            if not len(running):
+                break
+            if 2 * len(running) <= raw.num_envs:  # move the survivors, narrower
+                env, raw = self._load(raw.state[:, running], raw.steps[running])
+                slots = np.concatenate([slots[running],
+                                        np.full(raw.num_envs - len(running), -1)])
+                acc = np.concatenate([acc[running], np.zeros(raw.num_envs - len(running))])
+                moved = True
+        else:  # cut short by max_steps: the running columns' returns so far
+            running = np.flatnonzero(slots >= 0)
+            total[slots[running]] = acc[running]
+            steps += limit * len(running)
+        self.steps = steps
+        return total
+
+
+class Pendulum(BatchedPolicy):
+    """Pendulum-v1 (continuous torque; returns about -1500 to -100, higher is better)
+    on :class:`PendulumBatch`, a 16-unit tanh MLP by default; one 200-step episode per
+    score."""
+
+    discrete, obs_dim, act_dim = False, 3, 1
+    action_high = 2.0
+    episode_limit = PendulumBatch.max_episode_steps
+    start_high = PendulumBatch.high
+    default_config = {"generations": 200, "population": 32, "sigma": 0.2,
+                      "strategy_options": {"reevaluate": True}}
+
+    def __init__(self, hidden: int = 16, episodes: int = 1, **kwargs):
+        super().__init__(hidden=hidden, episodes=episodes, **kwargs)
+
+    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+        self.steps = limit * starts.shape[1]
+        return PendulumBatch(starts).run(
+            lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)

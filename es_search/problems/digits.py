@@ -1,0 +1,122 @@
+"""A small MLP classifier evolved on scikit-learn's 8x8 digits (optional extra ``digits``).
+
+The data set ships inside scikit-learn (1,797 images, no download). It is split once,
+stratified and with a fixed seed, into a training part (75%) that the search sees and a
+held-out test part (25%) that it never sees. A whole group of candidates is scored in
+one batched forward pass (``score_batch`` through ``es_search.batched.vmap_call``).
+
+Train on the log-likelihood, then measure the held-out accuracy of the best weights::
+
+    from es_search.problems import load_problem
+    Digits = load_problem("digits")
+    result = es_search.run(Digits(), generations=400, strategy="openai-es", ...)
+    test = Digits(split="test")
+    test.set_weights(result.best_weights)
+    print(test.score())   # held-out accuracy, in [0, 1]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..agent import Agent
+from ..batched import as_scores, vmap_call
+from ..plotting import require
+
+SPLITS = ("train", "test")
+METRICS = ("log_likelihood", "accuracy")
+_DATA: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(x, y)`` of one part of the digits data: pixels scaled to [0, 1] (float32,
+    ``(n, 64)``) and labels (int64). Cached per process."""
+    key = (split, split_seed)
+    if key not in _DATA:
+        datasets = require("sklearn.datasets", "digits")
+        model_selection = require("sklearn.model_selection", "digits")
+        digits = datasets.load_digits()
+        x = digits.data.astype(np.float32) / 16.0
+        y = digits.target.astype(np.int64)
+        parts = model_selection.train_test_split(x, y, test_size=0.25, stratify=y,
+                                                 random_state=split_seed)
+        x_train, x_test, y_train, y_test = parts
+        _DATA[("train", split_seed)] = (torch.from_numpy(x_train), torch.from_numpy(y_train))
+        _DATA[("test", split_seed)] = (torch.from_numpy(x_test), torch.from_numpy(y_test))
+    return _DATA[key]
+
+
+class Digits(Agent):
+    """A 64-``hidden``-10 tanh MLP classifying 8x8 digits.
+
+    - ``split``: ``"train"`` (what a search scores) or ``"test"`` (the held-out 25%).
+    - ``metric``: ``"log_likelihood"`` (mean log-probability of the true class, a smooth
+      fitness, the default on the training split) or ``"accuracy"`` (fraction correct,
+      the default on the test split).
+    - ``hidden``: hidden units (0: a linear softmax classifier). ``init_seed``: the
+      starting weights (PyTorch's default initialisation under this seed).
+    - ``score_batch_size``: candidates per batched forward pass in a run.
+    """
+
+    default_config = {"generations": 300, "population": 64, "sigma": 0.05,
+                      "strategy": "openai-es",
+                      "strategy_options": {"learning_rate": 0.03}}
+
+    def __init__(self, split: str = "train", metric: str | None = None, hidden: int = 32,
+                 init_seed: int = 0, split_seed: int = 0, score_batch_size: int = 32):
+        super().__init__()
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        metric = metric or ("log_likelihood" if split == "train" else "accuracy")
+        if metric not in METRICS:
+            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+        if isinstance(hidden, bool) or int(hidden) != hidden or hidden < 0:
+            raise ValueError(f"hidden must be an integer >= 0 (0: linear), got {hidden!r}")
+        if isinstance(score_batch_size, bool) or int(score_batch_size) < 0:
+            raise ValueError(f"score_batch_size must be an integer >= 0, got "
+                             f"{score_batch_size!r}")
+        load_split(split, int(split_seed))  # fail now if scikit-learn is missing
+        self.split, self.metric, self.split_seed = split, metric, int(split_seed)
+        self.score_batch_size = int(score_batch_size)
+        generator = torch.Generator().manual_seed(int(init_seed))
+        sizes = [64] + ([int(hidden)] if hidden else []) + [10]
+        layers: list[torch.nn.Module] = []
+        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+            layer = torch.nn.Linear(a, b)
+            bound = 1.0 / a ** 0.5
+            with torch.no_grad():
+                layer.weight.uniform_(-bound, bound, generator=generator)
+                layer.bias.uniform_(-bound, bound, generator=generator)
+            layers.append(layer)
+            if k < len(sizes) - 2:
+                layers.append(torch.nn.Tanh())
+        self.net = torch.nn.Sequential(*layers)
+        for p in self.parameters():
+            p.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return load_split(self.split, self.split_seed)
+
+    def score_batch(self, params, seeds, **kwargs: Any) -> list[float]:
+        """The metric of each candidate on this split; one forward pass for the group."""
+        x, y = self.data()
+        logits = vmap_call(self, params, x)  # (group, n, 10)
+        if self.metric == "accuracy":
+            values = (logits.argmax(dim=-1) == y).to(torch.float64).mean(dim=-1)
+        else:
+            log_p = torch.log_softmax(logits.to(torch.float64), dim=-1)
+            values = log_p.gather(-1, y.expand(len(seeds), -1).unsqueeze(-1)).mean(dim=(1, 2))
+        return as_scores(values, len(seeds), self)
+
+    def accuracy(self, split: str = "test") -> float:
+        """This agent's accuracy on ``split`` (default: the held-out test part)."""
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        x, y = load_split(split, self.split_seed)
+        with torch.no_grad():
+            return float((self(x).argmax(dim=-1) == y).to(torch.float64).mean())

@@ -1,0 +1,324 @@
+"""``GymPolicy``: a small policy network for any gymnasium environment.
+
+The policy's forward pass runs in NumPy on weights copied out once per ``score()``:
+torch's per-call overhead on tiny layers costs more than an environment step.
+gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from ..agent import Agent
+from ..moments import Moments
+
+#: ``normalize`` values; True and False mean "fixed" and "off"
+NORMALIZE_MODES = ("running", "fixed", "off")
+_SEED_SPAN = 2 ** 31 - 1000
+_RUNNING_BUFFERS = ("obs_count", "obs_mean", "obs_m2", "obs_std")
+
+
+def _extra_for(entry_point: Any) -> str:
+    text = str(entry_point)
+    return "box2d" if "box2d" in text else "mujoco" if "mujoco" in text else "gym"
+
+
+def make_env(env_id: str) -> Any:
+    """``gymnasium.make(env_id)``, or one clear error: an unknown id (ValueError) or a
+    missing extra (ImportError naming the ``pip install`` that fixes it)."""
+    from ..plotting import require
+    gym = require("gymnasium", "gym")
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "
+                         f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
+                         ) from None
+    try:
+        return gym.make(env_id)
+    except (ImportError, gym.error.DependencyNotInstalled) as exc:
+        extra = _extra_for(spec.entry_point)
+        raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
+                          f"installed ({exc}); install it with "
+                          f"pip install 'es_search[{extra}]'") from None
+
+
+def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
+    items = (hidden,) if isinstance(hidden, (int, np.integer)) else hidden
+    try:
+        sizes = tuple(items)
+    except TypeError:
+        sizes = None
+    if sizes is None or not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool)
+                                for h in sizes):
+        raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
+                        f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
+    if isinstance(hidden, (int, np.integer)) and hidden == 0:
+        return ()
+    if any(h < 1 for h in sizes):
+        raise ValueError(f"hidden layers need >= 1 unit each (hidden=0: a linear policy), "
+                         f"got {hidden!r}")
+    return tuple(int(h) for h in sizes)
+
+
+def _normalize_mode(normalize: Any) -> str:
+    if isinstance(normalize, bool):
+        return "fixed" if normalize else "off"
+    if not isinstance(normalize, str):
+        raise TypeError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))} "
+                        f"(or True = 'fixed', False = 'off'), got {normalize!r}")
+    if normalize not in NORMALIZE_MODES:
+        raise ValueError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))}"
+                         f", got {normalize!r}")
+    return normalize
+
+
+class GymPolicy(Agent):
+    """A tanh MLP (or linear) policy for gymnasium environment ``env_id``, scored by
+    the mean return of ``episodes`` episodes.
+
+    ``GymPolicy("Hopper-v5", hidden=0, normalize="running")`` works for any registered
+    id; subclasses may set ``env_id`` as a class attribute instead. Discrete actions are
+    *sampled* from the softmax of the logits (``greedy=True``: the argmax); Box actions
+    are ``tanh`` squashed to the action bounds (unbounded Box: the raw outputs).
+
+    - ``hidden``: units of one tanh hidden layer, or a tuple (one entry per layer);
+      0 or (): a linear policy. The output layer starts at zero.
+    - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
+    - ``reward_offset``: added to every step's reward in the score the search sees
+      (e.g. -1 removes Hopper's alive bonus); never in :meth:`returns`.
+    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): observations are
+      standardised with the statistics of ``norm_episodes`` random-action episodes run
+      once at construction (seeds from ``norm_seed``); ``"running"``: with running
+      statistics of every observation the search has seen, merged after each
+      generation in candidate order (see :meth:`task_report`), so that a candidate is
+      always normalised with the statistics as of the start of its generation and a
+      run is the same for any worker count. The statistics are buffers (``obs_mean``,
+      ``obs_std``; running also ``obs_count``, ``obs_m2``): not evolved, saved with the
+      weights.
+    - ``crn``: common random numbers: every candidate of a generation plays the same
+      episode seeds (from ``self.generation_seed``, set by the engine; the task seed
+      when it is None) and samples discrete actions from generators seeded by them.
+      Otherwise episodes are seeded from ``self.task_seed`` and discrete actions come
+      from NumPy's global RNG, which es_search seeds per task.
+    """
+
+    env_id = ""
+    discrete = True
+    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
+                      "strategy_options": {"reevaluate": True}}
+
+    def __init__(self, env_id: str | None = None, hidden: Any = 0, episodes: int = 3,
+                 max_steps: int | None = None, greedy: bool = False,
+                 normalize: Any = False, reward_offset: float = 0.0, crn: bool = False,
+                 norm_episodes: int = 10, norm_seed: int = 12345):
+        super().__init__()
+        env_id = type(self).env_id if env_id is None else env_id
+        if not isinstance(env_id, str) or not env_id:
+            raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
+                             f"GymPolicy('CartPole-v1'), got {env_id!r}")
+        sizes = _hidden_sizes(hidden)
+        if int(episodes) < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        if max_steps is not None and int(max_steps) < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        mode = _normalize_mode(normalize)
+        if int(norm_episodes) < 1:
+            raise ValueError(f"norm_episodes must be >= 1, got {norm_episodes}")
+        if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
+                or not math.isfinite(reward_offset):
+            raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")
+        env = make_env(env_id)  # an unknown id or a missing extra fails here
+        self.env_id = env_id
+        self._read_spaces(env)
+        env.close()
+        self.episodes, self.max_steps, self.greedy = int(episodes), max_steps, bool(greedy)
+        self.reward_offset, self.crn = float(reward_offset), bool(crn)
+        self.hidden, self.normalize = sizes, mode
+        dims = [self.obs_dim, *sizes, self.act_dim]
+        self.layers = torch.nn.ModuleList(
+            torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        with torch.no_grad():  # start from a zero policy: the search does the rest
+            self.layers[-1].weight.zero_()
+            self.layers[-1].bias.zero_()
+        mean, std = np.zeros(self.obs_dim), np.ones(self.obs_dim)
+        if mode == "fixed":
+            mean, std = self._random_action_statistics(int(norm_episodes), int(norm_seed))
+        if mode == "running":
+            self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("obs_mean", torch.as_tensor(mean, dtype=torch.float64))
+        if mode == "running":
+            self.register_buffer("obs_m2", torch.zeros(self.obs_dim, dtype=torch.float64))
+        self.register_buffer("obs_std", torch.as_tensor(std, dtype=torch.float64))
+        self._norm = (mean, std)
+        self._env = None
+        self._report: dict | None = None
+
+    def _read_spaces(self, env: Any) -> None:
+        import gymnasium as gym
+        obs_space, space = env.observation_space, env.action_space
+        if not isinstance(obs_space, gym.spaces.Box):
+            raise ValueError(f"GymPolicy needs a Box observation space; {self.env_id} has "
+                             f"{obs_space}")
+        self.obs_dim = int(np.prod(obs_space.shape))
+        if isinstance(space, gym.spaces.Discrete):
+            self.discrete, self.act_dim = True, int(space.n)
+            self.action_high = None
+            return
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"GymPolicy handles Discrete and Box action spaces; "
+                             f"{self.env_id} has {space}")
+        self.discrete, self.act_dim = False, int(np.prod(space.shape))
+        low = np.asarray(space.low, dtype=np.float64).reshape(-1)
+        high = np.asarray(space.high, dtype=np.float64).reshape(-1)
+        self.action_high = high
+        self._action_shape = space.shape
+        bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
+        self._squash = ((high + low) / 2, (high - low) / 2) if bounded else None
+
+    def _random_action_statistics(self, episodes: int, seed: int):
+        """Mean and std of the observations of ``episodes`` random-action episodes."""
+        env = make_env(self.env_id)
+        stats = Moments.empty(self.obs_dim)
+        for k in range(episodes):
+            obs, _ = env.reset(seed=seed + k)
+            env.action_space.seed(seed + k)
+            seen, steps = [], 0
+            while True:
+                seen.append(np.asarray(obs, dtype=np.float64).reshape(-1))
+                obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                steps += 1
+                if terminated or truncated or (self.max_steps and steps >= self.max_steps):
+                    break
+            stats = stats.merge(Moments.of(np.array(seen)))
+        env.close()
+        std = np.sqrt(stats.m2 / max(stats.count - 1, 1))
+        return stats.mean, np.maximum(std, 1e-3)
+
+    def __getstate__(self):  # the environment is rebuilt where the agent lands
+        state = self.__dict__.copy()
+        state["_env"] = None
+        state["_report"] = None
+        return state
+
+    # ------------------------------------------------------------------ acting
+    def _numpy_layers(self):
+        return [(l.weight.detach().numpy().astype(np.float64),
+                 l.bias.detach().numpy().astype(np.float64)) for l in self.layers]
+
+    def act(self, layers, obs: np.ndarray, rng: np.random.Generator | None = None):
+        """The action for observation ``obs`` (flat float64) with ``layers`` (from
+        ``_numpy_layers()``); discrete sampling draws from ``rng`` (default: NumPy's
+        global RNG)."""
+        h = obs
+        if self.normalize != "off":
+            h = (obs - self._norm[0]) / self._norm[1]
+        last = len(layers) - 1
+        for k, (w, b) in enumerate(layers):
+            h = w @ h + b
+            if k < last:
+                h = np.tanh(h)
+        if not self.discrete:
+            if self._squash is None:
+                return h.reshape(self._action_shape)
+            return (np.tanh(h) * self._squash[1] + self._squash[0]).reshape(
+                self._action_shape)
+        if self.greedy:
+            return int(np.argmax(h))
+        p = np.exp(h - h.max())
+        p /= p.sum()
+        u = np.random.random() if rng is None else rng.random()
+        return int(np.searchsorted(np.cumsum(p), u * p.sum()))
+
+    def episode_return(self, seed: int | None, reward_offset: float = 0.0,
+                       record: bool = False, seeded_actions: bool | None = None) -> float:
+        """One episode's return (plus ``reward_offset`` per step). ``record``: add its
+        observations and steps to the report of the current ``score()``.
+        ``seeded_actions``: sample discrete actions from a generator seeded ``seed``
+        (default: with ``crn``), not from NumPy's global RNG."""
+        if self._env is None:
+            self._env = make_env(self.env_id)
+        env, layers = self._env, self._numpy_layers()
+        self._norm = (self.obs_mean.numpy(), self.obs_std.numpy())
+        seeded = self.crn if seeded_actions is None else seeded_actions
+        rng = np.random.default_rng(seed) if (seeded and self.discrete) else None
+        keep = record and self.normalize == "running"
+        seen: list = []
+        limit = self.max_steps or math.inf
+        obs, _ = env.reset(seed=seed)
+        total, steps = 0.0, 0
+        while True:
+            x = np.asarray(obs, dtype=np.float64).reshape(-1)
+            if keep:
+                seen.append(x)
+            obs, reward, terminated, truncated, _ = env.step(self.act(layers, x, rng))
+            total += float(reward) + reward_offset
+            steps += 1
+            if terminated or truncated or steps >= limit:
+                break
+        if record and self._report is not None:
+            self._report["steps"] += steps
+            if keep:
+                self._report["obs"] = self._report["obs"].merge(Moments.of(np.array(seen)))
+        return total
+
+    def episode_seeds(self) -> list[int]:
+        """The seeds of the episodes ``score()`` plays now."""
+        base = self.generation_seed if self.crn else None
+        if base is None:
+            base = self.task_seed if self.task_seed is not None else 0
+        base %= _SEED_SPAN
+        return [base + k for k in range(self.episodes)]
+
+    def score(self, **kwargs) -> float:
+        self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
+                        if self.normalize == "running" else None}
+        return float(np.mean([self.episode_return(s, self.reward_offset, record=True)
+                              for s in self.episode_seeds()]))
+
+    def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
+        """The true returns (no ``reward_offset``) of ``episodes`` episodes seeded
+        ``seed``, ``seed + 1``, ...; the statistics are not updated. Discrete actions
+        are sampled from a generator seeded per episode."""
+        return np.array([self.episode_return(seed + k, seeded_actions=True)
+                         for k in range(int(episodes))])
+
+    # ------------------------------------------------------------------ shared statistics
+    def task_report(self) -> dict | None:
+        """The last ``score()``'s environment steps and, with running normalisation,
+        the count/mean/M2 of the observations it saw (a :class:`Moments`)."""
+        return self._report
+
+    def merge_reports(self, reports: list) -> Mapping[str, float]:
+        """Fold a generation's reports, in candidate order, into the running statistics
+        (Chan et al.'s formula); return the generation's environment steps."""
+        steps = 0
+        stats = self.running_moments() if self.normalize == "running" else None
+        for report in reports:
+            if not report:
+                continue
+            steps += int(report.get("steps", 0))
+            if stats is not None and report.get("obs") is not None:
+                stats = stats.merge(Moments(*report["obs"]))
+        if stats is not None:
+            self.set_weights({"obs_count": torch.tensor(stats.count, dtype=torch.float64),
+                              "obs_mean": stats.mean, "obs_m2": stats.m2,
+                              "obs_std": stats.std()})
+        return {"steps": steps}
+
+    def running_moments(self) -> Moments:
+        """The running statistics as a :class:`Moments` ("running" mode only)."""
+        if self.normalize != "running":
+            raise ValueError(f"running_moments() needs normalize='running'; this policy "
+                             f"has normalize={self.normalize!r}")
+        return Moments(float(self.obs_count), self.obs_mean.numpy().copy(),
+                       self.obs_m2.numpy().copy())
+
+    def shared_state(self) -> dict[str, torch.Tensor]:
+        if self.normalize != "running":
+            return {}
+        state = self.state_dict()
+        return {name: state[name].clone() for name in _RUNNING_BUFFERS}

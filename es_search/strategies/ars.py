@@ -1,0 +1,158 @@
+"""ARS: Augmented Random Search (Mania, Guy & Recht 2018), version V2-t."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..candidates import Candidate, noise
+from ..checks import check_int, check_positive_float
+from .base import Rebuild, Strategy
+
+
+@dataclass(frozen=True)
+class ARSState:
+    center: np.ndarray  # M_j, the policy parameters (flat)
+    sigma: float  # nu, the (fixed) exploration noise
+    seed: int  # the run's seed: direction k of generation j is noise(seed, j, k, n)
+
+
+class ARS(Strategy):
+    """ARS V2-t: antithetic directions, the top ``b`` of them, a step scaled by sigma_R.
+
+    Augmented Random Search (Mania, Guy & Recht 2018, "Simple random search of static
+    linear policies is competitive for reinforcement learning", Algorithm 2, V2-t).
+    Each generation ``j`` samples ``N = directions`` directions ``delta_k`` with i.i.d.
+    standard normal entries and asks for the ``2N`` policies ``M_j +- nu * delta_k``
+    (``Candidate("noise", nu, +-1, key=k)``: only seeds travel; ``delta_k`` is
+    ``es_search.candidates.noise(seed, j, k, n)``, regenerated here). ``tell`` then
+    makes Algorithm 2's update::
+
+        order the directions by max(r_k+, r_k-), keep the top b      # line 6
+        sigma_R = std of the 2b returns kept
+        M_{j+1} = M_j + alpha / (b * sigma_R) * sum_k (r_k+ - r_k-) delta_k   # line 7
+
+    V2's observation normalisation (line 8: the running mean and covariance of the
+    states seen) belongs to the agent, not to the strategy: es_search's gym policies
+    keep those statistics and merge them in candidate order, so that the same seed gives
+    the same run for any number of workers.
+
+    Non-finite returns (NaN, +-inf, a failed score) count as the worst finite return
+    of the generation; a generation with no finite return, or whose kept returns are
+    all equal (``sigma_R = 0``), leaves ``M`` where it is. ``nu`` stays fixed, as in
+    the paper.
+
+    Arguments (Mania et al.'s names in brackets):
+
+    - ``population``: candidates per generation, ``2 * directions`` (even);
+    - ``sigma`` [nu]: the exploration noise, default 0.03;
+    - ``directions`` [N]: directions per generation, default ``population / 2``
+      (8 when neither is given); give one of the two, or both consistently;
+    - ``top`` [b]: the directions used in the update, ``1 <= b <= N``; default N
+      (no selection: V2);
+    - ``step_size`` [alpha]: default 0.02.
+
+    The paper's tuned V2-t settings for MuJoCo (its hyperparameter table): Hopper N=8, b=4,
+    alpha=0.01, nu=0.025; HalfCheetah N=32, b=4, alpha=0.02, nu=0.03.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from es_search.strategies import ARS
+        >>> strategy = ARS(directions=2, top=1, step_size=0.1, sigma=0.1)
+        >>> state = strategy.init(np.zeros(3), 0.0, seed=0)
+        >>> [(c.sign, c.key) for c in strategy.ask(state, generation=0)]
+        [(1.0, 0), (-1.0, 0), (1.0, 1), (-1.0, 1)]
+        >>> state = strategy.tell(state, 0, strategy.ask(state, 0), [1.0, 0.0, 0.2, 0.3],
+        ...                       rebuild=None)
+        >>> bool(np.abs(state.center).max() > 0)
+        True
+
+    From the command line: ``es-search run cartpole --strategy ars --population 16
+    -o top=4 -o step_size=0.02``.
+    """
+
+    name = "ars"
+
+    def __init__(self, population: int | None = None, sigma: float = 0.03,
+                 directions: int | None = None, top: int | None = None,
+                 step_size: float = 0.02):
+        if population is not None:
+            population = check_int("population", population, 2)
+            if population % 2:
+                raise ValueError(f"ars evaluates each direction in both signs, so "
+                                 f"population (= 2 * directions) must be even; got "
+                                 f"{population} (use {population + 1})")
+        if directions is not None:
+            directions = check_int("directions", directions, 1)
+            if population is not None and population != 2 * directions:
+                raise ValueError(f"population ({population}) must be 2 * directions "
+                                 f"({2 * directions}); pass population={2 * directions} "
+                                 f"or leave directions out")
+        elif population is not None:
+            directions = population // 2
+        else:
+            directions = 8
+        self.directions = directions
+        self.population = 2 * directions
+        if top is not None:
+            top = check_int("top", top, 1)
+            if top > directions:
+                raise ValueError(f"top ({top}) cannot exceed directions ({directions}); "
+                                 f"use top <= {directions} or more directions")
+        self.top = directions if top is None else top
+        self.initial_sigma = check_positive_float("sigma", sigma)
+        self.step_size = check_positive_float("step_size", step_size)
+
+    def init(self, center: np.ndarray, center_score: float, seed: int) -> ARSState:
+        # Algorithm 2, line 2: M_0 is the starting policy (the paper's 0; here the agent's)
+        return ARSState(np.array(center, dtype=np.float64), self.initial_sigma, int(seed))
+
+    def ask(self, state: ARSState, generation: int) -> list[Candidate]:
+        # lines 4-5: directions delta_k (seeds); policies M_j + nu delta_k, M_j - nu delta_k
+        return [Candidate("noise", state.sigma, sign, key)
+                for key in range(self.directions) for sign in (1.0, -1.0)]
+
+    def tell(self, state: ARSState, generation: int, candidates: Sequence[Candidate],
+             scores: Sequence[float], rebuild: Rebuild) -> ARSState:
+        if len(scores) != len(candidates):
+            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
+        values = np.asarray(scores, dtype=np.float64)
+        finite = np.isfinite(values)
+        if not finite.any():
+            return state
+        values = np.where(finite, values, values[finite].min())
+        plus: dict[int, float] = {}
+        minus: dict[int, float] = {}
+        for candidate, r in zip(candidates, values):
+            if candidate.kind != "noise":
+                raise ValueError(f"ars was told about a {candidate.kind!r} candidate; it "
+                                 f"only asks for antithetic 'noise' pairs")
+            (plus if candidate.sign > 0 else minus)[candidate.key] = float(r)
+        keys = [k for k in plus if k in minus]  # complete pairs, in ask order
+        if not keys:
+            return state
+        r_plus = np.array([plus[k] for k in keys])
+        r_minus = np.array([minus[k] for k in keys])
+        # line 6: sort the directions by max(r+, r-) (ties: the earlier key first)
+        order = np.argsort(-np.maximum(r_plus, r_minus), kind="stable")
+        kept = order[:min(self.top, len(keys))]
+        # line 7: sigma_R, the standard deviation of the 2b returns used in the update
+        sigma_r = float(np.std(np.concatenate([r_plus[kept], r_minus[kept]])))
+        if not sigma_r > 0.0 or not math.isfinite(sigma_r):
+            return state
+        n = state.center.size
+        step = np.zeros(n)
+        for i in kept:  # sum_k (r_k+ - r_k-) delta_k
+            difference = r_plus[i] - r_minus[i]
+            if difference != 0.0:
+                step += difference * noise(state.seed, generation, keys[i], n)
+        center = state.center + self.step_size / (len(kept) * sigma_r) * step
+        return ARSState(center, state.sigma, state.seed)
+
+    def config(self) -> dict:
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "directions": self.directions,
+                "top": self.top, "step_size": self.step_size}

@@ -1,0 +1,189 @@
+"""PGPE (Sehnke et al. 2010) with symmetric sampling, centred ranks and ClipUp."""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..candidates import Candidate, noise
+from ..checks import check_int, check_positive_float
+from .base import Rebuild, Strategy
+from .openai_es import centered_ranks
+
+
+@dataclass(frozen=True)
+class PGPEState:
+    center: np.ndarray  # mu, the mean of the search distribution
+    stdev: np.ndarray  # sigma, one standard deviation per evolved value
+    velocity: np.ndarray  # ClipUp's velocity v
+    max_speed: float  # ClipUp's speed limit (resolved at init)
+    step_size: float  # ClipUp's step size alpha (resolved at init)
+    seed: int  # the run's seed: the noise of a candidate is noise(seed, generation, key)
+
+
+def _fraction(name: str, value: Any, closed: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            0.0 <= value <= 1.0 if closed else 0.0 < value < 1.0):
+        raise ValueError(f"{name} must be a number in {'[0, 1]' if closed else '(0, 1)'}, "
+                         f"got {value!r}")
+    return float(value)
+
+
+class PGPE(Strategy):
+    """PGPE with symmetric sampling, centred ranks, adapted stdevs and ClipUp.
+
+    Policy gradients with parameter-based exploration (Sehnke, Osendorfer, Rueckstiess,
+    Graves, Peters & Schmidhuber 2010, "Parameter-exploring policy gradients", Neural
+    Networks 23(4)) in the setting EvoTorch recommends for control tasks: symmetric
+    sampling, centred-rank fitness shaping (Salimans et al. 2017), one standard
+    deviation per evolved value, and the ClipUp optimiser for the mean (Toklu,
+    Liskowski & Srivastava 2020, "ClipUp: a simple and powerful optimizer for
+    distribution-based policy evolution", PPSN XVI).
+
+    Each generation asks for ``population / 2`` symmetric pairs ``mu +- sigma * eps_k``
+    (``sigma`` a vector, ``*`` elementwise): ``Candidate("noise", sign=+-1, key=k,
+    vector=sigma)``, so only seeds and the (shared) stdev array travel; ``eps_k`` is
+    ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here. With
+    ``u`` the centred ranks of the scores (in [-0.5, 0.5]) and ``N`` the number of
+    pairs (Sehnke et al.'s symmetric sampling, with ranks for rewards and the ranks'
+    mean, 0, for the baseline; as EvoTorch's PGPE)::
+
+        g_mu    = 1/N * sum_k (u_k+ - u_k-) / 2 * sigma * eps_k
+        g_sigma = 1/N * sum_k (u_k+ + u_k-) / 2 * ((sigma * eps_k)^2 - sigma^2) / sigma
+        v       = clip(momentum * v + step_size * g_mu / |g_mu|, max_speed)   # ClipUp
+        mu      = mu + v
+        sigma   = clip(sigma + stdev_lr * g_sigma, (1 -+ stdev_max_change) * sigma)
+
+    ClipUp (Toklu et al. 2020) normalises the gradient, adds momentum and
+    clips the velocity's norm to ``max_speed``; a zero gradient (all scores equal, or
+    none finite) adds nothing, and the velocity keeps its momentum. The stdev update
+    is bounded per value to a relative change of ``stdev_max_change`` (EvoTorch's and
+    Ha's 2017 limiter), so every stdev stays positive. Non-finite scores rank below
+    every finite one. ``sigma(state)`` (the history's ``sigma``) is the mean stdev.
+
+    Arguments (EvoTorch's names in brackets):
+
+    - ``population`` [popsize]: candidates per generation, even; default 32;
+    - ``sigma`` [stdev_init]: the initial stdev of every value, default 0.1 (a radius
+      ``r`` in EvoTorch's sense is ``sigma = r / sqrt(n)``);
+    - ``step_size`` [center_learning_rate]: ClipUp's step size; default
+      ``max_speed / 2`` (the ClipUp paper's rule);
+    - ``max_speed``: ClipUp's speed limit; default ``2 * step_size`` (EvoTorch's
+      default) if ``step_size`` is given, else ``sigma * sqrt(n) / 15`` (the ClipUp
+      paper's rule of thumb: a fifteenth of the initial radius);
+    - ``momentum``: ClipUp's momentum, default 0.9;
+    - ``stdev_lr`` [stdev_learning_rate]: default 0.1 (EvoTorch's setting for all
+      its control experiments);
+    - ``stdev_max_change``: the largest relative change of a stdev in one
+      generation, in (0, 1); default 0.2.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from es_search.strategies import PGPE
+        >>> strategy = PGPE(population=4, sigma=0.1, step_size=0.05)
+        >>> state = strategy.init(np.zeros(3), 0.0, seed=0)
+        >>> [(c.sign, c.key) for c in strategy.ask(state, generation=0)]
+        [(1.0, 0), (-1.0, 0), (1.0, 1), (-1.0, 1)]
+        >>> state = strategy.tell(state, 0, strategy.ask(state, 0), [1.0, 0.0, 0.5, 0.5],
+        ...                       rebuild=None)
+        >>> round(float(np.linalg.norm(state.velocity)), 6)  # the first step: step_size
+        0.05
+
+    From the command line: ``es-search run pendulum --strategy pgpe --population 32
+    --sigma 0.1 -o step_size=0.05``.
+    """
+
+    name = "pgpe"
+
+    def __init__(self, population: int = 32, sigma: float = 0.1,
+                 step_size: float | None = None, max_speed: float | None = None,
+                 momentum: float = 0.9, stdev_lr: float = 0.1,
+                 stdev_max_change: float = 0.2):
+        self.population = check_int("population", population, 2)
+        if self.population % 2:
+            raise ValueError(f"pgpe samples symmetric pairs, so population must be even; "
+                             f"got {self.population} (use {self.population + 1})")
+        self.initial_sigma = check_positive_float("sigma", sigma)
+        self.step_size = None if step_size is None else check_positive_float(
+            "step_size", step_size)
+        self.max_speed = None if max_speed is None else check_positive_float(
+            "max_speed", max_speed)
+        self.momentum = _fraction("momentum", momentum, closed=True)
+        self.stdev_lr = check_positive_float("stdev_lr", stdev_lr)
+        self.stdev_max_change = _fraction("stdev_max_change", stdev_max_change,
+                                          closed=False)
+
+    def init(self, center: np.ndarray, center_score: float, seed: int) -> PGPEState:
+        center = np.array(center, dtype=np.float64)
+        max_speed = self.max_speed
+        if max_speed is None:
+            max_speed = (2.0 * self.step_size if self.step_size is not None else
+                         self.initial_sigma * math.sqrt(center.size) / 15.0)
+        step_size = self.step_size if self.step_size is not None else max_speed / 2.0
+        return PGPEState(center, np.full(center.size, self.initial_sigma),
+                         np.zeros_like(center), float(max_speed), float(step_size),
+                         int(seed))
+
+    def ask(self, state: PGPEState, generation: int) -> list[Candidate]:
+        # one array for all candidates: it pickles once per chunk of tasks
+        mean = float(state.stdev.mean())  # informative only: vector= sets the scale
+        return [Candidate("noise", mean, sign, key, vector=state.stdev)
+                for key in range(self.population // 2) for sign in (1.0, -1.0)]
+
+    def tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],
+             scores: Sequence[float], rebuild: Rebuild) -> PGPEState:
+        if len(scores) != len(candidates):
+            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
+        shaped = centered_ranks(scores)
+        plus: dict[int, float] = {}
+        minus: dict[int, float] = {}
+        for candidate, u in zip(candidates, shaped):
+            if candidate.kind != "noise":
+                raise ValueError(f"pgpe was told about a {candidate.kind!r} candidate; "
+                                 f"it only asks for symmetric 'noise' pairs")
+            (plus if candidate.sign > 0 else minus)[candidate.key] = float(u)
+        keys = [k for k in plus if k in minus]
+        n = state.center.size
+        sigma = state.stdev
+        g_mu = np.zeros(n)
+        g_sigma = np.zeros(n)
+        for key in keys:
+            difference, mean = plus[key] - minus[key], (plus[key] + minus[key]) / 2.0
+            if difference == 0.0 and mean == 0.0:
+                continue
+            eps = noise(state.seed, generation, key, n)
+            # Sehnke et al. 2010, symmetric sampling: (r+ - r-)/2 * (theta - mu) for mu,
+            # ((r+ + r-)/2 - b) * ((theta - mu)^2 - sigma^2) / sigma for sigma, b = 0
+            g_mu += (difference / 2.0) * (sigma * eps)
+            g_sigma += mean * (sigma * (eps * eps - 1.0))
+        if keys:
+            g_mu /= len(keys)
+            g_sigma /= len(keys)
+        # ClipUp (Toklu et al. 2020): normalised gradient, momentum, clipped speed
+        velocity = self.momentum * state.velocity
+        norm = float(np.linalg.norm(g_mu))
+        if norm > 0.0 and math.isfinite(norm):
+            velocity = velocity + (state.step_size / norm) * g_mu
+        speed = float(np.linalg.norm(velocity))
+        if speed > state.max_speed:
+            velocity = velocity * (state.max_speed / speed)
+        center = state.center + velocity
+        # the stdev follows its gradient, each value within +- stdev_max_change of itself
+        change = self.stdev_max_change
+        stdev = np.clip(sigma + self.stdev_lr * g_sigma, (1.0 - change) * sigma,
+                        (1.0 + change) * sigma)
+        return PGPEState(center, stdev, velocity, state.max_speed, state.step_size,
+                         state.seed)
+
+    def sigma(self, state: PGPEState) -> float:
+        return float(state.stdev.mean())
+
+    def config(self) -> dict:
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "step_size": self.step_size,
+                "max_speed": self.max_speed, "momentum": self.momentum,
+                "stdev_lr": self.stdev_lr, "stdev_max_change": self.stdev_max_change}

@@ -1,0 +1,251 @@
+"""Agent.score_batch helpers and the batched built-ins (CartPole, Pendulum, digits)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import es_search
+from es_search import batched
+from es_search.seeding import task_seed
+
+
+class Line(es_search.Agent):
+    """A linear model on fixed data, with score_batch only."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 1)
+
+    def forward(self, x):
+        return self.linear(x).squeeze(-1)
+
+    def score_batch(self, params, seeds):
+        x = torch.linspace(-1, 1, 12).reshape(4, 3)
+        pred = batched.vmap_call(self, params, x)
+        return -(pred ** 2).mean(dim=1)
+
+
+def _group(agent, n, sigma=0.5, seed=0):
+    weights = []
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        for _ in range(n):
+            b = agent.clone()
+            b.jitter_weights(sigma)
+            weights.append(b.get_weights())
+    return weights
+
+
+def _alone(agent, weights, seed):
+    b = agent.clone()
+    b.set_weights(weights)
+    b.task_seed = seed
+    return b.score()
+
+
+# ------------------------------------------------------------------ helpers
+def test_stack_and_unstack_round_trip():
+    agent = Line()
+    weights = _group(agent, 3)
+    params = batched.stack_weights(weights)
+    assert params["linear.weight"].shape == (3, 1, 3) and batched.rows(params) == 3
+    back = batched.unstack_weights(params)
+    assert all(torch.equal(back[i][k], weights[i][k]) for i in range(3) for k in weights[i])
+    with pytest.raises(ValueError, match="same names"):
+        batched.stack_weights([weights[0], {"linear.bias": torch.zeros(1)}])
+    with pytest.raises(ValueError, match="disagree"):
+        batched.rows({"a": torch.zeros(2, 1), "b": torch.zeros(3, 1)})
+
+
+def test_vmap_call_is_the_module_per_row():
+    agent = Line()
+    weights = _group(agent, 4)
+    x = torch.randn(5, 3)
+    out = batched.vmap_call(agent, batched.stack_weights(weights), x)
+    for i, w in enumerate(weights):
+        b = agent.clone()
+        b.set_weights(w)
+        assert torch.allclose(out[i], b(x), atol=1e-6)
+    with pytest.raises(KeyError, match="no parameter or buffer named 'nope'"):
+        batched.vmap_call(agent, {"nope": torch.zeros(2, 3)}, x)
+
+
+def test_candidate_streams_depend_on_their_own_seed_only():
+    a = batched.candidate_rngs([5, 6, 7], 1)
+    b = batched.candidate_rngs([9, 6], 1)
+    assert a[1].random() == b[1].random()
+    assert batched.candidate_rngs([5], 1)[0].random() != batched.candidate_rngs([5], 2)[0].random()
+
+
+def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
+    agent = Line()
+    w = _group(agent, 2)
+    assert _alone(agent, w[0], 3) == pytest.approx(
+        float(agent.score_batch(batched.stack_weights(w), [3, 4])[0]))
+    assert batched.has_score_batch(agent) and batched.group_size(agent) == 32
+    with pytest.raises(TypeError, match="returned 1 scores for 2 candidates"):
+        batched.as_scores([1.0], 2, agent)
+    with pytest.raises(TypeError, match="real number"):
+        batched.as_scores(["x"], 1, agent)
+    agent.score_batch_size = -1
+    with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
+        batched.group_size(agent)
+    with pytest.raises(NotImplementedError, match="must implement score"):
+        es_search.Agent().score()
+    assert batched.group_size(es_search.Agent()) == 0
+
+
+# ------------------------------------------------------------------ control problems
+gym = pytest.importorskip("gymnasium")
+from es_search.problems.batched_control import CartPole, Pendulum, PendulumBatch  # noqa: E402
+
+
+@pytest.mark.parametrize("cls, kwargs", [(CartPole, {"max_steps": 80}),
+                                         (CartPole, {"hidden": 4, "episodes": 2}),
+                                         (Pendulum, {"max_steps": 50})])
+def test_a_row_of_a_group_is_the_candidate_scored_alone(cls, kwargs):
+    agent = cls(**kwargs)
+    weights = _group(agent, 7)
+    seeds = [task_seed(3, 1, i) for i in range(7)]
+    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    alone = [_alone(agent, w, s) for w, s in zip(weights, seeds)]
+    assert group.tolist() == alone  # bit for bit
+    order = [4, 0, 6]  # other neighbours, other order: the same scores
+    other = agent.score_batch(batched.stack_weights([weights[i] for i in order]),
+                              [seeds[i] for i in order])
+    assert other.tolist() == [alone[i] for i in order]
+    assert len(set(alone)) > 1
+
+
+def test_cartpole_starts_from_the_candidates_own_stream():
+    agent = CartPole(episodes=2, max_steps=1)
+    seen = []
+    agent.forward_numpy = lambda layers, o: seen.append(o) or np.zeros((len(o), 2))
+    agent.score_batch(batched.stack_weights([agent.get_weights()] * 2), [1234, 99])
+    rng = batched.candidate_rngs([99], 1)[0]
+    expected = rng.uniform(low=-0.05, high=0.05, size=(2, 4)).astype(np.float32)
+    assert np.array_equal(seen[0][2:], expected.astype(np.float64))
+    greedy = CartPole(greedy=True, episodes=1)
+    w = greedy.get_weights()
+    w["layers.0.weight"] = torch.tensor([[0.0, 0, -20, -20], [0, 0, 20, 20]])
+    assert _alone(greedy, w, 5) > 100  # a balancing controller balances
+
+
+def test_a_row_is_its_candidate_alone_in_a_wide_group():
+    agent = CartPole(max_steps=30)
+    weights = _group(agent, 40, sigma=1.0)
+    seeds = [task_seed(0, 0, i) for i in range(40)]
+    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    assert group.tolist() == [_alone(agent, weights[i], seeds[i]) for i in range(40)]
+
+
+def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():
+    seeds = [0, 17, 123456]
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-2.5, 2.5, size=(200, len(seeds)))
+    batch = PendulumBatch(PendulumBatch.start_states(seeds))
+    ours = np.zeros(len(seeds))
+    for t in range(200):
+        ours += batch.step(actions[t])
+    for j, seed in enumerate(seeds):
+        env = gym.make("Pendulum-v1")
+        obs, _ = env.reset(seed=seed)
+        total, steps = 0.0, 0
+        while True:
+            obs, reward, terminated, truncated, _ = env.step(actions[steps, j:j + 1])
+            total += float(reward)
+            steps += 1
+            if terminated or truncated:
+                break
+        assert steps == PendulumBatch.max_episode_steps
+        assert abs(total - ours[j]) <= 1e-6
+    assert np.allclose(batch.observation()[:, 2], batch.state[1].astype(np.float32))
+    steps = iter(actions)  # run(): the same returns as step() by step()
+    fast = PendulumBatch(PendulumBatch.start_states(seeds)).run(lambda obs: next(steps), 200)
+    assert np.allclose(fast, ours, rtol=0, atol=1e-9)
+
+
+def test_pendulum_policy_return_matches_gymnasium():
+    agent = Pendulum()
+    w = _group(agent, 1, sigma=0.3)[0]
+    seed = task_seed(0, 2, 5)
+    ours = _alone(agent, w, seed)
+    layers = agent.stacked_layers(batched.stack_weights([w]))
+    start = batched.candidate_rngs([seed], 1)[0].uniform(low=-PendulumBatch.high,
+                                                         high=PendulumBatch.high, size=(1, 2))
+    env = gym.make("Pendulum-v1")
+    env.reset(seed=0)
+    env.unwrapped.state = start[0].copy()
+    obs = env.unwrapped._get_obs()
+    total = 0.0
+    for _ in range(200):
+        act = agent.actions(agent.forward_numpy(layers, obs.astype(np.float64)[None]), None)
+        obs, reward, *_ = env.step(act)
+        total += float(reward)
+    assert abs(total - ours) <= 1e-6
+
+
+def test_bad_settings_fail_at_construction():
+    with pytest.raises(ValueError, match="hidden must be"):
+        CartPole(hidden=-1)
+    with pytest.raises(ValueError, match="score_batch_size must be"):
+        Pendulum(score_batch_size=-2)
+    with pytest.raises(ValueError, match="episodes must be"):
+        CartPole(episodes=0)
+
+
+# ------------------------------------------------------------------ digits
+def test_digits_scores_log_likelihood_and_held_out_accuracy():
+    pytest.importorskip("sklearn")
+    from es_search.problems.digits import Digits, load_split
+    x_train, _ = load_split("train")
+    x_test, _ = load_split("test")
+    assert x_train.shape == (1347, 64) and x_test.shape == (450, 64)
+    agent = Digits(hidden=8)
+    weights = _group(agent, 3, sigma=0.1)
+    seeds = [1, 2, 3]
+    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    alone = [_alone(agent, w, s) for w, s in zip(weights, seeds)]
+    assert np.allclose(group, alone, rtol=0, atol=1e-9)
+    assert all(-10 < s < 0 for s in group)  # mean log-probabilities
+    test = Digits(split="test", hidden=8)
+    test.set_weights(weights[0])
+    accuracy = test.score()
+    assert 0 <= accuracy <= 1 and accuracy == pytest.approx(test.accuracy("test"))
+    with pytest.raises(ValueError, match="split must be one of"):
+        Digits(split="valid")
+    with pytest.raises(ValueError, match="metric must be one of"):
+        Digits(metric="f1")
+
+
+def test_digits_learns_within_a_few_generations():
+    pytest.importorskip("sklearn")
+    from es_search.problems import load_problem
+    Digits = load_problem("digits")
+    result = es_search.run(Digits(hidden=0), generations=30, population=16, sigma=0.05,
+                           strategy="openai-es", strategy_options={"learning_rate": 0.05},
+                           n_jobs=1, progress=False)
+    test = Digits(split="test", hidden=0)
+    test.set_weights(result.best_weights)
+    assert test.score() > 0.5  # chance is 0.1; the starting weights score about that
+    start = Digits(split="test", hidden=0)
+    assert start.score() < 0.3
+
+
+def test_committed_batching_table_is_rendered_from_its_json(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = os.path.join(root, "benchmarks", "results")
+    shutil.copy(os.path.join(results, "batching.json"), tmp_path / "batching.json")
+    subprocess.run([sys.executable, os.path.join(root, "benchmarks", "batching.py"),
+                    "--render", "--out", str(tmp_path)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": root})
+    with open(os.path.join(results, "batching.md")) as f:
+        assert (tmp_path / "batching.md").read_text() == f.read()
+    with open(os.path.join(results, "batching.json")) as f:
+        assert {r["population"] for r in json.load(f)["rows"]} == {16, 64, 256}

@@ -1,0 +1,161 @@
+"""The engine with Agent.score_batch: groups at fixed indices, any worker count."""
+from __future__ import annotations
+
+import math
+
+import cloudpickle
+import joblib
+import pytest
+
+import es_search
+from es_search.worker import chunk_bounds, group_bounds
+from es_search.seeding import task_seed
+
+import batch_agents
+from batch_agents import GroupSensitive, RowExact
+
+cloudpickle.register_pickle_by_value(batch_agents)
+
+
+def comparable(result):
+    history = [{k: v for k, v in h.items() if k != "seconds"} for h in result.history]
+    return history, {k: v.tolist() for k, v in result.best_weights.items()}
+
+
+def test_groups_and_chunks_are_cut_at_fixed_indices():
+    assert group_bounds(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert group_bounds(4, 10, 4) == [(4, 8), (8, 10)]
+    assert chunk_bounds(10, 2, 4) == [(0, 4), (4, 10)]
+    assert chunk_bounds(10, 8, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_bounds(64, 2, 32) == [(0, 32), (32, 64)]
+    assert chunk_bounds(5, 2, 0) == [(0, 2), (2, 5)]  # no batching: as before
+    for n in range(1, 40):
+        for parts in (1, 2, 3, 7):
+            chunks = chunk_bounds(n, parts, 4)
+            assert chunks[0][0] == 0 and chunks[-1][1] == n
+            assert all(a % 4 == 0 for a, _ in chunks)
+            assert all(b == c for (_, b), (c, _) in zip(chunks, chunks[1:]))
+
+
+@pytest.mark.parametrize("strategy", ["hill-climb", "openai-es"])
+def test_row_exact_batches_give_the_per_candidate_run(strategy):
+    kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, n_jobs=1,
+                  progress=False, strategy=strategy)
+    batched = es_search.run(RowExact(), **kwargs)
+    alone = RowExact()
+    alone.score_batch_size = 0  # batching off: one score() per candidate
+    assert comparable(es_search.run(alone, **kwargs)) == comparable(batched)
+
+
+@pytest.fixture(scope="module")
+def group_sensitive_reference():
+    return comparable(es_search.run(GroupSensitive(), generations=3, population=8,
+                                    sigma=0.3, seed=2, n_jobs=1, progress=False))
+
+
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_batched_runs_are_identical_for_any_worker_count(n_jobs, group_sensitive_reference):
+    result = es_search.run(GroupSensitive(), generations=3, population=8, sigma=0.3,
+                           seed=2, n_jobs=n_jobs, progress=False, sequential_fallback=False)
+    assert comparable(result) == group_sensitive_reference
+
+
+def test_batched_runs_on_dask_give_the_same_run(group_sensitive_reference):
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=":0")
+    try:
+        with distributed.Client(cluster):
+            result = es_search.run(GroupSensitive(), generations=3, population=8,
+                                   sigma=0.3, seed=2, n_jobs=-1, backend="dask",
+                                   progress=False, sequential_fallback=False)
+    finally:
+        cluster.close()
+    assert comparable(result) == group_sensitive_reference
+
+
+def test_a_failing_row_is_found_and_replayed(tmp_path):
+    bad = task_seed(4, 1, 5)  # generation 1, candidate 5: in group [4, 8)
+    kwargs = dict(generations=3, population=10, sigma=0.3, seed=4, progress=False)
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.run(RowExact(bad_seed=bad), n_jobs=2, out=tmp_path / "a",
+                      sequential_fallback=False, **kwargs)
+    assert (info.value.generation, info.value.index) == (1, 5)
+    with pytest.raises(ValueError, match="bad candidate"):
+        es_search.replay_task(RowExact(bad_seed=bad), out=tmp_path / "a", generation=1,
+                              index=5)
+    with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
+        worst = es_search.run(RowExact(bad_seed=bad), n_jobs=1, on_error="worst", **kwargs)
+    clean = es_search.run(RowExact(), n_jobs=1, **kwargs)
+    scores, reference = worst.history[1]["scores"], clean.history[1]["scores"]
+    assert scores[5] == -math.inf and worst.history[1]["failures"] == 1
+    assert [s for i, s in enumerate(scores) if i != 5] == \
+        [s for i, s in enumerate(reference) if i != 5]
+
+
+def test_a_batch_that_fails_as_a_whole_is_reported_for_its_group():
+    # reevaluate=False: the starting agent is scored alone (a group of one scores fine),
+    # so generation 0 holds the first group of several candidates
+    kwargs = dict(generations=2, population=6, sigma=0.3, seed=1, n_jobs=1, progress=False,
+                  strategy_options={"reevaluate": False})
+    with pytest.raises(es_search.ScoreError, match="each of them scores alone") as info:
+        es_search.run(RowExact(batch_only_fault=True), **kwargs)
+    assert (info.value.generation, info.value.index) == (0, 0)
+    assert isinstance(info.value.__cause__, MemoryError)
+    with pytest.warns(RuntimeWarning, match="raised on 6 candidate"):
+        worst = es_search.run(RowExact(batch_only_fault=True), on_error="worst", **kwargs)
+    assert worst.history[0]["scores"] == [-math.inf] * 6
+
+
+def test_a_non_finite_row_counts_per_candidate():
+    nan = task_seed(3, 0, 2)
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        result = es_search.run(RowExact(nan_seed=nan), generations=2, population=6,
+                               sigma=0.3, seed=3, n_jobs=1, progress=False)
+    assert math.isnan(result.history[0]["scores"][2])
+    assert result.history[0]["nonfinite"] == 1 and result.history[1]["nonfinite"] == 0
+
+
+def test_batched_runs_resume_from_their_checkpoint(tmp_path):
+    kwargs = dict(population=8, sigma=0.3, seed=9, n_jobs=1, progress=False,
+                  strategy="openai-es")
+    full = es_search.run(GroupSensitive(), generations=5, **kwargs)
+    es_search.run(GroupSensitive(), generations=3, out=tmp_path, **kwargs)
+    resumed = es_search.run(GroupSensitive(), generations=5, out=tmp_path, resume=True,
+                            **kwargs)
+    assert comparable(resumed) == comparable(full)
+
+
+def test_batched_cartpole_is_the_per_candidate_run_on_any_worker_count():
+    pytest.importorskip("gymnasium")
+    from es_search.problems.batched_control import CartPole
+    kwargs = dict(generations=2, population=8, sigma=0.5, seed=0, progress=False)
+    reference = comparable(es_search.run(CartPole(max_steps=60, score_batch_size=4),
+                                         n_jobs=1, **kwargs))
+    alone = CartPole(max_steps=60, score_batch_size=0)
+    assert comparable(es_search.run(alone, n_jobs=1, **kwargs)) == reference
+    with joblib.parallel_config(backend="loky"):
+        assert comparable(es_search.run(CartPole(max_steps=60, score_batch_size=4),
+                                        n_jobs=2, sequential_fallback=False,
+                                        **kwargs)) == reference
+
+
+def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
+    from batch_agents import BatchedRunningStats
+    kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, progress=False,
+                  strategy="openai-es")
+    reference = es_search.run(BatchedRunningStats(), n_jobs=1, **kwargs)
+    for n_jobs in (2, -1):
+        result = es_search.run(BatchedRunningStats(), n_jobs=n_jobs,
+                               sequential_fallback=False, **kwargs)
+        assert comparable(result) == comparable(reference)
+    steps = [r["steps"] for r in reference.history]
+    assert all(b - a >= 3 * 10 for a, b in zip(steps, steps[1:]))  # every row counted
+    assert float(reference.best_weights["count"]) > 0
+
+
+def test_a_bad_group_size_fails_before_the_run():
+    agent = RowExact()
+    agent.score_batch_size = 2.5
+    with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
+        es_search.run(agent, generations=1, population=4, n_jobs=1, progress=False)

@@ -1,0 +1,197 @@
+"""Issue 9, the pools alone: Dask and Ray actors run chunks in order, keep payloads,
+derive them from recipes, report lost workers, and use workers that join."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from es_search.pools import WorkerLost
+from es_search.pools.runner import Parcel, Runner, Tracker, decode, encode
+
+
+# ----------------------------------------------------------------- chunk functions
+def pid_and_sum(payload, extra=0.0):
+    return os.getpid(), float(np.sum(payload)) + extra
+
+
+def sleep_then(seconds, outcome):
+    time.sleep(seconds)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def exit_if(flag, value):
+    if flag:
+        os._exit(17)
+    return value
+
+
+def plus(base, k):
+    return base + k
+
+
+# ----------------------------------------------------------------- no cluster needed
+def test_float64_that_fits_float32_travels_as_float32_bit_for_bit():
+    exact = np.arange(5000, dtype=np.float32).astype(np.float64) / 7
+    assert exact.dtype == np.float64
+    kind, small = encode(exact.astype(np.float32).astype(np.float64))
+    assert kind == "f32" and small.dtype == np.float32
+    assert np.array_equal(decode((kind, small)), exact.astype(np.float32).astype(np.float64))
+    precise = np.arange(5000) / 7  # not exact in float32
+    assert encode(precise)[0] == "raw"
+    assert encode(np.zeros(3))[0] == "raw"  # small: not worth it
+
+
+def test_tracker_sends_once_derives_from_what_is_held_and_forgets_dropped():
+    tracker, runner = Tracker(), Runner()
+    base = tracker.put("a", np.arange(4.0))
+    derived = tracker.put("b", np.arange(4.0) + 1, recipe=(plus, (base, 1.0)))
+
+    def call(args, whole=frozenset()):
+        out, sends, forget = tracker.message("w", args, whole)
+        ok, value = runner.run(pid_and_sum, out, sends, forget)
+        assert ok
+        return value, sends
+
+    (_, total), sends = call((base,))
+    assert total == 6.0 and [s[1] for s in sends] == ["value"]
+    _, sends = call((base,))
+    assert sends == []  # held: not sent again
+    (_, total), sends = call((derived,))
+    assert total == 10.0 and [s[1] for s in sends] == ["recipe"]
+    assert base.values_sent == 1 and derived.values_sent == 0 and derived.recipes_sent == 1
+    replaced = tracker.put("a", np.zeros(4))  # a new "a": the old one is forgotten
+    out, sends, forget = tracker.message("w", (replaced,))
+    assert forget == [base.id]
+    runner.run(pid_and_sum, out, sends, forget)
+    assert base.id not in runner.store and replaced.id in runner.store
+    # a runner that holds nothing gets the value whole, recipe or not
+    _, sends, _ = tracker.message("other", (derived,))
+    assert [s[1] for s in sends] == ["value"]
+
+
+def test_a_recipe_that_does_not_hold_asks_for_the_value():
+    tracker, runner = Tracker(), Runner()
+    base = tracker.put("a", np.arange(4.0))
+    wrong = tracker.put("b", np.arange(4.0) + 5, recipe=(plus, (base, 1.0)))
+    out, sends, forget = tracker.message("w", (base,))
+    runner.run(pid_and_sum, out, sends, forget)
+    out, sends, forget = tracker.message("w", (wrong,))
+    answer = runner.run(pid_and_sum, out, sends, forget)
+    assert type(answer).__name__ == "Mismatch" and answer.id == wrong.id
+    tracker.forget_sent("w", [wrong.id])
+    out, sends, forget = tracker.message("w", (wrong,), frozenset([wrong.id]))
+    assert runner.run(pid_and_sum, out, sends, forget) == (True, (os.getpid(), 26.0))
+
+
+# ----------------------------------------------------------------- Dask
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+def _pool(kind, client=None, **kw):
+    if kind == "dask":
+        from es_search.pools.dask_pool import DaskPool
+        return DaskPool(client, **kw)
+    from es_search.pools.ray_pool import RayPool
+    return RayPool(**kw)
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # not on workers' path
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["dask", "ray"])
+def pool(request):
+    if request.param == "dask":
+        _, client = request.getfixturevalue("cluster")
+        pool = _pool("dask", client)
+    else:
+        request.getfixturevalue("ray_session")
+        pool = _pool("ray")
+    yield pool
+    pool.close()
+
+
+def test_chunks_run_on_distinct_processes_and_payloads_travel_once(pool):
+    assert pool.n_workers == 2 and not pool.is_local
+    data = pool.put("data", np.ones(10_000))
+    for _ in range(3):
+        out = pool.run_chunks(pid_and_sum, [(data,), (data, 1.0)])
+        assert [s for _, s in out] == [10_000.0, 10_001.0]
+        assert len({p for p, _ in out}) == 2 and os.getpid() not in {p for p, _ in out}
+    assert data.values_sent == 2  # once per worker, not per chunk
+    derived = pool.put("derived", np.ones(10_000) + 1, recipe=(plus, (data, 1.0)))
+    out = pool.run_chunks(pid_and_sum, [(derived,), (derived,)])
+    assert [s for _, s in out] == [20_000.0] * 2
+    assert derived.values_sent == 0 and derived.recipes_sent == 2
+
+
+def test_first_error_in_order_is_raised_after_all_finish(pool):
+    done = {}
+    began = time.perf_counter()
+    with pytest.raises(KeyError, match="first"):
+        pool.run_chunks(sleep_then, [(0.3, KeyError("first")), (0.0, ValueError("second")),
+                                     (0.0, "ok")], done)
+    assert time.perf_counter() - began >= 0.3
+    assert done == {2: (True, "ok")}
+    assert pool.run_chunks(sleep_then, [(0.0, 1), (0.0, 2)]) == [1, 2]
+
+
+def test_a_lost_worker_is_reported_and_the_pool_goes_on(pool):
+    done = {}
+    with pytest.raises(WorkerLost):
+        pool.run_chunks(exit_if, [(False, "a"), (True, "b")], done)
+    assert done == {0: (True, "a")}
+    assert pool.run_chunks(exit_if, [(False, "c"), (False, "d")]) == ["c", "d"]
+
+
+def test_a_chunk_over_its_time_is_stopped(pool):
+    began = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        pool.run_chunks(sleep_then, [(0.0, 1), (30.0, 2)], timeout=0.5)
+    assert time.perf_counter() - began < 20
+    assert pool.run_chunks(sleep_then, [(0.0, 1), (0.0, 2)]) == [1, 2]
+
+
+def test_dask_workers_that_join_are_used(cluster):
+    _, client = cluster
+    from es_search.pools.dask_pool import DaskPool
+    with DaskPool(client) as pool:
+        before = len(pool.run_chunks(pid_and_sum, [(np.ones(3),)] * 2))
+        cluster[0].scale(before + 1)
+        client.wait_for_workers(before + 1, timeout=60)
+        assert pool.n_workers == before + 1  # as the engine asks, before each generation
+        out = pool.run_chunks(pid_and_sum, [(np.ones(3),)] * (before + 1))
+        assert [s for _, s in out] == [3.0] * (before + 1)
+        assert len({p for p, _ in out}) == before + 1
+    cluster[0].scale(2)
+
+
+def test_dask_without_a_client_says_how_to_make_one(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from es_search.pools.dask_pool import get_client
+
+    def no_client():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "get_client", no_client)
+    with pytest.raises(ValueError, match="--scheduler"):
+        get_client("dask")

@@ -1,0 +1,191 @@
+"""Issue 9 through run(): Dask and Ray give the n_jobs=1 result, also with a worker
+killed mid-run; workers that join are used; the centre travels once per worker or is
+derived by the workers; retry limits and messages as on loky."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import es_search
+from es_search.bench import BenchAgent
+from es_search.candidates import Candidate
+from es_search.evaluation import Evaluator
+from es_search.seeding import task_seed
+
+import reliability_agents as agents
+
+cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
+
+SEED = 11
+KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
+
+
+def same(a, b):
+    return ([r["scores"] for r in a.history] == [r["scores"] for r in b.history]
+            and all(np.array_equal(a.best_weights[k], b.best_weights[k])
+                    for k in a.best_weights))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return es_search.run(agents.Vec(), generations=3, n_jobs=1, **KW)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    for module in (agents, sys.modules[__name__]):  # Ray pickles with its own copy
+        ray.cloudpickle.register_pickle_by_value(module)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=["dask", "ray"])
+def backend(request):
+    if request.param == "dask":
+        return request.getfixturevalue("cluster")[1]  # the Client itself
+    request.getfixturevalue("ray_session")
+    return "ray"
+
+
+def test_same_seed_same_run_as_n_jobs_1(backend, reference):
+    result = es_search.run(agents.Vec(), generations=3, n_jobs=-1, backend=backend,
+                           sequential_fallback=False, **KW)
+    assert same(result, reference)
+
+
+def test_a_worker_killed_mid_run_changes_nothing(backend, reference, tmp_path):
+    marker = tmp_path / "died"
+    agent = agents.DiesOnce(task_seed(SEED, 1, 2), str(marker))
+    with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2.*retry 1"):
+        result = es_search.run(agent, generations=3, n_jobs=-1, backend=backend,
+                               sequential_fallback=False, **KW)
+    assert marker.exists()  # a worker really did os._exit
+    assert same(result, reference)
+
+
+def test_a_worker_that_always_dies_gives_the_loky_error(backend, tmp_path):
+    agent = agents.AlwaysDies(task_seed(SEED, 1, 2))
+    with pytest.warns(RuntimeWarning, match="retry 1 of 1"):
+        with pytest.raises(es_search.WorkerError) as info:
+            es_search.run(agent, generations=3, n_jobs=-1, backend=backend, out=tmp_path,
+                          max_retries=1, sequential_fallback=False, **KW)
+    assert "generation 1: candidates" in str(info.value) and "2 time(s)" in str(info.value)
+    assert info.value.generation == 1 and 2 in info.value.indices
+
+
+def test_a_score_error_is_raised_as_on_loky(backend):
+    seed = task_seed(SEED, 1, 3)
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.run(agents.Raises([seed]), generations=3, n_jobs=-1, backend=backend,
+                      sequential_fallback=False, **KW)
+    assert info.value.generation == 1 and info.value.index == 3
+
+
+def test_a_large_centre_is_sent_once_then_derived_by_the_workers(backend):
+    """Hill-climb on 10^5 parameters: generation 0 sends the centre whole (as float32,
+    exact) once per worker; afterwards each centre is the previous one or its winner,
+    which the workers rebuild from its seed."""
+    agent = BenchAgent(size=100_000)
+    candidates = [Candidate("jitter", 0.1)] * 8
+    alone = []
+    with Evaluator(agent, seed=1, n_jobs=1) as ev:
+        center = ev.local.get_flat()
+        for g in range(4):
+            alone.append(ev.score(g, center, candidates))
+            if g != 1:  # generation 1 keeps its centre
+                center = ev.rebuild(g, center, candidates[g % 8], g % 8)
+    with Evaluator(agent, seed=1, n_jobs=-1, backend=backend,
+                   sequential_fallback=False) as ev:
+        center = ev.local.get_flat()
+        for g in range(4):
+            assert ev.score(g, center, candidates) == alone[g]
+            if g != 1:  # generation 1 keeps its centre
+                center = ev.rebuild(g, center, candidates[g % 8], g % 8)
+        history, pool = ev._centres, ev.pool
+        parcels = pool.tracker.named["center"]
+    assert history.whole == 1 and history.derived == 2 and history.reused == 1
+    assert parcels.values_sent == 0 and parcels.recipes_sent == 2  # once per worker
+
+
+def test_workers_that_join_between_generations_are_used(cluster):
+    cluster_, client = cluster
+    candidates = [Candidate("jitter", 0.1)] * 6
+    center = agents.Vec().get_flat()
+    with Evaluator(agents.Vec(), seed=2, n_jobs=1) as ev:
+        alone = [ev.score(g, center, candidates) for g in range(2)]
+    with Evaluator(agents.Vec(), seed=2, n_jobs=-1, backend=client,
+                   sequential_fallback=False) as ev:
+        assert ev.score(0, center, candidates) == alone[0]
+        assert ev.n_workers == 2
+        cluster_.scale(3)
+        client.wait_for_workers(3, timeout=60)
+        assert ev.score(1, center, candidates) == alone[1]
+        assert ev.n_workers == 3
+    cluster_.scale(2)
+
+
+def test_dask_by_name_runs_on_the_active_client(cluster, reference):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback through joblib
+        result = es_search.run(agents.Vec(), generations=3, n_jobs=-1, backend="dask",
+                               sequential_fallback=False, **KW)
+    assert same(result, reference)
+
+
+def test_the_several_machines_recipe(tmp_path, capsys):
+    """The README's recipe, on one machine: `dask scheduler`, `dask worker ADDRESS
+    --nworkers 2 --nthreads 1`, then `es-search run ... --scheduler ADDRESS`."""
+    pytest.importorskip("distributed")
+    import json
+    import os
+    import subprocess
+    import time
+    from es_search.cli import main as cli_main
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    info = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([dask, "scheduler", "--port", "0", "--no-dashboard",
+                               "--scheduler-file", str(info)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        procs.append(subprocess.Popen(
+            [dask, "worker", address, "--nworkers", "2", "--nthreads", "1",
+             "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        import distributed
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(2, timeout=120)
+        assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "3",
+                         "--population", "6", "--seed", "4", "--no-progress"]) == 0
+        on_cluster = capsys.readouterr().out
+        assert cli_main(["run", "sphere", "--n-jobs", "1", "--generations", "3",
+                         "--population", "6", "--seed", "4", "--no-progress"]) == 0
+        alone = capsys.readouterr().out
+        assert on_cluster.split(",")[0] == alone.split(",")[0]  # "sphere: best score X"
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in reversed(procs):
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -1,0 +1,266 @@
+"""GymPolicy for any gymnasium id: construction errors, gym:ID, actions, running
+statistics (task_report / merge_reports), common random numbers, reward_offset."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from es_search.cli import main
+from es_search.moments import Moments
+from es_search.problems import BUILTINS, GymPolicy, ProblemError, load_problem
+
+gym = pytest.importorskip("gymnasium")
+
+
+class _Asymmetric(gym.Env):
+    """A 3-d random walk with an asymmetric Box action space (for the squashing test)."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)
+    action_space = gym.spaces.Box(np.array([0.0, -3.0]), np.array([1.0, -1.0]), dtype=np.float64)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self.np_random.normal(size=3) * [1.0, 10.0, 0.1], {}
+
+    def step(self, action):
+        self._t += 1
+        obs = self.np_random.normal(size=3) * [1.0, 10.0, 0.1] + [5.0, 0.0, -2.0]
+        return obs, float(np.sum(action)), False, self._t >= 25, {}
+
+
+gym.register("EsSearchTest/Asymmetric-v0", entry_point=_Asymmetric)
+
+
+class Recording(GymPolicy):
+    """A GymPolicy that records every raw observation it acts on."""
+
+    def act(self, layers, obs, rng=None):
+        self.seen.append(obs.copy())
+        return super().act(layers, obs, rng)
+
+
+# ----------------------------------------------------------------------------- construction
+def test_any_registered_id_builds_directly_and_through_gym_prefix():
+    agent = GymPolicy("MountainCarContinuous-v0", hidden=(4, 3))
+    assert (agent.obs_dim, agent.act_dim, agent.discrete) == (2, 1, False)
+    assert agent.num_evolved() == 2 * 4 + 4 + 4 * 3 + 3 + 3 * 1 + 1
+    cls = load_problem("gym:CartPole-v1")
+    assert issubclass(cls, GymPolicy) and cls.env_id == "CartPole-v1"
+    built = cls(hidden=8)
+    assert built.discrete and built.num_evolved() == 4 * 8 + 8 + 8 * 2 + 2
+    assert GymPolicy("CartPole-v1").num_evolved() == 4 * 2 + 2  # linear by default
+
+
+@pytest.mark.parametrize("env_id,message", [("NoSuchTask-v0", "unknown gymnasium"),
+                                            ("CartPole-v99", "unknown gymnasium"),
+                                            ("", "needs a gymnasium environment id")])
+def test_unknown_id_fails_at_construction(env_id, message):
+    with pytest.raises(ValueError, match=message):
+        GymPolicy(env_id)
+
+
+def test_missing_extra_names_the_extra(monkeypatch):
+    def missing(*args, **kwargs):
+        raise gym.error.DependencyNotInstalled("Box2D is not installed")
+    monkeypatch.setattr(gym, "make", missing)
+    with pytest.raises(ImportError, match=r"es_search\[box2d\]"):
+        GymPolicy("LunarLanderContinuous-v3")
+    with pytest.raises(ImportError, match=r"es_search\[mujoco\]"):
+        load_problem("hopper")()
+
+
+@pytest.mark.parametrize("kwargs,error", [
+    ({"hidden": -1}, ValueError), ({"hidden": (4, 0)}, ValueError),
+    ({"hidden": "64"}, TypeError), ({"hidden": 2.5}, TypeError),
+    ({"normalize": "sometimes"}, ValueError), ({"normalize": 1}, TypeError),
+    ({"reward_offset": float("nan")}, ValueError), ({"reward_offset": "x"}, ValueError),
+    ({"episodes": 0}, ValueError), ({"max_steps": 0}, ValueError)])
+def test_bad_options_fail_at_construction(kwargs, error):
+    with pytest.raises(error):
+        GymPolicy("Pendulum-v1", **kwargs)
+
+
+def test_non_box_observations_are_refused():
+    with pytest.raises(ValueError, match="Box observation space"):
+        GymPolicy("FrozenLake-v1")
+
+
+def test_normalize_true_and_false_keep_their_meaning():
+    assert GymPolicy("Pendulum-v1", normalize=True, norm_episodes=1,
+                     max_steps=20).normalize == "fixed"
+    assert GymPolicy("Pendulum-v1", normalize=False).normalize == "off"
+    running = GymPolicy("Pendulum-v1", normalize="running")
+    assert set(running.shared_state()) == {"obs_count", "obs_mean", "obs_m2", "obs_std"}
+    assert GymPolicy("Pendulum-v1").shared_state() == {}
+
+
+def test_builtins_for_the_ladder_build_with_their_defaults():
+    for name, env_id in [("lunarlander", "LunarLanderContinuous-v3"),
+                         ("hopper", "Hopper-v5"), ("halfcheetah", "HalfCheetah-v5"),
+                         ("bipedalwalker", "BipedalWalker-v3")]:
+        assert name in BUILTINS
+        cls = load_problem(name)
+        agent = cls(episodes=2)
+        assert agent.env_id == env_id and agent.episodes == 2
+        assert agent.normalize == "running" and agent.hidden == ()
+        assert cls.default_config["strategy"] in ("ars", "pgpe")
+    assert load_problem("hopper")().reward_offset == -1.0
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_runs_a_gym_id(capsys):
+    code = main(["run", "gym:MountainCarContinuous-v0", "-p", "hidden=(4,)",
+                 "-p", "max_steps=15", "-p", "normalize=running", "--generations", "2",
+                 "--population", "2", "--n-jobs", "1", "--no-progress"])
+    assert code == 0
+    assert "gym:MountainCarContinuous-v0: best score" in capsys.readouterr().out
+
+
+def test_cli_unknown_gym_id_is_one_line_exit_2(capsys):
+    code = main(["run", "gym:NoSuchTask-v0", "--generations", "1", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "unknown gymnasium environment id 'NoSuchTask-v0'" in err
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(ProblemError):
+        load_problem("gym:")
+
+
+# ----------------------------------------------------------------------------- actions
+def test_discrete_actions_are_sampled_or_greedy():
+    agent = GymPolicy("CartPole-v1")
+    agent.set_weights({"layers.0.bias": torch.tensor([0.0, np.log(3.0)])})  # p = 1/4, 3/4
+    layers, obs = agent._numpy_layers(), np.zeros(4)
+    rng = np.random.default_rng(0)
+    draws = np.array([agent.act(layers, obs, rng) for _ in range(4000)])
+    assert set(draws) == {0, 1} and abs(draws.mean() - 0.75) < 0.03
+    greedy = GymPolicy("CartPole-v1", greedy=True)
+    greedy.set_weights({"layers.0.bias": torch.tensor([0.0, 0.1])})
+    assert {greedy.act(greedy._numpy_layers(), obs) for _ in range(50)} == {1}
+
+
+def test_box_actions_are_squashed_to_asymmetric_bounds():
+    agent = GymPolicy("EsSearchTest/Asymmetric-v0", hidden=5)
+    low, high = np.array([0.0, -3.0]), np.array([1.0, -1.0])
+    assert np.allclose(agent.act(agent._numpy_layers(), np.zeros(3)), (low + high) / 2)
+    agent.set_flat(np.random.default_rng(1).normal(0, 20, agent.num_evolved()))
+    layers = agent._numpy_layers()
+    actions = np.array([agent.act(layers, x) for x in
+                        np.random.default_rng(2).normal(0, 10, (200, 3))])
+    assert np.all(actions >= low) and np.all(actions <= high)
+    assert actions[:, 1].min() < -2.9 and actions[:, 1].max() > -1.1  # both ends reached
+
+
+# ----------------------------------------------------------------------------- running statistics
+def _scored_reports(agent, seeds):
+    reports = []
+    for seed in seeds:
+        agent.task_seed = seed
+        agent.score()
+        reports.append(agent.task_report())
+    return reports
+
+
+def test_merged_reports_equal_the_statistics_of_all_observations_in_order():
+    agent = Recording("EsSearchTest/Asymmetric-v0", normalize="running", episodes=2)
+    agent.set_flat(np.random.default_rng(0).normal(0, 0.5, agent.num_evolved()))
+    agent.seen = []
+    first = _scored_reports(agent, [3, 4, 5])
+    assert agent.merge_reports([first[0], None, first[1], first[2]]) == {"steps": 150}
+    second = _scored_reports(agent, [6, 7])
+    assert agent.merge_reports(second) == {"steps": 100}
+    every = np.array(agent.seen)
+    assert len(every) == 250 and float(agent.obs_count) == 250
+    assert np.allclose(agent.obs_mean.numpy(), every.mean(axis=0), rtol=1e-12, atol=1e-12)
+    assert np.allclose(agent.obs_m2.numpy(), ((every - every.mean(0)) ** 2).sum(0),
+                       rtol=1e-10)
+    assert np.allclose(agent.obs_std.numpy(), every.std(axis=0), rtol=1e-10)
+    assert agent.running_moments().count == 250
+
+
+def test_moments_merge_in_any_split_equals_the_whole():
+    data = np.random.default_rng(3).normal(5.0, [1.0, 100.0], (101, 2))
+    whole = Moments.of(data)
+    for cuts in ([10, 50], [1, 2, 100], [0, 0, 101]):
+        parts = np.split(data, cuts)
+        merged = Moments.empty(2)
+        for part in parts:
+            merged = merged.merge(Moments.of(part))
+        assert merged.count == whole.count
+        assert np.allclose(merged.mean, whole.mean, rtol=1e-13)
+        assert np.allclose(merged.m2, whole.m2, rtol=1e-11)
+
+
+def test_a_score_uses_the_statistics_of_the_start_of_its_generation():
+    agent = GymPolicy("EsSearchTest/Asymmetric-v0", normalize="running", hidden=3)
+    agent.set_flat(np.random.default_rng(0).normal(0, 1, agent.num_evolved()))
+    agent.task_seed = 11
+    alone = agent.score()
+    reports = _scored_reports(agent, [12, 13])  # other candidates on the same worker
+    agent.task_seed = 11
+    assert agent.score() == alone
+    agent.merge_reports(reports)
+    agent.task_seed = 11
+    assert agent.score() != alone  # the new statistics are used
+    other = GymPolicy("EsSearchTest/Asymmetric-v0", normalize="running", hidden=3)
+    other.set_flat(agent.get_flat())
+    other.load_shared_state(agent.shared_state())
+    other.task_seed = 11
+    assert other.score() == agent.score()
+
+
+def test_steps_are_reported_in_every_mode():
+    agent = GymPolicy("Pendulum-v1", max_steps=7, episodes=3)
+    agent.task_seed = 1
+    agent.score()
+    assert agent.task_report() == {"steps": 21, "obs": None}
+    assert agent.merge_reports([agent.task_report()] * 2) == {"steps": 42}
+
+
+# ----------------------------------------------------------------------------- seeds, offset
+def test_common_random_numbers_share_episode_seeds_within_a_generation():
+    crn = GymPolicy("CartPole-v1", crn=True, episodes=2)
+    plain = GymPolicy("CartPole-v1", episodes=2)
+    seeds = {}
+    for task_seed in (101, 202):
+        for agent in (crn, plain):
+            agent.task_seed, agent.generation_seed = task_seed, 77
+        seeds[task_seed] = (crn.episode_seeds(), plain.episode_seeds())
+    assert seeds[101][0] == seeds[202][0] == [77, 78]
+    assert seeds[101][1] != seeds[202][1]
+    crn.generation_seed = None  # outside the engine: the task seed
+    assert crn.episode_seeds() == [202, 203]
+    # same generation, same weights: the same score whatever the task seed, even with
+    # sampled actions (they come from generators seeded by the episode seeds)
+    crn.set_flat(np.random.default_rng(0).normal(0, 1, crn.num_evolved()))
+    values = []
+    for task_seed in (5, 6):
+        crn.task_seed, crn.generation_seed = task_seed, 9
+        np.random.seed(task_seed)
+        values.append(crn.score())
+    assert values[0] == values[1]
+
+
+def test_reward_offset_changes_the_score_not_the_test_returns():
+    base = GymPolicy("Pendulum-v1", max_steps=30, episodes=2)
+    offset = GymPolicy("Pendulum-v1", max_steps=30, episodes=2, reward_offset=-1.0)
+    weights = np.random.default_rng(4).normal(0, 1, base.num_evolved())
+    for agent in (base, offset):
+        agent.set_flat(weights)
+        agent.task_seed = 8
+    assert offset.score() == pytest.approx(base.score() - 30.0)
+    assert np.array_equal(offset.returns(3, seed=1), base.returns(3, seed=1))
+    assert len(base.returns(3, seed=1)) == 3
+
+
+def test_cli_takes_the_strategy_of_the_builtin(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "hopper", "--generations", "1", "-p", "max_steps=10",
+                 "--n-jobs", "1", "--no-progress", "--out", str(out)])
+    assert code == 0
+    import json
+    strategy = json.loads((out / "config.json").read_text())["strategy"]
+    assert strategy["name"] == "ars" and strategy["top"] == 4
+    assert strategy["population"] == 16 and strategy["step_size"] == 0.01

@@ -17,6 +17,7 @@ import es_search
 from es_search import checkpoint
 from es_search.output import read_history
 from es_search.problems import load_problem
+from compare import same_history
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = str(ROOT / "tests" / "reliability_agents.py")
@@ -49,11 +50,6 @@ def reference(generations: int):
     vec = load_problem(f"{AGENTS}:Vec")  # the same class (module) the CLI loads
     return vec, es_search.run(vec(delay=0.0), generations=generations, population=4,
                               sigma=0.3, seed=5, n_jobs=1, progress=False)
-
-
-def same_history(a, b):
-    strip = lambda h: [repr({k: v for k, v in r.items() if k != "seconds"}) for r in h]
-    return strip(a) == strip(b)
 
 
 @pytest.mark.parametrize("lines, extra", [(1, 0.0), (5, 0.004), (9, 0.023)])

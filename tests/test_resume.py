@@ -13,21 +13,10 @@ from es_search.output import read_history
 import reliability_agents as agents
 
 cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
+from compare import same_history, same_weights  # noqa: E402
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
-
-
-def same_history(a, b):
-    """Equal records, every field but the wall-clock ``seconds`` (NaN == NaN)."""
-    def norm(r):
-        return {k: [repr(x) for x in v] if isinstance(v, list) else repr(v)
-                for k, v in r.items() if k != "seconds"}
-    return [norm(r) for r in a] == [norm(r) for r in b]
-
-
-def same_weights(a, b):
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 # ----------------------------------------------------------------- checkpoint + resume

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate, noise
 from ..checks import check_int, check_positive_float
-from .base import Rebuild, Strategy
+from .base import Rebuild, Strategy, antithetic_pairs
 
 
 @dataclass(frozen=True)
@@ -124,14 +124,7 @@ class ARS(Strategy):
         if not finite.any():
             return state
         values = np.where(finite, values, values[finite].min())
-        plus: dict[int, float] = {}
-        minus: dict[int, float] = {}
-        for candidate, r in zip(candidates, values):
-            if candidate.kind != "noise":
-                raise ValueError(f"ars was told about a {candidate.kind!r} candidate; it "
-                                 f"only asks for antithetic 'noise' pairs")
-            (plus if candidate.sign > 0 else minus)[candidate.key] = float(r)
-        keys = [k for k in plus if k in minus]  # complete pairs, in ask order
+        keys, plus, minus = antithetic_pairs("ars", candidates, values)
         if not keys:
             return state
         r_plus = np.array([plus[k] for k in keys])

@@ -70,3 +70,18 @@ class Strategy:
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
         return f"{type(self).__name__}({args})"
+
+
+def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequence[float]
+                     ) -> tuple[list[int], dict[int, float], dict[int, float]]:
+    """Split the values of antithetic ``"noise"`` pairs by sign: ``(keys, plus, minus)``,
+    ``keys`` the noise keys of complete pairs in ask order (for ``tell`` of the
+    strategy ``name``, which asks only for such pairs)."""
+    plus: dict[int, float] = {}
+    minus: dict[int, float] = {}
+    for candidate, value in zip(candidates, values):
+        if candidate.kind != "noise":
+            raise ValueError(f"{name} was told about a {candidate.kind!r} candidate; it "
+                             f"only asks for antithetic 'noise' pairs")
+        (plus if candidate.sign > 0 else minus)[candidate.key] = float(value)
+    return [k for k in plus if k in minus], plus, minus

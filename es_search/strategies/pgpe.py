@@ -10,7 +10,7 @@ import numpy as np
 
 from ..candidates import Candidate, noise
 from ..checks import check_int, check_positive_float
-from .base import Rebuild, Strategy
+from .base import Rebuild, Strategy, antithetic_pairs
 from .openai_es import centered_ranks
 
 
@@ -139,14 +139,7 @@ class PGPE(Strategy):
         if len(scores) != len(candidates):
             raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
         shaped = centered_ranks(scores)
-        plus: dict[int, float] = {}
-        minus: dict[int, float] = {}
-        for candidate, u in zip(candidates, shaped):
-            if candidate.kind != "noise":
-                raise ValueError(f"pgpe was told about a {candidate.kind!r} candidate; "
-                                 f"it only asks for symmetric 'noise' pairs")
-            (plus if candidate.sign > 0 else minus)[candidate.key] = float(u)
-        keys = [k for k in plus if k in minus]
+        keys, plus, minus = antithetic_pairs("pgpe", candidates, shaped)
         n = state.center.size
         sigma = state.stdev
         g_mu = np.zeros(n)

@@ -1,0 +1,15 @@
+"""How tests compare two runs: every reproducible field, bit for bit."""
+import torch
+
+
+def same_history(a, b):
+    """Equal records, every field but the wall-clock ``seconds`` (NaN == NaN)."""
+    def norm(r):
+        return {k: [repr(x) for x in v] if isinstance(v, list) else repr(v)
+                for k, v in r.items() if k != "seconds"}
+    return [norm(r) for r in a] == [norm(r) for r in b]
+
+
+def same_weights(a, b):
+    """Equal weight dicts: the same names, bit-identical tensors."""
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

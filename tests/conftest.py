@@ -4,8 +4,22 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cloudpickle  # noqa: E402
+import pytest  # noqa: E402
 
 import agents  # noqa: E402
 
 # Worker processes (loky, dask) need not import the tests folder: send these by value.
 cloudpickle.register_pickle_by_value(agents)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A dask.distributed LocalCluster of 2 single-thread worker processes, and a Client
+    (one per test module; skipped without the ``dask`` extra)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    cluster.close()

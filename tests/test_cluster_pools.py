@@ -90,17 +90,6 @@ def test_a_recipe_that_does_not_hold_asks_for_the_value():
 
 
 # ----------------------------------------------------------------- Dask
-@pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield cluster, client
-    client.close()
-    cluster.close()
-
-
 def _pool(kind, client=None, **kw):
     if kind == "dask":
         from es_search.pools.dask_pool import DaskPool

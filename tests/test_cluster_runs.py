@@ -36,17 +36,6 @@ def reference():
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)
-    client = distributed.Client(cluster)
-    yield cluster, client
-    client.close()
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
 def ray_session():
     ray = pytest.importorskip("ray")
     for module in (agents, sys.modules[__name__]):  # Ray pickles with its own copy

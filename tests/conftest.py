@@ -23,3 +23,17 @@ def cluster():
     yield cluster, client
     client.close()
     cluster.close()
+
+
+@pytest.fixture(scope="module")
+def ray_session(request):
+    """A local Ray (2 CPUs) for one test module; skipped without the ``ray`` extra.
+
+    Ray pickles with its own cloudpickle: the test module and ``agents`` go by value,
+    as the workers cannot import the tests folder."""
+    ray = pytest.importorskip("ray")
+    for module in (agents, request.module):
+        ray.cloudpickle.register_pickle_by_value(module)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -3,14 +3,13 @@ derive them from recipes, report lost workers, and use workers that join."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import numpy as np
 import pytest
 
 from es_search.pools import WorkerLost
-from es_search.pools.runner import Parcel, Runner, Tracker, decode, encode
+from es_search.pools.runner import Runner, Tracker, decode, encode
 
 
 # ----------------------------------------------------------------- chunk functions
@@ -96,15 +95,6 @@ def _pool(kind, client=None, **kw):
         return DaskPool(client, **kw)
     from es_search.pools.ray_pool import RayPool
     return RayPool(**kw)
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # not on workers' path
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(params=["dask", "ray"])

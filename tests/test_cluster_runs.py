@@ -35,16 +35,6 @@ def reference():
     return es_search.run(agents.Vec(), generations=3, n_jobs=1, **KW)
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    ray = pytest.importorskip("ray")
-    for module in (agents, sys.modules[__name__]):  # Ray pickles with its own copy
-        ray.cloudpickle.register_pickle_by_value(module)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture(params=["dask", "ray"])
 def backend(request):
     if request.param == "dask":

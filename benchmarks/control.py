@@ -11,8 +11,9 @@ cores (the time of starting workers included), then the final policy (the search
 distribution's centre, with the observation statistics of the end of the run) plays
 100 test episodes (seeds 1_000_000, ...; the true reward, no ``reward_offset``).
 Reported: the test mean, environment steps, wall time, and steps per second against this
-machine's ceiling: the same policy stepped with no framework, one process per core,
-measured in the same run right after the training. EvoTorch (GymNE with PGPE + ClipUp at
+machine's ceilings, measured in the same run right after the training: the same policies
+stepped with no framework, one process per core (``control_ceiling.py``): the final
+policy, and the candidates the run scored at five points of its budget. EvoTorch (GymNE with PGPE + ClipUp at
 its documented settings, one Ray actor per core) runs in a subprocess with the
 interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
 dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip
@@ -35,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from control_ceiling import Snapshots, final_ceiling, run_ceiling
 
 HERE = Path(__file__).resolve().parent
 TEST_SEED = 1_000_000
@@ -75,12 +79,15 @@ class Task:
     decrease_rewards_by: float = 0.0  # EvoTorch's reward offset (alive bonus)
     full_only: bool = False
     spec: str | None = None  # load_problem spec when not the built-in of that name
+    options: tuple = ()  # (name, value) pairs for the policy's constructor
 
 
 LADDER = {
     # the GymPolicy versions (the built-ins of these names are batched, without returns())
+    # greedy: EvoTorch's GymNE takes the argmax of a discrete policy; so does this one
     "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic",
-                     spec="es_search.problems.control:CartPole"),
+                     spec="es_search.problems.control:CartPole",
+                     options=(("greedy", True),)),
     "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic",
                      spec="es_search.problems.control:Pendulum"),
     "lunarlander": Task("lunarlander", "LunarLanderContinuous-v3", 120, 200.0, "box2d"),
@@ -115,17 +122,18 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
     from es_search.strategies import DEFAULT, make_strategy
 
     cls = load_problem(task.spec or task.problem)
-    agent = cls()
+    agent = cls(**dict(task.options))
     config = dict(cls.default_config)
     strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],
                              config["sigma"], **dict(config.get("strategy_options") or {}))
     budget = task.budget_s * args.budget_scale
     with tempfile.TemporaryDirectory() as folder:
+        snapshots = Snapshots(folder, budget)  # for the ceiling of the run's policies
         started = time.perf_counter()
         result = es_search.run(
             agent, generations=10 ** 7, strategy=strategy, n_jobs=args.n_jobs, seed=seed,
             progress=False, out=folder,
-            callbacks=[lambda record: time.perf_counter() - started >= budget])
+            callbacks=[snapshots, lambda record: time.perf_counter() - started >= budget])
         wall = time.perf_counter() - started
         # the final policy: the centre and shared state of the last checkpoint
         saved = checkpoint.load(Path(folder) / checkpoint.CHECKPOINT)
@@ -143,8 +151,8 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
            "settings": {"problem": task.problem, **result.config["strategy"],
                         "normalize": getattr(agent, "normalize", None),
                         "hidden": list(getattr(agent, "hidden", ())),
-                        "n_jobs": args.n_jobs}}
-    return row, final
+                        "n_jobs": args.n_jobs, **dict(task.options)}}
+    return row, final, snapshots.saved
 
 
 def test_returns(agent, episodes: int, n: int) -> np.ndarray:
@@ -154,45 +162,6 @@ def test_returns(agent, episodes: int, n: int) -> np.ndarray:
     parts = Parallel(n_jobs=n)(delayed(agent.returns)(int(b - a), TEST_SEED + int(a))
                                for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
     return np.concatenate(parts)
-
-
-# ----------------------------------------------------------------------------- ceiling
-def _bare_loop(env_id, layers, mean, std, squash, discrete, seconds, seed):
-    """Step ``env_id`` with the policy for ``seconds``: no framework, resets included."""
-    import gymnasium as gym
-    env = gym.make(env_id)
-    rng = np.random.default_rng(seed)
-    last = len(layers) - 1
-    steps, episode, began = 0, 0, time.perf_counter()
-    while time.perf_counter() - began < seconds:
-        obs, _ = env.reset(seed=seed + episode)
-        episode += 1
-        done = False
-        while not done:
-            h = (np.asarray(obs, dtype=np.float64).reshape(-1) - mean) / std
-            for k, (w, b) in enumerate(layers):
-                h = w @ h + b
-                if k < last:
-                    h = np.tanh(h)
-            if discrete:
-                p = np.exp(h - h.max())
-                action = int(np.searchsorted(np.cumsum(p / p.sum()), rng.random()))
-            else:
-                action = np.tanh(h) * squash[1] + squash[0]
-            obs, _, terminated, truncated, _ = env.step(action)
-            steps += 1
-            done = terminated or truncated
-    return steps, time.perf_counter() - began
-
-
-def ceiling(agent, n: int, seconds: float) -> float:
-    """Environment steps per second of ``agent``'s policy, one bare process per core."""
-    squash = None if agent.discrete else agent._squash
-    work = (agent.env_id, agent._numpy_layers(), agent.obs_mean.numpy(),
-            agent.obs_std.numpy(), squash, agent.discrete, seconds)
-    from joblib import Parallel, delayed
-    parts = Parallel(n_jobs=n)(delayed(_bare_loop)(*work, 7_000 * (k + 1)) for k in range(n))
-    return sum(steps / wall for steps, wall in parts)
 
 
 # ----------------------------------------------------------------------------- EvoTorch
@@ -219,53 +188,69 @@ def verdict(row: dict, task: Task) -> str:
     return "met" if row["test_mean"] >= task.target else "not met"
 
 
+def _ratio(row: dict, ceiling: float | None) -> float | None:
+    return row["steps"] / row["wall_s"] / ceiling if ceiling and row.get("steps") else None
+
+
+def _fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def render(rows: list[dict], meta: dict) -> str:
     lines = ["# Control ladder: es_search vs EvoTorch", "",
-             f"{meta['cores']} cores ({meta['machine']}). The machine was shared with other "
-             f"work (1-minute load average before and after each row, on 2 cores): wall "
-             f"times and rates are noisy.", "",
+             f"{meta['cores']} cores ({meta['machine']}). The machine is shared (1-minute "
+             f"load average before and after each row, on 2 cores): wall times and rates "
+             f"are noisy.", "",
              "Test mean: the final policy on 100 episodes (true rewards). Rate: environment "
-             "steps per second of the whole run (worker start included); ceiling: es_search's "
-             "final policy stepped with no framework, one process per core, measured right "
-             "after its run and after its test, the higher (rows without ceiling_runs "
-             "in control.json: once, after the run); EvoTorch rows are compared with the "
-             "same figure.",
+             "steps per second of the whole run (worker start included). Two ceilings, "
+             "each one bare process per core (gymnasium and a NumPy forward pass, resets "
+             "included; `benchmarks/control_ceiling.py`), measured right after the run and "
+             "after its test, the higher: *final*, es_search's final policy, episode after "
+             "episode; *run*, the candidates es_search scored at 10%, 30%, ..., 90% of the "
+             "budget, built as its workers build them, each fifth stepped for the same time "
+             "(the mix of short and long episodes that training steps). EvoTorch rows are "
+             "compared with es_search's ceilings of the same seed (other policies). Rows "
+             "without a run ceiling predate it.",
              "",
              "| task | framework | seed | budget s | wall s | env steps | steps/s | ceiling "
-             "steps/s | rate / ceiling | test mean ± std | target | load before/after |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    ceilings = {(r["task"], r["seed"]): r.get("ceiling") for r in rows
-                if r["framework"] == "es_search"}
+             "final | rate / final | ceiling run | rate / run | test mean ± std | target | "
+             "load before/after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ceilings = {(r["task"], r["seed"]): (r.get("ceiling"), r.get("run_ceiling"))
+                for r in rows if r["framework"] == "es_search"}
     order = list(LADDER)
     for row in sorted(rows, key=lambda r: (order.index(r["task"]), r["seed"],
                                            r["framework"] != "es_search")):
         task = LADDER[row["task"]]
         rate = row["steps"] / row["wall_s"] if row.get("steps") else math.nan
-        ceil = ceilings.get((row["task"], row["seed"]))
-        ratio = f"{rate / ceil:.2f}" if ceil and row.get("steps") else "-"
+        final, run = ceilings.get((row["task"], row["seed"]), (None, None))
         target = "-" if task.target is None else f"{task.target:g}: {verdict(row, task)}"
         lines.append(
             f"| {row['task']} | {row['framework']} | {row['seed']} | {row['budget_s']:.0f} | "
             f"{row['wall_s']:.0f} | {row.get('steps') or '-'} | {rate:,.0f} | "
-            f"{(f'{ceil:,.0f}' if ceil else '-')} | {ratio} | {row['test_mean']:.1f} ± "
-            f"{row['test_std']:.1f} | {target} | {_load(row)} |")
+            f"{_fmt(final, ',.0f')} | {_fmt(_ratio(row, final))} | {_fmt(run, ',.0f')} | "
+            f"{_fmt(_ratio(row, run))} | {row['test_mean']:.1f} ± {row['test_std']:.1f} | "
+            f"{target} | {_load(row)} |")
     lines += ["", "Medians over the seeds run (issue 8's targets are medians of 3 seeds):", "",
-              "| task | framework | seeds | median test mean | median steps/s / ceiling | "
-              "target on the median |", "|---|---|---|---|---|---|"]
+              "| task | framework | seeds | median test mean | median rate / final | "
+              "median rate / run | target on the median |", "|---|---|---|---|---|---|---|"]
     for name in order:
         for framework in ("es_search", "evotorch"):
             group = [r for r in rows if r["task"] == name and r["framework"] == framework]
             if not group:
                 continue
             mean = float(np.median([r["test_mean"] for r in group]))
-            ratios = [r["steps"] / r["wall_s"] / ceilings[(r["task"], r["seed"])]
-                      for r in group if r.get("steps") and ceilings.get((r["task"], r["seed"]))]
-            ratio = f"{np.median(ratios):.2f}" if ratios else "-"
+            medians = []
+            for which in (0, 1):
+                ratios = [_ratio(r, ceilings.get((r["task"], r["seed"]), (None, None))[which])
+                          for r in group]
+                ratios = [x for x in ratios if x is not None]
+                medians.append(f"{np.median(ratios):.2f} ({len(ratios)})" if ratios else "-")
             task = LADDER[name]
             target = "-" if task.target is None else (
                 f"{task.target:g}: {'met' if mean >= task.target else 'not met'}")
-            lines.append(f"| {name} | {framework} | {len(group)} | {mean:.1f} | {ratio} | "
-                         f"{target} |")
+            lines.append(f"| {name} | {framework} | {len(group)} | {mean:.1f} | "
+                         f"{medians[0]} | {medians[1]} | {target} |")
     commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
                        for r in rows if r.get("run")})
     if commands:
@@ -323,13 +308,16 @@ def main(argv=None) -> int:
         for seed in seeds:
             if not args.no_es_search:
                 load = round(os.getloadavg()[0], 1)
-                row, final = run_es_search(task, seed, args)
-                # the ceiling right after the run and again after the test: the higher
-                first = ceiling(final, n, args.ceiling_seconds)
+                row, final, snapshots = run_es_search(task, seed, args)
+                # the ceilings right after the run and again after the test: the higher
+                first = (final_ceiling(final, n, args.ceiling_seconds),
+                         run_ceiling(final, snapshots, seed, n, args.ceiling_seconds))
                 returns = test_returns(final, args.test_episodes, n)
+                second = (final_ceiling(final, n, args.ceiling_seconds),
+                          run_ceiling(final, snapshots, seed, n, args.ceiling_seconds))
                 row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
-                           ceiling=max(first, ceiling(final, n, args.ceiling_seconds)),
-                           ceiling_runs=2)
+                           ceiling=max(first[0], second[0]),
+                           run_ceiling=max(first[1], second[1]), ceiling_runs=2)
                 save(row, load)
             if not args.no_evotorch:
                 load = round(os.getloadavg()[0], 1)

@@ -10,6 +10,7 @@ progress bar and the user's callbacks.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
@@ -67,7 +68,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       must be as before; ``generations`` may grow; the rest may change.
     - ``callbacks``: callables taking each generation's history record (a dict, see
       ``es_search.record``), or objects with ``on_start`` / ``on_generation`` /
-      ``on_end`` methods (``es_search.callbacks.Callback``); one whose
+      ``on_end`` / ``on_error`` methods (``es_search.callbacks.Callback``); one whose
       ``on_generation`` returns True stops the run after that generation (the run
       folder and checkpoint already hold it, so it can be resumed).
     - ``on_error``: ``"raise"`` (stop with a :class:`~es_search.ScoreError` when a
@@ -98,7 +99,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     check_agent(agent, workers=settings.n_jobs != 1)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume) if settings.out else None
-    bar, search = ProgressBar(settings.progress), None
+    bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
         with Evaluator(agent, settings=settings) as evaluator:
             search = Search(strategy, evaluator, folder and folder.save_failures)
@@ -122,11 +123,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                             seed=settings.seed, config=config, agent=start_agent,
                             stopped_by=stopped_by)
         _call_all(callbacks, "on_end", result)
-    except (ScoreError, WorkerError) as exc:
-        explain(exc, settings.out, exc.generation)
-        raise
-    except KeyboardInterrupt:
-        interrupted(settings.out, len(search.history) if search is not None else 0)
+    except BaseException as exc:
+        _on_error(callbacks, exc)
+        if isinstance(exc, (ScoreError, WorkerError)):
+            explain(exc, settings.out, exc.generation)
+        elif isinstance(exc, KeyboardInterrupt):
+            interrupted(settings.out, len(search.history) if search is not None else 0)
         raise
     finally:
         bar.close()
@@ -143,6 +145,17 @@ def _stop_reason(callbacks: list, record: dict) -> str | None:
         if answer:
             return getattr(cb, "reason", None) or f"{cb!r} returned True"
     return None
+
+
+def _on_error(callbacks: list, error: BaseException) -> None:
+    """Every callback's ``on_error(error)``; what they raise becomes a warning."""
+    for cb in callbacks:
+        if hasattr(cb, "on_error"):
+            try:
+                cb.on_error(error)
+            except Exception as failure:  # noqa: BLE001 - never hide the run's error
+                warnings.warn(f"{cb!r}.on_error raised {failure!r} while the run was "
+                              f"failing with {error!r}", RuntimeWarning, stacklevel=3)
 
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:

@@ -4,6 +4,7 @@ import pytest
 
 import es_search
 from es_search.callbacks import Callback
+from es_search.seeding import task_seed
 
 from agents import Quadratic, RandomScore
 
@@ -82,3 +83,41 @@ def test_generation_seed_is_shared_by_a_generation_and_none_outside():
     assert all(len(s) == 1 for s in per_generation)
     assert len(set.union(*per_generation)) == 3
     assert Probe().generation_seed is None
+
+
+class FailsAt(Quadratic):
+    """Scoring raises for candidate 0 of generation ``at`` (seed ``KW["seed"]``)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.fail_seed = task_seed(KW["seed"], at, 0)
+
+    def score(self, **kwargs):
+        if self.task_seed == self.fail_seed:
+            raise RuntimeError("the simulator crashed")
+        return super().score(**kwargs)
+
+
+class ErrorRecorder(Recorder):
+    def on_error(self, error):
+        self.events.append(("error", type(error).__name__))
+
+
+def test_a_failing_run_calls_on_error_not_on_end_and_reraises():
+    recorder = ErrorRecorder()
+    with pytest.raises(es_search.ScoreError, match="simulator crashed"):
+        es_search.run(FailsAt(2), generations=5, callbacks=[recorder], **KW)
+    assert recorder.events[-3:] == [("generation", 0), ("generation", 1),
+                                    ("error", "ScoreError")]
+
+
+def test_an_on_error_that_raises_is_a_warning_and_never_hides_the_run_error():
+    class Broken(Callback):
+        def on_error(self, error):
+            raise OSError("disk full")
+
+    after = ErrorRecorder()
+    with pytest.warns(RuntimeWarning, match="on_error raised OSError.*disk full"):
+        with pytest.raises(es_search.ScoreError):
+            es_search.run(FailsAt(1), generations=3, callbacks=[Broken(), after], **KW)
+    assert after.events[-1] == ("error", "ScoreError")  # the next callback still heard

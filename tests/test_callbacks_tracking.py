@@ -293,3 +293,26 @@ def test_csv_bad_input_and_unknown_fields(tmp_path, result):
         log.on_generation(dict(result.history[1], steps=10))
     log.on_end(result)
     assert log.load() == result.history[:2]
+
+
+def test_mlflow_marks_a_failed_run_failed_and_an_interrupted_one_killed(file_store,
+                                                                         result):
+    from mlflow.tracking import MlflowClient
+    for error, status in ((RuntimeError("boom"), "FAILED"),
+                          (KeyboardInterrupt(), "KILLED")):
+        tracker = MLflow(tracking_uri=file_store)
+        start(tracker, result)
+        feed(tracker, result.history[:1])
+        tracker.on_error(error)
+        client = MlflowClient(tracking_uri=file_store.as_uri())  # after MLflow(): file store
+        run = client.get_run(tracker.run_id)
+        assert run.info.status == status
+        assert run.data.tags["es_search.error"] == repr(error)
+
+
+def test_tensorboard_and_csv_close_their_files_on_error(tmp_path, result):
+    for tracker in (TensorBoard(tmp_path / "tb"), CSV(tmp_path / "log.csv")):
+        start(tracker, result)
+        feed(tracker, result.history[:2])
+        tracker.on_error(RuntimeError("boom"))
+        assert getattr(tracker, "_writer", None) is None

@@ -9,7 +9,11 @@ The run calls, in this order:
 - ``on_generation(record)`` after every generation, once the run folder and checkpoint
   hold it; a true return value stops the run after that generation (the stopped run
   can be resumed with the same or more generations and equals an uninterrupted one);
-- ``on_end(result)`` once, with the :class:`~es_search.Result`, also when stopped early.
+- ``on_end(result)`` once, with the :class:`~es_search.Result`, also when stopped early;
+- ``on_error(error)`` instead of ``on_end`` when the run raises (a failed score, a lost
+  worker, Ctrl-C: ``error`` is the exception, re-raised after every ``on_error``), so
+  that a tracker can mark its run failed and close its files. An exception raised by an
+  ``on_error`` is turned into a warning: it never hides the run's own.
 
 Callbacks are not saved in checkpoints: pass them again when resuming. A callback
 that writes files owns them (its own path, its own format).
@@ -54,6 +58,9 @@ class Callback:
     def on_end(self, result: Any) -> None:
         """After the last generation (or the one a callback stopped at)."""
 
+    def on_error(self, error: BaseException) -> None:
+        """When the run raises ``error`` (then re-raised); instead of ``on_end``."""
+
 
 class FunctionCallback(Callback):
     """A plain callable ``fn(record) -> bool | None`` as a :class:`Callback`."""
@@ -76,12 +83,14 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
     for cb in callbacks:
         if isinstance(cb, Callback):
             wrapped.append(cb)
-        elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end")):
+        elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end",
+                                          "on_error")):
             wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
         elif callable(cb):
             wrapped.append(FunctionCallback(cb))
         else:
             raise TypeError(f"callbacks must be callables taking the generation's record "
-                            f"(a dict) or objects with on_start/on_generation/on_end "
+                            f"(a dict) or objects with on_start/on_generation/on_end/"
+                            f"on_error "
                             f"methods (es_search.callbacks.Callback), got {cb!r}")
     return wrapped

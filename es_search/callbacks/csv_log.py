@@ -98,6 +98,9 @@ class CSV(Callback):
     def on_end(self, result: Any) -> None:
         self.close()
 
+    def on_error(self, error: BaseException) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()

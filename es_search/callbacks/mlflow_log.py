@@ -126,6 +126,15 @@ class MLflow(Callback):
             self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])
         self.client.set_terminated(self.run_id, status="FINISHED")
 
+    def on_error(self, error: BaseException) -> None:
+        """Mark the run KILLED (Ctrl-C) or FAILED, with the error as a tag; a resume
+        sets it RUNNING again."""
+        if self.run_id is None:
+            return
+        self.client.set_tag(self.run_id, "es_search.error", repr(error)[:5000])
+        self.client.set_terminated(self.run_id, status="KILLED" if isinstance(
+            error, KeyboardInterrupt) else "FAILED")
+
     def _experiment_id(self) -> str:
         found = self.client.get_experiment_by_name(self.experiment)
         if found is not None:

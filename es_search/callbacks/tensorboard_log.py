@@ -82,6 +82,9 @@ class TensorBoard(Callback):
     def on_end(self, result: Any) -> None:
         self.close()
 
+    def on_error(self, error: BaseException) -> None:
+        self.close()
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()

@@ -112,7 +112,10 @@ def load(path: Any) -> dict:
 
 # ----------------------------------------------------------------- resuming a run
 #: config keys that define the result; a resume must match them exactly
-DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs")
+DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs",
+            "score_batch_size")
+#: defining keys that configs written by earlier versions lack (not compared then)
+_ADDED_LATER = ("score_batch_size",)
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
@@ -149,13 +152,15 @@ def _same(a: Any, b: Any) -> bool:
 def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
                     where: str) -> None:
     """Refuse (:class:`CheckpointError`) a resume whose config would change the result."""
-    diff = differences(saved, current)
+    keys = [k for k in DEFINING if k in saved or k not in _ADDED_LATER]
+    diff = differences(saved, current, keys)
     if diff:
         raise CheckpointError(
             f"cannot resume the run in {where}: its configuration differs in "
             + "; ".join(diff) + ". Resume with the same settings (only generations, "
             "n_jobs, backend, progress, callbacks, on_error, max_retries and task_timeout "
-            "may change), or use another out folder to start a new run.")
+            "may change; score_batch_size is the agent's), or use another out folder to "
+            "start a new run.")
 
 
 def __getattr__(name: str) -> Any:

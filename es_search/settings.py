@@ -118,6 +118,7 @@ class Settings:
 
     def config(self, agent: Any, strategy: Any) -> dict:
         """The run's ``config.json`` (what defines it, and how it was run)."""
+        from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
             "strategy": strategy.config(),
@@ -127,6 +128,7 @@ class Settings:
             "n_jobs": self.n_jobs,
             "backend": self.backend_name,
             "num_evolved": agent.num_evolved(),
+            "score_batch_size": group_size(agent),
         }
 
     @classmethod

@@ -124,6 +124,10 @@ def test_batched_runs_resume_from_their_checkpoint(tmp_path):
     resumed = es_search.run(GroupSensitive(), generations=5, out=tmp_path, resume=True,
                             **kwargs)
     assert comparable(resumed) == comparable(full)
+    other = GroupSensitive()
+    other.score_batch_size = GroupSensitive.score_batch_size + 1  # other groups
+    with pytest.raises(es_search.CheckpointError, match="score_batch_size: "):
+        es_search.run(other, generations=6, out=tmp_path, resume=True, **kwargs)
 
 
 def test_batched_cartpole_is_the_per_candidate_run_on_any_worker_count():

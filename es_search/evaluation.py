@@ -268,17 +268,19 @@ class Evaluator:
     #: worker, which take them as they come free: episodes of uneven length, or a core
     #: that another program slows, no longer hold the whole generation back
     BALANCE_FROM = 0.002
-    #: at most this many chunks per worker (each costs one more round trip)
-    CHUNKS_PER_WORKER = 4
+    #: a chunk lasts at least about this long (each chunk costs one more round trip)
+    MIN_CHUNK_SECONDS = 0.005
 
     def _chunk_count(self, n: int) -> int:
-        """How many chunks to cut ``n`` candidates into: one per worker, or up to
-        ``CHUNKS_PER_WORKER`` per worker when tasks are long enough for the extra round
-        trips not to matter. Results never depend on it (tasks are seeded by index)."""
-        task = self.policy.task_seconds
-        if task is None or task < self.BALANCE_FROM:
-            return self.n_workers
-        return self.n_workers * max(1, min(self.CHUNKS_PER_WORKER, n // self.n_workers))
+        """How many chunks to cut ``n`` candidates into: one per worker, or, when tasks
+        take ``BALANCE_FROM`` or more, chunks of about ``MIN_CHUNK_SECONDS`` (down to
+        one task each), at most ``pool.max_chunks_per_worker`` per worker (a pool whose
+        round trips cost more). The workers take chunks as they come free, so a
+        generation waits at its end for about half a chunk, not half a worker's share.
+        Results never depend on it (tasks are seeded by index)."""
+        return chunk_count(n, self.n_workers, self.policy.task_seconds,
+                           getattr(self.pool, "max_chunks_per_worker", None),
+                           self.BALANCE_FROM, self.MIN_CHUNK_SECONDS)
 
     def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
                         attempt: int) -> None:
@@ -336,3 +338,24 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
         for w in weights:  # bad names or shapes fail here, before any scoring
             probe.set_weights(w)
         return evaluator.score(0, center, [Candidate("weights", vector=w) for w in weights])
+
+
+def chunk_count(n: int, workers: int, task: float | None, cap: int | None,
+                balance_from: float, min_chunk: float) -> int:
+    """Chunks for ``n`` tasks of ``task`` seconds each on ``workers`` (see
+    ``Evaluator._chunk_count``); a multiple of ``workers``.
+
+    >>> chunk_count(64, 2, 0.015, None, 0.002, 0.005)  # 15 ms episodes: one per chunk
+    64
+    >>> chunk_count(64, 2, 0.003, None, 0.002, 0.005)  # 3 ms: chunks of about 5 ms
+    38
+    >>> chunk_count(64, 2, 0.015, 4, 0.002, 0.005)  # a pool that allows 4 per worker
+    8
+    >>> chunk_count(64, 2, 0.001, None, 0.002, 0.005)  # short tasks: one per worker
+    2
+    """
+    if task is None or task < balance_from:
+        return workers
+    per_worker = max(1, n // workers)
+    count = max(1, min(per_worker, int(per_worker * task / min_chunk)))
+    return workers * (count if cap is None else min(count, cap))

@@ -173,7 +173,22 @@ def test_long_tasks_are_cut_into_several_chunks_per_worker_with_the_same_scores(
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
         assert ev._chunk_count(16) == 2  # nothing measured yet: one chunk per worker
         first = ev.score(0, center, candidates)
-        assert ev._chunk_count(16) == 8  # 3-6 ms tasks: four chunks per worker
+        # 3-6 ms tasks: chunks of about 5 ms, down to a task each, taken as workers free
+        assert 8 <= ev._chunk_count(16) <= 16 and ev._chunk_count(16) % 2 == 0
         assert ev._chunk_count(3) == 2   # never more chunks than candidates allow
         second = ev.score(1, center, candidates)
     assert [first, second] == reference
+
+
+def test_chunk_count_cuts_long_tasks_finer_and_respects_the_pool_cap():
+    from es_search.evaluation import chunk_count
+    assert chunk_count(16, 2, None, None, 0.002, 0.005) == 2  # nothing measured yet
+    assert chunk_count(16, 2, 0.001, None, 0.002, 0.005) == 2  # short: one per worker
+    assert chunk_count(16, 2, 0.05, None, 0.002, 0.005) == 16  # long: one task a chunk
+    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005) == 8      # Dask/Ray/joblib cap
+    assert chunk_count(64, 4, 0.0025, None, 0.002, 0.005) == 32  # ~5 ms chunks
+    assert chunk_count(3, 2, 0.05, None, 0.002, 0.005) == 2    # never more than tasks
+    for n in range(1, 40):
+        for task in (0.0025, 0.004, 0.01, 0.1):
+            count = chunk_count(n, 3, task, None, 0.002, 0.005)
+            assert count % 3 == 0 and 3 <= count <= max(3, n)

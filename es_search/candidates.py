@@ -6,9 +6,10 @@ worker that scores it builds it from that description and the task's seed. Only 
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
+import torch
 
 from .seeding import stream_seed
 
@@ -80,3 +81,68 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
         agent.set_weights(candidate.vector)
     else:
         raise ValueError(f"unknown candidate kind {kind!r}; expected one of {KINDS}")
+
+
+#: the kinds :func:`build_group` builds without loading each candidate into the agent
+_GROUP_KINDS = ("center", "jitter", "noise", "vector")
+
+
+def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
+                seeds: Sequence[int], seed: int, generation: int
+                ) -> dict[str, torch.Tensor] | None:
+    """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
+    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each of
+    them; or None when only :func:`build` can do it (a ``"weights"`` candidate, or an
+    agent that overrides ``jitter_weights`` or ``set_flat``).
+
+    Every row is computed from its own candidate and seed, with the operations
+    :func:`build` runs, on tensors of the same shapes: ``"noise"`` and ``"vector"``
+    rows as float64 vectors cast to each parameter's dtype as ``set_flat`` casts them;
+    ``"jitter"`` rows as the centre's parameters plus ``sigma`` times the draws of
+    ``jitter_weights`` from a generator seeded like torch's global one. It leaves
+    ``agent`` holding the centre and the global RNGs untouched.
+    """
+    from .agent import Agent
+    def default(name: str) -> bool:  # neither the class nor the instance overrides it
+        return getattr(type(agent), name) is getattr(Agent, name) and name not in vars(agent)
+
+    kinds = {c.kind for c in candidates}
+    if (not kinds <= set(_GROUP_KINDS) or not default("set_flat")
+            or ("jitter" in kinds and not default("jitter_weights"))):
+        return None
+    n = len(candidates)
+    evolved = agent.evolved_parameters()
+    agent.set_flat(center)  # the centre's parameters, cast as set_flat casts
+    params = {name: p.detach().unsqueeze(0).repeat((n,) + (1,) * p.dim())
+              for name, p in evolved}
+    flat = [k for k, c in enumerate(candidates) if c.kind in ("noise", "vector")]
+    if flat:
+        rows = np.empty((len(flat), center.size))
+        for row, k in enumerate(flat):
+            c = candidates[k]
+            if c.kind == "vector":
+                rows[row] = np.asarray(c.vector)
+                continue
+            eps = noise(seed, generation, c.key, center.size)
+            if c.vector is None:
+                np.add(center, (c.sign * c.sigma) * eps, out=rows[row])
+            else:
+                np.add(center, c.sign * (c.vector * eps), out=rows[row])
+        rows_t = torch.from_numpy(rows)
+        index = torch.tensor(flat)
+        offset = 0
+        for name, p in evolved:
+            size = p.numel()
+            params[name][index] = (rows_t[:, offset:offset + size]
+                                   .reshape((len(flat),) + p.shape).to(p.dtype))
+            offset += size
+    if "jitter" in kinds:  # Agent.jitter_weights, drawing from its own generator
+        generator = torch.Generator()
+        rows = [(params[name].unbind(0), p.shape, p.dtype) for name, p in evolved]
+        for k, c in enumerate(candidates):
+            if c.kind == "jitter":
+                generator.manual_seed(seeds[k])
+                for row, shape, dtype in rows:
+                    row[k].add_(torch.randn(shape, dtype=dtype, generator=generator),
+                                alpha=c.sigma)
+    return params

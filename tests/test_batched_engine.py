@@ -1,11 +1,14 @@
 """The engine with Agent.score_batch: groups at fixed indices, any worker count."""
 from __future__ import annotations
 
+import copy
 import math
 
 import cloudpickle
 import joblib
+import numpy as np
 import pytest
+import torch
 
 import es_search
 from es_search.worker import chunk_bounds, group_bounds
@@ -159,3 +162,59 @@ def test_a_bad_group_size_fails_before_the_run():
     agent.score_batch_size = 2.5
     with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
         es_search.run(agent, generations=1, population=4, n_jobs=1, progress=False)
+
+
+class Mixed(es_search.Agent):
+    """Evolved parameters of several shapes and dtypes (sizes with and without a
+    vector tail), and a non-evolved buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(5, 3), requires_grad=False)
+        self.b = torch.nn.Parameter(torch.randn(17, dtype=torch.float64),
+                                    requires_grad=False)
+        self.c = torch.nn.Parameter(torch.randn(1), requires_grad=False)
+        self.d = torch.nn.Parameter(torch.randn(2, 2).half(), requires_grad=False)
+        self.register_buffer("steps", torch.zeros(()))
+
+    def score_batch(self, params, seeds):
+        return [0.0] * len(seeds)
+
+
+@pytest.mark.parametrize("agent", [Mixed(), RowExact(dim=37)],
+                         ids=["mixed-dtypes", "row-exact"])
+def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent):
+    from es_search.candidates import Candidate, build_group
+    from es_search.worker import Payload, run_task
+    agent.set_flat(agent.get_flat() + np.linspace(-1, 1, agent.num_evolved()))
+    center = agent.get_flat()  # exact in every dtype, so the check below can be exact
+    scale = np.linspace(0.1, 2, center.size)
+    candidates = [Candidate("jitter", 0.5), Candidate("noise", 0.3, 1.0, 4),
+                  Candidate("noise", 0.3, -1.0, 4), Candidate("center"),
+                  Candidate("jitter", 1e-3), Candidate("vector", vector=center * 3),
+                  Candidate("noise", 0.0, -1.0, 9, vector=scale),
+                  Candidate("jitter", 2.0)]
+    seed, generation, start = 3, 5, 8
+    seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
+    with torch.no_grad():
+        stacked = build_group(agent, center, candidates, seeds, seed, generation)
+    assert np.array_equal(agent.get_flat(), center)  # the agent holds the centre
+    for k, candidate in enumerate(candidates):
+        run_task(agent, Payload(center, {}), candidate, seed, generation, start + k,
+                 score=False)
+        for name, p in agent.evolved_parameters():
+            assert stacked[name].dtype == p.dtype
+            assert torch.equal(stacked[name][k], p), (k, candidate.kind, name)
+    # built only in the agent: a weights candidate, or a jitter of the agent's own
+    assert build_group(agent, center, [Candidate("weights", vector={})], seeds[:1],
+                       seed, generation) is None
+    own = copy.deepcopy(agent)
+    own.jitter_weights = lambda sigma: None
+    assert build_group(own, center, candidates[:2], seeds[:2], seed, generation) is None
+    assert build_group(own, center, candidates[1:3], seeds[:2], seed, generation) is not None
+
+    class OwnJitter(type(agent)):
+        def jitter_weights(self, sigma):
+            pass
+    assert build_group(OwnJitter(), center, candidates[:1], seeds[:1], seed,
+                       generation) is None

@@ -177,13 +177,15 @@ class BatchedPolicy(Agent):
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
         n, episodes = len(seeds), self.episodes
-        layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
-                  for w, b in self.stacked_layers(params)]  # column = (candidate, episode)
+        layers = self.stacked_layers(params)
+        if episodes > 1:  # column = (candidate, episode)
+            layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
+                      for w, b in layers]
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
         streams = candidate_rngs(seeds, 1)
-        starts = np.concatenate([rng.uniform(low=-self.start_high, high=self.start_high,
-                                             size=(episodes, len(self.start_high)))
-                                 for rng in streams]).T  # (state, column)
+        # what rng.uniform(-high, high, (episodes, d)) draws: low + (high - low) * u
+        u = np.concatenate([rng.random((episodes, len(self.start_high))) for rng in streams])
+        starts = (-self.start_high + (self.start_high - -self.start_high) * u).T
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])

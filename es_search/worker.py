@@ -32,7 +32,8 @@ from .batched import as_scores, group_size
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import preserved_global_rngs, seed_global_rngs, stream_seed, task_seed
+from .seeding import (preserved_global_rngs, seed_global_rngs, stream_seed, task_seed,
+                      task_seeds)
 
 
 class Payload(NamedTuple):
@@ -180,7 +181,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     seeded with the group's first task seed. Returns the scores and
     ``agent.task_report()``, the group's one report. Exceptions propagate.
     """
-    seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
+    seeds = task_seeds(seed, generation, start, start + len(candidates))
     with torch.no_grad():
         params = _candidates.build_group(agent, payload.center, candidates, seeds, seed,
                                          generation)

@@ -218,3 +218,13 @@ def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent):
             pass
     assert build_group(OwnJitter(), center, candidates[:1], seeds[:1], seed,
                        generation) is None
+
+
+def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():
+    from es_search.seeding import task_seeds
+    for seed in (0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 64 - 1, 2 ** 64, 2 ** 130):
+        for generation in (-1, 0, 3, 2 ** 32 - 1, 2 ** 33):
+            for start, stop in ((0, 40), (5, 6), (2 ** 32 - 2, 2 ** 32 + 1)):
+                assert task_seeds(seed, generation, start, stop) == [
+                    task_seed(seed, generation, i) for i in range(start, stop)]
+    assert task_seeds(0, 0, 4, 4) == []

@@ -138,11 +138,11 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
             offset += size
     if "jitter" in kinds:  # Agent.jitter_weights, drawing from its own generator
         generator = torch.Generator()
-        rows = [(params[name].unbind(0), p.shape, p.dtype) for name, p in evolved]
+        # randn_like(p) is empty_like(p).normal_(): the same draws into eps
+        rows = [(params[name].unbind(0), torch.empty_like(p)) for name, p in evolved]
         for k, c in enumerate(candidates):
             if c.kind == "jitter":
                 generator.manual_seed(seeds[k])
-                for row, shape, dtype in rows:
-                    row[k].add_(torch.randn(shape, dtype=dtype, generator=generator),
-                                alpha=c.sigma)
+                for row, eps in rows:
+                    row[k].add_(eps.normal_(generator=generator), alpha=c.sigma)
     return params

@@ -210,9 +210,10 @@ class CartPole(BatchedPolicy):
         state.pop("_envs", None)
         return state
 
-    def _vector_env(self, columns: int):
-        """A cached ``CartPoleVectorEnv`` of the next power of two >= ``columns``."""
-        width = 1 << max(columns - 1, 0).bit_length()
+    def _vector_env(self, columns: int, exact: bool = False):
+        """A cached ``CartPoleVectorEnv`` of ``columns`` columns (``exact``: a group's
+        first environment) or of the next power of two (survivors move into these)."""
+        width = columns if exact else 1 << max(columns - 1, 0).bit_length()
         envs = self.__dict__.setdefault("_envs", {})
         if width not in envs:
             import gymnasium as gym
@@ -222,10 +223,10 @@ class CartPole(BatchedPolicy):
         env.reset(seed=0)  # fresh counters; the caller sets each column's state
         return env
 
-    def _load(self, state: np.ndarray, steps: np.ndarray):
+    def _load(self, state: np.ndarray, steps: np.ndarray, exact: bool = False):
         """An environment whose first columns hold ``state`` (4, m) and step counters
         ``steps``; padding columns (all zero, never counted) fill the rest."""
-        env = self._vector_env(state.shape[1])
+        env = self._vector_env(state.shape[1], exact)
         raw = env.unwrapped
         raw.state = np.zeros((4, raw.num_envs))
         raw.state[:, :state.shape[1]] = state
@@ -238,7 +239,7 @@ class CartPole(BatchedPolicy):
         still running; each column's arithmetic is elementwise, so its trajectory does
         not change when it moves."""
         columns = starts.shape[1]
-        env, raw = self._load(starts, np.zeros(0, dtype=np.int32))
+        env, raw = self._load(starts, np.zeros(0, dtype=np.int32), exact=True)
         # the column each slot of the environment runs; -1: padding or finished
         slots = np.full(raw.num_envs, -1)
         slots[:columns] = np.arange(columns)

@@ -136,13 +136,41 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
             params[name][index] = (rows_t[:, offset:offset + size]
                                    .reshape((len(flat),) + p.shape).to(p.dtype))
             offset += size
-    if "jitter" in kinds:  # Agent.jitter_weights, drawing from its own generator
-        generator = torch.Generator()
-        # randn_like(p) is empty_like(p).normal_(): the same draws into eps
-        rows = [(params[name].unbind(0), torch.empty_like(p)) for name, p in evolved]
-        for k, c in enumerate(candidates):
-            if c.kind == "jitter":
-                generator.manual_seed(seeds[k])
-                for row, eps in rows:
-                    row[k].add_(eps.normal_(generator=generator), alpha=c.sigma)
+    if "jitter" in kinds:
+        _jitter_rows(params, evolved, candidates, seeds)
     return params
+
+
+def _jitter_rows(params: dict[str, torch.Tensor], evolved: list, candidates: Sequence[Candidate],
+                 seeds: Sequence[int]) -> None:
+    """Add ``Agent.jitter_weights``'s noise to the rows of the ``"jitter"`` candidates.
+
+    Each candidate's draws come from a generator seeded as torch's global one would be
+    (``randn_like(p)`` is ``empty_like(p).normal_()``), one parameter after the other.
+    ``p.add_(eps, alpha=sigma)`` runs once per row, or, when every row shares ``sigma``
+    and torch runs on one thread, once for all rows laid out with a gap after each row:
+    rows that cannot be merged into one dimension are each run by the same inner loop,
+    from their first element, as a single row's tensor is (the bit-for-bit test checks
+    it).
+    """
+    rows = [k for k, c in enumerate(candidates) if c.kind == "jitter"]
+    eps = {name: torch.empty((len(rows),) + p.shape, dtype=p.dtype) for name, p in evolved}
+    draws = [eps[name].unbind(0) for name, _ in evolved]
+    generator = torch.Generator()
+    for j, k in enumerate(rows):
+        generator.manual_seed(seeds[k])
+        for draw in draws:
+            draw[j].normal_(generator=generator)
+    sigmas = {candidates[k].sigma for k in rows}
+    if len(sigmas) > 1 or torch.get_num_threads() != 1:
+        for name, _ in evolved:
+            for j, k in enumerate(rows):
+                params[name][k].add_(eps[name][j], alpha=candidates[k].sigma)
+        return
+    index = torch.tensor(rows)
+    for name, p in evolved:
+        size = p.numel()
+        gapped = torch.empty((len(rows), size + 1), dtype=p.dtype)[:, :size]
+        gapped.copy_(params[name][index].reshape(len(rows), size))
+        gapped.add_(eps[name].reshape(len(rows), size), alpha=candidates[rows[0]].sigma)
+        params[name][index] = gapped.reshape((len(rows),) + p.shape)

@@ -183,20 +183,21 @@ class Mixed(es_search.Agent):
 
 @pytest.mark.parametrize("agent", [Mixed(), RowExact(dim=37)],
                          ids=["mixed-dtypes", "row-exact"])
-def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent):
+@pytest.mark.parametrize("jitter", [(0.5, 1e-3, 2.0), (0.3,) * 3])
+def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
     from es_search.candidates import Candidate, build_group
-    from es_search.worker import Payload, run_task
+    from es_search.worker import Payload, run_task, single_torch_thread
     agent.set_flat(agent.get_flat() + np.linspace(-1, 1, agent.num_evolved()))
     center = agent.get_flat()  # exact in every dtype, so the check below can be exact
     scale = np.linspace(0.1, 2, center.size)
-    candidates = [Candidate("jitter", 0.5), Candidate("noise", 0.3, 1.0, 4),
+    candidates = [Candidate("jitter", jitter[0]), Candidate("noise", 0.3, 1.0, 4),
                   Candidate("noise", 0.3, -1.0, 4), Candidate("center"),
-                  Candidate("jitter", 1e-3), Candidate("vector", vector=center * 3),
+                  Candidate("jitter", jitter[1]), Candidate("vector", vector=center * 3),
                   Candidate("noise", 0.0, -1.0, 9, vector=scale),
-                  Candidate("jitter", 2.0)]
+                  Candidate("jitter", jitter[2])] + [Candidate("jitter", jitter[2])] * 30
     seed, generation, start = 3, 5, 8
     seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
-    with torch.no_grad():
+    with torch.no_grad(), single_torch_thread():  # as in the engine
         stacked = build_group(agent, center, candidates, seeds, seed, generation)
     assert np.array_equal(agent.get_flat(), center)  # the agent holds the centre
     for k, candidate in enumerate(candidates):

@@ -103,8 +103,10 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
     ``agent`` holding the centre and the global RNGs untouched.
     """
     from .agent import Agent
+
     def default(name: str) -> bool:  # neither the class nor the instance overrides it
-        return getattr(type(agent), name) is getattr(Agent, name) and name not in vars(agent)
+        return (getattr(type(agent), name) is getattr(Agent, name)
+                and name not in vars(agent))
 
     kinds = {c.kind for c in candidates}
     if (not kinds <= set(_GROUP_KINDS) or not default("set_flat")
@@ -141,8 +143,8 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
     return params
 
 
-def _jitter_rows(params: dict[str, torch.Tensor], evolved: list, candidates: Sequence[Candidate],
-                 seeds: Sequence[int]) -> None:
+def _jitter_rows(params: dict[str, torch.Tensor], evolved: list,
+                 candidates: Sequence[Candidate], seeds: Sequence[int]) -> None:
     """Add ``Agent.jitter_weights``'s noise to the rows of the ``"jitter"`` candidates.
 
     Each candidate's draws come from a generator seeded as torch's global one would be

@@ -176,10 +176,11 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     task seed, the centre, its jitter or noise), and the evolved weights are stacked:
     computed directly as stacked rows by ``candidates.build_group`` where it can,
     else built one at a time in the agent (:func:`stack_built`). Then
-    ``score_batch(params, seeds, **score_kwargs)`` runs under ``torch.no_grad()`` on the agent holding the centre, with
-    ``task_seed = None``, the generation's ``generation_seed`` and the global RNGs
-    seeded with the group's first task seed. Returns the scores and
-    ``agent.task_report()``, the group's one report. Exceptions propagate.
+    ``score_batch(params, seeds, **score_kwargs)`` runs under ``torch.no_grad()`` on
+    the agent holding the centre, with ``task_seed = None``, the generation's
+    ``generation_seed`` and the global RNGs seeded with the group's first task seed.
+    Returns the scores and ``agent.task_report()``, the group's one report. Exceptions
+    propagate.
     """
     seeds = task_seeds(seed, generation, start, start + len(candidates))
     with torch.no_grad():

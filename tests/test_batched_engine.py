@@ -212,7 +212,8 @@ def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
     own = copy.deepcopy(agent)
     own.jitter_weights = lambda sigma: None
     assert build_group(own, center, candidates[:2], seeds[:2], seed, generation) is None
-    assert build_group(own, center, candidates[1:3], seeds[:2], seed, generation) is not None
+    assert build_group(own, center, candidates[1:3], seeds[:2], seed,
+                       generation) is not None
 
     class OwnJitter(type(agent)):
         def jitter_weights(self, sigma):

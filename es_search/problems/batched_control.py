@@ -184,7 +184,8 @@ class BatchedPolicy(Agent):
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
         streams = candidate_rngs(seeds, 1)
         # what rng.uniform(-high, high, (episodes, d)) draws: low + (high - low) * u
-        u = np.concatenate([rng.random((episodes, len(self.start_high))) for rng in streams])
+        dims = len(self.start_high)
+        u = np.concatenate([rng.random((episodes, dims)) for rng in streams])
         starts = (-self.start_high + (self.start_high - -self.start_high) * u).T
         uniforms = None
         if self.discrete and not self.greedy:

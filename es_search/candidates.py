@@ -92,8 +92,9 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 ) -> dict[str, torch.Tensor] | None:
     """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
     leading dimension, bit for bit what :func:`build` loads into ``agent`` for each of
-    them; or None when only :func:`build` can do it (a ``"weights"`` candidate, or an
-    agent that overrides ``jitter_weights`` or ``set_flat``).
+    them; or None when only :func:`build` can do it (a ``"weights"`` candidate, an
+    agent that overrides ``jitter_weights`` or ``set_flat``, or a jitter of a
+    non-contiguous parameter).
 
     Every row is computed from its own candidate and seed, with the operations
     :func:`build` runs, on tensors of the same shapes: ``"noise"`` and ``"vector"``
@@ -112,8 +113,10 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
     if (not kinds <= set(_GROUP_KINDS) or not default("set_flat")
             or ("jitter" in kinds and not default("jitter_weights"))):
         return None
-    n = len(candidates)
     evolved = agent.evolved_parameters()
+    if "jitter" in kinds and not all(p.is_contiguous() for _, p in evolved):
+        return None  # randn_like would draw in the parameter's own memory order
+    n = len(candidates)
     agent.set_flat(center)  # the centre's parameters, cast as set_flat casts
     params = {name: p.detach().unsqueeze(0).repeat((n,) + (1,) * p.dim())
               for name, p in evolved}

@@ -220,6 +220,13 @@ def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
             pass
     assert build_group(OwnJitter(), center, candidates[:1], seeds[:1], seed,
                        generation) is None
+    if isinstance(agent, Mixed):  # a jitter draws in a parameter's own memory order
+        transposed = copy.deepcopy(agent)
+        transposed.a.data = transposed.a.data.T.contiguous().T
+        assert build_group(transposed, center, candidates[:1], seeds[:1], seed,
+                           generation) is None
+        assert build_group(transposed, center, candidates[1:2], seeds[:1], seed,
+                           generation) is not None
 
 
 def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():

@@ -143,6 +143,21 @@ def test_batched_cartpole_is_the_per_candidate_run_on_any_worker_count():
                                         **kwargs)) == reference
 
 
+@pytest.mark.parametrize("strategy", ["hill-climb", "openai-es"])
+def test_batched_pendulum_is_the_per_candidate_run(strategy):
+    # groups of 32 and 8, built by build_group (jitter or noise), against score() alone
+    pytest.importorskip("gymnasium")
+    from es_search.problems.batched_control import Pendulum
+    kwargs = dict(generations=2, population=40, sigma=0.2, seed=1, progress=False,
+                  n_jobs=1, strategy=strategy)
+    runs = []
+    for group in (32, 0):
+        torch.manual_seed(0)  # the same hidden layer
+        runs.append(comparable(es_search.run(Pendulum(max_steps=40, score_batch_size=group),
+                                             **kwargs)))
+    assert runs[0] == runs[1]
+
+
 def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
     from batch_agents import BatchedRunningStats
     kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, progress=False,

@@ -85,6 +85,7 @@ CASES = {("cartpole", "start"): (0.5, 3, None),
 
 
 def make_agent(problem: str, path: str, group: int) -> Any:
+    torch.manual_seed(0)  # the same initial weights on every path (Pendulum's hidden layer)
     if path == "gym":  # the per-candidate classes of es_search.problems.control
         from es_search.problems import control
         return control.CartPole() if problem == "cartpole" else control.Pendulum()

@@ -6,9 +6,10 @@ worker that scores it builds it from that description and the task's seed. Only 
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
+import torch
 
 from .seeding import stream_seed
 
@@ -80,3 +81,101 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
         agent.set_weights(candidate.vector)
     else:
         raise ValueError(f"unknown candidate kind {kind!r}; expected one of {KINDS}")
+
+
+#: the kinds :func:`build_group` builds without loading each candidate into the agent
+_GROUP_KINDS = ("center", "jitter", "noise", "vector")
+
+
+def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
+                seeds: Sequence[int], seed: int, generation: int
+                ) -> dict[str, torch.Tensor] | None:
+    """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
+    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each of
+    them; or None when only :func:`build` can do it (a ``"weights"`` candidate, an
+    agent that overrides ``jitter_weights`` or ``set_flat``, or a jitter of a
+    non-contiguous parameter).
+
+    Every row is computed from its own candidate and seed, with the operations
+    :func:`build` runs, on tensors of the same shapes: ``"noise"`` and ``"vector"``
+    rows as float64 vectors cast to each parameter's dtype as ``set_flat`` casts them;
+    ``"jitter"`` rows as the centre's parameters plus ``sigma`` times the draws of
+    ``jitter_weights`` from a generator seeded like torch's global one. It leaves
+    ``agent`` holding the centre and the global RNGs untouched.
+    """
+    from .agent import Agent
+
+    def default(name: str) -> bool:  # neither the class nor the instance overrides it
+        return (getattr(type(agent), name) is getattr(Agent, name)
+                and name not in vars(agent))
+
+    kinds = {c.kind for c in candidates}
+    if (not kinds <= set(_GROUP_KINDS) or not default("set_flat")
+            or ("jitter" in kinds and not default("jitter_weights"))):
+        return None
+    evolved = agent.evolved_parameters()
+    if "jitter" in kinds and not all(p.is_contiguous() for _, p in evolved):
+        return None  # randn_like would draw in the parameter's own memory order
+    n = len(candidates)
+    agent.set_flat(center)  # the centre's parameters, cast as set_flat casts
+    params = {name: p.detach().unsqueeze(0).repeat((n,) + (1,) * p.dim())
+              for name, p in evolved}
+    flat = [k for k, c in enumerate(candidates) if c.kind in ("noise", "vector")]
+    if flat:
+        rows = np.empty((len(flat), center.size))
+        for row, k in enumerate(flat):
+            c = candidates[k]
+            if c.kind == "vector":
+                rows[row] = np.asarray(c.vector)
+                continue
+            eps = noise(seed, generation, c.key, center.size)
+            if c.vector is None:
+                np.add(center, (c.sign * c.sigma) * eps, out=rows[row])
+            else:
+                np.add(center, c.sign * (c.vector * eps), out=rows[row])
+        rows_t = torch.from_numpy(rows)
+        index = torch.tensor(flat)
+        offset = 0
+        for name, p in evolved:
+            size = p.numel()
+            params[name][index] = (rows_t[:, offset:offset + size]
+                                   .reshape((len(flat),) + p.shape).to(p.dtype))
+            offset += size
+    if "jitter" in kinds:
+        _jitter_rows(params, evolved, candidates, seeds)
+    return params
+
+
+def _jitter_rows(params: dict[str, torch.Tensor], evolved: list,
+                 candidates: Sequence[Candidate], seeds: Sequence[int]) -> None:
+    """Add ``Agent.jitter_weights``'s noise to the rows of the ``"jitter"`` candidates.
+
+    Each candidate's draws come from a generator seeded as torch's global one would be
+    (``randn_like(p)`` is ``empty_like(p).normal_()``), one parameter after the other.
+    ``p.add_(eps, alpha=sigma)`` runs once per row, or, when every row shares ``sigma``
+    and torch runs on one thread, once for all rows laid out with a gap after each row:
+    rows that cannot be merged into one dimension are each run by the same inner loop,
+    from their first element, as a single row's tensor is (the bit-for-bit test checks
+    it).
+    """
+    rows = [k for k, c in enumerate(candidates) if c.kind == "jitter"]
+    eps = {name: torch.empty((len(rows),) + p.shape, dtype=p.dtype) for name, p in evolved}
+    draws = [eps[name].unbind(0) for name, _ in evolved]
+    generator = torch.Generator()
+    for j, k in enumerate(rows):
+        generator.manual_seed(seeds[k])
+        for draw in draws:
+            draw[j].normal_(generator=generator)
+    sigmas = {candidates[k].sigma for k in rows}
+    if len(sigmas) > 1 or torch.get_num_threads() != 1:
+        for name, _ in evolved:
+            for j, k in enumerate(rows):
+                params[name][k].add_(eps[name][j], alpha=candidates[k].sigma)
+        return
+    index = torch.tensor(rows)
+    for name, p in evolved:
+        size = p.numel()
+        gapped = torch.empty((len(rows), size + 1), dtype=p.dtype)[:, :size]
+        gapped.copy_(params[name][index].reshape(len(rows), size))
+        gapped.add_(eps[name].reshape(len(rows), size), alpha=candidates[rows[0]].sigma)
+        params[name][index] = gapped.reshape((len(rows),) + p.shape)

@@ -6,6 +6,9 @@ that happens to run it or from completion order. That is what makes a run give t
 same result on 1 core, 16 cores or a cluster.
 
 Generation ``-1`` is the evaluation of the starting agent, before generation 0.
+
+:func:`task_seeds` and :func:`seed_sequence_words` compute many seeds at once, bit for
+bit what ``SeedSequence`` gives one at a time (a batched group's seeds and streams).
 """
 from __future__ import annotations
 
@@ -27,6 +30,90 @@ def task_seed(seed: int, generation: int, index: int) -> int:
     """
     sequence = np.random.SeedSequence(seed, spawn_key=(generation + 1, index))
     return int(sequence.generate_state(1, np.uint64)[0])
+
+
+# numpy.random.SeedSequence's hash constants (numpy/random/bit_generator.pyx)
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+
+
+def seed_words(n: int) -> list[int]:
+    """``n`` as SeedSequence reads an int: 32-bit words, least significant first."""
+    words = [n & _MASK32]
+    while n > _MASK32:
+        n >>= 32
+        words.append(n & _MASK32)
+    return words
+
+
+def _hash(value, const: int, mult: int):
+    """``((value ^ const) * mult) ^ (... >> 16)`` in uint32: SeedSequence's hashmix step
+    (``value`` a Python int or a uint32 array)."""
+    if isinstance(value, int):
+        value = ((value ^ const) * mult) & _MASK32
+    else:
+        value = (value ^ np.uint32(const)) * np.uint32(mult)
+    return value ^ (value >> 16)
+
+
+def _mix(x, y):
+    # a shared word's product in Python, any array's in uint32 (which wraps, silently)
+    x = np.uint32((_MIX_L * x) & _MASK32) if isinstance(x, int) else np.uint32(_MIX_L) * x
+    y = np.uint32((_MIX_R * y) & _MASK32) if isinstance(y, int) else np.uint32(_MIX_R) * y
+    if isinstance(x, np.generic) and isinstance(y, np.generic):
+        result = (int(x) - int(y)) & _MASK32
+    else:
+        result = x - y
+    return result ^ (result >> 16)
+
+
+def seed_sequence_words(entropy: list, n_words: int) -> list:
+    """``SeedSequence``'s pool and ``generate_state(n_words)`` (uint32 words), for many
+    sequences at once: ``entropy`` is the assembled entropy, one item per word, each a
+    Python int shared by every sequence or a uint32 array with one word per sequence
+    (as ``get_assembled_entropy()`` lays it out: the run entropy padded to 4 words,
+    then the spawn key's). Words every sequence shares are hashed once, in Python.
+    """
+    const = _INIT_A
+
+    def hashmix(value):
+        nonlocal const
+        before, const = const, (const * _MULT_A) & _MASK32
+        return _hash(value, before, const)
+
+    pool = [hashmix(word) for word in list(entropy[:4]) + [0] * (4 - len(entropy))]
+    for src in range(4):
+        for dst in range(4):
+            if src != dst:
+                pool[dst] = _mix(pool[dst], hashmix(pool[src]))
+    for word in entropy[4:]:
+        for dst in range(4):
+            pool[dst] = _mix(pool[dst], hashmix(word))
+    out, const = [], _INIT_B
+    for k in range(n_words):
+        before, const = const, (const * _MULT_B) & _MASK32
+        out.append(_hash(pool[k % 4], before, const))
+    return out
+
+
+def task_seeds(seed: int, generation: int, start: int, stop: int) -> list[int]:
+    """``[task_seed(seed, generation, i) for i in range(start, stop)]``, at once
+    (:func:`seed_sequence_words`, tested equal; ``task_seed`` costs ~6 us each)."""
+    if stop <= start:
+        return []
+    if min(seed, generation + 1, start) < 0 or stop - 1 > _MASK32:
+        return [task_seed(seed, generation, i) for i in range(start, stop)]
+    run = seed_words(seed)
+    index = np.arange(start, stop, dtype=np.uint64).astype(np.uint32)
+    entropy = run + [0] * (4 - len(run)) + seed_words(generation + 1) + [index]
+    return as_uint64(seed_sequence_words(entropy, 2))[:, 0].tolist()
+
+
+def as_uint64(words: list) -> np.ndarray:
+    """uint32 words (arrays of one word per sequence), in pairs, as
+    ``generate_state(..., np.uint64)`` views them: ``(sequences, len(words) // 2)``."""
+    state = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1)
+    return np.ascontiguousarray(state).view(np.uint64)
 
 
 def stream_seed(seed: int, *key: int) -> int:

@@ -32,7 +32,8 @@ from .batched import as_scores, group_size
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import preserved_global_rngs, seed_global_rngs, stream_seed, task_seed
+from .seeding import (preserved_global_rngs, seed_global_rngs, stream_seed, task_seed,
+                      task_seeds)
 
 
 class Payload(NamedTuple):
@@ -171,15 +172,41 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
               generation: int, start: int) -> tuple[list[float], Any]:
     """Tasks ``start, start + 1, ...`` of ``generation`` as one ``score_batch()`` call.
 
-    Each candidate is built by :func:`run_task` (``score=False``: its task seed, the
-    shared state, the centre, its jitter or noise), exactly as for ``score()``, and its
-    evolved weights are stacked. Then ``score_batch(params, seeds, **score_kwargs)``
-    runs under ``torch.no_grad()`` on the agent holding the centre, with
-    ``task_seed = None``, the generation's ``generation_seed`` and the global RNGs
-    seeded with the group's first task seed. Returns the scores and
-    ``agent.task_report()``, the group's one report. Exceptions propagate.
+    Each candidate is built exactly as :func:`run_task` builds it for ``score()`` (its
+    task seed, the centre, its jitter or noise), and the evolved weights are stacked:
+    computed directly as stacked rows by ``candidates.build_group`` where it can,
+    else built one at a time in the agent (:func:`stack_built`). Then
+    ``score_batch(params, seeds, **score_kwargs)`` runs under ``torch.no_grad()`` on
+    the agent holding the centre, with ``task_seed = None``, the generation's
+    ``generation_seed`` and the global RNGs seeded with the group's first task seed.
+    Returns the scores and ``agent.task_report()``, the group's one report. Exceptions
+    propagate.
     """
-    seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
+    seeds = task_seeds(seed, generation, start, start + len(candidates))
+    with torch.no_grad():
+        params = _candidates.build_group(agent, payload.center, candidates, seeds, seed,
+                                         generation)
+    built_here = params is None
+    if built_here:  # one at a time, in the agent
+        params = stack_built(agent, payload, candidates, seed, generation, start)
+    agent.generation_seed = generation_seed(seed, generation)
+    try:
+        with torch.no_grad():
+            seed_global_rngs(seeds[0])
+            if payload.shared:
+                agent.load_shared_state(payload.shared)
+            if built_here or payload.shared:  # build_group left the centre in the agent
+                agent.set_flat(payload.center)
+            values = agent.score_batch(params, seeds, **payload.score_kwargs)
+            return as_scores(values, len(seeds), agent), agent.task_report()
+    finally:
+        agent.generation_seed = None
+
+
+def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
+                generation: int, start: int) -> dict[str, torch.Tensor]:
+    """The evolved weights of ``candidates``, each built by :func:`run_task` in
+    ``agent``, stacked (what ``candidates.build_group`` computes where it can)."""
     evolved = agent.evolved_parameters()  # the same Parameter objects after each build
     params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
               for name, p in evolved}
@@ -189,17 +216,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
         with torch.no_grad():
             for row, (_, p) in zip(rows, evolved):
                 row[k].copy_(p)
-    agent.generation_seed = generation_seed(seed, generation)
-    try:
-        with torch.no_grad():
-            seed_global_rngs(seeds[0])
-            if payload.shared:
-                agent.load_shared_state(payload.shared)
-            agent.set_flat(payload.center)
-            values = agent.score_batch(params, seeds, **payload.score_kwargs)
-            return as_scores(values, len(seeds), agent), agent.task_report()
-    finally:
-        agent.generation_seed = None
+    return params
 
 
 def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate],

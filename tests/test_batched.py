@@ -78,6 +78,19 @@ def test_candidate_streams_depend_on_their_own_seed_only():
     assert batched.candidate_rngs([5], 1)[0].random() != batched.candidate_rngs([5], 2)[0].random()
 
 
+@pytest.mark.parametrize("seeds", [[task_seed(0, 3, i) for i in range(40)], list(range(8)),
+                                   [2 ** 64 - 1, 2 ** 32, 2 ** 32 - 1, 0, 5, 7, 2 ** 63, 1]])
+@pytest.mark.parametrize("key", [(1,), (), (0,), (2 ** 40, 3), (1, 2, 3, 4, 5)])
+def test_candidate_streams_are_seed_sequence_streams(seeds, key):
+    # groups of 8 or more take a faster route to the same streams
+    streams = batched.candidate_rngs(seeds, *key)
+    for rng, s in zip(streams, seeds):
+        ref = np.random.default_rng(np.random.SeedSequence(s, spawn_key=key))
+        assert np.array_equal(rng.random(5), ref.random(5))
+    ref = np.random.default_rng(np.random.SeedSequence(seeds[1], spawn_key=key))
+    assert np.array_equal(streams[1].spawn(2)[1].random(3), ref.spawn(2)[1].random(3))
+
+
 def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
     agent = Line()
     w = _group(agent, 2)

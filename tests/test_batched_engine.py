@@ -1,11 +1,14 @@
 """The engine with Agent.score_batch: groups at fixed indices, any worker count."""
 from __future__ import annotations
 
+import copy
 import math
 
 import cloudpickle
 import joblib
+import numpy as np
 import pytest
+import torch
 
 import es_search
 from es_search.worker import chunk_bounds, group_bounds
@@ -144,6 +147,21 @@ def test_batched_cartpole_is_the_per_candidate_run_on_any_worker_count():
                                         **kwargs)) == reference
 
 
+@pytest.mark.parametrize("strategy", ["hill-climb", "openai-es"])
+def test_batched_pendulum_is_the_per_candidate_run(strategy):
+    # groups of 32 and 8, built by build_group (jitter or noise), against score() alone
+    pytest.importorskip("gymnasium")
+    from es_search.problems.batched_control import Pendulum
+    kwargs = dict(generations=2, population=40, sigma=0.2, seed=1, progress=False,
+                  n_jobs=1, strategy=strategy)
+    runs = []
+    for group in (32, 0):
+        torch.manual_seed(0)  # the same hidden layer
+        runs.append(comparable(es_search.run(Pendulum(max_steps=40, score_batch_size=group),
+                                             **kwargs)))
+    assert runs[0] == runs[1]
+
+
 def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
     from batch_agents import BatchedRunningStats
     kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, progress=False,
@@ -163,3 +181,78 @@ def test_a_bad_group_size_fails_before_the_run():
     agent.score_batch_size = 2.5
     with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
         es_search.run(agent, generations=1, population=4, n_jobs=1, progress=False)
+
+
+class Mixed(es_search.Agent):
+    """Evolved parameters of several shapes and dtypes (sizes with and without a
+    vector tail), and a non-evolved buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(5, 3), requires_grad=False)
+        self.b = torch.nn.Parameter(torch.randn(17, dtype=torch.float64),
+                                    requires_grad=False)
+        self.c = torch.nn.Parameter(torch.randn(1), requires_grad=False)
+        self.d = torch.nn.Parameter(torch.randn(2, 2).half(), requires_grad=False)
+        self.register_buffer("steps", torch.zeros(()))
+
+    def score_batch(self, params, seeds):
+        return [0.0] * len(seeds)
+
+
+@pytest.mark.parametrize("agent", [Mixed(), RowExact(dim=37)],
+                         ids=["mixed-dtypes", "row-exact"])
+@pytest.mark.parametrize("jitter", [(0.5, 1e-3, 2.0), (0.3,) * 3])
+def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
+    from es_search.candidates import Candidate, build_group
+    from es_search.worker import Payload, run_task, single_torch_thread
+    agent.set_flat(agent.get_flat() + np.linspace(-1, 1, agent.num_evolved()))
+    center = agent.get_flat()  # exact in every dtype, so the check below can be exact
+    scale = np.linspace(0.1, 2, center.size)
+    candidates = [Candidate("jitter", jitter[0]), Candidate("noise", 0.3, 1.0, 4),
+                  Candidate("noise", 0.3, -1.0, 4), Candidate("center"),
+                  Candidate("jitter", jitter[1]), Candidate("vector", vector=center * 3),
+                  Candidate("noise", 0.0, -1.0, 9, vector=scale),
+                  Candidate("jitter", jitter[2])] + [Candidate("jitter", jitter[2])] * 30
+    seed, generation, start = 3, 5, 8
+    seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
+    with torch.no_grad(), single_torch_thread():  # as in the engine
+        stacked = build_group(agent, center, candidates, seeds, seed, generation)
+    assert np.array_equal(agent.get_flat(), center)  # the agent holds the centre
+    for k, candidate in enumerate(candidates):
+        run_task(agent, Payload(center, {}), candidate, seed, generation, start + k,
+                 score=False)
+        for name, p in agent.evolved_parameters():
+            assert stacked[name].dtype == p.dtype
+            assert torch.equal(stacked[name][k], p), (k, candidate.kind, name)
+    # built only in the agent: a weights candidate, or a jitter of the agent's own
+    assert build_group(agent, center, [Candidate("weights", vector={})], seeds[:1],
+                       seed, generation) is None
+    own = copy.deepcopy(agent)
+    own.jitter_weights = lambda sigma: None
+    assert build_group(own, center, candidates[:2], seeds[:2], seed, generation) is None
+    assert build_group(own, center, candidates[1:3], seeds[:2], seed,
+                       generation) is not None
+
+    class OwnJitter(type(agent)):
+        def jitter_weights(self, sigma):
+            pass
+    assert build_group(OwnJitter(), center, candidates[:1], seeds[:1], seed,
+                       generation) is None
+    if isinstance(agent, Mixed):  # a jitter draws in a parameter's own memory order
+        transposed = copy.deepcopy(agent)
+        transposed.a.data = transposed.a.data.T.contiguous().T
+        assert build_group(transposed, center, candidates[:1], seeds[:1], seed,
+                           generation) is None
+        assert build_group(transposed, center, candidates[1:2], seeds[:1], seed,
+                           generation) is not None
+
+
+def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():
+    from es_search.seeding import task_seeds
+    for seed in (0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 64 - 1, 2 ** 64, 2 ** 130):
+        for generation in (-1, 0, 3, 2 ** 32 - 1, 2 ** 33):
+            for start, stop in ((0, 40), (5, 6), (2 ** 32 - 2, 2 ** 32 + 1)):
+                assert task_seeds(seed, generation, start, stop) == [
+                    task_seed(seed, generation, i) for i in range(start, stop)]
+    assert task_seeds(0, 0, 4, 4) == []

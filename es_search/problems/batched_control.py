@@ -177,13 +177,16 @@ class BatchedPolicy(Agent):
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
         n, episodes = len(seeds), self.episodes
-        layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
-                  for w, b in self.stacked_layers(params)]  # column = (candidate, episode)
+        layers = self.stacked_layers(params)
+        if episodes > 1:  # column = (candidate, episode)
+            layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
+                      for w, b in layers]
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
         streams = candidate_rngs(seeds, 1)
-        starts = np.concatenate([rng.uniform(low=-self.start_high, high=self.start_high,
-                                             size=(episodes, len(self.start_high)))
-                                 for rng in streams]).T  # (state, column)
+        # what rng.uniform(-high, high, (episodes, d)) draws: low + (high - low) * u
+        dims = len(self.start_high)
+        u = np.concatenate([rng.random((episodes, dims)) for rng in streams])
+        starts = (-self.start_high + (self.start_high - -self.start_high) * u).T
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
@@ -208,9 +211,10 @@ class CartPole(BatchedPolicy):
         state.pop("_envs", None)
         return state
 
-    def _vector_env(self, columns: int):
-        """A cached ``CartPoleVectorEnv`` of the next power of two >= ``columns``."""
-        width = 1 << max(columns - 1, 0).bit_length()
+    def _vector_env(self, columns: int, exact: bool = False):
+        """A cached ``CartPoleVectorEnv`` of ``columns`` columns (``exact``: a group's
+        first environment) or of the next power of two (survivors move into these)."""
+        width = columns if exact else 1 << max(columns - 1, 0).bit_length()
         envs = self.__dict__.setdefault("_envs", {})
         if width not in envs:
             import gymnasium as gym
@@ -220,10 +224,10 @@ class CartPole(BatchedPolicy):
         env.reset(seed=0)  # fresh counters; the caller sets each column's state
         return env
 
-    def _load(self, state: np.ndarray, steps: np.ndarray):
+    def _load(self, state: np.ndarray, steps: np.ndarray, exact: bool = False):
         """An environment whose first columns hold ``state`` (4, m) and step counters
         ``steps``; padding columns (all zero, never counted) fill the rest."""
-        env = self._vector_env(state.shape[1])
+        env = self._vector_env(state.shape[1], exact)
         raw = env.unwrapped
         raw.state = np.zeros((4, raw.num_envs))
         raw.state[:, :state.shape[1]] = state
@@ -236,7 +240,7 @@ class CartPole(BatchedPolicy):
         still running; each column's arithmetic is elementwise, so its trajectory does
         not change when it moves."""
         columns = starts.shape[1]
-        env, raw = self._load(starts, np.zeros(0, dtype=np.int32))
+        env, raw = self._load(starts, np.zeros(0, dtype=np.int32), exact=True)
         # the column each slot of the environment runs; -1: padding or finished
         slots = np.full(raw.num_envs, -1)
         slots[:columns] = np.arange(columns)

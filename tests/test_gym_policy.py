@@ -76,7 +76,9 @@ def test_missing_extra_names_the_extra(monkeypatch):
     ({"hidden": "64"}, TypeError), ({"hidden": 2.5}, TypeError),
     ({"normalize": "sometimes"}, ValueError), ({"normalize": 1}, TypeError),
     ({"reward_offset": float("nan")}, ValueError), ({"reward_offset": "x"}, ValueError),
-    ({"episodes": 0}, ValueError), ({"max_steps": 0}, ValueError)])
+    ({"episodes": 0}, ValueError), ({"max_steps": 0}, ValueError),
+    ({"reward_clip": 0}, ValueError), ({"reward_clip": -1.0}, ValueError),
+    ({"reward_clip": float("inf")}, ValueError), ({"reward_clip": True}, ValueError)])
 def test_bad_options_fail_at_construction(kwargs, error):
     with pytest.raises(error):
         GymPolicy("Pendulum-v1", **kwargs)
@@ -253,6 +255,22 @@ def test_reward_offset_changes_the_score_not_the_test_returns():
     assert offset.score() == pytest.approx(base.score() - 30.0)
     assert np.array_equal(offset.returns(3, seed=1), base.returns(3, seed=1))
     assert len(base.returns(3, seed=1)) == 3
+
+
+def test_reward_clip_clips_each_step_in_the_score_not_the_test_returns():
+    kwargs = dict(max_steps=30, episodes=2)
+    base = GymPolicy("Pendulum-v1", **kwargs)  # rewards in [-16.3, 0]
+    clipped = GymPolicy("Pendulum-v1", reward_clip=1.0, reward_offset=-0.5, **kwargs)
+    loose = GymPolicy("Pendulum-v1", reward_clip=1e9, **kwargs)
+    weights = np.random.default_rng(4).normal(0, 1, base.num_evolved())
+    for agent in (base, clipped, loose):
+        agent.set_flat(weights)
+        agent.task_seed = 8
+    assert loose.score() == base.score() < -30.0  # nothing to clip: the same score
+    assert -45.0 <= clipped.score() < -15.0  # each step in [-1, 0], then -0.5
+    assert clipped.score() > base.score() - 15.0
+    assert np.array_equal(clipped.returns(3, seed=1), base.returns(3, seed=1))
+    assert load_problem("bipedalwalker")().reward_clip == 1.0
 
 
 def test_cli_takes_the_strategy_of_the_builtin(tmp_path, capsys):

@@ -90,6 +90,10 @@ class GymPolicy(Agent):
     - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
     - ``reward_offset``: added to every step's reward in the score the search sees
       (e.g. -1 removes Hopper's alive bonus); never in :meth:`returns`.
+    - ``reward_clip``: a number ``c`` clips every step's reward to ``[-c, c]`` (before
+      the offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
+      BipedalWalker's -100 for a fall into -1, so that trying to walk is not punished
+      far below standing still); None: no clipping.
     - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): observations are
       standardised with the statistics of ``norm_episodes`` random-action episodes run
       once at construction (seeds from ``norm_seed``); ``"running"``: with running
@@ -114,7 +118,8 @@ class GymPolicy(Agent):
     def __init__(self, env_id: str | None = None, hidden: Any = 0, episodes: int = 3,
                  max_steps: int | None = None, greedy: bool = False,
                  normalize: Any = False, reward_offset: float = 0.0, crn: bool = False,
-                 norm_episodes: int = 10, norm_seed: int = 12345):
+                 norm_episodes: int = 10, norm_seed: int = 12345,
+                 reward_clip: float | None = None):
         super().__init__()
         env_id = type(self).env_id if env_id is None else env_id
         if not isinstance(env_id, str) or not env_id:
@@ -131,12 +136,18 @@ class GymPolicy(Agent):
         if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
                 or not math.isfinite(reward_offset):
             raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")
+        if reward_clip is not None and (
+                isinstance(reward_clip, bool) or not isinstance(reward_clip, (int, float))
+                or not reward_clip > 0 or not math.isfinite(reward_clip)):
+            raise ValueError(f"reward_clip must be a finite number > 0 (rewards are clipped "
+                             f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
         env = make_env(env_id)  # an unknown id or a missing extra fails here
         self.env_id = env_id
         self._read_spaces(env)
         env.close()
         self.episodes, self.max_steps, self.greedy = int(episodes), max_steps, bool(greedy)
         self.reward_offset, self.crn = float(reward_offset), bool(crn)
+        self.reward_clip = None if reward_clip is None else float(reward_clip)
         self.hidden, self.normalize = sizes, mode
         dims = [self.obs_dim, *sizes, self.act_dim]
         self.layers = torch.nn.ModuleList(
@@ -234,8 +245,10 @@ class GymPolicy(Agent):
         return int(np.searchsorted(np.cumsum(p), u * p.sum()))
 
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
-                       record: bool = False, seeded_actions: bool | None = None) -> float:
-        """One episode's return (plus ``reward_offset`` per step). ``record``: add its
+                       record: bool = False, seeded_actions: bool | None = None,
+                       reward_clip: float | None = None) -> float:
+        """One episode's return (each step's reward clipped to ``[-reward_clip,
+        reward_clip]`` if given, plus ``reward_offset``). ``record``: add its
         observations and steps to the report of the current ``score()``.
         ``seeded_actions``: sample discrete actions from a generator seeded ``seed``
         (default: with ``crn``), not from NumPy's global RNG."""
@@ -255,6 +268,8 @@ class GymPolicy(Agent):
             if keep:
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(self.act(layers, x, rng))
+            if reward_clip is not None:
+                reward = min(max(float(reward), -reward_clip), reward_clip)
             total += float(reward) + reward_offset
             steps += 1
             if terminated or truncated or steps >= limit:
@@ -276,7 +291,9 @@ class GymPolicy(Agent):
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
                         if self.normalize == "running" else None}
-        return float(np.mean([self.episode_return(s, self.reward_offset, record=True)
+        clip = getattr(self, "reward_clip", None)  # absent in agents pickled before it
+        return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
+                                                  reward_clip=clip)
                               for s in self.episode_seeds()]))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:

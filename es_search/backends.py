@@ -222,7 +222,9 @@ class Pool:
     n_workers = 1
     is_local = False
     files: SharedFiles | None = None
-    #: chunks per worker at most in one round (None: as many as there are tasks)
+    #: chunks per worker at most in one round (None: as many as there are tasks). One
+    #: task per chunk was no faster on loky (LunarLander 0.97x, Hopper 1.00x:
+    #: ``benchmarks/chunking.py``): the main process's cost per chunk ate the balance
     max_chunks_per_worker: int | None = 4
 
     def put(self, name: str, value: Any) -> Any:
@@ -282,11 +284,7 @@ class JoblibPool(Pool):
 
 class LokyPool(JoblibPool):
     """loky without a task timeout: chunks go straight to the executor and their futures
-    are waited on (joblib's result loop polls every 10 ms, a floor on each round).
-    A chunk's round trip costs well under a millisecond, so long tasks may go one per
-    chunk."""
-
-    max_chunks_per_worker = None
+    are waited on (joblib's result loop polls every 10 ms, a floor on each round)."""
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:

@@ -273,10 +273,10 @@ class Evaluator:
 
     def _chunk_count(self, n: int) -> int:
         """How many chunks to cut ``n`` candidates into: one per worker, or, when tasks
-        take ``BALANCE_FROM`` or more, chunks of about ``MIN_CHUNK_SECONDS`` (down to
-        one task each), at most ``pool.max_chunks_per_worker`` per worker (a pool whose
-        round trips cost more). The workers take chunks as they come free, so a
-        generation waits at its end for about half a chunk, not half a worker's share.
+        take ``BALANCE_FROM`` or more, chunks of about ``MIN_CHUNK_SECONDS`` or more, at
+        most ``pool.max_chunks_per_worker`` per worker (4 on every pool today). The
+        workers take chunks as they come free, so a generation waits at its end for
+        about half a chunk, not half a worker's share.
         Results never depend on it (tasks are seeded by index)."""
         return chunk_count(n, self.n_workers, self.policy.task_seconds,
                            getattr(self.pool, "max_chunks_per_worker", None),

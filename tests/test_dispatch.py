@@ -173,8 +173,7 @@ def test_long_tasks_are_cut_into_several_chunks_per_worker_with_the_same_scores(
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
         assert ev._chunk_count(16) == 2  # nothing measured yet: one chunk per worker
         first = ev.score(0, center, candidates)
-        # 3-6 ms tasks: chunks of about 5 ms, down to a task each, taken as workers free
-        assert 8 <= ev._chunk_count(16) <= 16 and ev._chunk_count(16) % 2 == 0
+        assert ev._chunk_count(16) == 8  # 3-6 ms tasks: four chunks per worker
         assert ev._chunk_count(3) == 2   # never more chunks than candidates allow
         second = ev.score(1, center, candidates)
     assert [first, second] == reference

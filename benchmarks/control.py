@@ -38,7 +38,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from control_ceiling import Snapshots, final_ceiling, run_ceiling
+import cloudpickle  # noqa: E402
+import control_ceiling  # noqa: E402
+from control_ceiling import Snapshots, final_ceiling, run_ceiling  # noqa: E402
+
+# the bare loops run in worker processes that may not find benchmarks/ on their path
+cloudpickle.register_pickle_by_value(control_ceiling)
 
 HERE = Path(__file__).resolve().parent
 TEST_SEED = 1_000_000

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cloudpickle  # noqa: E402
 import control_ceiling  # noqa: E402
 from control_ceiling import Snapshots, final_ceiling, run_ceiling  # noqa: E402
+from readme_table import update_readme  # noqa: E402
 
 # the bare loops run in worker processes that may not find benchmarks/ on their path
 cloudpickle.register_pickle_by_value(control_ceiling)
@@ -68,7 +69,9 @@ class Args:
     no_evotorch: bool = False
     no_es_search: bool = False
     render: bool = False
-    """only rewrite control.md from control.json"""
+    """only rewrite control.md (and --readme's table) from control.json"""
+    readme: str = ""
+    """also write the median table between this README's control-table markers"""
     append: bool = False
     """keep the rows of an earlier control.json (same task, framework, seed replaced)"""
     out: str = str(HERE / "results")
@@ -264,6 +267,37 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_summary(rows: list[dict]) -> str:
+    """The README's table: per task, medians over the seeds run of each framework."""
+    lines = ["| task (budget) | es_search test mean | EvoTorch test mean | es_search steps/s "
+             "/ ceiling of its policies | issue 8 target (es_search) |",
+             "|---|---|---|---|---|"]
+    for name, task in LADDER.items():
+        mine = [r for r in rows if r["task"] == name and r["framework"] == "es_search"]
+        theirs = [r for r in rows if r["task"] == name and r["framework"] == "evotorch"]
+        if not mine:
+            continue
+
+        def median(group: list[dict]) -> str:
+            if not group:
+                return "-"
+            value = float(np.median([r["test_mean"] for r in group]))
+            return f"{value:.1f} ({len(group)} seed{'s' * (len(group) > 1)})"
+
+        ratios = [_ratio(r, r.get("run_ceiling")) for r in mine]
+        ratios, which = [x for x in ratios if x is not None], ""
+        if not ratios:  # rows from before the run ceiling: the final policy's
+            ratios = [x for x in (_ratio(r, r.get("ceiling")) for r in mine) if x is not None]
+            which = " (final policy)" if ratios else ""
+        mean = float(np.median([r["test_mean"] for r in mine]))
+        target = "-" if task.target is None else (
+            f">= {task.target:g}: {'met' if mean >= task.target else 'not met'}")
+        lines.append(f"| {task.env_id} ({task.budget_s:g} s) | {median(mine)} | "
+                     f"{median(theirs)} | {_fmt(float(np.median(ratios)) if ratios else None)}"
+                     f"{which} | {target} |")
+    return "\n".join(lines) + "\n"
+
+
 def _load(row: dict) -> str:
     load = (row.get("run") or {}).get("load")
     return f"{load[0]} / {load[1]}" if load else "-"
@@ -286,6 +320,8 @@ def main(argv=None) -> int:
                              f"does not exist: run the benchmark first")
         saved = json.loads((out / "control.json").read_text())
         (out / "control.md").write_text(render(saved["rows"], saved["meta"]))
+        if args.readme:
+            update_readme(args.readme, readme_summary(saved["rows"]), "control-table")
         return 0
     rows = []
     if args.append and (out / "control.json").exists():
@@ -306,6 +342,8 @@ def main(argv=None) -> int:
                    (row["task"], row["framework"], row["seed"])] + [row]
         (out / "control.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
         (out / "control.md").write_text(render(rows, meta))
+        if args.readme:
+            update_readme(args.readme, readme_summary(rows), "control-table")
         print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
 
     for name in names:

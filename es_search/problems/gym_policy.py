@@ -268,9 +268,10 @@ class GymPolicy(Agent):
             if keep:
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(self.act(layers, x, rng))
+            reward = float(reward)
             if reward_clip is not None:
-                reward = min(max(float(reward), -reward_clip), reward_clip)
-            total += float(reward) + reward_offset
+                reward = min(max(reward, -reward_clip), reward_clip)
+            total += reward + reward_offset
             steps += 1
             if terminated or truncated or steps >= limit:
                 break

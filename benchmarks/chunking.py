@@ -26,12 +26,23 @@ from es_search.backends import LokyPool  # noqa: E402
 from es_search.evaluation import Evaluator  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
 
+AUTO_IMBALANCE_FROM = Evaluator.IMBALANCE_FROM
+
 
 def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, list, int]:
     cls = load_problem(task)
     config = dict(cls.default_config)
-    LokyPool.max_chunks_per_worker = 4 if rule == "cap4" else None
-    Evaluator.MIN_CHUNK_SECONDS = 0.005 if rule == "cap4" else float(rule.split("=")[1])
+    Evaluator.IMBALANCE_FROM = 0.0  # every rule but auto cuts whatever the shares
+    if rule == "auto":  # es_search's rule
+        LokyPool.max_chunks_per_worker = 4
+        Evaluator.MIN_CHUNK_SECONDS = 0.005
+        Evaluator.IMBALANCE_FROM = AUTO_IMBALANCE_FROM
+    elif rule.startswith("cap"):  # at most K chunks per worker, of about 5 ms or more
+        LokyPool.max_chunks_per_worker = int(rule[3:])
+        Evaluator.MIN_CHUNK_SECONDS = 0.005
+    else:  # chunks of about X seconds, down to one task each
+        LokyPool.max_chunks_per_worker = None
+        Evaluator.MIN_CHUNK_SECONDS = float(rule.split("=")[1])
     began = time.perf_counter()
     result = es_search.run(cls(), generations=generations, population=config["population"],
                            sigma=config["sigma"], strategy=config.get("strategy"),
@@ -47,7 +58,7 @@ def main(argv=None) -> int:
     parser.add_argument("--generations", type=int, default=40)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rules", default="cap4,min=0.005,min=0.02")
+    parser.add_argument("--rules", default="auto,cap1,cap4")
     args = parser.parse_args(argv)
     rules = args.rules.split(",")
     walls: dict[str, list[float]] = {r: [] for r in rules}

@@ -55,6 +55,8 @@ class DispatchPolicy:
         self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
                       PARALLEL: collections.deque(maxlen=window)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
+        self._hint: float | None = None  # seconds of a single task (see ``completed``)
+        self._imbalance = collections.deque(maxlen=window)  # of parallel generations
         self._run = 0  # generations in a row on ``last``
         self._interval = {SEQUENTIAL: reprobe_every, PARALLEL: reprobe_every}
         self._reprobing: str | None = None
@@ -63,14 +65,22 @@ class DispatchPolicy:
 
     # ------------------------------------------------------------------ estimates
     def path_task_seconds(self, path: str) -> float | None:
-        """Seconds per task on ``path`` (the other path's while it has not run)."""
+        """Seconds per task on ``path`` (the other path's while it has not run; a single
+        task's before any generation has)."""
         times = self._task[path] or self._task[_other(path)]
-        return min(times) if times else None
+        return min(times) if times else self._hint
 
     @property
     def task_seconds(self) -> float | None:
         times = list(self._task[SEQUENTIAL]) + list(self._task[PARALLEL])
         return statistics.median(times) if times else None
+
+    @property
+    def imbalance(self) -> float | None:
+        """How much longer the busiest worker's share of a generation ran than the
+        average share (0.1: 10%), median of the last ``window`` parallel generations;
+        None before the first. Decides how finely generations are cut into chunks."""
+        return statistics.median(self._imbalance) if self._imbalance else None
 
     @property
     def overhead_seconds(self) -> float | None:
@@ -122,20 +132,28 @@ class DispatchPolicy:
         return best
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
-                  busiest: float | None = None) -> None:
+                  busiest: float | None = None, imbalance: float | None = None) -> None:
         """Report ``n`` tasks done on ``path`` in ``wall`` seconds.
 
         In parallel, ``busy`` is the seconds all workers spent scoring (summed) and
         ``busiest`` the largest of one chunk: the round trip's overhead is what the wall
-        time adds to the busiest chunk.
+        time adds to the busiest chunk; ``imbalance`` how much longer the busiest
+        worker's share ran than the average one (see :attr:`imbalance`). A single task in this process (the start agent's
+        score, a winner's re-score) is only a hint, used while no generation has been
+        timed: it is usually a centre, which costs no build, and would make a generation
+        of built candidates (e.g. of a 10^6-parameter agent) look cheap here.
         """
         if n <= 0:
             return
-        if path == SEQUENTIAL:
+        if path == SEQUENTIAL and n == 1:
+            self._hint = wall
+        elif path == SEQUENTIAL:
             self._task[SEQUENTIAL].append(wall / n)
         else:
             self._task[PARALLEL].append((wall if busy is None else busy) / n)
             self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
+            if imbalance is not None:
+                self._imbalance.append(imbalance)
         if n > 1 or path == PARALLEL:
             self._run = self._run + 1 if path == self.last else 1
             self.counts[path] += 1
@@ -148,5 +166,6 @@ class DispatchPolicy:
     def stats(self) -> dict[str, Any]:
         """What the engine's ``stats`` show."""
         return {"task_seconds": self.task_seconds, "overhead_seconds": self.overhead_seconds,
+                "imbalance": self.imbalance,
                 "last_path": self.last, "parallel_generations": self.counts[PARALLEL],
                 "sequential_generations": self.counts[SEQUENTIAL]}

@@ -1,6 +1,6 @@
 """The evaluation engine, main side: candidates go to the workers as seeds, scores come back.
 
-Each generation's candidates are cut into chunks (:func:`es_search.worker.chunk_bounds`,
+Each generation's candidates are cut into chunks (:func:`es_search.chunking.chunk_bounds`,
 one per worker). A chunk carries the agent's *skeleton* (its module with the evolved
 parameters stripped, a few KB, unpickled once per worker and cached there), the
 generation's payload (the centre vector and the agent's shared state, put once per
@@ -40,7 +40,8 @@ from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .worker import (Payload, chunk_bounds, has_hooks, ping, run_task, score_chunk,
+from .chunking import chunk_bounds, chunk_count, imbalance
+from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 
 __all__ = ["Evaluator", "evaluate", "single_torch_thread", "skeleton_bytes"]
@@ -261,7 +262,8 @@ class Evaluator:
         seconds = [r[2] for r in results]
         # with several chunks per worker, the busiest worker ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)
-        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest)
+        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest,
+                              imbalance=imbalance(bounds, seconds, n, self.n_workers))
         return ([s for r in results for s in r[0]], [x for r in results for x in r[1]])
 
     #: scores at least this long (seconds per task) are cut into several chunks per
@@ -271,16 +273,25 @@ class Evaluator:
     #: a chunk lasts at least about this long (each chunk costs one more round trip)
     MIN_CHUNK_SECONDS = 0.005
 
+    #: ... and when the busiest worker's share of a generation (cut one chunk per
+    #: worker) ran this much longer than the average share (median of recent ones).
+    #: Finer chunks cost the workers time too (the main process handles every chunk on
+    #: the same cores): 4-9% with even 10 ms tasks on 2 cores, where LunarLander's and
+    #: Hopper's shares differ by ~5% (``benchmarks/chunking.py``)
+    IMBALANCE_FROM = 0.10
+
     def _chunk_count(self, n: int) -> int:
         """How many chunks to cut ``n`` candidates into: one per worker, or, when tasks
-        take ``BALANCE_FROM`` or more, chunks of about ``MIN_CHUNK_SECONDS`` or more, at
+        take ``BALANCE_FROM`` or more and the workers' shares have been uneven by
+        ``IMBALANCE_FROM`` or more, chunks of about ``MIN_CHUNK_SECONDS`` or more, at
         most ``pool.max_chunks_per_worker`` per worker (4 on every pool today). The
         workers take chunks as they come free, so a generation waits at its end for
         about half a chunk, not half a worker's share.
         Results never depend on it (tasks are seeded by index)."""
         return chunk_count(n, self.n_workers, self.policy.task_seconds,
                            getattr(self.pool, "max_chunks_per_worker", None),
-                           self.BALANCE_FROM, self.MIN_CHUNK_SECONDS)
+                           self.BALANCE_FROM, self.MIN_CHUNK_SECONDS,
+                           self.policy.imbalance, self.IMBALANCE_FROM)
 
     def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
                         attempt: int) -> None:
@@ -338,24 +349,3 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
         for w in weights:  # bad names or shapes fail here, before any scoring
             probe.set_weights(w)
         return evaluator.score(0, center, [Candidate("weights", vector=w) for w in weights])
-
-
-def chunk_count(n: int, workers: int, task: float | None, cap: int | None,
-                balance_from: float, min_chunk: float) -> int:
-    """Chunks for ``n`` tasks of ``task`` seconds each on ``workers`` (see
-    ``Evaluator._chunk_count``); a multiple of ``workers``.
-
-    >>> chunk_count(64, 2, 0.015, None, 0.002, 0.005)  # 15 ms episodes: one per chunk
-    64
-    >>> chunk_count(64, 2, 0.003, None, 0.002, 0.005)  # 3 ms: chunks of about 5 ms
-    38
-    >>> chunk_count(64, 2, 0.015, 4, 0.002, 0.005)  # a pool that allows 4 per worker
-    8
-    >>> chunk_count(64, 2, 0.001, None, 0.002, 0.005)  # short tasks: one per worker
-    2
-    """
-    if task is None or task < balance_from:
-        return workers
-    per_worker = max(1, n // workers)
-    count = max(1, min(per_worker, int(per_worker * task / min_chunk)))
-    return workers * (count if cap is None else min(count, cap))

@@ -136,26 +136,10 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     return scores, reports
 
 
-def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
-    """How ``n`` candidates are cut into chunks for ``parts`` workers: contiguous,
-    near-equal ``(start, stop)`` ranges covering ``range(n)``, in order.
-
-    With batching (``group`` > 0, the agent's :func:`group_size`) chunks are unions of
-    whole groups, near-equal in groups, so that every group is scored whole. Results do
-    not depend on the cut (every task is seeded by its index, every group is cut at
-    fixed indices); it is the one place that decides it.
-    """
-    group = max(group, 1)
-    groups = -(-n // group)
-    parts = max(1, min(parts, groups))
-    bounds = [min(n, group * (groups * k // parts)) for k in range(parts + 1)]
-    return [(bounds[k], bounds[k + 1]) for k in range(parts) if bounds[k] < bounds[k + 1]]
-
-
 # --------------------------------------------------------------------- batched scoring
 # Groups are cut at fixed candidate indices: with group size G, group g holds candidates
 # [g * G, (g + 1) * G) of the generation (the last one may be shorter), and chunks are
-# unions of whole groups (chunk_bounds), so a candidate is scored with the same
+# unions of whole groups (chunking.chunk_bounds), so a candidate is scored with the same
 # neighbours, in the same row, whatever n_jobs, backend or scheduling.
 
 def group_bounds(start: int, stop: int, size: int) -> list[tuple[int, int]]:
@@ -271,6 +255,7 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
 _WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict()
 _WORKER_CACHE_SIZE = 4
 _SHARED: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded shared state)
+_CENTRES: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded centre)
 
 
 def worker_agent(token: str, skeleton: Any) -> Agent:
@@ -288,7 +273,23 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
         while len(_WORKER_AGENTS) > _WORKER_CACHE_SIZE:
             old, _ = _WORKER_AGENTS.popitem(last=False)
             _SHARED.pop(old, None)
+            _CENTRES.pop(old, None)
     return agent
+
+
+def _centre(token: str, ref: Any) -> Any:
+    """The centre behind ``ref``, loaded once per worker and generation: a generation cut
+    into several chunks per worker maps (and page-faults) a large centre once, not once
+    per chunk. A reference names a file written once (``SharedFiles``), so an equal
+    reference is the same centre."""
+    if not isinstance(ref, _backends.FileRef):
+        return ref
+    cached = _CENTRES.get(token)
+    if cached is not None and cached[0] == ref:
+        return cached[1]
+    centre = _backends.load(ref)
+    _CENTRES[token] = (ref, centre)
+    return centre
 
 
 def _shared_state(token: str, ref: Any) -> Any:
@@ -315,7 +316,7 @@ def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
         agent = worker_agent(token, skeleton)
-        payload = Payload(_backends.load(center), score_kwargs, _shared_state(token, shared))
+        payload = Payload(_centre(token, center), score_kwargs, _shared_state(token, shared))
         with single_torch_thread(), warnings.catch_warnings():
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import es_search
-from es_search.worker import chunk_bounds, group_bounds
+from es_search.chunking import chunk_bounds
+from es_search.worker import group_bounds
 from es_search.seeding import task_seed
 
 import batch_agents

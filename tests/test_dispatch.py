@@ -71,9 +71,9 @@ def test_a_lost_parallel_path_is_retried_now_and_then_when_not_hopeless():
             policy.completed(SEQUENTIAL, 8, 8 * MS)
         else:
             policy.completed(PARALLEL, 8, 9 * MS, busy=8 * MS, busiest=4 * MS)
-    # the winner timed twice (the start was one), then the loser twice; a re-probe
-    # after 20 in-process generations; the next one waits twice as long
-    assert [i for i, c in enumerate(choices) if c == PARALLEL] == [1, 2, 23, 64]
+    # the winner timed twice (the start's single task is only a hint), then the loser
+    # twice; a re-probe after 20 in-process generations; the next one waits twice as long
+    assert [i for i, c in enumerate(choices) if c == PARALLEL] == [2, 3, 24, 65]
 
 
 def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
@@ -154,40 +154,71 @@ def test_the_path_does_not_change_the_scores():
 
 
 class UnevenSleeper(es_search.Agent):
-    """Tasks of uneven length (from the task's own RNG); the score depends on weights only."""
+    """The centre (all zeros) sleeps 8 ms, any other candidate 2 ms; the score depends on
+    weights only."""
 
     def __init__(self):
         super().__init__()
         self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
 
     def score(self):
-        time.sleep(0.003 * (1 + np.random.random()))
+        time.sleep(0.008 if bool((self.w == 0).all()) else 0.002)
         return -float((self.w - 1).pow(2).sum())
 
 
-def test_long_tasks_are_cut_into_several_chunks_per_worker_with_the_same_scores():
-    candidates = [es_search.Candidate("jitter", 0.3)] * 16
+def test_uneven_shares_are_cut_into_several_chunks_per_worker_with_the_same_scores():
+    # the first worker's share (8 centres, 64 ms) is 4x the second's (8 x 2 ms)
+    candidates = [es_search.Candidate("center")] * 8 + [es_search.Candidate("jitter", 0.3)] * 8
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=1) as ev:
         center = ev.local.get_flat()
         reference = [ev.score(g, center, candidates) for g in range(2)]
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
         assert ev._chunk_count(16) == 2  # nothing measured yet: one chunk per worker
         first = ev.score(0, center, candidates)
-        assert ev._chunk_count(16) == 8  # 3-6 ms tasks: four chunks per worker
+        assert ev.policy.imbalance > 0.5
+        assert ev._chunk_count(16) == 8  # 5 ms tasks, uneven shares: four per worker
         assert ev._chunk_count(3) == 2   # never more chunks than candidates allow
         second = ev.score(1, center, candidates)
     assert [first, second] == reference
 
 
+def test_even_shares_of_long_tasks_stay_one_chunk_per_worker():
+    """Finer chunks cost time of their own (the main process handles each one on the
+    workers' cores): shares that take as long as each other are not cut finer."""
+    candidates = [es_search.Candidate("jitter", 0.3)] * 16
+    with Evaluator(Sleeper(0.005), seed=4, n_jobs=2, sequential_fallback=False) as ev:
+        center = ev.local.get_flat()
+        for g in range(3):
+            ev.score(g, center, candidates)
+        assert ev.policy.imbalance < 0.1  # 8 x 5 ms of sleep each
+        assert ev._chunk_count(16) == 2
+
+
 def test_chunk_count_cuts_long_tasks_finer_and_respects_the_pool_cap():
-    from es_search.evaluation import chunk_count
+    from es_search.chunking import chunk_count
     assert chunk_count(16, 2, None, None, 0.002, 0.005) == 2  # nothing measured yet
     assert chunk_count(16, 2, 0.001, None, 0.002, 0.005) == 2  # short: one per worker
     assert chunk_count(16, 2, 0.05, None, 0.002, 0.005) == 16  # long: one task a chunk
     assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005) == 8      # Dask/Ray/joblib cap
     assert chunk_count(64, 4, 0.0025, None, 0.002, 0.005) == 32  # ~5 ms chunks
     assert chunk_count(3, 2, 0.05, None, 0.002, 0.005) == 2    # never more than tasks
+    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, None, 0.1) == 2  # shares unmeasured
+    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, 0.05, 0.1) == 2  # even shares
+    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, 0.15, 0.1) == 8  # uneven shares
     for n in range(1, 40):
         for task in (0.0025, 0.004, 0.01, 0.1):
             count = chunk_count(n, 3, task, None, 0.002, 0.005)
             assert count % 3 == 0 and 3 <= count <= max(3, n)
+
+
+def test_a_cheap_start_score_does_not_send_costly_builds_back_to_this_process():
+    """The start agent's score is a centre (no build): 0.3 ms, where a generation's
+    candidates of a 10^6-parameter agent cost 3 ms each to build. Once one generation has
+    been timed, the single task no longer stands for a generation's tasks."""
+    policy = started(task=0.3 * MS)
+    assert policy.choose(32) == PARALLEL
+    policy.completed(PARALLEL, 32, wall=50 * MS, busy=96 * MS, busiest=48 * MS)
+    for _ in range(3 * policy.reprobe_every):
+        assert policy.choose(32) == PARALLEL  # 93 ms here against ~50 ms there
+        policy.completed(PARALLEL, 32, wall=50 * MS, busy=96 * MS, busiest=48 * MS)
+    assert policy.counts == {PARALLEL: 3 * policy.reprobe_every + 1, SEQUENTIAL: 0}

@@ -6,6 +6,7 @@ import sys
 import runpy
 
 import joblib
+import numpy as np
 import pytest
 
 import es_search
@@ -89,6 +90,51 @@ def test_bytes_per_candidate_small_and_independent_of_parameter_count():
         assert not os.path.exists(folder)  # removed on close
     assert 0 < sent[10] < 200
     assert abs(sent[100_000] - sent[10]) < 1.0, sent
+
+
+def test_an_unchanged_centre_is_not_written_again():
+    files = backends.SharedFiles()
+    try:
+        center = np.arange(5.0)
+        first = files.put_array("center", center)
+        written = files.bytes_written
+        # another array with the same values: the same file, nothing written
+        assert files.put_array("center", center.copy()) == first
+        assert files.bytes_written == written
+        center[0] = 7.0  # the caller changed its array in place: a new file
+        moved = files.put_array("center", center)
+        assert moved != first and backends.load(moved)[0] == 7.0
+        assert not os.path.exists(first.path)
+        zero = files.put_array("center", np.zeros(5))
+        # bit for bit: -0.0 == 0.0, but a worker computing with it may differ
+        assert files.put_array("center", -np.zeros(5)) != zero
+    finally:
+        files.close()
+
+
+def test_same_bytes_compares_bits_not_values():
+    same = backends.same_bytes
+    assert same(np.zeros(3), np.zeros(3))
+    assert not same(np.zeros(3), -np.zeros(3))
+    assert same(np.full(2, np.nan), np.full(2, np.nan))
+    assert not same(np.zeros(3), np.zeros(3, dtype=np.float32))
+    assert not same(np.zeros(3), np.zeros(4))
+    a = np.arange(6.0)
+    assert same(a[::2], np.array([0.0, 2.0, 4.0]))  # not contiguous: compared all the same
+
+
+def test_a_centre_that_stays_or_moves_gives_the_in_process_scores():
+    """Workers keep the centre they loaded for an unchanged reference: a centre that
+    stays for some generations and then moves is scored as in this process."""
+    candidates = [Candidate("jitter", 0.1)] * 8
+    centers = [np.zeros(10), np.zeros(10), np.ones(10), np.ones(10), np.zeros(10)]
+
+    def scores(n_jobs):
+        with Evaluator(BenchAgent(size=10), seed=3, n_jobs=n_jobs,
+                       sequential_fallback=False) as ev:
+            return [ev.score(g, c, candidates) for g, c in enumerate(centers)]
+
+    assert scores(2) == scores(1)
 
 
 def test_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ import statistics
 import time
 from typing import Any, Iterable, Sequence
 
+import numpy as np
 import torch
 
 from ..agent import Agent
@@ -70,6 +71,13 @@ def _time(fn: Any) -> tuple[float, int]:
     return seconds, counter.bytes
 
 
+def moved(center: np.ndarray) -> np.ndarray:
+    """The next generation's centre: ``center`` with its first value changed."""
+    center = center.copy()
+    center[0] += 1e-3
+    return center
+
+
 def _shared_bytes(ev: Evaluator) -> int:
     return ev._files.bytes_written if ev._files is not None else 0
 
@@ -92,13 +100,23 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
         # run (up to 5 generations or 0.3 s)
         began = time.perf_counter()
         while generation < 5 and time.perf_counter() - began < 0.3:
+            center = moved(center)
             many.score(generation, center, candidates)
             generation += 1
         for rep in range(reps + 1):  # rep 0 warms every path up and is not recorded
-            t_one = _time(lambda: one.score(generation, center, candidates))
+            # a new centre every generation, as an ES strategy moves it (an unchanged
+            # centre is not sent again: that would flatter the large agents' figures)
+            center = moved(center)
+            # n_jobs=1 and n_jobs=n take turns to go first (the first one after the
+            # blog scheme's fork runs on colder caches)
             files = _shared_bytes(many)
-            t_many = (t_one if n == 1 else
+            if rep % 2:
+                t_one = _time(lambda: one.score(generation, center, candidates))
+            t_many = (None if n == 1 else
                       _time(lambda: many.score(generation, center, candidates)))
+            if not rep % 2:
+                t_one = _time(lambda: one.score(generation, center, candidates))
+            t_many = t_one if t_many is None else t_many
             path = many.stats["last_path"] or "in-process"
             files = _shared_bytes(many) - files
             t_blog = _time(lambda: blog_generation(parent, pop, n))
@@ -124,19 +142,31 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
 
 
 def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
-    """Bytes through the pipe per candidate on the parallel path (fallback off)."""
+    """Bytes through the pipe per candidate on the parallel path (fallback off), with one
+    chunk per worker (the comparison across sizes) and with the engine's own chunking
+    (tasks of 2 ms or more, such as building a 10^6-parameter candidate, are cut into
+    several chunks per worker: each chunk adds its own few hundred bytes)."""
     out = []
     for size in sizes:
         agent = BenchAgent(size=size)
-        with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as ev:
-            center = ev.local.get_flat()
-            candidates = [Candidate("jitter", SIGMA)] * pop
-            ev.score(0, center, candidates)  # warm: the file name's length is fixed
-            files = _shared_bytes(ev)
-            _, sent = _time(lambda: ev.score(1, center, candidates))
-            files = _shared_bytes(ev) - files
-        out.append({"size": size, "pop": pop, "n": n, "bytes_per_candidate": sent / pop,
-                    "shared_file_bytes_per_generation": files})
+        row: dict[str, Any] = {"size": size, "pop": pop, "n": n}
+        for label in ("one_chunk", "engine"):
+            with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as ev:
+                if label == "one_chunk":
+                    ev.BALANCE_FROM = float("inf")
+                center = ev.local.get_flat()
+                candidates = [Candidate("jitter", SIGMA)] * pop
+                ev.score(0, center, candidates)  # warm: the file name's length is fixed
+                files = _shared_bytes(ev)
+                center = moved(center)
+                _, sent = _time(lambda: ev.score(1, center, candidates))
+                files = _shared_bytes(ev) - files
+                chunks = ev._chunk_count(pop)
+            if label == "one_chunk":
+                row.update(bytes_per_candidate=sent / pop, shared_file_bytes_per_generation=files)
+            else:
+                row.update(engine_chunks=chunks, engine_bytes_per_candidate=sent / pop)
+        out.append(row)
     return out
 
 

@@ -73,12 +73,18 @@ def _rows(result: dict) -> list[str]:
             f"{r['engine_bytes_per_candidate']:.0f} / {r['blog_bytes_per_candidate']:.0f} / "
             f"{r['joblib_bytes_per_candidate']:.0f} |")
     lines += ["", "Bytes through the pipe per candidate, engine's parallel path (fallback "
-              "off), and bytes written once per generation to the shared-memory file:", "",
-              "| params | pop | workers | bytes/candidate | shared file bytes/generation |",
-              "|---|---|---|---|---|"]
+              "off, a new centre each generation), with one chunk per worker and with the "
+              "engine's own chunking (tasks of 2 ms or more are cut into up to 4 chunks per "
+              "worker), and bytes written once per generation to the shared-memory file:", "",
+              "| params | pop | workers | bytes/candidate | engine's chunks | "
+              "bytes/candidate, engine's chunks | shared file bytes/generation |",
+              "|---|---|---|---|---|---|---|"]
     for p in result["payload"]:
+        chunks = p.get("engine_chunks", "-")
+        engine = p.get("engine_bytes_per_candidate")
         lines.append(f"| {p['size']:g} | {p['pop']} | {p['n']} | "
-                     f"{p['bytes_per_candidate']:.1f} | "
+                     f"{p['bytes_per_candidate']:.1f} | {chunks} | "
+                     f"{'-' if engine is None else f'{engine:.1f}'} | "
                      f"{p['shared_file_bytes_per_generation']} |")
     return lines
 

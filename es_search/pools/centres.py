@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..backends import same_bytes as _same  # bit for bit: -0.0 is not 0.0
+
 #: centres smaller than this (bytes) always travel whole: a recipe would save nothing
 DERIVE_FROM = 1 << 16
 
@@ -79,6 +81,3 @@ class CentreHistory:
             self.rebuilt, self.rebuilt_generation = [], generation
         self.rebuilt.append((index, candidate, flat))
 
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))

@@ -41,6 +41,8 @@ from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .chunking import chunk_bounds, chunk_count, imbalance
+from . import claims
+from .claims import Counter, run_claimed
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 
@@ -110,6 +112,7 @@ class Evaluator:
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None
         self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
+        self._counter: Counter | None = None  # loky: the workers claim long tasks
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
@@ -134,6 +137,8 @@ class Evaluator:
         if self.pool is None:
             return self
         self.n_workers = self.pool.n_workers
+        if isinstance(self.pool, _backends.LokyPool) and claims.AVAILABLE:
+            self._counter = Counter(self.pool.files.folder)
         if getattr(self.pool, "derives", False):
             from .pools.centres import CentreHistory
             self._centres = CentreHistory()
@@ -167,6 +172,9 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        if self._counter is not None:
+            counter, self._counter = self._counter, None
+            counter.close()
         if self.pool is not None:
             pool, self.pool = self.pool, None
             pool.close()
@@ -240,7 +248,36 @@ class Evaluator:
             "shared", cloudpickle.dumps(payload.shared))
         # a cluster's workers may have come or gone since the last generation
         self.n_workers = self.policy.n_workers = pool.n_workers
-        bounds = chunk_bounds(n, self._chunk_count(n), group_size(self.local))
+        group = group_size(self.local)
+        try:
+            if self._counter is not None and (self.policy.task_seconds or 0) >= \
+                    self.BALANCE_FROM:  # long tasks on this machine: workers claim them
+                scores, reports, seconds = run_claimed(
+                    self.pool, self._counter, candidates, max(group, self.CLAIM_UNIT),
+                    (self._token, self._skeleton, center, shared),
+                    (self.seed, generation, self.score_kwargs, self.on_error),
+                    lambda exc, lost, attempt: self._retry_or_raise(exc, generation, lost,
+                                                                    attempt),
+                    self.max_retries)
+                uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
+            else:
+                bounds = chunk_bounds(n, self._chunk_count(n), group)
+                scores, reports, seconds = self._run_chunks(generation, candidates, bounds,
+                                                            center, shared)
+                uneven = imbalance(bounds, seconds, n, self.n_workers)
+        except ScoreError as exc:
+            if exc.cause is not None:
+                exc.__cause__ = exc.cause
+            raise
+        wall = time.perf_counter() - began
+        # with several chunks per worker, the busiest worker ran about its share of them
+        busiest = max(max(seconds), sum(seconds) / self.n_workers)
+        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest,
+                              imbalance=uneven)
+        return scores, reports
+
+    def _run_chunks(self, generation: int, candidates: list[Candidate], bounds: list,
+                    center: Any, shared: Any) -> tuple[list, list, list[float]]:
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
                  generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
@@ -248,28 +285,22 @@ class Evaluator:
         done: dict[int, Any] = {}
         for attempt in range(self.max_retries + 1):
             try:
-                results = pool.run_chunks(score_chunk, args, done, timeout)
+                results = self.pool.run_chunks(score_chunk, args, done, timeout)
                 break
-            except ScoreError as exc:
-                if exc.cause is not None:
-                    exc.__cause__ = exc.cause
-                raise
             except (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError) as exc:
                 lost = [i for k, (a, b) in enumerate(bounds) if k not in done
                         for i in range(a, b)]
                 self._retry_or_raise(exc, generation, lost, attempt)
-        wall = time.perf_counter() - began
-        seconds = [r[2] for r in results]
-        # with several chunks per worker, the busiest worker ran about its share of them
-        busiest = max(max(seconds), sum(seconds) / self.n_workers)
-        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest,
-                              imbalance=imbalance(bounds, seconds, n, self.n_workers))
-        return ([s for r in results for s in r[0]], [x for r in results for x in r[1]])
+        return ([s for r in results for s in r[0]], [x for r in results for x in r[1]],
+                [r[2] for r in results])
 
-    #: scores at least this long (seconds per task) are cut into several chunks per
-    #: worker, which take them as they come free: episodes of uneven length, or a core
-    #: that another program slows, no longer hold the whole generation back
+    #: scores at least this long (seconds per task) are taken by the workers as they
+    #: come free (loky: claimed in blocks of ``CLAIM_UNIT``, or whole groups; other
+    #: pools: several chunks per worker): episodes of uneven length, or a core that
+    #: another program slows, no longer hold the whole generation back
     BALANCE_FROM = 0.002
+    #: tasks per claim (2: an antithetic pair's noise is drawn once, in one worker)
+    CLAIM_UNIT = 2
     #: a chunk lasts at least about this long (each chunk costs one more round trip)
     MIN_CHUNK_SECONDS = 0.005
 

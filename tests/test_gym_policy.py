@@ -36,9 +36,13 @@ gym.register("EsSearchTest/Asymmetric-v0", entry_point=_Asymmetric)
 class Recording(GymPolicy):
     """A GymPolicy that records every raw observation it acts on."""
 
-    def act(self, layers, obs, rng=None):
-        self.seen.append(obs.copy())
-        return super().act(layers, obs, rng)
+    def actor(self, layers, rng=None):
+        act = super().actor(layers, rng)
+
+        def recorded(obs):
+            self.seen.append(obs.copy())
+            return act(obs)
+        return recorded
 
 
 # ----------------------------------------------------------------------------- construction

@@ -224,25 +224,39 @@ class GymPolicy(Agent):
         """The action for observation ``obs`` (flat float64) with ``layers`` (from
         ``_numpy_layers()``); discrete sampling draws from ``rng`` (default: NumPy's
         global RNG)."""
-        h = obs
-        if self.normalize != "off":
-            h = (obs - self._norm[0]) / self._norm[1]
-        last = len(layers) - 1
-        for k, (w, b) in enumerate(layers):
-            h = w @ h + b
-            if k < last:
-                h = np.tanh(h)
-        if not self.discrete:
-            if self._squash is None:
-                return h.reshape(self._action_shape)
-            return (np.tanh(h) * self._squash[1] + self._squash[0]).reshape(
-                self._action_shape)
-        if self.greedy:
-            return int(np.argmax(h))
-        p = np.exp(h - h.max())
-        p /= p.sum()
-        u = np.random.random() if rng is None else rng.random()
-        return int(np.searchsorted(np.cumsum(p), u * p.sum()))
+        return self.actor(layers, rng)(obs)
+
+    def actor(self, layers, rng: np.random.Generator | None = None):
+        """``act`` as a function of the observation alone, for one episode: what does
+        not change within an episode (layers, statistics, action space) is looked up
+        once, not at every step (a few us of a step's ~40)."""
+        mean, std = self._norm if self.normalize != "off" else (None, None)
+        hidden, (w_out, b_out) = layers[:-1], layers[-1]
+
+        def logits(obs):
+            h = obs if mean is None else (obs - mean) / std
+            for w, b in hidden:
+                h = np.tanh(w @ h + b)
+            return w_out @ h + b_out
+
+        if self.discrete:
+            if self.greedy:
+                return lambda obs: int(np.argmax(logits(obs)))
+            draw = np.random.random if rng is None else rng.random
+
+            def sample(obs):
+                h = logits(obs)
+                p = np.exp(h - h.max())
+                p /= p.sum()
+                return int(np.searchsorted(np.cumsum(p), draw() * p.sum()))
+            return sample
+        shape = self._action_shape
+        if self._squash is None:
+            return lambda obs: logits(obs).reshape(shape)
+        offset, scale = self._squash
+        if tuple(shape) == (self.act_dim,):  # reshape would change nothing
+            return lambda obs: np.tanh(logits(obs)) * scale + offset
+        return lambda obs: (np.tanh(logits(obs)) * scale + offset).reshape(shape)
 
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
                        record: bool = False, seeded_actions: bool | None = None,
@@ -254,10 +268,11 @@ class GymPolicy(Agent):
         (default: with ``crn``), not from NumPy's global RNG."""
         if self._env is None:
             self._env = make_env(self.env_id)
-        env, layers = self._env, self._numpy_layers()
+        env = self._env
         self._norm = (self.obs_mean.numpy(), self.obs_std.numpy())
         seeded = self.crn if seeded_actions is None else seeded_actions
         rng = np.random.default_rng(seed) if (seeded and self.discrete) else None
+        act = self.actor(self._numpy_layers(), rng)
         keep = record and self.normalize == "running"
         seen: list = []
         limit = self.max_steps or math.inf
@@ -267,7 +282,7 @@ class GymPolicy(Agent):
             x = np.asarray(obs, dtype=np.float64).reshape(-1)
             if keep:
                 seen.append(x)
-            obs, reward, terminated, truncated, _ = env.step(self.act(layers, x, rng))
+            obs, reward, terminated, truncated, _ = env.step(act(x))
             reward = float(reward)
             if reward_clip is not None:
                 reward = min(max(reward, -reward_clip), reward_clip)

@@ -1,0 +1,110 @@
+"""Work claiming on loky (es_search.claims): the workers take blocks of long tasks as they
+come free. Who claims what must never show in a result: the run equals n_jobs=1, errors
+name the lowest failing candidate, a dead worker's blocks are scored again."""
+import cloudpickle
+import pytest
+
+import es_search
+from es_search import claims
+from es_search.candidates import Candidate
+from es_search.evaluation import Evaluator
+from es_search.seeding import task_seed
+
+import agents
+import batch_agents
+import reliability_agents
+from compare import same_history, same_weights
+
+for module in (agents, batch_agents, reliability_agents):
+    cloudpickle.register_pickle_by_value(module)  # workers need not import tests/
+
+pytestmark = pytest.mark.skipif(not claims.AVAILABLE, reason="needs fcntl")
+SEED = 11
+
+
+@pytest.fixture
+def rounds(monkeypatch):
+    """Every task counts as long (claimed from the second generation on, once a task
+    time is known); returns the list of claimed rounds (one entry per counter reset)."""
+    monkeypatch.setattr(Evaluator, "BALANCE_FROM", 0.0)
+    seen = []
+    reset = claims.Counter.reset
+
+    def counted(self):
+        seen.append(self.path)
+        reset(self)
+
+    monkeypatch.setattr(claims.Counter, "reset", counted)
+    return seen
+
+
+def _both(agent_factory, **kw):
+    kw = dict(generations=4, seed=SEED, progress=False, **kw)
+    alone = es_search.run(agent_factory(), n_jobs=1, **kw)
+    claimed = es_search.run(agent_factory(), n_jobs=2, sequential_fallback=False, **kw)
+    return alone, claimed
+
+
+@pytest.mark.parametrize("strategy,population", [("hill-climb", 9), ("openai-es", 8),
+                                                 ("pgpe", 10)])
+def test_claimed_runs_equal_the_in_process_run(rounds, strategy, population):
+    alone, claimed = _both(lambda: agents.MatrixAgent(dim=5), strategy=strategy,
+                           population=population, sigma=0.3)
+    assert len(rounds) >= 3  # generations 1-3 (and the counter's creation)
+    assert same_history(claimed.history, alone.history)
+    assert same_weights(claimed.best_weights, alone.best_weights)
+
+
+@pytest.mark.parametrize("factory", [batch_agents.RowExact, batch_agents.GroupSensitive,
+                                     batch_agents.BatchedRunningStats])
+def test_batched_groups_are_claimed_whole(rounds, factory):
+    alone, claimed = _both(factory, population=10, sigma=0.3)
+    assert len(rounds) >= 3
+    assert same_history(claimed.history, alone.history)
+
+
+def test_every_block_is_claimed_once_and_each_worker_stops_at_the_end(rounds):
+    candidates = [Candidate("jitter", 0.3)] * 9
+    with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=2,
+                   sequential_fallback=False) as ev:
+        center = ev.local.get_flat()
+        first = ev.score(0, center, candidates)  # chunks: no task time known yet
+        second = ev.score(1, center, candidates)  # claimed
+        with open(ev._counter.path, "rb") as f:
+            taken = int.from_bytes(f.read(8), "little")
+    with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=1) as ev:
+        assert [first, second] == [ev.score(g, center, candidates) for g in range(2)]
+    # 9 candidates in blocks of 2: 5 blocks, and one empty claim per worker at the end
+    assert taken == 5 + 2
+
+
+def test_the_lowest_failing_candidate_is_the_error(rounds):
+    bad = {task_seed(SEED, 1, 3), task_seed(SEED, 1, 6)}
+    messages = []
+    for n_jobs in (1, 2):
+        with pytest.raises(es_search.ScoreError) as info:
+            es_search.run(reliability_agents.Raises(bad), generations=3, population=8,
+                          sigma=0.3, seed=SEED, n_jobs=n_jobs, sequential_fallback=False,
+                          progress=False)
+        messages.append((info.value.generation, info.value.index))
+    assert messages == [(1, 3), (1, 3)]
+
+
+def test_failures_scored_worst_are_the_same_when_claimed(rounds):
+    bad = {task_seed(SEED, g, i) for g in (1, 2) for i in (0, 5)}
+    alone, claimed = _both(lambda: reliability_agents.Raises(bad), population=8, sigma=0.3,
+                           on_error="worst")
+    assert same_history(claimed.history, alone.history)
+    assert claimed.history[1]["failures"] == 2
+
+
+def test_a_worker_that_dies_while_claiming_changes_nothing(rounds, tmp_path):
+    clean = es_search.run(reliability_agents.Vec(), generations=3, n_jobs=1, population=8,
+                          sigma=0.3, seed=SEED, progress=False)
+    agent = reliability_agents.DiesOnce(task_seed(SEED, 2, 5), str(tmp_path / "died"))
+    with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*5"):
+        result = es_search.run(agent, generations=3, n_jobs=2, population=8, sigma=0.3,
+                               seed=SEED, sequential_fallback=False, progress=False)
+    assert (tmp_path / "died").exists() and len(rounds) >= 3
+    assert same_history(result.history, clean.history)
+    assert same_weights(result.best_weights, clean.best_weights)

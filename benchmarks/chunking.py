@@ -1,15 +1,20 @@
-"""How finely a generation of long, uneven tasks is cut into chunks on loky.
+"""How a generation of long, uneven tasks is shared among loky's workers.
 
     PYTHONPATH=$PWD python benchmarks/chunking.py                  # LunarLander, 40 generations
     PYTHONPATH=$PWD python benchmarks/chunking.py --task hopper --generations 60
 
 The same run (same seed: the same candidates, episodes and results, checked) is timed
-with each chunking rule, interleaved, ``--reps`` times: ``cap4`` (at most 4 chunks per
-worker: es_search's rule), and ``min=X`` (chunks of about X seconds, down to one task
-each: ``Evaluator.MIN_CHUNK_SECONDS`` with no cap per worker). Measured on 2 cores
-(2026-11-30): LunarLander 40 generations, cap4 10.12 s, min=0.005 10.47 s, min=0.02
-10.48 s; Hopper 60 generations, cap4 8.56 s, min=0.005 8.55 s: finer chunks do not pay. Prints the median wall time and environment
-steps per second of each, and each against ``cap4``.
+with each rule, interleaved, ``--reps`` times: ``claims`` (es_search's rule for tasks of
+2 ms or more: each worker claims tasks one at a time from a shared counter,
+``es_search.claims``), ``capK`` (chunks handed out by the main process, at most K per
+worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``min=X`` (chunks
+of about X seconds, down to one task each, no cap). Measured on 2 cores (2026-11-30,
+3 interleaved reps, medians): LunarLander 40 generations: claims 7.52 s, cap1 7.74 s
+(0.972x), cap4 7.69 s (0.978x); Hopper 60 generations: claims 7.51 s, cap1 7.65 s
+(0.981x), cap4 7.94 s (0.946x). Handing out more chunks costs more than it balances
+(each one waits for the main process to get a core); claiming balances without it.
+Prints the median wall time and environment steps per second of each rule, and each
+against the first.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import es_search  # noqa: E402
+from es_search import claims  # noqa: E402
 from es_search.backends import LokyPool  # noqa: E402
 from es_search.evaluation import Evaluator  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
@@ -32,8 +38,9 @@ AUTO_IMBALANCE_FROM = Evaluator.IMBALANCE_FROM
 def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, list, int]:
     cls = load_problem(task)
     config = dict(cls.default_config)
-    Evaluator.IMBALANCE_FROM = 0.0  # every rule but auto cuts whatever the shares
-    if rule == "auto":  # es_search's rule
+    Evaluator.IMBALANCE_FROM = 0.0  # the chunk rules cut whatever the shares
+    claims.AVAILABLE = rule == "claims"  # es_search's rule on loky
+    if rule == "claims":
         LokyPool.max_chunks_per_worker = 4
         Evaluator.MIN_CHUNK_SECONDS = 0.005
         Evaluator.IMBALANCE_FROM = AUTO_IMBALANCE_FROM
@@ -58,7 +65,7 @@ def main(argv=None) -> int:
     parser.add_argument("--generations", type=int, default=40)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rules", default="auto,cap1,cap4")
+    parser.add_argument("--rules", default="claims,cap1,cap4")
     args = parser.parse_args(argv)
     rules = args.rules.split(",")
     walls: dict[str, list[float]] = {r: [] for r in rules}

@@ -253,7 +253,7 @@ class Evaluator:
             if self._counter is not None and (self.policy.task_seconds or 0) >= \
                     self.BALANCE_FROM:  # long tasks on this machine: workers claim them
                 scores, reports, seconds = run_claimed(
-                    self.pool, self._counter, candidates, max(group, self.CLAIM_UNIT),
+                    self.pool, self._counter, candidates, group or self._claim_unit(),
                     (self._token, self._skeleton, center, shared),
                     (self.seed, generation, self.score_kwargs, self.on_error),
                     lambda exc, lost, attempt: self._retry_or_raise(exc, generation, lost,
@@ -295,12 +295,17 @@ class Evaluator:
                 [r[2] for r in results])
 
     #: scores at least this long (seconds per task) are taken by the workers as they
-    #: come free (loky: claimed in blocks of ``CLAIM_UNIT``, or whole groups; other
+    #: come free (loky: claimed one or two at a time, or whole groups; other
     #: pools: several chunks per worker): episodes of uneven length, or a core that
     #: another program slows, no longer hold the whole generation back
     BALANCE_FROM = 0.002
-    #: tasks per claim (2: an antithetic pair's noise is drawn once, in one worker)
-    CLAIM_UNIT = 2
+    #: agents with this many evolved values or more claim tasks two at a time: an
+    #: antithetic pair's noise (~1 ms per 10^5 values) is then drawn once, in one worker;
+    #: smaller ones one at a time (the end of a generation waits for one task at most)
+    CLAIM_PAIRS_FROM = 100_000
+
+    def _claim_unit(self) -> int:
+        return 2 if self.local.num_evolved() >= self.CLAIM_PAIRS_FROM else 1
     #: a chunk lasts at least about this long (each chunk costs one more round trip)
     MIN_CHUNK_SECONDS = 0.005
 

@@ -45,9 +45,12 @@ def _both(agent_factory, **kw):
     return alone, claimed
 
 
+@pytest.mark.parametrize("pairs_from", [100_000, 0])
 @pytest.mark.parametrize("strategy,population", [("hill-climb", 9), ("openai-es", 8),
                                                  ("pgpe", 10)])
-def test_claimed_runs_equal_the_in_process_run(rounds, strategy, population):
+def test_claimed_runs_equal_the_in_process_run(rounds, monkeypatch, strategy, population,
+                                               pairs_from):
+    monkeypatch.setattr(Evaluator, "CLAIM_PAIRS_FROM", pairs_from)
     alone, claimed = _both(lambda: agents.MatrixAgent(dim=5), strategy=strategy,
                            population=population, sigma=0.3)
     assert len(rounds) >= 3  # generations 1-3 (and the counter's creation)
@@ -63,7 +66,12 @@ def test_batched_groups_are_claimed_whole(rounds, factory):
     assert same_history(claimed.history, alone.history)
 
 
-def test_every_block_is_claimed_once_and_each_worker_stops_at_the_end(rounds):
+@pytest.mark.parametrize("pairs_from,blocks", [(100_000, 9), (0, 5)])
+def test_every_block_is_claimed_once_and_each_worker_stops_at_the_end(
+        rounds, monkeypatch, pairs_from, blocks):
+    # a small agent claims one task at a time; a large one (here: from 0 values) two,
+    # so that an antithetic pair's noise is drawn once
+    monkeypatch.setattr(Evaluator, "CLAIM_PAIRS_FROM", pairs_from)
     candidates = [Candidate("jitter", 0.3)] * 9
     with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=2,
                    sequential_fallback=False) as ev:
@@ -74,8 +82,7 @@ def test_every_block_is_claimed_once_and_each_worker_stops_at_the_end(rounds):
             taken = int.from_bytes(f.read(8), "little")
     with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=1) as ev:
         assert [first, second] == [ev.score(g, center, candidates) for g in range(2)]
-    # 9 candidates in blocks of 2: 5 blocks, and one empty claim per worker at the end
-    assert taken == 5 + 2
+    assert taken == blocks + 2  # and one empty claim per worker at the end
 
 
 def test_the_lowest_failing_candidate_is_the_error(rounds):

@@ -1,7 +1,8 @@
 """The evaluation engine, main side: candidates go to the workers as seeds, scores come back.
 
 Each generation's candidates are cut into chunks (:func:`es_search.chunking.chunk_bounds`,
-one per worker). A chunk carries the agent's *skeleton* (its module with the evolved
+one per worker), or, when tasks are long, claimed by the workers as they come free
+(:mod:`es_search.claims`, on this machine's workers). A chunk carries the agent's *skeleton* (its module with the evolved
 parameters stripped, a few KB, unpickled once per worker and cached there), the
 generation's payload (the centre vector and the agent's shared state, put once per
 generation into the pool: on local backends they travel as references to files in
@@ -33,16 +34,16 @@ except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
 from . import backends as _backends
+from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate
+from .chunking import chunk_bounds, chunk_count, imbalance
+from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .chunking import chunk_bounds, chunk_count, imbalance
-from . import claims
-from .claims import Counter, run_claimed
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 
@@ -303,9 +304,6 @@ class Evaluator:
     #: antithetic pair's noise (~1 ms per 10^5 values) is then drawn once, in one worker;
     #: smaller ones one at a time (the end of a generation waits for one task at most)
     CLAIM_PAIRS_FROM = 100_000
-
-    def _claim_unit(self) -> int:
-        return 2 if self.local.num_evolved() >= self.CLAIM_PAIRS_FROM else 1
     #: a chunk lasts at least about this long (each chunk costs one more round trip)
     MIN_CHUNK_SECONDS = 0.005
 
@@ -315,6 +313,9 @@ class Evaluator:
     #: the same cores): 4-9% with even 10 ms tasks on 2 cores, where LunarLander's and
     #: Hopper's shares differ by ~5% (``benchmarks/chunking.py``)
     IMBALANCE_FROM = 0.10
+
+    def _claim_unit(self) -> int:
+        return 2 if self.local.num_evolved() >= self.CLAIM_PAIRS_FROM else 1
 
     def _chunk_count(self, n: int) -> int:
         """How many chunks to cut ``n`` candidates into: one per worker, or, when tasks

@@ -228,9 +228,9 @@ class Pool:
     n_workers = 1
     is_local = False
     files: SharedFiles | None = None
-    #: chunks per worker at most in one round (None: as many as there are tasks). One
-    #: task per chunk was no faster on loky (LunarLander 0.97x, Hopper 1.00x:
-    #: ``benchmarks/chunking.py``): the main process's cost per chunk ate the balance
+    #: chunks per worker at most in one round (None: as many as there are tasks), when
+    #: uneven shares make the engine cut a generation finer (loky's workers claim long
+    #: tasks instead, ``es_search.claims``): each chunk costs the main process a hand-out
     max_chunks_per_worker: int | None = 4
 
     def put(self, name: str, value: Any) -> Any:

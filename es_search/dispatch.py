@@ -9,8 +9,9 @@ The model: with ``t`` the seconds one task takes and ``overhead`` the cost of on
 trip to the workers, ``n`` tasks cost ``n * t`` in this process and
 ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
 in a worker also loads its payload; the other path's ``t`` stands in until a path has
-been timed). ``t`` is the smallest of the path's last ``window`` per-task times (a cold
-start or another program only ever add to it), ``overhead`` the median of the last
+been timed, and a single in-process task, such as the start agent's score, before any
+generation has run). ``t`` is the smallest of the path's last ``window`` per-task times
+(a cold start or another program only ever add to it), ``overhead`` the median of the last
 ``window`` round trips (three empty ones timed at start-up first): one cold or noisy
 measurement does not move them, a lasting change does within a few generations.
 When the losing path is predicted within ``close`` times the winner, it is tried: at

@@ -23,8 +23,11 @@ class Pendulum(GymPolicy):
 
     env_id = "Pendulum-v1"
     discrete = False
-    default_config = {"generations": 200, "population": 32, "sigma": 0.2,
-                      "strategy_options": {"reevaluate": True}}
+    # PGPE + ClipUp at EvoTorch's settings for the classic tasks (population 50,
+    # max_speed 0.3, step 0.75 * max_speed, radius 15 * max_speed: sigma 4.5 / sqrt(81))
+    default_config = {"generations": 300, "population": 50, "sigma": 0.5,
+                      "strategy": "pgpe",
+                      "strategy_options": {"max_speed": 0.3, "step_size": 0.225}}
 
     def __init__(self, hidden: int = 16, episodes: int = 1, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)

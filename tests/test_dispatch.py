@@ -2,7 +2,6 @@
 from given measurements, and that the choice never changes a result."""
 import time
 
-import numpy as np
 import pytest
 import torch
 

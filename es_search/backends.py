@@ -137,7 +137,6 @@ class SharedFiles:
             pass
         self.folder = tempfile.mkdtemp(prefix=f"es_search-{os.getpid()}-", dir=root)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
-        self._previous: str | None = None
         self._current: dict[str, str] = {}
         self._arrays: dict[str, tuple[np.ndarray, FileRef]] = {}  # name -> last put
         self._count = 0

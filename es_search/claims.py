@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, Mapping, Sequence
 
-from . import backends as _backends
 from .candidates import Candidate
 from .errors import ScoreError
-from .worker import Payload, _centre, _shared_state, score_tasks, single_torch_thread, \
-    worker_agent
+from .worker import chunk_context, score_tasks
 
 try:
     import fcntl
@@ -75,31 +72,27 @@ def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
     Returns ``[(start, scores, reports, error), ...]`` and the seconds it worked; a block
     that raised has its :class:`ScoreError` as ``error`` and ends the worker's part."""
     n = len(candidates)
-    with _backends.CHUNK_LOCK:
-        began = time.perf_counter()
-        agent = worker_agent(token, skeleton)
-        payload = Payload(_centre(token, center), score_kwargs, _shared_state(token, shared))
-        blocks: list[tuple] = []
-        fd = os.open(claims, os.O_RDWR)
-        try:
-            with single_torch_thread(), warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
-                while True:
-                    k = _claim(fd)
-                    if k >= len(starts):
-                        break
-                    start = starts[k]
-                    stop = min(n, start + unit)
-                    try:
-                        scores, reports = score_tasks(agent, payload, candidates[start:stop],
-                                                      seed, generation, start, on_error)
-                    except ScoreError as exc:
-                        blocks.append((start, None, None, exc))
-                        break
-                    blocks.append((start, scores, reports, None))
-        finally:
-            os.close(fd)
-        return blocks, time.perf_counter() - began
+    blocks: list[tuple] = []
+    fd = os.open(claims, os.O_RDWR)
+    try:
+        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
+                                                                              began):
+            while True:
+                k = _claim(fd)
+                if k >= len(starts):
+                    break
+                start = starts[k]
+                try:
+                    scores, reports = score_tasks(agent, payload,
+                                                  candidates[start:min(n, start + unit)],
+                                                  seed, generation, start, on_error)
+                except ScoreError as exc:
+                    blocks.append((start, None, None, exc))
+                    break
+                blocks.append((start, scores, reports, None))
+            return blocks, time.perf_counter() - began
+    finally:
+        os.close(fd)
 
 
 def merge(parts: Sequence[list[tuple]], n: int) -> tuple[list[Any], list[Any]]:

@@ -9,13 +9,14 @@ except through :func:`es_search.backends.load` (payload references).
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import functools
 import os
 import time
 import traceback
 import warnings
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -304,15 +305,13 @@ def _shared_state(token: str, ref: Any) -> Any:
     return state
 
 
-def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
-                candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Mapping[str, Any], on_error: str = "raise"
-                ) -> tuple[list[Any], list[Any], float]:
-    """A worker's share of a generation: its scores, reports and the seconds they took.
-
-    ``center`` and ``shared`` are what the pool's ``put`` returned (references on
-    local pools).
-    """
+@contextlib.contextmanager
+def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
+                  score_kwargs: Mapping[str, Any]) -> Iterator[tuple[Agent, Payload, float]]:
+    """What every worker call of a generation does around its tasks: one call at a time
+    per process, the cached agent and the generation's payload (``center`` and ``shared``
+    are what the pool's ``put`` returned: references on local pools), one torch thread.
+    Yields the agent, the payload and when the call's work began (after the lock)."""
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
         agent = worker_agent(token, skeleton)
@@ -320,8 +319,18 @@ def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
         with single_torch_thread(), warnings.catch_warnings():
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
-            scores, reports = score_tasks(agent, payload, candidates, seed, generation,
-                                          start, on_error)
+            yield agent, payload, began
+
+
+def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
+                candidates: Sequence[Candidate], seed: int, generation: int, start: int,
+                score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                ) -> tuple[list[Any], list[Any], float]:
+    """A worker's share of a generation: its scores, reports and the seconds they took."""
+    with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
+                                                                          began):
+        scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,
+                                      on_error)
         return scores, reports, time.perf_counter() - began
 
 

@@ -9,7 +9,8 @@ Prints one JSON line: test returns of the final centre, environment steps, wall 
 Settings are EvoTorch's documented ones (examples/scripts/rl_clipup.py of evotorch:
 ``lunarlander`` for the Box2D tasks, ``walker`` for the MuJoCo ones, where
 ``radius_init = 15 * max_speed`` and the centre learning rate is ``0.75 * max_speed``),
-with the same policy as es_search's built-ins: ``Linear(obs, act) >> Tanh()``.
+with the same policy as es_search's built-ins: ``Linear(obs, act) >> Tanh()``, scaled
+to the action bounds as es_search's GymPolicy does (Pendulum's torque: +-2).
 """
 from __future__ import annotations
 
@@ -49,6 +50,19 @@ def main(spec: dict) -> dict:
                    f"Linear({spec['hidden']}, act_length)")
         if not spec.get("discrete"):
             network += " >> Tanh()"
+    if not spec.get("discrete"):
+        # es_search's GymPolicy squashes to the action bounds: tanh * (high - low) / 2
+        # + (high + low) / 2; the same policy here (Pendulum's bounds are +-2)
+        space = gym.make(spec["env"]).action_space
+        scale = (np.asarray(space.high) - np.asarray(space.low)) / 2
+        offset = (np.asarray(space.high) + np.asarray(space.low)) / 2
+        if not (np.all(scale == scale.flat[0]) and np.all(offset == offset.flat[0])):
+            raise ValueError(f"{spec['env']}: bounds differ between actions; this "
+                             f"script only squashes to equal bounds")
+        if scale.flat[0] != 1.0:
+            network += f" >> Apply('*', {float(scale.flat[0])!r})"
+        if offset.flat[0] != 0.0:
+            network += f" >> Apply('+', {float(offset.flat[0])!r})"
     started = time.perf_counter()
     problem = GymNE(env=spec["env"], network=network,
                     observation_normalization=settings["observation_normalization"],

@@ -7,6 +7,7 @@ from .candidates import Candidate
 from .checkpoint import CheckpointError
 from .errors import ScoreError, WorkerError
 from .evaluation import Evaluator, evaluate
+from .interrupt import Terminated
 from .output import OutFolderError
 from .pickling import UnpicklableAgentError
 from .replay import replay_task
@@ -18,6 +19,7 @@ from .strategies import STRATEGIES, Strategy, make_strategy
 __version__ = "0.1.0"
 
 __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result",
-           "STRATEGIES", "ScoreError", "Strategy", "UnpicklableAgentError", "WorkerError",
+           "STRATEGIES", "ScoreError", "Strategy", "Terminated", "UnpicklableAgentError",
+           "WorkerError",
            "__version__",
            "evaluate", "make_strategy", "replay_task", "run", "task_seed"]

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
+from .interrupt import Terminated
 from .problems import BUILTINS, ProblemError, load_problem
 from .strategies import DEFAULT, STRATEGIES
 
@@ -242,14 +243,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError) as exc:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while workers ran (143)
         if args is not None and getattr(args, "out", None):
             print(f"es-search: interrupted; resume with:\n  {resume_command(argv)}",
                   file=sys.stderr)
         else:
             print("es-search: interrupted (nothing saved: pass --out DIR to checkpoint "
                   "a run)", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
 
 
 if __name__ == "__main__":  # pragma: no cover

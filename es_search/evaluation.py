@@ -42,6 +42,7 @@ from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
+from .interrupt import sigterm_as_interrupt
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
@@ -114,6 +115,7 @@ class Evaluator:
         self.pool: _backends.Pool | None = None
         self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
         self._counter: Counter | None = None  # loky: the workers claim long tasks
+        self._sigterm: sigterm_as_interrupt | None = None
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
@@ -134,8 +136,15 @@ class Evaluator:
         if self.n_jobs == 1:
             return self
         began = time.perf_counter()
-        self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout)
+        # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
+        self._sigterm = sigterm_as_interrupt().__enter__()
+        try:
+            self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout)
+        except BaseException:
+            self.close()
+            raise
         if self.pool is None:
+            self.close()
             return self
         self.n_workers = self.pool.n_workers
         if isinstance(self.pool, _backends.LokyPool) and claims.AVAILABLE:
@@ -179,6 +188,9 @@ class Evaluator:
         if self.pool is not None:
             pool, self.pool = self.pool, None
             pool.close()
+        if self._sigterm is not None:  # after the workers are gone
+            sigterm, self._sigterm = self._sigterm, None
+            sigterm.__exit__()
 
     def _warm_up(self, timeout: float = 120.0) -> None:
         """Run start-up tasks until every worker has answered (or ``timeout``)."""

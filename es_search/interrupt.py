@@ -1,4 +1,5 @@
-"""Ctrl-C: never in the middle of writing a checkpoint and its history line."""
+"""Ctrl-C and SIGTERM: never in the middle of writing a checkpoint and its history line,
+and never leaving worker processes behind."""
 from __future__ import annotations
 
 import signal
@@ -6,27 +7,67 @@ import threading
 from typing import Any
 
 
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM (``kill PID``, a job scheduler's stop) received while es_search's
+    workers ran: taken the Ctrl-C way (workers killed at once, the checkpoint whole, the
+    resume message), so it is a ``KeyboardInterrupt``; the command line exits 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(f"received signal {signum} (SIGTERM)")
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+class sigterm_as_interrupt:
+    """Context manager: a SIGTERM inside the block raises :class:`Terminated`.
+
+    Python's default for SIGTERM is to die at once, which leaves a pool's worker
+    processes behind (one may stay blocked writing to its dead parent). Only in the main
+    thread and only while the default handler is installed: a program that handles
+    SIGTERM itself keeps its handler.
+    """
+
+    def __enter__(self) -> "sigterm_as_interrupt":
+        self._previous: Any = None
+        if _in_main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+
+#: (signal, the handler this module defers, what is raised at the end of the block)
+_DEFERRED = ((signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),
+             (signal.SIGTERM, _raise_terminated, Terminated))
+
+
 class deferred_sigint:
     """Context manager: a SIGINT (Ctrl-C) that arrives inside the block is raised as
-    ``KeyboardInterrupt`` when the block ends, so what the block writes stays whole.
+    ``KeyboardInterrupt`` when the block ends, so what the block writes stays whole; so
+    is a SIGTERM under :class:`sigterm_as_interrupt` (as :class:`Terminated`).
 
-    Only in the main thread, and only while Python's default handler is installed;
+    Only in the main thread, and only for a signal whose handler is the one above;
     elsewhere it does nothing.
     """
 
     def __enter__(self) -> "deferred_sigint":
-        self._received = False
-        self._previous: Any = None
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._note)
+        self._received: list[type] = []
+        self._previous: list[tuple[int, Any]] = []
+        if _in_main_thread():
+            for signum, handler, error in _DEFERRED:
+                if signal.getsignal(signum) is handler:
+                    self._previous.append((signum, signal.signal(
+                        signum, lambda *_, error=error: self._received.append(error))))
         return self
 
-    def _note(self, signum: int, frame: Any) -> None:
-        self._received = True
-
     def __exit__(self, *exc_info: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for signum, previous in self._previous:
+            signal.signal(signum, previous)
         if self._received:
-            raise KeyboardInterrupt
+            raise self._received[0]

@@ -1,4 +1,4 @@
-"""Ctrl-C in run(): the workers stop at once, the checkpoint is intact, the message says
+"""Ctrl-C or SIGTERM in run(): the workers stop at once, the checkpoint is intact, the message says
 how to resume."""
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_path, capsys):
+@pytest.mark.parametrize("signum, error", [("SIGINT", KeyboardInterrupt),
+                                            ("SIGTERM", es_search.Terminated)])
+def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_resume(
+        tmp_path, capsys, signum, error):
     import signal
     import threading
     import time
@@ -46,10 +49,10 @@ def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_pat
         while len(os.listdir(pids)) < 2:  # both workers are inside score()
             time.sleep(0.01)
         sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), getattr(signal, signum))
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    with pytest.raises(error):
         es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
                       sequential_fallback=False, **KW)
     assert time.monotonic() - sent[0] < 5  # not the minute the tasks would take
@@ -61,3 +64,43 @@ def test_ctrl_c_in_run_kills_the_workers_promptly_and_says_how_to_resume(tmp_pat
     err = capsys.readouterr().err
     assert "interrupted after 0 completed generation(s)" in err and "resume=True" in err
     assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0
+    # the run's handler is gone with its workers: SIGTERM is Python's default again
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+# ------------------------------------------------------- the context managers alone
+def test_sigterm_inside_a_deferred_block_is_raised_when_the_block_ends():
+    import signal
+
+    from es_search.interrupt import deferred_sigint, sigterm_as_interrupt
+
+    written = []
+    with sigterm_as_interrupt():
+        with pytest.raises(es_search.Terminated):
+            with deferred_sigint():
+                os.kill(os.getpid(), signal.SIGTERM)
+                written.append("the rest of the block")  # not cut short
+        assert written == ["the rest of the block"]
+        with pytest.raises(es_search.Terminated):  # outside a deferred block: at once
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_a_programs_own_sigterm_handler_is_kept():
+    import signal
+
+    from es_search.interrupt import deferred_sigint, sigterm_as_interrupt
+
+    seen = []
+
+    def mine(signum, frame):
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        with sigterm_as_interrupt(), deferred_sigint():
+            assert signal.getsignal(signal.SIGTERM) is mine
+            os.kill(os.getpid(), signal.SIGTERM)
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,4 +1,4 @@
-"""Real processes: a run killed with SIGKILL and resumed, Ctrl-C (SIGINT)
+"""Real processes: a run killed with SIGKILL and resumed, Ctrl-C (SIGINT) and SIGTERM
 to the command line."""
 from __future__ import annotations
 
@@ -104,6 +104,47 @@ def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path
     assert same_history(read_history(out / "history.jsonl"), full.history)
     saved = torch.load(out / "best_weights.pt")
     assert all(torch.equal(saved[k], full.best_weights[k]) for k in saved)
+
+
+def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
+    """A job scheduler's stop: the run's workers must not outlive it (Python's default
+    for SIGTERM is to die at once, leaving a pool's processes behind)."""
+    out = tmp_path / "run"
+    argv = ["run", f"{AGENTS}:Vec", "--generations", "30", "--n-jobs", "2",
+            "--out", str(out), *ARGS]
+    proc = cli(*argv)
+    wait_for_lines(out / "history.jsonl", 3, proc)
+    children = _children(proc.pid)
+    assert children  # the loky workers (and its resource tracker)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert "es-search " + shlex.join(argv) + " --resume" in stderr
+    deadline = time.monotonic() + 10
+    while any(map(_running, children)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_running, children)), [p for p in children if _running(p)]
+    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)
+    assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (Linux /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").iterdir():
+            kids = (task / "children").read_text().split()
+            found += map(int, kids)
+            todo += map(int, kids)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:  # a zombie (dead, not yet reaped) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_cli_resume_refuses_other_parameters(tmp_path):

@@ -34,6 +34,11 @@ def plus(base, k):
     return base + k
 
 
+def on_main_thread():
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
 # ----------------------------------------------------------------- no cluster needed
 def test_float64_that_fits_float32_travels_as_float32_bit_for_bit():
     exact = np.arange(5000, dtype=np.float32).astype(np.float64) / 7
@@ -162,6 +167,21 @@ def test_dask_workers_that_join_are_used(cluster):
         assert [s for _, s in out] == [3.0] * (before + 1)
         assert len({p for p, _ in out}) == before + 1
     cluster[0].scale(2)
+
+
+def test_dask_short_calls_run_on_the_workers_event_loop_long_ones_beside_it(
+        cluster, monkeypatch):
+    """The event loop's own thread (the worker's main thread) when the previous call on
+    that worker was short; the actor thread at first and after a long call."""
+    _, client = cluster
+    from es_search.pools import dask_pool
+    monkeypatch.setattr(dask_pool, "LOOP_CALL_SECONDS", 0.3)
+    with dask_pool.DaskPool(client) as pool:
+        assert pool.run_chunks(on_main_thread, [()] * 2) == [False, False]  # unmeasured
+        assert pool.run_chunks(on_main_thread, [()] * 2) == [True, True]
+        assert pool.run_chunks(sleep_then, [(0.4, 1), (0.4, 2)]) == [1, 2]  # on the loop
+        assert pool.run_chunks(on_main_thread, [()] * 2) == [False, False]  # after 0.4 s
+        assert pool.run_chunks(on_main_thread, [()] * 2) == [True, True]
 
 
 def test_dask_without_a_client_says_how_to_make_one(monkeypatch):

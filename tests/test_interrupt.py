@@ -52,9 +52,17 @@ def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_res
         os.kill(os.getpid(), getattr(signal, signum))
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(error):
-        es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
-                      sequential_fallback=False, **KW)
+    # Python's default, as in a fresh process (another library, e.g. Ray, may have
+    # installed its own handler in this test process: es_search would keep it)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(error):
+            es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
+                          sequential_fallback=False, **KW)
+        # the run's handler is gone with its workers: SIGTERM is the default again
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert time.monotonic() - sent[0] < 5  # not the minute the tasks would take
     workers = [int(p) for p in os.listdir(pids)]
     deadline = time.monotonic() + 5
@@ -64,8 +72,6 @@ def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_res
     err = capsys.readouterr().err
     assert "interrupted after 0 completed generation(s)" in err and "resume=True" in err
     assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0
-    # the run's handler is gone with its workers: SIGTERM is Python's default again
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
 # ------------------------------------------------------- the context managers alone
@@ -75,6 +81,7 @@ def test_sigterm_inside_a_deferred_block_is_raised_when_the_block_ends():
     from es_search.interrupt import deferred_sigint, sigterm_as_interrupt
 
     written = []
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a fresh process
     with sigterm_as_interrupt():
         with pytest.raises(es_search.Terminated):
             with deferred_sigint():
@@ -84,6 +91,7 @@ def test_sigterm_inside_a_deferred_block_is_raised_when_the_block_ends():
         with pytest.raises(es_search.Terminated):  # outside a deferred block: at once
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_programs_own_sigterm_handler_is_kept():

@@ -169,14 +169,13 @@ def test_dask_workers_that_join_are_used(cluster):
     cluster[0].scale(2)
 
 
-def test_dask_short_calls_run_on_the_workers_event_loop_long_ones_beside_it(
-        cluster, monkeypatch):
+def test_dask_short_calls_run_on_the_workers_event_loop_long_ones_beside_it(cluster):
     """The event loop's own thread (the worker's main thread) when the previous call on
     that worker was short; the actor thread at first and after a long call."""
     _, client = cluster
-    from es_search.pools import dask_pool
-    monkeypatch.setattr(dask_pool, "LOOP_CALL_SECONDS", 0.3)
-    with dask_pool.DaskPool(client) as pool:
+    from es_search.pools.dask_pool import DaskPool
+    with DaskPool(client) as pool:
+        pool.loop_call_seconds = 0.3
         assert pool.run_chunks(on_main_thread, [()] * 2) == [False, False]  # unmeasured
         assert pool.run_chunks(on_main_thread, [()] * 2) == [True, True]
         assert pool.run_chunks(sleep_then, [(0.4, 1), (0.4, 2)]) == [1, 2]  # on the loop

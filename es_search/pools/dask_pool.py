@@ -19,11 +19,12 @@
 - **Where a call runs in its worker**: a Dask actor's method runs in a thread beside
   the worker's event loop, whose periodic work (ticks, heartbeats, monitors) then
   competes for the GIL. A call whose previous call on that worker took under
-  ``LOOP_CALL_SECONDS`` runs on the event loop itself (``separate_thread=False``),
-  which it blocks for that long: 10 ms scores, population 64, 2 workers, 3 runs of 15
-  interleaved generations: Dask / loky 1.10 / 1.19 / 1.18 in the thread, 0.98 / 1.19 /
-  1.12 on the loop (1 ms: 1.07 / 1.22 / 1.06 against 0.98 / 1.15 / 0.99). Longer calls
-  stay in the thread, so that the worker keeps answering its scheduler.
+  ``loop_call_seconds`` (1 s) runs on the event loop itself (``separate_thread=False``),
+  which it blocks for that long; longer calls stay in the thread, so that the worker
+  keeps answering its scheduler. ``python benchmarks/dask_event_loop.py`` (10 ms
+  scores, population 64, 2 workers, 3 runs of 15 interleaved generations): Dask / loky
+  1.10 / 1.19 / 1.18 in the thread, 0.98 / 1.19 / 1.12 on the loop (1 ms: 1.07 / 1.22
+  / 1.06 against 0.98 / 1.15 / 0.99).
 """
 from __future__ import annotations
 
@@ -35,9 +36,6 @@ from ..plotting import require
 from . import is_client
 from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
 from .runner import Runner
-
-#: a call runs on its worker's event loop when the previous call there took less
-LOOP_CALL_SECONDS = 1.0
 
 _NO_CLIENT = (
     "backend='dask' runs on the active dask.distributed Client, and there is none: "
@@ -61,6 +59,8 @@ class DaskPool(ActorPool):
     """Chunks on a Dask cluster. ``n_jobs`` caps the workers used (-1: all)."""
 
     name = "dask"
+    #: a call runs on its worker's event loop when the previous call there took less
+    loop_call_seconds = 1.0
 
     def __init__(self, client: Any = "dask", n_jobs: int = -1):
         super().__init__(n_jobs)
@@ -122,7 +122,7 @@ class DaskPool(ActorPool):
         own actor handles go through the scheduler unless the client was made with
         ``direct_to_workers=True``: twice the bytes, an extra hop)."""
         import asyncio
-        on_loop = self._last_call.get(key, math.inf) < LOOP_CALL_SECONDS
+        on_loop = self._last_call.get(key, math.inf) < self.loop_call_seconds
         call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget),
                         on_loop)
         began = time.perf_counter()

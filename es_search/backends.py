@@ -32,7 +32,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import joblib
 import numpy as np
 
-from .plotting import require
+from .extras import require
 
 CLUSTERS = ("dask", "ray")
 

@@ -206,7 +206,7 @@ def _dask_client(address: str | None) -> Iterator[None]:
     if address is None:
         yield
         return
-    from .plotting import require
+    from .extras import require
     distributed = require("distributed", "dask")
     try:
         client = distributed.Client(address, timeout=20)

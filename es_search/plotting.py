@@ -4,15 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-
-def require(module: str, extra: str) -> Any:
-    """Import an optional dependency or say which extra installs it."""
-    import importlib
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ImportError(f"{module} is not installed; install it with "
-                          f"pip install 'es_search[{extra}]'") from exc
+from .extras import require
 
 
 def plot_history(history: Sequence[dict], path: Any = None) -> Any:

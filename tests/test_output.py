@@ -56,7 +56,7 @@ def test_result_plot_needs_matplotlib_only(tmp_path):
 
 def test_missing_optional_dependency_names_the_extra(monkeypatch):
     import builtins
-    from es_search.plotting import require
+    from es_search.extras import require
 
     real_import = builtins.__import__
 

@@ -272,7 +272,7 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
     scores sleeping ``seconds``, population ``per_worker`` per worker; with the CPU
     seconds per generation of this process (client and scheduler) and of all workers
     together (on a small machine many workers compete for its cores)."""
-    from ..plotting import require
+    from ..extras import require
     distributed = require("distributed", "dask")
     rows = []
     candidates_of = lambda n: [Candidate("jitter", SIGMA)] * (per_worker * n)  # noqa: E731

@@ -92,7 +92,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 def cluster_from_args(args: argparse.Namespace, log: Any = print) -> int:
     """``es-search bench --backend dask``: measure, fit, write cluster.md/json."""
     import os
-    from ..plotting import require
+    from ..extras import require
     from .cluster import measure_cluster
     from .cluster_model import analyse as analyse_cluster, markdown as cluster_markdown
     if args.workers < 1:

@@ -127,7 +127,7 @@ def summary(result: dict) -> str:
 
 def plot(result: dict, path: str) -> None:
     """Speedup against workers for each score cost at the largest population, to ``path``."""
-    from ..plotting import require
+    from ..extras import require
     matplotlib = require("matplotlib", "plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

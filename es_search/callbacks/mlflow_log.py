@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..plotting import require
+from ..extras import require
 from .base import Callback, RunInfo
 from .fields import flatten, scalars
 

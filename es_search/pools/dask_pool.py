@@ -32,7 +32,7 @@ import math
 import time
 from typing import Any, Callable
 
-from ..plotting import require
+from ..extras import require
 from . import is_client
 from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
 from .runner import Runner

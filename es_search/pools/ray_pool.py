@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Sequence
 
-from ..plotting import require
+from ..extras import require
 from .base import ActorPool, Late, Lost
 from .runner import Runner
 

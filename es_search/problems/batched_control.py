@@ -23,7 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params
-from ..plotting import require
+from ..extras import require
 
 
 class PendulumBatch:

@@ -23,7 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import as_scores, vmap_call
-from ..plotting import require
+from ..extras import require
 
 SPLITS = ("train", "test")
 METRICS = ("log_likelihood", "accuracy")

@@ -29,7 +29,7 @@ def _extra_for(entry_point: Any) -> str:
 def make_env(env_id: str) -> Any:
     """``gymnasium.make(env_id)``, or one clear error: an unknown id (ValueError) or a
     missing extra (ImportError naming the ``pip install`` that fixes it)."""
-    from ..plotting import require
+    from ..extras import require
     gym = require("gymnasium", "gym")
     try:
         spec = gym.spec(env_id)

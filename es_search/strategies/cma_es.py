@@ -11,7 +11,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
-from ..plotting import require
+from ..extras import require
 from ..seeding import preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy
 

@@ -29,7 +29,7 @@ BUILTINS: dict[str, tuple[str, str]] = {
                  "gymnasium CartPole-v1, a policy that samples its actions; batched on the "
                  "vectorised CartPole (extra: gym)"),
     "pendulum": ("es_search.problems.batched_control:Pendulum",
-                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP; batched NumPy Pendulum "
+                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP, PGPE; batched NumPy Pendulum "
                  "(extra: gym)"),
     "acrobot": ("es_search.problems.control:Acrobot",
                 "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),

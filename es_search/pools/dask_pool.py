@@ -22,10 +22,11 @@
   ``loop_call_seconds`` (1 s) runs on the event loop itself (``separate_thread=False``),
   which it blocks for that long; longer calls stay in the thread, so that the worker
   keeps answering its scheduler. ``python benchmarks/dask_event_loop.py`` (10 ms scores,
-  population 64, 2 workers, 3 runs of 15 interleaved generations): Dask / loky 1.10 /
-  1.19 / 1.18 in the thread, 0.98 / 1.19 / 1.12 on the loop (1 ms: 1.07 / 1.22 / 1.06
-  against 0.98 / 1.15 / 0.99). A ``score()`` that itself waits on Dask futures would
-  block that loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
+  population 64, 2 workers, 3 runs of 15 interleaved generations, 2 shared cores): Dask
+  / loky 1.14 / 1.12 / 1.10 in the thread, 1.02 / 1.05 / 1.02 on the loop (1 ms, 25
+  generations: 1.12 / 1.12 / 1.22 against 1.04 / 1.04 / 1.11). A ``score()`` that itself
+  waits on Dask futures would block that loop: ``DaskPool.loop_call_seconds = 0`` keeps
+  every call beside it.
 """
 from __future__ import annotations
 

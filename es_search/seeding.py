@@ -32,6 +32,18 @@ def task_seed(seed: int, generation: int, index: int) -> int:
     return int(sequence.generate_state(1, np.uint64)[0])
 
 
+def build_seed(seed: int) -> int:
+    """The seed the command line builds a problem's agent under (its random initial
+    weights), so that the same command gives the same run: a stream apart from every
+    task's (a one-element spawn key; tasks have two).
+
+    >>> build_seed(0) == build_seed(0) != task_seed(0, -1, 0)
+    True
+    """
+    sequence = np.random.SeedSequence(seed, spawn_key=(0,))
+    return int(sequence.generate_state(1, np.uint64)[0])
+
+
 # numpy.random.SeedSequence's hash constants (numpy/random/bit_generator.pyx)
 _INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
 _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715

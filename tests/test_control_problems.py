@@ -131,3 +131,23 @@ def test_cli_runs_pendulum(capsys):
                  "-p", "max_steps=20", "--n-jobs", "1", "--no-progress"])
     assert code == 0
     assert "pendulum: best score" in capsys.readouterr().out
+
+
+def test_the_same_cli_command_gives_the_same_run(tmp_path):
+    """A built-in's random initial weights come from --seed, not from whatever state
+    torch's generator is in (two runs in one process: the second would otherwise start
+    from other weights); the caller's RNGs are left as they were."""
+    import json
+
+    import torch
+    runs = []
+    for k in range(2):
+        before = torch.random.get_rng_state()
+        assert main(["run", "pendulum", "--generations", "2", "--population", "4",
+                     "-p", "max_steps=20", "--n-jobs", "1", "--no-progress", "--seed", "7",
+                     "--out", str(tmp_path / str(k))]) == 0
+        assert torch.equal(torch.random.get_rng_state(), before)
+        torch.randn(3)  # the caller's generator moves on between the two commands
+        lines = (tmp_path / str(k) / "history.jsonl").read_text().splitlines()
+        runs.append([json.loads(line)["scores"] for line in lines])
+    assert runs[0] == runs[1]

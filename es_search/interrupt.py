@@ -2,6 +2,7 @@
 and never leaving worker processes behind."""
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from typing import Any
@@ -13,8 +14,31 @@ class Terminated(KeyboardInterrupt):
     resume message), so it is a ``KeyboardInterrupt``; the command line exits 143."""
 
 
-def _raise_terminated(signum: int, frame: Any) -> None:
-    raise Terminated(f"received signal {signum} (SIGTERM)")
+class _Terminate:
+    """The SIGTERM handler: raises :class:`Terminated` in the process that installed
+    it. A process forked from it (a multiprocessing worker) gets Python's default back
+    at once (see ``_default_in_child``): ``Pool.terminate`` kills its workers with
+    SIGTERM, and a worker stuck in C (a lock inherited held) would never run a Python
+    handler."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.pid:  # a child forked before the reset below ran
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(f"received signal {signum} (SIGTERM)")
+
+
+def _default_in_child() -> None:
+    if isinstance(signal.getsignal(signal.SIGTERM), _Terminate):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_default_in_child)
 
 
 def _in_main_thread() -> bool:
@@ -33,7 +57,7 @@ class sigterm_as_interrupt:
     def __enter__(self) -> "sigterm_as_interrupt":
         self._previous: Any = None
         if _in_main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._previous = signal.signal(signal.SIGTERM, _raise_terminated)
+            self._previous = signal.signal(signal.SIGTERM, _Terminate())
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -42,9 +66,9 @@ class sigterm_as_interrupt:
             self._previous = None
 
 
-#: (signal, the handler this module defers, what is raised at the end of the block)
-_DEFERRED = ((signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),
-             (signal.SIGTERM, _raise_terminated, Terminated))
+#: (signal, is its handler one this module defers?, what is raised at the block's end)
+_DEFERRED = ((signal.SIGINT, lambda h: h is signal.default_int_handler, KeyboardInterrupt),
+             (signal.SIGTERM, lambda h: isinstance(h, _Terminate), Terminated))
 
 
 class deferred_sigint:
@@ -60,8 +84,8 @@ class deferred_sigint:
         self._received: list[type] = []
         self._previous: list[tuple[int, Any]] = []
         if _in_main_thread():
-            for signum, handler, error in _DEFERRED:
-                if signal.getsignal(signum) is handler:
+            for signum, deferred, error in _DEFERRED:
+                if deferred(signal.getsignal(signum)):
                     self._previous.append((signum, signal.signal(
                         signum, lambda *_, error=error: self._received.append(error))))
         return self

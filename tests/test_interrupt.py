@@ -112,3 +112,30 @@ def test_a_programs_own_sigterm_handler_is_kept():
         assert seen == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_forked_child_still_dies_of_sigterm():
+    """multiprocessing's Pool.terminate() stops its forked workers with SIGTERM: they
+    inherit the handler, which must not turn it into an exception there (a hung pool)."""
+    import signal
+
+    from es_search.interrupt import sigterm_as_interrupt
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a fresh process
+    try:
+        with sigterm_as_interrupt():
+            ready, told = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: say it runs, then wait to be terminated
+                try:
+                    import time
+                    os.write(told, b"1")
+                    time.sleep(30)
+                finally:
+                    os._exit(3)  # reached only if SIGTERM became an exception
+            os.read(ready, 1)  # (a signal before the child's after-fork reset is lost)
+            os.kill(pid, signal.SIGTERM)
+            _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)

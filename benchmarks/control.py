@@ -127,13 +127,11 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
     import es_search
     from es_search import checkpoint
     from es_search.problems import load_problem
-    from es_search.seeding import build_seed, preserved_global_rngs, seed_global_rngs
+    from es_search.seeding import build_seeded
     from es_search.strategies import DEFAULT, make_strategy
 
     cls = load_problem(task.spec or task.problem)
-    with preserved_global_rngs():  # random initial weights from the seed, as the CLI
-        seed_global_rngs(build_seed(seed))
-        agent = cls(**dict(task.options))
+    agent = build_seeded(seed, cls, **dict(task.options))  # weights from the seed, as the CLI
     config = dict(cls.default_config)
     strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],
                              config["sigma"], **dict(config.get("strategy_options") or {}))

@@ -15,7 +15,7 @@ from . import __version__
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .interrupt import Terminated
 from .problems import BUILTINS, ProblemError, load_problem
-from .seeding import build_seed, preserved_global_rngs, seed_global_rngs
+from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
 
 
@@ -163,9 +163,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     try:
         # a built-in's random initial weights come from the run's seed (and the caller's
         # RNGs are left as they were): the same command gives the same run
-        with preserved_global_rngs():
-            seed_global_rngs(build_seed(args.seed))
-            agent = cls(**params)
+        agent = build_seeded(args.seed, cls, **params)
     except TypeError as exc:
         raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
     defaults = {"generations": 50, "population": 16, "sigma": 0.1}

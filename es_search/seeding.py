@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import random
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -42,6 +44,15 @@ def build_seed(seed: int) -> int:
     """
     sequence = np.random.SeedSequence(seed, spawn_key=(0,))
     return int(sequence.generate_state(1, np.uint64)[0])
+
+
+def build_seeded(seed: int, factory: Any, *args: Any, **kwargs: Any) -> Any:
+    """``factory(*args, **kwargs)`` under global RNGs seeded with :func:`build_seed`, the
+    caller's RNG state restored after: an agent's random initial weights from the run's
+    seed (the command line and the control benchmark build their agents so)."""
+    with preserved_global_rngs():
+        seed_global_rngs(build_seed(seed))
+        return factory(*args, **kwargs)
 
 
 # numpy.random.SeedSequence's hash constants (numpy/random/bit_generator.pyx)

@@ -6,7 +6,10 @@
 Every figure is measured here, in this run. For CartPole-v1 and Pendulum-v1, each
 population and worker count, one generation of scoring is timed through
 ``es_search.Evaluator`` (persistent workers, as ``run()`` uses them; 2 workers always
-score in the workers: ``sequential_fallback=False``), side by side, rep by rep, for:
+score in the workers: ``sequential_fallback=False``), side by side: the paths take
+turns rep by rep, and in its turn a path runs one untimed generation (its workers wake
+after the others' turn) and then ``burst`` (3) timed ones back to back, as generations
+follow each other in a run. The paths:
 
 - ``batched``: the built-in of ``es_search.problems.batched_control`` with its default
   group of ``score_batch_size=32`` candidates per ``score_batch()`` call;
@@ -61,6 +64,9 @@ class Settings:
     populations: tuple[int, ...] = (16, 64, 256)
     workers: tuple[int, ...] = (1, 2)
     reps: int = 5
+    #: back-to-back generations a path runs in each rep, each timed (the first of a
+    #: burst runs first, untimed: the workers wake after the other paths' turn)
+    burst: int = 3
     #: CartPole's balanced stage is slow per candidate: these populations only
     trained_populations: tuple[int, ...] = (16, 64)
     trained_reps: int = 3
@@ -74,8 +80,8 @@ class Settings:
 
     @classmethod
     def quick(cls) -> "Settings":
-        return cls(populations=(16, 64), reps=2, trained_populations=(64,), trained_reps=1,
-                   digits_seeds=(0,), digits_generations=100)
+        return cls(populations=(16, 64), reps=2, burst=2, trained_populations=(64,),
+                   trained_reps=1, digits_seeds=(0,), digits_generations=100)
 
 
 #: (problem, stage) -> (sigma, episodes per score, steps per episode or None if counted)
@@ -117,11 +123,14 @@ def measure(problem: str, stage: str, pop: int, workers: int, reps: int,
         steps: dict[str, list[int]] = {p: [] for p in settings.paths}
         for rep in range(reps):
             for path, (ev, center) in evaluators.items():
-                began = time.perf_counter()
-                scores = ev.score(rep, center, candidates)
-                times[path].append(time.perf_counter() - began)
-                steps[path].append(round(sum(scores) * episodes) if length is None
-                                   else length * episodes * pop)
+                generation = rep * (settings.burst + 1)
+                ev.score(generation, center, candidates)  # untimed: after the others ran
+                for g in range(generation + 1, generation + 1 + settings.burst):
+                    began = time.perf_counter()
+                    scores = ev.score(g, center, candidates)
+                    times[path].append(time.perf_counter() - began)
+                    steps[path].append(round(sum(scores) * episodes) if length is None
+                                       else length * episodes * pop)
     finally:
         for ev, _ in evaluators.values():
             ev.__exit__(None, None, None)
@@ -184,7 +193,9 @@ def markdown(result: dict) -> str:
     lines = [f"# Batched scoring (`python benchmarks/batching.py"
              f"{' --quick' if result['quick'] else ''}`)", "",
              f"Machine: {result['machine']}. {result['note']}", "",
-             "Median seconds per generation (one generation of scoring) and environment "
+             "Median seconds per generation (one generation of scoring; each path runs "
+             f"{result['settings'].get('burst', 1)} timed generations back to back per "
+             "rep, the paths taking turns rep by rep) and environment "
              "steps per second, per path; `x` = batched against that path "
              "(generation time for `alone`, which runs the same episodes; steps per "
              "second for `gym`, which runs other episodes).", "",
@@ -232,8 +243,23 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def benchmark(settings: Settings, quick: bool = False) -> dict:
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+
+
+def commit() -> str:
+    import subprocess
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def benchmark(settings: Settings, quick: bool = False, note: str = "") -> dict:
     rows: list[dict] = []
+    started, began = load(), time.time()
     plan = [("cartpole", "start", settings.populations, settings.reps),
             ("cartpole", "balanced", settings.trained_populations, settings.trained_reps),
             ("pendulum", "start", settings.populations, settings.reps)]
@@ -249,9 +275,10 @@ def benchmark(settings: Settings, quick: bool = False) -> dict:
               "machine": f"{platform.processor() or platform.machine()}, "
                          f"{os.cpu_count()} cores, Python {platform.python_version()}, "
                          f"torch {torch.__version__}",
-              "note": "Timed under flock /work/coord/bench.lock, but other helpers' tests "
-                      "shared the 2 cores: figures are noisy."}
+              "note": ""}
     result["digits"] = digits(settings) if settings.digits_seeds else []
+    result["note"] = (f"Commit {commit()}; load average at start {started}, at end {load()}; "
+                      f"{time.time() - began:.0f} s in all. " + note).strip()
     return result
 
 
@@ -260,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--out", default=None, help="folder for batching.{md,json}")
     parser.add_argument("--no-digits", action="store_true", help="skip the digits runs")
+    parser.add_argument("--note", default="", help="a sentence for the report (e.g. "
+                        "what else ran on the machine)")
     parser.add_argument("--render", action="store_true",
                         help="rewrite batching.md from the saved batching.json")
     args = parser.parse_args(argv)
@@ -280,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         settings.out = args.out
     if args.no_digits:
         settings.digits_seeds = ()
-    result = benchmark(settings, quick=args.quick)
+    result = benchmark(settings, quick=args.quick, note=args.note)
     os.makedirs(settings.out, exist_ok=True)
     with open(os.path.join(settings.out, "batching.json"), "w") as f:
         json.dump(result, f, indent=1)

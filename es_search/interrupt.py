@@ -23,6 +23,7 @@ class _Terminate:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        self.users = 0  # the sigterm_as_interrupt blocks open on it (nested or not)
 
     def __call__(self, signum: int, frame: Any) -> None:
         if os.getpid() != self.pid:  # a child forked before the reset below ran
@@ -55,15 +56,25 @@ class sigterm_as_interrupt:
     """
 
     def __enter__(self) -> "sigterm_as_interrupt":
-        self._previous: Any = None
-        if _in_main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._previous = signal.signal(signal.SIGTERM, _Terminate())
+        self._handler: _Terminate | None = None
+        if not _in_main_thread():
+            return self
+        current = signal.getsignal(signal.SIGTERM)
+        if current == signal.SIG_DFL:
+            current = _Terminate()
+            signal.signal(signal.SIGTERM, current)
+        if isinstance(current, _Terminate) and current.pid == os.getpid():
+            current.users += 1  # shared by every open block, whichever closes first
+            self._handler = current
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        handler, self._handler = self._handler, None
+        if handler is None:
+            return
+        handler.users -= 1
+        if handler.users == 0 and signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 #: (signal, is its handler one this module defers?, what is raised at the block's end)

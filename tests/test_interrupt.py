@@ -42,7 +42,7 @@ def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_res
 
     pids = tmp_path / "pids"
     pids.mkdir()
-    agent = agents.Sleepy(str(pids), task_seed(SEED, -1, 0))
+    agent = agents.Sleepy(str(pids), {task_seed(SEED, -1, i) for i in range(4)})
     sent = []
 
     def interrupt():
@@ -92,6 +92,30 @@ def test_sigterm_inside_a_deferred_block_is_raised_when_the_block_ends():
             os.kill(os.getpid(), signal.SIGTERM)
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_stays_handled_until_the_last_of_two_blocks_closes():
+    """Two Evaluators open at once (two runs interleaved by a program) may close in
+    either order: while either has workers, a SIGTERM must still take the Ctrl-C way."""
+    import signal
+
+    from es_search.interrupt import sigterm_as_interrupt
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a fresh process
+    try:
+        first, second = sigterm_as_interrupt(), sigterm_as_interrupt()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)  # the first one closes first
+        assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # (or pytest dies)
+        with pytest.raises(es_search.Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+        second.__exit__(None, None, None)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+        second.__exit__(None, None, None)  # closing twice changes nothing
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_a_programs_own_sigterm_handler_is_kept():

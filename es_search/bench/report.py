@@ -122,7 +122,10 @@ def summary(result: dict) -> str:
     """The machine and the model's predictions, without calibration, start-up, ceiling
     and the per-configuration table
     (what a README shows; the full tables are in ``scaling.md``)."""
-    return "\n".join(_header(result)[:1] + [""] + _model(result)) + "\n"
+    model = _model(result)[:-2]  # the caveat about the two models stays in scaling.md
+    return "\n".join(_header(result)[:1] + [""] + model
+                     + ["", "The overhead model (measured per-generation and per-task "
+                            "costs) is the one to plan with."]) + "\n"
 
 
 def plot(result: dict, path: str) -> None:

@@ -262,3 +262,18 @@ def test_committed_batching_table_is_rendered_from_its_json(tmp_path):
         assert (tmp_path / "batching.md").read_text() == f.read()
     with open(os.path.join(results, "batching.json")) as f:
         assert {r["population"] for r in json.load(f)["rows"]} == {16, 64, 256}
+
+
+def test_persistent_loops_benchmark_scores_as_the_engine_does():
+    """benchmarks/persistent_loops.py: its forked loops give loky's scores (it raises
+    otherwise) and it prints the three paths."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks",
+                                                        "persistent_loops.py"),
+                           "--rounds", "1"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr
+    assert all(f"  {path}" in done.stdout for path in ("loops", "loky", "alone"))

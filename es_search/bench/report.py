@@ -104,17 +104,20 @@ def _model(result: dict) -> list[str]:
         am = " / ".join(fmt(p.get(f"amdahl_{c}"), 1) for c in (16, 64, 256))
         ov = " / ".join(fmt(p.get(f"overhead_{c}"), 1) for c in (16, 64, 256))
         lines.append(f"| {p['cost']} | {p['pop']} | {p['task_ms']:.3f} | {am} | {ov} |")
-    lines += ["", "Both models cap the workers at the population. With worker counts 1 and "
-              f"{max(result['n_values'])} only, Amdahl's serial fraction rests on one "
-              "speedup per point and noise can put it at 0 (perfect scaling); the overhead "
-              "model uses directly measured costs (per generation, per task) and is the "
-              "one to plan with."]
     return lines
+
+
+def _caveat(result: dict) -> list[str]:
+    return ["", "Both models cap the workers at the population. With worker counts 1 and "
+            f"{max(result['n_values'])} only, Amdahl's serial fraction rests on one "
+            "speedup per point and noise can put it at 0 (perfect scaling); the overhead "
+            "model uses directly measured costs (per generation, per task) and is the "
+            "one to plan with."]
 
 
 def markdown(result: dict) -> str:
     """The tables of an analysed result (see :func:`es_search.bench.model.analyse`)."""
-    lines = _header(result) + [""] + _rows(result) + [""] + _model(result)
+    lines = _header(result) + [""] + _rows(result) + [""] + _model(result) + _caveat(result)
     return "\n".join(lines) + "\n"
 
 
@@ -122,8 +125,7 @@ def summary(result: dict) -> str:
     """The machine and the model's predictions, without calibration, start-up, ceiling
     and the per-configuration table
     (what a README shows; the full tables are in ``scaling.md``)."""
-    model = _model(result)[:-2]  # the caveat about the two models stays in scaling.md
-    return "\n".join(_header(result)[:1] + [""] + model
+    return "\n".join(_header(result)[:1] + [""] + _model(result)
                      + ["", "The overhead model (measured per-generation and per-task "
                             "costs) is the one to plan with."]) + "\n"
 

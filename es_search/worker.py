@@ -62,7 +62,8 @@ def has_hooks(agent: Any) -> bool:
 
 
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
-             generation: int, index: int, *, score: bool = True) -> tuple[float, Any]:
+             generation: int, index: int, *, score: bool = True,
+             seed_of_task: int | None = None) -> tuple[float, Any]:
     """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``.
 
     Sets ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs
@@ -72,9 +73,12 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
     (``agent.task_report()``, None for agents without statistics); ``(nan, None)``
     with ``score=False``. Exceptions propagate. The caller's RNG state is not restored
     (wrap the call in :class:`~es_search.seeding.preserved_global_rngs`).
+    ``seed_of_task``: the task's seed when the caller computed it already (a chunk's
+    seeds at once, :func:`~es_search.seeding.task_seeds`).
     """
+    seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
-    seeds["task_seed"] = seed_ = task_seed(seed, generation, index)
+    seeds["task_seed"] = seed_
     seeds["generation_seed"] = generation_seed(seed, generation)
     grad = torch.is_grad_enabled()  # no_grad() costs ~2 us: only when needed
     if grad:
@@ -116,15 +120,19 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     """:func:`score_tasks` one ``score()`` per candidate."""
     scores: list[Any] = []
     reports: list[Any] = []
+    # a chunk's task seeds at once (~60 us) beat one at a time (~9 us each) from 8 on
+    seeds = (task_seeds(seed, generation, start, start + len(candidates))
+             if len(candidates) >= 8 else
+             [task_seed(seed, generation, start + k) for k in range(len(candidates))])
     with preserved_global_rngs(), torch.no_grad():
         for offset, candidate in enumerate(candidates):
-            index = start + offset
+            index, seed_ = start + offset, seeds[offset]
             try:
-                value, report = run_task(agent, payload, candidate, seed, generation, index)
+                value, report = run_task(agent, payload, candidate, seed, generation, index,
+                                         seed_of_task=seed_)
             except NotAScore:
                 raise
             except Exception as exc:
-                seed_ = task_seed(seed, generation, index)
                 if on_error == "worst":
                     scores.append(TaskFailure(generation, index, seed_,
                                               traceback.format_exc()))

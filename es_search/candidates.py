@@ -11,7 +11,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 import torch
 
-from .seeding import stream_seed
+from .seeding import generators, stream_seed, stream_seeds
 
 #: the kinds of candidate a strategy may ask for
 KINDS = ("center", "jitter", "noise", "vector", "weights")
@@ -56,6 +56,17 @@ def noise(seed: int, generation: int, key: int, size: int) -> np.ndarray:
 
 #: (seed, generation, key, size) and the noise vector last drawn in this process
 _LAST_NOISE: list = [None, None]
+
+
+def noise_streams(seed: int, generation: int, keys: Sequence[int]
+                  ) -> dict[int, np.random.Generator]:
+    """For each distinct key, a fresh generator whose ``standard_normal(size)`` is
+    ``noise(seed, generation, key, size)``: the streams of 4 keys or more seeded at once
+    (:func:`~es_search.seeding.stream_seeds`, :func:`~es_search.seeding.generators`;
+    ~14 us of seeding a key otherwise). Draw once from each; one vector need be alive
+    at a time (a strategy's ``tell``, a group's noise candidates)."""
+    distinct = list(dict.fromkeys(int(k) for k in keys))
+    return dict(zip(distinct, generators(stream_seeds(seed, (1, generation), distinct))))
 
 
 def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
@@ -123,12 +134,19 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
     flat = [k for k, c in enumerate(candidates) if c.kind in ("noise", "vector")]
     if flat:
         rows = np.empty((len(flat), center.size))
+        streams = noise_streams(seed, generation,
+                                [candidates[k].key for k in flat if candidates[k].kind == "noise"])
+        last: tuple = (None, None)  # an antithetic pair's key and its vector, drawn once
         for row, k in enumerate(flat):
             c = candidates[k]
             if c.kind == "vector":
                 rows[row] = np.asarray(c.vector)
                 continue
-            eps = noise(seed, generation, c.key, center.size)
+            if last[0] != c.key:
+                stream = streams.pop(c.key, None)  # a key met again later: drawn anew
+                last = (c.key, stream.standard_normal(center.size) if stream is not None
+                        else noise(seed, generation, c.key, center.size))
+            eps = last[1]
             if c.vector is None:
                 np.add(center, (c.sign * c.sigma) * eps, out=rows[row])
             else:

@@ -214,6 +214,9 @@ def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
                   Candidate("noise", 0.3, -1.0, 4), Candidate("center"),
                   Candidate("jitter", jitter[1]), Candidate("vector", vector=center * 3),
                   Candidate("noise", 0.0, -1.0, 9, vector=scale),
+                  # 4 keys or more: streams seeded at once; key 4 again, not next to its pair
+                  Candidate("noise", 0.3, 1.0, 1), Candidate("noise", 0.3, 1.0, 2),
+                  Candidate("noise", 0.5, -1.0, 4), Candidate("noise", 0.3, 1.0, 7),
                   Candidate("jitter", jitter[2])] + [Candidate("jitter", jitter[2])] * 30
     seed, generation, start = 3, 5, 8
     seeds = [task_seed(seed, generation, start + k) for k in range(len(candidates))]
@@ -257,3 +260,35 @@ def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():
                 assert task_seeds(seed, generation, start, stop) == [
                     task_seed(seed, generation, i) for i in range(start, stop)]
     assert task_seeds(0, 0, 4, 4) == []
+
+
+def test_seed_sequence_words_are_seed_sequences_whichever_words_vary():
+    """Shared words (Python ints) and varying ones (uint32 arrays) in any position,
+    fewer or more than the pool's 4: every sequence's words are SeedSequence's."""
+    from es_search.seeding import seed_sequence_words
+    rng = np.random.default_rng(0)
+    for length in range(1, 9):
+        for trial in range(12):
+            words = rng.integers(0, 2 ** 32, size=(length, 3), dtype=np.uint64)
+            varying = rng.random(length) < (0.0 if trial == 0 else 0.4)
+            entropy = [words[i].astype(np.uint32) if varying[i] else int(words[i, 0])
+                       for i in range(length)]
+            got = seed_sequence_words(entropy, 6)
+            for j in range(3):
+                column = [int(words[i, j] if varying[i] else words[i, 0])
+                          for i in range(length)]
+                expected = np.random.SeedSequence(
+                    np.array(column, dtype=np.uint32)).generate_state(6).tolist()
+                assert [int(np.asarray(w).reshape(-1)[j if np.ndim(w) else 0])
+                        for w in got] == expected
+
+
+def test_noise_streams_draw_each_keys_noise():
+    from es_search.candidates import noise, noise_streams
+    for seed, generation in ((0, 0), (3, 7), (2 ** 40, 2 ** 33), (2 ** 70, 1)):
+        for keys in ([5], [0, 1, 1, 2], list(range(12)), [2 ** 32 - 1, 2 ** 33, 3, 4, 4]):
+            streams = noise_streams(seed, generation, keys)
+            assert list(streams) == list(dict.fromkeys(keys))
+            for key, stream in streams.items():
+                assert np.array_equal(stream.standard_normal(6),
+                                      noise(seed, generation, key, 6))

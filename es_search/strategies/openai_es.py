@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise
+from ..candidates import Candidate, noise_streams
 from ..checks import check_int, check_positive_float
 from .base import Rebuild, Strategy
 
@@ -127,9 +127,10 @@ class OpenAIES(Strategy):
         weights: dict[int, float] = {}
         for candidate, u in zip(candidates, shaped):  # sum_i u_i * sign_i * eps_key(i)
             weights[candidate.key] = weights.get(candidate.key, 0.0) + candidate.sign * u
-        for key, w in weights.items():
-            if w != 0.0:
-                gradient += w * noise(state.seed, generation, key, n)
+        used = [key for key, w in weights.items() if w != 0.0]
+        streams = noise_streams(state.seed, generation, used)
+        for key in used:
+            gradient += weights[key] * streams[key].standard_normal(n)  # noise(..., key, n)
         gradient /= len(scores)
         # ascend g - weight_decay * theta with Adam (Kingma & Ba 2015, Algorithm 1)
         g = gradient - self.weight_decay * state.center

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise
+from ..candidates import Candidate, noise_streams
 from ..checks import check_int, check_positive_float
 from .base import Rebuild, Strategy, antithetic_pairs
 from .openai_es import centered_ranks
@@ -144,11 +144,11 @@ class PGPE(Strategy):
         sigma = state.stdev
         g_mu = np.zeros(n)
         g_sigma = np.zeros(n)
-        for key in keys:
+        used = [key for key in keys if plus[key] != minus[key] or plus[key] + minus[key] != 0.0]
+        streams = noise_streams(state.seed, generation, used)
+        for key in used:
             difference, mean = plus[key] - minus[key], (plus[key] + minus[key]) / 2.0
-            if difference == 0.0 and mean == 0.0:
-                continue
-            eps = noise(state.seed, generation, key, n)
+            eps = streams[key].standard_normal(n)  # noise(state.seed, generation, key, n)
             # Sehnke et al. 2010, symmetric sampling: (r+ - r-)/2 * (theta - mu) for mu,
             # ((r+ + r-)/2 - b) * ((theta - mu)^2 - sigma^2) / sigma for sigma, b = 0
             g_mu += (difference / 2.0) * (sigma * eps)

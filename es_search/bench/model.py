@@ -51,11 +51,15 @@ def fit_models(rows: list[dict], ceil: dict[int, dict]) -> dict:
            all(p == "parallel" for p in r["paths"])]
     # Amdahl: 1/S = f + (1 - f)/n  <=>  1/S - 1/n = f (1 - 1/n), with S the speedup
     # divided by the ceiling's efficiency at n: the engine's own serial part, apart from
-    # what the machine (other load, shared caches, turbo) takes from n processes
+    # what the machine (other load, shared caches, turbo) takes from n processes. Fitted
+    # at the largest population measured, the one the predictions are for: a generation's
+    # fixed costs weigh more in a small one (population 8 would set 256's serial part)
     amdahl = {}
     for cost in COSTS:
+        measured = [r for r in par if r["cost"] == cost and r["size"] <= 10]
+        top = max((r["pop"] for r in measured), default=None)
         pts = [(1 - 1 / r["n"], ceil[r["n"]]["efficiency"] / r["speedup"] - 1 / r["n"])
-               for r in par if r["cost"] == cost and r["size"] <= 10]
+               for r in measured if r["pop"] == top]
         if pts:
             f = sum(x * y for x, y in pts) / sum(x * x for x, _ in pts)
             amdahl[cost] = min(1.0, max(0.0, f))

@@ -108,6 +108,7 @@ def _model(result: dict) -> list[str]:
 
 
 def _caveat(result: dict) -> list[str]:
+    """How far each model can be trusted (with 2 worker counts, Amdahl's hardly)."""
     return ["", "Both models cap the workers at the population. With worker counts 1 and "
             f"{max(result['n_values'])} only, Amdahl's serial fraction rests on one "
             "speedup per point and noise can put it at 0 (perfect scaling); the overhead "
@@ -125,9 +126,7 @@ def summary(result: dict) -> str:
     """The machine and the model's predictions, without calibration, start-up, ceiling
     and the per-configuration table
     (what a README shows; the full tables are in ``scaling.md``)."""
-    return "\n".join(_header(result)[:1] + [""] + _model(result)
-                     + ["", "The overhead model (measured per-generation and per-task "
-                            "costs) is the one to plan with."]) + "\n"
+    return "\n".join(_header(result)[:1] + [""] + _model(result) + _caveat(result)) + "\n"
 
 
 def plot(result: dict, path: str) -> None:

@@ -13,7 +13,9 @@ been timed, and a single in-process task, such as the start agent's score, befor
 generation has run). ``t`` is the smallest of the path's last ``window`` per-task times
 (a cold start or another program only ever add to it), ``overhead`` the median of the last
 ``window`` round trips (three empty ones timed at start-up first): one cold or noisy
-measurement does not move them, a lasting change does within a few generations.
+measurement does not move them, a lasting change does within a few generations; a
+parallel generation after ``window`` or more in this process starts the round trips'
+window afresh (the older ones are stale).
 When the losing path is predicted within ``close`` times the winner, it is tried: at
 once if it was timed less than twice (a first measurement may be cold; the winner is
 timed twice first), else after ``reprobe_every`` generations in a row on the winner
@@ -151,6 +153,11 @@ class DispatchPolicy:
         elif path == SEQUENTIAL:
             self._task[SEQUENTIAL].append(wall / n)
         else:
+            if self.last == SEQUENTIAL and self._run >= (self._overhead.maxlen or 0):
+                # a re-probe after a while in this process: the round trips measured
+                # before are stale (a cold or busy start would otherwise keep the run
+                # here for re-probe after re-probe, each waiting twice as long)
+                self._overhead.clear()
             self._task[PARALLEL].append((wall if busy is None else busy) / n)
             self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
             if imbalance is not None:

@@ -109,6 +109,26 @@ def test_a_cold_or_unlucky_in_process_measurement_is_retried():
     assert choices[5:] == [SEQUENTIAL] * (len(choices) - 5)
 
 
+def test_a_reprobe_replaces_round_trips_measured_long_ago():
+    """Seen with 1 ms scores, population 8, 2 workers: the first parallel rounds were
+    slow (5 ms each, the machine busy at start-up), so the run went in-process (8 ms a
+    generation); the re-probe after 20 generations measures 0.6 ms, and the workers
+    (4.6 ms a generation) take over from there, not after two more re-probes."""
+    policy = started(task=1 * MS, probes=(5 * MS,) * 3)
+    choices = []
+    for _ in range(2 * policy.reprobe_every):
+        choices.append(policy.choose(8))
+        if choices[-1] == SEQUENTIAL:
+            policy.completed(SEQUENTIAL, 8, 8 * MS)
+        elif len(choices) < 5:  # still slow at the start
+            policy.completed(PARALLEL, 8, 9 * MS, busy=8 * MS, busiest=4 * MS)
+        else:
+            policy.completed(PARALLEL, 8, 4.6 * MS, busy=8 * MS, busiest=4 * MS)
+    first = choices.index(PARALLEL, 5)  # the re-probe
+    assert first <= policy.reprobe_every + 5
+    assert choices[first:] == [PARALLEL] * (len(choices) - first)
+
+
 def test_one_cold_measurement_does_not_flip_a_persistent_change():
     """The overhead is the median of the recent ones: once the window is full of slow
     rounds (the machine got busy), the in-process path wins."""

@@ -7,8 +7,9 @@ same result on 1 core, 16 cores or a cluster.
 
 Generation ``-1`` is the evaluation of the starting agent, before generation 0.
 
-:func:`task_seeds` and :func:`seed_sequence_words` compute many seeds at once, bit for
-bit what ``SeedSequence`` gives one at a time (a batched group's seeds and streams).
+:func:`task_seeds`, :func:`stream_seeds` and :func:`generators` compute many seeds or
+generators at once (:func:`seed_sequence_words`), bit for bit what ``SeedSequence``
+gives one at a time (a chunk's task seeds, a group's streams, a generation's noise).
 """
 from __future__ import annotations
 

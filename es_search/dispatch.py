@@ -53,6 +53,7 @@ class DispatchPolicy:
                  reprobe_every: int = 20, close: float = 1.5):
         self.n_workers = max(1, int(n_workers))
         self.fallback = fallback
+        self.window = window
         self.reprobe_every = reprobe_every
         self.close = close
         self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
@@ -153,7 +154,7 @@ class DispatchPolicy:
         elif path == SEQUENTIAL:
             self._task[SEQUENTIAL].append(wall / n)
         else:
-            if self.last == SEQUENTIAL and self._run >= (self._overhead.maxlen or 0):
+            if self.last == SEQUENTIAL and self._run >= self.window:
                 # a re-probe after a while in this process: the round trips measured
                 # before are stale (a cold or busy start would otherwise keep the run
                 # here for re-probe after re-probe, each waiting twice as long)

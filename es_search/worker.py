@@ -120,10 +120,7 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     """:func:`score_tasks` one ``score()`` per candidate."""
     scores: list[Any] = []
     reports: list[Any] = []
-    # a chunk's task seeds at once (~20 us) beat one at a time (~9 us each) from 4 on
-    seeds = (task_seeds(seed, generation, start, start + len(candidates))
-             if len(candidates) >= 4 else
-             [task_seed(seed, generation, start + k) for k in range(len(candidates))])
+    seeds = task_seeds(seed, generation, start, start + len(candidates))
     with preserved_global_rngs(), torch.no_grad():
         for offset, candidate in enumerate(candidates):
             index, seed_ = start + offset, seeds[offset]

@@ -32,7 +32,7 @@ def test_evaluate_does_not_modify_the_agent():
 
 @pytest.mark.parametrize("n, n_jobs", [(3, 1), (4, 2), (24, 1), (24, 2)])
 def test_each_task_gets_its_documented_seed(n, n_jobs):
-    # chunks of 4 or more compute their seeds at once (seeding.task_seeds)
+    # 4 tasks or more: their seeds computed at once (seeding.task_seeds)
     scores = es_search.evaluate(SeedProbe(), [{}] * n, n_jobs=n_jobs, seed=7)
     assert scores == [es_search.task_seed(7, 0, i) % 1000003 for i in range(n)]
 

@@ -144,7 +144,8 @@ class PGPE(Strategy):
         sigma = state.stdev
         g_mu = np.zeros(n)
         g_sigma = np.zeros(n)
-        used = [key for key in keys if plus[key] != minus[key] or plus[key] + minus[key] != 0.0]
+        used = [key for key in keys  # a pair whose difference and mean are 0 adds nothing
+                if plus[key] - minus[key] != 0.0 or (plus[key] + minus[key]) / 2.0 != 0.0]
         streams = noise_streams(state.seed, generation, used)
         for key in used:
             difference, mean = plus[key] - minus[key], (plus[key] + minus[key]) / 2.0

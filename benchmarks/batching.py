@@ -51,8 +51,10 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import es_search  # noqa: E402
+from es_search.bench.measure import load_average  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
 from es_search.problems import batched_control  # noqa: E402
+from provenance import commit  # noqa: E402
 
 BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
 
@@ -243,23 +245,9 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
-
-
-def commit() -> str:
-    import subprocess
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def benchmark(settings: Settings, quick: bool = False, note: str = "") -> dict:
     rows: list[dict] = []
-    started, began = load(), time.time()
+    started, began = load_average(), time.time()
     plan = [("cartpole", "start", settings.populations, settings.reps),
             ("cartpole", "balanced", settings.trained_populations, settings.trained_reps),
             ("pendulum", "start", settings.populations, settings.reps)]
@@ -277,7 +265,7 @@ def benchmark(settings: Settings, quick: bool = False, note: str = "") -> dict:
                          f"torch {torch.__version__}",
               "note": ""}
     result["digits"] = digits(settings) if settings.digits_seeds else []
-    result["note"] = (f"Commit {commit()}; load average at start {started}, at end {load()}; "
+    result["note"] = (f"Commit {commit()}; load average at start {started}, at end {load_average()}; "
                       f"{time.time() - began:.0f} s in all. " + note).strip()
     return result
 

@@ -40,6 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cloudpickle  # noqa: E402
 import control_ceiling  # noqa: E402
+import provenance  # noqa: E402
 from control_ceiling import Snapshots, final_ceiling, run_ceiling  # noqa: E402
 from readme_table import update_readme  # noqa: E402
 
@@ -327,8 +328,7 @@ def main(argv=None) -> int:
     rows = []
     if args.append and (out / "control.json").exists():
         rows = json.loads((out / "control.json").read_text())["rows"]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=HERE).stdout.strip()
+    commit = provenance.commit()
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "cores": cores(args.n_jobs), "machine": platform.processor() or platform.machine(),
             "commit": commit, "command": "python benchmarks/control.py " + " ".join(

@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from es_search.bench.measure import load_average  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
 from es_search.evaluation import Evaluator  # noqa: E402
 from es_search.problems.batched_control import Pendulum  # noqa: E402
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{median['alone'] / median[path]:5.1f}x")
     print(f"persistent loops save {(median['loky'] - median['loops']) * 1e3:.3f} ms a "
           f"generation ({1 - median['loops'] / median['loky']:.1%}); load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"{load_average()}")
     return 0
 
 

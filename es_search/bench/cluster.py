@@ -34,6 +34,7 @@ import torch
 from ..agent import Agent
 from ..candidates import Candidate
 from ..evaluation import Evaluator
+from .measure import load_average
 from .schemes import PipeCounter
 from .workloads import BenchAgent, calibrate
 
@@ -326,7 +327,7 @@ def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
     result: dict[str, Any] = {
         "n": n, "reps": reps, "mode": mode, "machine": {
             "cpus": os.cpu_count(), "python": platform.python_version(),
-            "load_start": " ".join(f"{x:.2f}" for x in os.getloadavg())},
+            "load_start": load_average()},
         "bytes_source": "Dask: bytes dask.distributed's TCP comms write (TCP.write's "
                         "count) in this process, the scheduler and the workers, less "
                         "what reading the counters writes; loky: this process's "
@@ -342,6 +343,6 @@ def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
                                             generations=2 if mode == "tiny" else 5, log=log)
     result["simulated"] = simulate(simulate_counts, reps=1 if mode == "tiny" else 3,
                                    log=log) if simulate_counts else []
-    result["machine"]["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    result["machine"]["load_end"] = load_average()
     result["seconds"] = time.perf_counter() - began
     return result

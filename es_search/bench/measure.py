@@ -186,7 +186,8 @@ def default_n_values(n_cpus: int) -> list[int]:
     return sorted(values)
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, as a benchmark reports them."""
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:  # pragma: no cover
@@ -212,7 +213,7 @@ def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
                     "machine": platform.machine(), "python": platform.python_version(),
                     "torch": torch.__version__, "joblib": joblib.__version__,
                     "start_method": multiprocessing.get_start_method(),
-                    "load_start": _load()}}
+                    "load_start": load_average()}}
     log(f"calibrating on {n_cpus} cores (load {result['machine']['load_start']})")
     loops = {"trivial": 0}
     result["calibration"] = {}
@@ -248,6 +249,6 @@ def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
     sizes = sorted({size for _, size, _ in grid} | {10, 10**4, 10**6}) if mode != "tiny" \
         else [10, 10**3]
     result["payload"] = measure_payload(sizes, payload_pop, n_payload) if n_cpus >= 2 else []
-    result["machine"]["load_end"] = _load()
+    result["machine"]["load_end"] = load_average()
     result["seconds"] = time.perf_counter() - began
     return result

@@ -25,6 +25,13 @@ balancing linear controller, whose episodes mostly run to 500 steps; for Pendulu
 starting policy (every episode is 200 steps). Environment steps are counted from the
 returns (CartPole: one reward per step; Pendulum: 200 steps per episode).
 
+``runs``: whole runs, as a user runs them: ``es_search.run`` of the built-in, batched and
+alone (``score_batch_size=0``), at population 64 on 2 workers, its ``default_config``
+otherwise (CartPole 40 generations of hill-climb, Pendulum 200 of PGPE), the two paths
+taking turns rep by rep. The two histories must be equal (every field but ``seconds``;
+the benchmark stops if not); reported: each run's wall time (worker start-up included)
+and its median generation (the differences of the history's ``seconds``).
+
 ``digits``: ``es_search.run`` on ``Digits()`` with its default settings (openai-es,
 population 64, sigma 0.05, learning rate 0.03) on 2 workers for each seed; the held-out
 test accuracy of the best weights and the wall time.
@@ -54,6 +61,7 @@ import es_search  # noqa: E402
 from es_search.bench.measure import load_average  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
 from es_search.problems import batched_control  # noqa: E402
+from es_search.record import TIMING_FIELDS  # noqa: E402
 from provenance import commit  # noqa: E402
 
 BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
@@ -74,6 +82,10 @@ class Settings:
     trained_reps: int = 3
     group: int = 32
     paths: tuple[str, ...] = ("batched", "alone", "gym")
+    #: whole runs: (problem, population, generations), on ``run_workers`` workers
+    runs: tuple[tuple[str, int, int], ...] = (("cartpole", 64, 40), ("pendulum", 64, 200))
+    run_reps: int = 2
+    run_workers: int = 2
     digits_seeds: tuple[int, ...] = (0, 1, 2)
     digits_generations: int = 300
     digits_workers: int = 2
@@ -83,7 +95,8 @@ class Settings:
     @classmethod
     def quick(cls) -> "Settings":
         return cls(populations=(16, 64), reps=2, burst=2, trained_populations=(64,),
-                   trained_reps=1, digits_seeds=(0,), digits_generations=100)
+                   trained_reps=1, runs=(("cartpole", 64, 10), ("pendulum", 64, 40)),
+                   run_reps=1, digits_seeds=(0,), digits_generations=100)
 
 
 #: (problem, stage) -> (sigma, episodes per score, steps per episode or None if counted)
@@ -145,6 +158,64 @@ def measure(problem: str, stage: str, pop: int, workers: int, reps: int,
                      "steps_per_second": statistics.median(
                          s / t for s, t in zip(steps[path], times[path]))})
     return rows
+
+
+def comparable(history: list[dict]) -> str:
+    """A history without its timing fields, as text (NaN equals NaN)."""
+    return json.dumps([{k: v for k, v in r.items() if k not in TIMING_FIELDS}
+                       for r in history])
+
+
+def whole_runs(settings: Settings) -> list[dict]:
+    """Each built-in's run, batched and alone, interleaved rep by rep (see the module
+    docstring). Raises when the two paths' histories differ."""
+    rows = []
+    for problem, population, generations in settings.runs:
+        reference = None
+        for rep in range(settings.run_reps):
+            for path in ("batched", "alone"):
+                agent = make_agent(problem, path, settings.group)
+                config = {**type(agent).default_config, "population": population,
+                          "generations": generations}
+                began = time.perf_counter()
+                result = es_search.run(agent, n_jobs=settings.run_workers, seed=0,
+                                       progress=False, **config)
+                wall = time.perf_counter() - began
+                history = comparable(result.history)
+                if reference is None:
+                    reference = history
+                elif history != reference:
+                    raise RuntimeError(f"{problem}: the {path} run (rep {rep}) differs "
+                                       f"from the first run: batching changed a result")
+                seconds = [r["seconds"] for r in result.history]
+                rows.append({"problem": problem, "path": path, "rep": rep,
+                             "population": population, "generations": generations,
+                             "workers": settings.run_workers, "wall": wall,
+                             "generation_seconds": statistics.median(
+                                 b - a for a, b in zip(seconds, seconds[1:])),
+                             "best_score": result.best_score})
+                print(f"run {problem} {path} rep {rep}: {wall:.1f} s, median generation "
+                      f"{rows[-1]['generation_seconds'] * 1e3:.1f} ms, best "
+                      f"{result.best_score:.1f}", flush=True)
+    return rows
+
+
+def run_summary(rows: list[dict]) -> list[dict]:
+    """Per problem: medians over reps of each path, and batched against alone."""
+    out = []
+    for problem in dict.fromkeys(r["problem"] for r in rows):
+        first = next(r for r in rows if r["problem"] == problem)
+        item: dict[str, Any] = {k: first[k] for k in ("problem", "population", "generations",
+                                                      "workers", "best_score")}
+        for path in ("batched", "alone"):
+            mine = [r for r in rows if r["problem"] == problem and r["path"] == path]
+            item[f"{path}_wall"] = statistics.median(r["wall"] for r in mine)
+            item[f"{path}_generation"] = statistics.median(r["generation_seconds"]
+                                                           for r in mine)
+        item["wall_x"] = item["alone_wall"] / item["batched_wall"]
+        item["generation_x"] = item["alone_generation"] / item["batched_generation"]
+        out.append(item)
+    return out
 
 
 def digits(settings: Settings) -> list[dict]:
@@ -230,6 +301,26 @@ def markdown(result: dict) -> str:
                    if "steps_vs_gym" in s else "")
             lines.append(f"- {s['problem']} ({s['stage']} centre): "
                          f"{s['time_vs_alone']:.1f}x `alone`: {met}{gym}")
+    runs = result.get("runs") and run_summary(result["runs"])
+    if runs:
+        lines += ["", "Whole runs (`es_search.run` of the built-in, its default settings but "
+                      "population and generations; the same history batched and alone, "
+                      "checked; medians of the reps):", "",
+                  "| problem | pop | generations | workers | best score | batched run s | "
+                  "alone run s | x run | batched generation ms | alone generation ms | "
+                  "x generation |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in runs:
+            lines.append(
+                f"| {r['problem']} | {r['population']} | {r['generations']} | "
+                f"{r['workers']} | {r['best_score']:.1f} | {r['batched_wall']:.2f} | "
+                f"{r['alone_wall']:.2f} | {r['wall_x']:.1f} | "
+                f"{r['batched_generation'] * 1e3:.2f} | {r['alone_generation'] * 1e3:.1f} | "
+                f"{r['generation_x']:.1f} |")
+        lines.append("")
+        for r in runs:
+            met = "met" if r["generation_x"] >= 20 else "NOT met"
+            lines.append(f"- {r['problem']} run: median generation {r['generation_x']:.1f}x "
+                         f"faster batched: {met}; the whole run {r['wall_x']:.1f}x")
     if result.get("digits"):
         d = result["digits"]
         acc = statistics.median(r["test_accuracy"] for r in d)
@@ -264,6 +355,7 @@ def benchmark(settings: Settings, quick: bool = False, note: str = "") -> dict:
                          f"{os.cpu_count()} cores, Python {platform.python_version()}, "
                          f"torch {torch.__version__}",
               "note": ""}
+    result["runs"] = whole_runs(settings) if settings.runs else []
     result["digits"] = digits(settings) if settings.digits_seeds else []
     result["note"] = (f"Commit {commit()}; load average at start {started}, at end {load_average()}; "
                       f"{time.time() - began:.0f} s in all. " + note).strip()
@@ -275,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--out", default=None, help="folder for batching.{md,json}")
     parser.add_argument("--no-digits", action="store_true", help="skip the digits runs")
+    parser.add_argument("--only-runs", action="store_true",
+                        help="the whole runs only (no generation blocks, no digits)")
     parser.add_argument("--note", default="", help="a sentence for the report (e.g. "
                         "what else ran on the machine)")
     parser.add_argument("--render", action="store_true",
@@ -297,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         settings.out = args.out
     if args.no_digits:
         settings.digits_seeds = ()
+    if args.only_runs:
+        settings.populations = settings.trained_populations = settings.digits_seeds = ()
     result = benchmark(settings, quick=args.quick, note=args.note)
     os.makedirs(settings.out, exist_ok=True)
     with open(os.path.join(settings.out, "batching.json"), "w") as f:

@@ -229,6 +229,24 @@ def test_centered_ranks():
     assert centered_ranks([math.inf, 1.0, -math.inf]).tolist() == [-0.25, 0.5, -0.25]
 
 
+def test_centered_ranks_follow_their_definition_with_ties_and_nonfinite_scores():
+    """Rank i = (scores below i) + (other scores tied with i) / 2, non-finite scores
+    all tied below every finite one; scaled to [-0.5, 0.5]; exact (bit for bit)."""
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        n = int(rng.integers(2, 40))
+        values = (rng.integers(-3, 4, n).astype(float) if trial % 2
+                  else rng.normal(size=n))
+        mark = rng.random(n)
+        values[mark < 0.1] = math.nan
+        values[(mark >= 0.1) & (mark < 0.15)] = math.inf
+        values[(mark >= 0.15) & (mark < 0.2)] = -math.inf
+        keyed = np.where(np.isfinite(values), values, -math.inf)
+        expected = [(np.sum(keyed < v) + (np.sum(keyed == v) - 1) / 2) / (n - 1) - 0.5
+                    for v in keyed]
+        assert centered_ranks(values.tolist()).tolist() == expected
+
+
 def test_openai_es_steps_up_a_linear_slope():
     w = np.array([1.0, -2.0, 3.0])
     strategy = OpenAIES(population=400, sigma=0.1, learning_rate=0.01, weight_decay=0.0)

@@ -38,13 +38,11 @@ def centered_ranks(scores: Sequence[float]) -> np.ndarray:
     if n < 2:
         return np.zeros(n)
     keyed = np.where(np.isfinite(values), values, -np.inf)  # all non-finite: worst, tied
-    order = np.argsort(keyed, kind="stable")
-    ranks = np.empty(n)
-    ranks[order] = np.arange(n, dtype=np.float64)
-    for value in np.unique(keyed):  # average the ranks of ties
-        tied = keyed == value
-        if tied.sum() > 1:
-            ranks[tied] = ranks[tied].mean()
+    # the c values tied at sorted positions k..k+c-1 share their mean rank, k + (c-1)/2
+    # (a half-integer: exact); distinct values have c = 1
+    _, tie, counts = np.unique(keyed, return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts
+    ranks = (first + (counts - 1) / 2.0)[tie.reshape(-1)]
     return ranks / (n - 1) - 0.5
 
 

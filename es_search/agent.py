@@ -80,7 +80,9 @@ class Agent(torch.nn.Module):
 
         The engine calls it on groups of ``score_batch_size`` candidates cut at fixed
         indices (group ``g`` holds candidates ``[g * size, (g + 1) * size)``, the last
-        one possibly smaller), the same groups whatever ``n_jobs`` or backend, so runs
+        one possibly smaller; a remainder of at most ``size // 4``, such as a hill
+        climber's re-evaluated parent, joins the last group, which then holds up to
+        ``1.25 * size``), the same groups whatever ``n_jobs`` or backend, so runs
         stay identical for any worker count even when a row's last bits depend on the
         group's size (e.g. a batched matrix product). It runs under ``torch.no_grad()``
         with the global RNGs seeded from the group's first task seed; ``self`` holds the

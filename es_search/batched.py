@@ -51,7 +51,8 @@ def group_size(agent: Any) -> int:
     ``agent.score_batch_size`` (a class attribute or set per instance) is the number of
     candidates per ``score_batch()`` call; 0 turns batching off for an agent that has
     ``score_batch``. It must not depend on the number of workers: groups are cut at
-    fixed candidate indices (group ``g`` is ``[g * size, (g + 1) * size)``).
+    fixed candidate indices (group ``g`` is ``[g * size, (g + 1) * size)``, except that
+    a remainder of at most ``size // 4`` joins the last group: ``chunking.group_bounds``).
     """
     if not has_score_batch(agent):
         return 0

@@ -1,11 +1,34 @@
-"""How a generation's candidates are cut into chunks, one place for all three
-questions: where (:func:`chunk_bounds`), how many (:func:`chunk_count`, from the task
-time and the measured :func:`imbalance` of the workers' shares). Results never depend
-on the cut: every task is seeded by its index, every group is cut at fixed indices.
+"""How a generation's candidates are cut into groups and chunks, one place for every
+question: groups (:func:`group_bounds`), chunks (:func:`chunk_bounds`), how many
+(:func:`chunk_count`, from the task time and the measured :func:`imbalance` of the
+workers' shares). Results never depend on the chunks: every task is seeded by its index,
+and the groups depend on the generation's size only.
 """
 from __future__ import annotations
 
 from typing import Sequence
+
+
+def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """The groups of a generation of ``n`` candidates scored ``size`` at a time
+    (``score_batch_size``; also the blocks workers claim): ``(start, stop)`` ranges cut
+    at multiples of ``size``, except that a remainder of at most ``size // 4``
+    candidates joins the last group. They depend on ``n`` and ``size`` only, never on
+    the workers, so a candidate has the same neighbours on any backend.
+
+    A remainder is most often a re-evaluated parent (a hill climber's population plus
+    one): alone it would be a group of its own, as long as a whole group's longest
+    episode, run after a whole group on one of the workers.
+
+    >>> group_bounds(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    >>> group_bounds(65, 32)  # 64 candidates and their parent
+    [(0, 32), (32, 65)]
+    """
+    cuts = list(range(0, n, max(size, 1))) + [n]
+    if len(cuts) > 2 and n - cuts[-2] <= size // 4:
+        del cuts[-2]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
@@ -13,15 +36,14 @@ def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
     near-equal ``(start, stop)`` ranges covering ``range(n)``, in order.
 
     With batching (``group`` > 0, the agent's :func:`group_size`) chunks are unions of
-    whole groups, near-equal in groups, so that every group is scored whole. Results do
-    not depend on the cut (every task is seeded by its index, every group is cut at
-    fixed indices); it is the one place that decides it.
+    whole groups (:func:`group_bounds`), near-equal in groups, so that every group is
+    scored whole. Results do not depend on the cut (every task is seeded by its index,
+    the groups depend on ``n`` only); it is the one place that decides it.
     """
-    group = max(group, 1)
-    groups = -(-n // group)
-    parts = max(1, min(parts, groups))
-    bounds = [min(n, group * (groups * k // parts)) for k in range(parts + 1)]
-    return [(bounds[k], bounds[k + 1]) for k in range(parts) if bounds[k] < bounds[k + 1]]
+    starts = [a for a, _ in group_bounds(n, group)] if group > 0 else range(n)
+    parts = max(1, min(parts, len(starts)))
+    firsts = [starts[len(starts) * k // parts] for k in range(parts) if starts] + [n]
+    return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
 
 
 def chunk_count(n: int, workers: int, task: float | None, cap: int | None,

@@ -10,7 +10,8 @@ few microseconds per claim), until none is left: the main process is not involve
 a generation waits at its end for at most one block.
 
 Results do not depend on who claimed what: every task is seeded by its index, blocks
-start at fixed indices (whole groups with batched scoring), and the main process puts
+are fixed ranges (``chunking.group_bounds``: whole groups with batched scoring), and the
+main process puts
 the blocks back in index order; when tasks raise, the error of the lowest index is the
 one raised, as with chunks. Blocks a dead worker claimed but did not return are scored
 again (with the same seeds) by the engine's retry.
@@ -23,6 +24,7 @@ from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, Mapping, Sequence
 
 from .candidates import Candidate
+from .chunking import group_bounds
 from .errors import ScoreError
 from .worker import chunk_context, score_tasks
 
@@ -63,28 +65,26 @@ def _claim(fd: int) -> int:
 
 
 def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
-                  candidates: Sequence[Candidate], starts: Sequence[int], unit: int,
+                  candidates: Sequence[Candidate], todo: Sequence[tuple[int, int]],
                   claims: str, seed: int, generation: int,
                   score_kwargs: Mapping[str, Any], on_error: str = "raise"
                   ) -> tuple[list[tuple], float]:
-    """A worker's part of a generation: blocks ``starts[k]`` (of ``unit`` candidates,
-    the last one shorter) for each ``k`` it claims from the counter file ``claims``.
+    """A worker's part of a generation (all its ``candidates``): the blocks ``todo[k]``
+    (``(start, stop)``) for each ``k`` it claims from the counter file ``claims``.
     Returns ``[(start, scores, reports, error), ...]`` and the seconds it worked; a block
     that raised has its :class:`ScoreError` as ``error`` and ends the worker's part."""
-    n = len(candidates)
     blocks: list[tuple] = []
     fd = os.open(claims, os.O_RDWR)
     try:
-        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
-                                                                              began):
+        with chunk_context(token, skeleton, center, shared, score_kwargs,
+                           len(candidates)) as (agent, payload, began):
             while True:
                 k = _claim(fd)
-                if k >= len(starts):
+                if k >= len(todo):
                     break
-                start = starts[k]
+                start, stop = todo[k]
                 try:
-                    scores, reports = score_tasks(agent, payload,
-                                                  candidates[start:min(n, start + unit)],
+                    scores, reports = score_tasks(agent, payload, candidates[start:stop],
                                                   seed, generation, start, on_error)
                 except ScoreError as exc:
                     blocks.append((start, None, None, exc))
@@ -113,15 +113,16 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
                 head: tuple, tail: tuple, retry: Callable[[BaseException, list, int], None],
                 max_retries: int) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_claimed` call per worker of ``pool`` (``head``: token, skeleton,
-    centre and shared references; ``tail``: seed, generation, score_kwargs, on_error).
-    When a worker dies, the blocks not returned are claimed again by fresh workers
-    (``retry(exc, lost indices, attempt)`` warns, or raises after ``max_retries``).
-    Returns the scores, the reports and each worker call's seconds."""
+    centre and shared references; ``tail``: seed, generation, score_kwargs, on_error),
+    blocks of ``unit`` candidates (``chunking.group_bounds``: whole groups when ``unit``
+    is the group size). When a worker dies, the blocks not returned are claimed again by
+    fresh workers (``retry(exc, lost indices, attempt)`` warns, or raises after
+    ``max_retries``). Returns the scores, the reports and each worker call's seconds."""
     n = len(candidates)
-    starts, parts = list(range(0, n, unit)), []
+    todo, parts = group_bounds(n, unit), []
     for attempt in range(max_retries + 1):
         counter.reset()
-        args = (*head, candidates, starts, unit, counter.path, *tail)
+        args = (*head, candidates, todo, counter.path, *tail)
         done: dict[int, Any] = {}
         try:
             results = pool.run_chunks(score_claimed, [args] * pool.n_workers, done)
@@ -129,8 +130,8 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
             returned = [value[0] for ok, value in done.values() if ok]
             got = {block[0] for part in returned for block in part}
             parts += returned
-            starts = [a for a in starts if a not in got]
-            retry(exc, [i for a in starts for i in range(a, min(n, a + unit))], attempt)
+            todo = [(a, b) for a, b in todo if a not in got]
+            retry(exc, [i for a, b in todo for i in range(a, b)], attempt)
             continue
         parts += [part for part, _ in results]
         scores, reports = merge(parts, n)

@@ -52,6 +52,19 @@ class GroupSensitive(es_search.Agent):
         return -((w - 3) ** 2).sum(dim=1) + 1e-6 * w.sum() + 1e-3 * torch.rand(len(seeds))
 
 
+class ReportsGroupSize(GroupSensitive):
+    """GroupSensitive in groups of 8; each group reports its size."""
+
+    score_batch_size = 8
+
+    def score_batch(self, params, seeds):
+        self.group_rows = len(seeds)
+        return super().score_batch(params, seeds)
+
+    def task_report(self):
+        return self.__dict__.pop("group_rows", None)
+
+
 class BatchedRunningStats(RunningStats):
     """RunningStats scored a group at a time: each row draws from its own generator
     (its task seed); the group reports the statistics of all its rows at once."""

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 import es_search
-from es_search.chunking import chunk_bounds
-from es_search.worker import group_bounds
+from es_search import claims
+from es_search.candidates import Candidate
+from es_search.chunking import chunk_bounds, group_bounds
 from es_search.seeding import task_seed
 
 import batch_agents
-from batch_agents import GroupSensitive, RowExact
+from batch_agents import GroupSensitive, ReportsGroupSize, RowExact
 
 cloudpickle.register_pickle_by_value(batch_agents)
 
@@ -27,18 +28,30 @@ def comparable(result):
 
 
 def test_groups_and_chunks_are_cut_at_fixed_indices():
-    assert group_bounds(0, 10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert group_bounds(4, 10, 4) == [(4, 8), (8, 10)]
+    assert group_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert group_bounds(9, 4) == [(0, 4), (4, 9)]  # a remainder of 1 <= 4 // 4 joins
+    assert group_bounds(65, 32) == [(0, 32), (32, 65)]  # 64 and a re-evaluated parent
+    assert group_bounds(73, 32) == [(0, 32), (32, 64), (64, 73)]  # 9 > 32 // 4
+    assert group_bounds(5, 32) == [(0, 5)] and group_bounds(0, 32) == []
+    assert group_bounds(7, 2) == [(0, 2), (2, 4), (4, 6), (6, 7)]  # 2 // 4 = 0: none
     assert chunk_bounds(10, 2, 4) == [(0, 4), (4, 10)]
     assert chunk_bounds(10, 8, 4) == [(0, 4), (4, 8), (8, 10)]
     assert chunk_bounds(64, 2, 32) == [(0, 32), (32, 64)]
+    assert chunk_bounds(65, 2, 32) == [(0, 32), (32, 65)]
     assert chunk_bounds(5, 2, 0) == [(0, 2), (2, 5)]  # no batching: as before
-    for n in range(1, 40):
+    for n in range(1, 80):
+        groups = group_bounds(n, 8)
+        assert groups[0][0] == 0 and groups[-1][1] == n
+        assert all(b == c for (_, b), (c, _) in zip(groups, groups[1:]))
+        assert all(a % 8 == 0 and 0 < b - a <= 10 for a, b in groups)
         for parts in (1, 2, 3, 7):
-            chunks = chunk_bounds(n, parts, 4)
+            chunks = chunk_bounds(n, parts, 8)
             assert chunks[0][0] == 0 and chunks[-1][1] == n
-            assert all(a % 4 == 0 for a, _ in chunks)
             assert all(b == c for (_, b), (c, _) in zip(chunks, chunks[1:]))
+            # every chunk is a union of whole groups, near-equal in groups
+            assert {a for a, _ in chunks} <= {a for a, _ in groups}
+            counts = [sum(a <= g < b for g, _ in groups) for a, b in chunks]
+            assert max(counts) - min(counts) <= 1
 
 
 @pytest.mark.parametrize("strategy", ["hill-climb", "openai-es"])
@@ -76,6 +89,32 @@ def test_batched_runs_on_dask_give_the_same_run(group_sensitive_reference):
     finally:
         cluster.close()
     assert comparable(result) == group_sensitive_reference
+
+
+@pytest.mark.parametrize("n_jobs,claimed", [(1, False), (2, False), (2, True)])
+def test_a_small_remainder_joins_the_last_group_on_any_worker_count(n_jobs, claimed,
+                                                                     monkeypatch):
+    # 17 candidates (16 and a re-evaluated parent) in groups of 8: [0, 8) and [8, 17),
+    # scored alike in one process, in chunks, or claimed by the workers (long tasks)
+    rounds = []
+    if claimed:  # every task counts as long: claimed from generation 1 on
+        monkeypatch.setattr(es_search.Evaluator, "BALANCE_FROM", 0.0)
+        reset = claims.Counter.reset
+        monkeypatch.setattr(claims.Counter, "reset",
+                            lambda self: rounds.append(1) or reset(self))
+    candidates = [Candidate("jitter", 0.3)] * 16 + [Candidate("center")]
+    with es_search.Evaluator(ReportsGroupSize(), seed=3, n_jobs=n_jobs,
+                             sequential_fallback=False) as ev:
+        center = ev.local.get_flat()
+        runs = []
+        for generation in range(3):
+            scores = ev.score(generation, center, candidates)
+            runs.append((scores, list(ev.reports)))
+    assert len(rounds) >= (3 if claimed else 0)  # the counter's creation, generations 1-2
+    sizes = [8] + [None] * 7 + [9] + [None] * 8
+    assert all(reports == sizes for _, reports in runs)
+    with es_search.Evaluator(ReportsGroupSize(), seed=3, n_jobs=1) as ev:
+        assert [s for s, _ in runs] == [ev.score(g, center, candidates) for g in range(3)]
 
 
 def test_a_failing_row_is_found_and_replayed(tmp_path):

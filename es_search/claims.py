@@ -12,8 +12,8 @@ a generation waits at its end for at most one block.
 Results do not depend on who claimed what: every task is seeded by its index, blocks
 are fixed ranges (``chunking.group_bounds``: whole groups with batched scoring), and the
 main process puts the blocks back in index order; when tasks raise, the error of the
-lowest index is the one raised, as with chunks. Blocks a dead worker claimed but did not return are scored
-again (with the same seeds) by the engine's retry.
+lowest index is the one raised, as with chunks. Blocks a dead worker claimed but did
+not return are scored again (with the same seeds) by the engine's retry.
 """
 from __future__ import annotations
 

@@ -277,3 +277,30 @@ def test_persistent_loops_benchmark_scores_as_the_engine_does():
                           env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr
     assert all(f"  {path}" in done.stdout for path in ("loops", "loky", "alone"))
+
+
+def test_batching_benchmark_whole_runs_check_the_two_paths_agree(monkeypatch):
+    """benchmarks/batching.py's whole runs (tiny here): both paths run, their histories
+    are compared (a difference raises), and the summary divides alone by batched."""
+    import importlib.util
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))  # as a script sees it
+    spec = importlib.util.spec_from_file_location(
+        "batching_bench", os.path.join(root, "benchmarks", "batching.py"))
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "batching_bench", bench)  # its dataclass needs it
+    spec.loader.exec_module(bench)
+    settings = bench.Settings(runs=(("pendulum", 8, 3),), run_reps=1, run_workers=1)
+    rows = bench.whole_runs(settings)
+    assert [r["path"] for r in rows] == ["batched", "alone"]
+    (summary,) = bench.run_summary(rows)
+    assert summary["generation_x"] == pytest.approx(
+        rows[1]["generation_seconds"] / rows[0]["generation_seconds"])
+    real = bench.make_agent
+    bench.make_agent = lambda problem, path, group: real(  # another policy when alone
+        problem, path, group) if path == "batched" else Pendulum(
+            hidden=4, score_batch_size=0)
+    with pytest.raises(RuntimeError, match="differs"):
+        bench.whole_runs(settings)

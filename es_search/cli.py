@@ -111,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench = verbs.add_parser("bench", help="core-scaling benchmark of the evaluation engine",
                              description="Time one generation of scoring for n_jobs from "
                                          "1 to all cores against the blog post's Pool "
-                                         "scheme; writes scaling.md, .json and .png.")
+                                         "scheme; writes scaling.md, .json and .png. "
+                                         "--backend dask: Dask against loky; --batching: "
+                                         "batched against per-candidate scoring.")
     add_arguments(bench)
     return parser
 

@@ -280,27 +280,34 @@ def test_persistent_loops_benchmark_scores_as_the_engine_does():
 
 
 def test_batching_benchmark_whole_runs_check_the_two_paths_agree(monkeypatch):
-    """benchmarks/batching.py's whole runs (tiny here): both paths run, their histories
-    are compared (a difference raises), and the summary divides alone by batched."""
-    import importlib.util
-    import os
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))  # as a script sees it
-    spec = importlib.util.spec_from_file_location(
-        "batching_bench", os.path.join(root, "benchmarks", "batching.py"))
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "batching_bench", bench)  # its dataclass needs it
-    spec.loader.exec_module(bench)
-    settings = bench.Settings(runs=(("pendulum", 8, 3),), run_reps=1, run_workers=1)
-    rows = bench.whole_runs(settings)
+    """es-search bench --batching's whole runs (tiny here): both paths run, their
+    histories are compared (a difference raises), the summary divides alone by batched."""
+    from es_search.bench import batching as bench
+    settings = bench.Settings.tiny()
+    rows = bench.whole_runs(settings, log=lambda line: None)
     assert [r["path"] for r in rows] == ["batched", "alone"]
     (summary,) = bench.run_summary(rows)
     assert summary["generation_x"] == pytest.approx(
         rows[1]["generation_seconds"] / rows[0]["generation_seconds"])
     real = bench.make_agent
-    bench.make_agent = lambda problem, path, group: real(  # another policy when alone
-        problem, path, group) if path == "batched" else Pendulum(
-            hidden=4, score_batch_size=0)
+    monkeypatch.setattr(bench, "make_agent", lambda problem, path, group: real(
+        problem, path, group) if path == "batched" else Pendulum(  # another policy alone
+            hidden=4, score_batch_size=0))
     with pytest.raises(RuntimeError, match="differs"):
-        bench.whole_runs(settings)
+        bench.whole_runs(settings, log=lambda line: None)
+
+
+def test_es_search_bench_batching_writes_its_report(tmp_path, capsys):
+    from es_search.cli import main
+    assert main(["bench", "--batching", "--tiny", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "batching.md").read_text()
+    assert text.startswith("# Batched scoring (`es-search bench --batching`)")
+    import json
+    result = json.loads((tmp_path / "batching.json").read_text())
+    assert {(r["problem"], r["stage"], r["path"]) for r in result["rows"]} == {
+        (p, s, path) for p, s in (("cartpole", "start"), ("cartpole", "balanced"),
+                                  ("pendulum", "start"))
+        for path in ("batched", "alone", "gym")}
+    assert [r["path"] for r in result["runs"]] == ["batched", "alone"]
+    assert "wrote" in capsys.readouterr().out
+    assert main(["bench", "--batching", "--backend", "dask", "--out", str(tmp_path)]) == 2

@@ -29,6 +29,10 @@ This repository's target verdicts and README table live in ``benchmarks/scaling.
 (:mod:`~es_search.bench.cluster`: generation time, overheads, bytes, a simulated
 cluster; :mod:`~es_search.bench.cluster_model`: the cost model and ``cluster.md``);
 issue 9's verdicts are in ``benchmarks/cluster.py``.
+
+``es-search bench --batching`` measures batched scoring (``Agent.score_batch``) against
+one ``score()`` per candidate (:mod:`~es_search.bench.batching`); issue 11's verdicts are
+in ``benchmarks/batching.py``.
 """
 from .command import add_arguments, benchmark, load, main, run_from_args
 from .measure import MODES, measure, measure_block, measure_payload

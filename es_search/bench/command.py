@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "loky) (default 2)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
                         help="--backend dask: run on this scheduler instead of a LocalCluster")
+    parser.add_argument("--batching", action="store_true",
+                        help="batched against per-candidate scoring instead: CartPole and "
+                             "Pendulum (extra gym), populations 16, 64, 256, --n-jobs "
+                             "workers (default 1 and all cores), whole runs, digits (extra "
+                             "digits) into batching.md / batching.json")
 
 
 def parse_n_values(text: str | None) -> list[int] | None:
@@ -84,6 +89,12 @@ def report(result: dict, out: str, sections: Sequence[str] = ()) -> int:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    if getattr(args, "batching", False):
+        if getattr(args, "backend", None) or getattr(args, "render", None):
+            raise ValueError("--batching runs on loky and measures: it takes neither "
+                             "--backend nor --render")
+        from .batching import batching_from_args
+        return batching_from_args(args)
     if getattr(args, "backend", None) == "dask" or getattr(args, "scheduler", None):
         return cluster_from_args(args)
     return report(result_from_args(args), args.out)

@@ -75,8 +75,8 @@ def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
     blocks: list[tuple] = []
     fd = os.open(claims, os.O_RDWR)
     try:
-        with chunk_context(token, skeleton, center, shared, score_kwargs,
-                           len(candidates)) as (agent, payload, began):
+        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
+                                                                              began):
             while True:
                 k = _claim(fd)
                 if k >= len(todo):

@@ -292,8 +292,7 @@ class Evaluator:
     def _run_chunks(self, generation: int, candidates: list[Candidate], bounds: list,
                     center: Any, shared: Any) -> tuple[list, list, list[float]]:
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
-                 generation, a, self.score_kwargs, self.on_error, len(candidates))
-                for a, b in bounds]
+                 generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
                    self.task_timeout * max(b - a for a, b in bounds))
         done: dict[int, Any] = {}

@@ -39,15 +39,12 @@ from .seeding import (preserved_global_rngs, seed_global_rngs, stream_seed, task
 
 
 class Payload(NamedTuple):
-    """What every task of a generation shares: the centre, the ``score_kwargs``, the
-    agent's shared state (``Agent.shared_state()``; None when it has none) and the
-    generation's number of candidates, which its groups depend on
-    (``chunking.group_bounds``; None: the candidates scored end the generation)."""
+    """What every task of a generation shares: the centre, the ``score_kwargs`` and
+    the agent's shared state (``Agent.shared_state()``; None when it has none)."""
 
     center: np.ndarray
     score_kwargs: Mapping[str, Any]
     shared: Mapping[str, Any] | None = None
-    total: int | None = None
 
 
 @functools.lru_cache(maxsize=16)  # once per generation, not per task (~20 us each)
@@ -152,13 +149,15 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
 # whole groups (chunking.chunk_bounds), so a candidate is scored with the same
 # neighbours, in the same row, whatever n_jobs, backend or scheduling.
 
-def groups_of(payload: Payload, start: int, stop: int, size: int) -> list[tuple[int, int]]:
-    """The generation's groups that make up tasks ``[start, stop)``."""
-    total = stop if payload.total is None else payload.total
-    groups = [(a, b) for a, b in group_bounds(total, size) if start <= a < stop]
-    if not groups or groups[0][0] != start or groups[-1][1] != stop:  # pragma: no cover
-        raise RuntimeError(f"tasks {start}-{stop - 1} of {total} are not whole groups of "
-                           f"{size}: a bug in how es_search cut them, please report it")
+def groups_of(start: int, stop: int, size: int) -> list[tuple[int, int]]:
+    """The generation's groups that make up tasks ``[start, stop)``, a union of whole
+    groups: ``stop`` is the generation's end or the start of a group (a multiple of
+    ``size``, after which no remainder was merged), so the groups of ``stop`` tasks are
+    the generation's own up to ``stop``."""
+    groups = [(a, b) for a, b in group_bounds(stop, size) if a >= start]
+    if not groups or groups[0][0] != start:  # pragma: no cover
+        raise RuntimeError(f"tasks {start}-{stop - 1} are not whole groups of {size}: a "
+                           f"bug in how es_search cut them, please report it")
     return groups
 
 
@@ -230,7 +229,7 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
     scores: list[Any] = []
     reports: list[Any] = []
     with preserved_global_rngs():
-        for a, b in groups_of(payload, start, start + len(candidates), size):
+        for a, b in groups_of(start, start + len(candidates), size):
             part = candidates[a - start:b - start]
             try:
                 values, report = run_group(agent, payload, part, seed, generation, a)
@@ -316,18 +315,15 @@ def _shared_state(token: str, ref: Any) -> Any:
 
 @contextlib.contextmanager
 def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
-                  score_kwargs: Mapping[str, Any], total: int | None = None
-                  ) -> Iterator[tuple[Agent, Payload, float]]:
+                  score_kwargs: Mapping[str, Any]) -> Iterator[tuple[Agent, Payload, float]]:
     """What every worker call of a generation does around its tasks: one call at a time
     per process, the cached agent and the generation's payload (``center`` and ``shared``
-    are what the pool's ``put`` returned: references on local pools; ``total``: the
-    generation's number of candidates), one torch thread. Yields the agent, the payload
-    and when the call's work began (after the lock)."""
+    are what the pool's ``put`` returned: references on local pools), one torch thread.
+    Yields the agent, the payload and when the call's work began (after the lock)."""
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
         agent = worker_agent(token, skeleton)
-        payload = Payload(_centre(token, center), score_kwargs, _shared_state(token, shared),
-                          total)
+        payload = Payload(_centre(token, center), score_kwargs, _shared_state(token, shared))
         with single_torch_thread(), warnings.catch_warnings():
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
@@ -336,12 +332,11 @@ def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
 
 def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
                 candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Mapping[str, Any], on_error: str = "raise",
-                total: int | None = None) -> tuple[list[Any], list[Any], float]:
-    """A worker's share of a generation (of ``total`` candidates): its scores, reports
-    and the seconds they took."""
-    with chunk_context(token, skeleton, center, shared, score_kwargs, total) as (
-            agent, payload, began):
+                score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                ) -> tuple[list[Any], list[Any], float]:
+    """A worker's share of a generation: its scores, reports and the seconds they took."""
+    with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
+                                                                          began):
         scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,
                                       on_error)
         return scores, reports, time.perf_counter() - began

@@ -41,7 +41,7 @@ class GroupSensitive(es_search.Agent):
     """Each row's score depends (slightly) on the rest of its group: the run is still
     the same for any worker count, because groups are cut at fixed indices."""
 
-    score_batch_size = 3
+    score_batch_size = 4  # population 8 and a re-evaluated parent: groups [0, 4), [4, 9)
 
     def __init__(self, dim=4):
         super().__init__()

@@ -124,6 +124,7 @@ CASES = {("cartpole", "start"): (0.5, 3, None),
 
 
 def make_agent(problem: str, path: str, group: int) -> Any:
+    """The agent a path scores (see the module docstring), groups of ``group``."""
     torch.manual_seed(0)  # the same initial weights on every path (Pendulum's hidden layer)
     if path == "gym":  # the per-candidate classes of es_search.problems.control
         from ..problems import control
@@ -134,6 +135,7 @@ def make_agent(problem: str, path: str, group: int) -> Any:
 
 
 def centre(agent: Any, stage: str) -> np.ndarray:
+    """The centre of ``stage``: the agent's own (zero) policy or a balancing one."""
     if stage == "balanced":
         agent = agent.clone()
         agent.set_weights({"layers.0.weight": BALANCING})
@@ -240,6 +242,7 @@ def run_summary(rows: list[dict]) -> list[dict]:
 
 
 def digits(settings: Settings, log: Callable[[str], Any] = print) -> list[dict]:
+    """``Digits()`` runs at its default settings, one per seed: held-out accuracy, time."""
     from ..problems.digits import Digits
     rows = []
     for seed in settings.digits_seeds:

@@ -6,7 +6,7 @@ worker that scores it builds it from that description and the task's seed. Only 
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -67,6 +67,15 @@ def noise_streams(seed: int, generation: int, keys: Sequence[int]
     at a time (a strategy's ``tell``, a group's noise candidates)."""
     distinct = list(dict.fromkeys(int(k) for k in keys))
     return dict(zip(distinct, generators(stream_seeds(seed, (1, generation), distinct))))
+
+
+def noise_vectors(seed: int, generation: int, keys: Sequence[int], size: int
+                  ) -> Iterator[tuple[int, np.ndarray]]:
+    """``(key, noise(seed, generation, key, size))`` for each distinct key, in order, one
+    vector drawn at a time (what a strategy's ``tell`` sums over; the streams seeded at
+    once, :func:`noise_streams`)."""
+    for key, stream in noise_streams(seed, generation, keys).items():
+        yield key, stream.standard_normal(size)
 
 
 def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,

@@ -323,7 +323,7 @@ def test_seed_sequence_words_are_seed_sequences_whichever_words_vary():
 
 
 def test_noise_streams_draw_each_keys_noise():
-    from es_search.candidates import noise, noise_streams
+    from es_search.candidates import noise, noise_streams, noise_vectors
     for seed, generation in ((0, 0), (3, 7), (2 ** 40, 2 ** 33), (2 ** 70, 1)):
         for keys in ([5], [0, 1, 1, 2], list(range(12)), [2 ** 32 - 1, 2 ** 33, 3, 4, 4]):
             streams = noise_streams(seed, generation, keys)
@@ -331,3 +331,6 @@ def test_noise_streams_draw_each_keys_noise():
             for key, stream in streams.items():
                 assert np.array_equal(stream.standard_normal(6),
                                       noise(seed, generation, key, 6))
+            vectors = list(noise_vectors(seed, generation, keys, 6))
+            assert [k for k, _ in vectors] == list(dict.fromkeys(keys))
+            assert all(np.array_equal(v, noise(seed, generation, k, 6)) for k, v in vectors)

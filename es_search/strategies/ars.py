@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise_streams
+from ..candidates import Candidate, noise_vectors
 from ..checks import check_int, check_positive_float
 from .base import Rebuild, Strategy, antithetic_pairs
 
@@ -138,10 +138,10 @@ class ARS(Strategy):
             return state
         n = state.center.size
         step = np.zeros(n)
-        used = [i for i in kept if r_plus[i] - r_minus[i] != 0.0]
-        streams = noise_streams(state.seed, generation, [keys[i] for i in used])
-        for i in used:  # sum_k (r_k+ - r_k-) delta_k; delta_k = noise(..., keys[i], n)
-            step += (r_plus[i] - r_minus[i]) * streams[keys[i]].standard_normal(n)
+        weights = {keys[i]: r_plus[i] - r_minus[i] for i in kept
+                   if r_plus[i] - r_minus[i] != 0.0}
+        for key, delta in noise_vectors(state.seed, generation, list(weights), n):
+            step += weights[key] * delta  # sum_k (r_k+ - r_k-) delta_k
         center = state.center + self.step_size / (len(kept) * sigma_r) * step
         return ARSState(center, state.sigma, state.seed)
 

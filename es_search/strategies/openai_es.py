@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise_streams
+from ..candidates import Candidate, noise_vectors
 from ..checks import check_int, check_positive_float
 from .base import Rebuild, Strategy
 
@@ -126,9 +126,8 @@ class OpenAIES(Strategy):
         for candidate, u in zip(candidates, shaped):  # sum_i u_i * sign_i * eps_key(i)
             weights[candidate.key] = weights.get(candidate.key, 0.0) + candidate.sign * u
         used = [key for key, w in weights.items() if w != 0.0]
-        streams = noise_streams(state.seed, generation, used)
-        for key in used:
-            gradient += weights[key] * streams[key].standard_normal(n)  # noise(..., key, n)
+        for key, eps in noise_vectors(state.seed, generation, used, n):
+            gradient += weights[key] * eps
         gradient /= len(scores)
         # ascend g - weight_decay * theta with Adam (Kingma & Ba 2015, Algorithm 1)
         g = gradient - self.weight_decay * state.center

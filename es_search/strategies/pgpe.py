@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise_streams
+from ..candidates import Candidate, noise_vectors
 from ..checks import check_int, check_positive_float
 from .base import Rebuild, Strategy, antithetic_pairs
 from .openai_es import centered_ranks
@@ -146,10 +146,8 @@ class PGPE(Strategy):
         g_sigma = np.zeros(n)
         used = [key for key in keys  # a pair whose difference and mean are 0 adds nothing
                 if plus[key] - minus[key] != 0.0 or (plus[key] + minus[key]) / 2.0 != 0.0]
-        streams = noise_streams(state.seed, generation, used)
-        for key in used:
+        for key, eps in noise_vectors(state.seed, generation, used, n):
             difference, mean = plus[key] - minus[key], (plus[key] + minus[key]) / 2.0
-            eps = streams[key].standard_normal(n)  # noise(state.seed, generation, key, n)
             # Sehnke et al. 2010, symmetric sampling: (r+ - r-)/2 * (theta - mu) for mu,
             # ((r+ + r-)/2 - b) * ((theta - mu)^2 - sigma^2) / sigma for sigma, b = 0
             g_mu += (difference / 2.0) * (sigma * eps)

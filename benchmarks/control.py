@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from es_search.problems.gym_policy import TEST_SEED  # the test episodes' first seed
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cloudpickle  # noqa: E402
 import control_ceiling  # noqa: E402
@@ -48,7 +50,6 @@ from readme_table import update_readme  # noqa: E402
 cloudpickle.register_pickle_by_value(control_ceiling)
 
 HERE = Path(__file__).resolve().parent
-TEST_SEED = 1_000_000
 
 
 @dataclass

@@ -145,6 +145,18 @@ class Agent(torch.nn.Module):
         if state:
             self.set_weights(state)
 
+    # ------------------------------------------------------------------ after the search
+    def test_scores(self) -> dict[str, float]:
+        """Figures of this agent measured outside the search, by name (default: none).
+
+        ``es-search run`` prints them for the best agent at the end of a run and writes
+        them to ``test.json`` in its folder; ``es-search test DIR`` measures them again.
+        Override it with what says whether a trained agent is good, on data or episodes
+        the search never scored: held-out accuracy, true returns of fresh episodes. The
+        built-in problems do (``digits``: accuracies; control tasks: test returns).
+        """
+        return {}
+
     # ------------------------------------------------------------------ weights as dicts
     def evolved_parameters(self) -> list[tuple[str, torch.nn.Parameter]]:
         """The ``(name, parameter)`` pairs that evolve, in a fixed order."""

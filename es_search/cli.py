@@ -1,4 +1,4 @@
-"""The ``es-search`` command line: ``run``, ``list`` and ``bench``."""
+"""The ``es-search`` command line: ``run``, ``test``, ``list`` and ``bench``."""
 from __future__ import annotations
 
 import argparse
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                      default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-test", action="store_true",
+                     help="skip the best agent's test at the end (its test_scores(): "
+                          "held-out accuracy, returns of fresh episodes)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                      help="constructor argument of the agent (repeatable)")
     run.add_argument("-o", "--strategy-option", action="append", default=[],
@@ -104,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "-o learning_rate=0.1; see es-search list")
     from .callbacks.options import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
+
+    test = verbs.add_parser(
+        "test", help="test the best agent of a run folder",
+        description="Rebuild the problem of a run written by `es-search run PROBLEM --out "
+                    "DIR`, load its best weights and print their test_scores() (held-out "
+                    "accuracy, returns of fresh episodes); also written to DIR/test.json.")
+    test.add_argument("out", metavar="DIR")
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
@@ -198,10 +208,47 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
+    if not args.no_test:
+        _report_test(result.best_agent(), args.out)
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
         print(f"results written to {args.out}/ ({', '.join(files)})")
+    return 0
+
+
+def _report_test(agent: Any, out: str | None) -> dict:
+    """Print ``agent.test_scores()`` (and write them to ``out/test.json``)."""
+    figures = agent.test_scores()
+    if figures:
+        shown = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
+                          else f"{name} {value}" for name, value in figures.items())
+        print(f"test of the best agent (outside the search): {shown}")
+        if out:
+            from .output import TEST, dump_json
+            dump_json(Path(out) / TEST, figures)
+    return figures
+
+
+def _cmd_test(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from .output import BEST_WEIGHTS, COMMAND, CONFIG, from_json
+    out = Path(args.out)
+    for name in (COMMAND, CONFIG, BEST_WEIGHTS):
+        if not (out / name).is_file():
+            raise UsageError(f"{out} has no {name}: es-search test reads a run folder "
+                             f"written by `es-search run PROBLEM --out DIR`")
+    command = from_json(json.loads((out / COMMAND).read_text()))
+    seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
+    cls = load_problem(command["problem"])
+    agent = build_seeded(seed, cls, **command["params"])
+    agent.set_weights(torch.load(out / BEST_WEIGHTS))
+    if not _report_test(agent, str(out)):
+        print(f"{command['problem']}: {cls.__name__} defines no test figures (override "
+              f"Agent.test_scores() to have some)")
     return 0
 
 
@@ -237,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.verb == "list":
             return _cmd_list(args)
+        if args.verb == "test":
+            return _cmd_test(args)
         if args.verb == "bench":
             from .bench import run_from_args
             return run_from_args(args)

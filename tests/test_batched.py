@@ -199,6 +199,44 @@ def test_pendulum_policy_return_matches_gymnasium():
     assert abs(total - ours) <= 1e-6
 
 
+def _gymnasium_returns(agent, seeds):
+    """Whole gymnasium episodes of ``agent``'s policy: ``reset(seed=s)``, actions
+    sampled from the uniforms of ``SeedSequence(s, spawn_key=(1,))`` (unless greedy)."""
+    env = gym.make(f"{type(agent).__name__}-v1")
+    layers = agent.stacked_layers({n: p.unsqueeze(0) for n, p in agent.get_weights().items()})
+    returns = []
+    for s in seeds:
+        obs, _ = env.reset(seed=s)
+        uniforms = np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,))).random(1000)
+        total, t, done = 0.0, 0, False
+        while not done:
+            logits = agent.forward_numpy(layers, obs.astype(np.float64)[None])
+            sampled = agent.discrete and not agent.greedy
+            act = agent.actions(logits, uniforms[t:t + 1] if sampled else None)
+            obs, reward, terminated, truncated, _ = env.step(int(act[0]) if agent.discrete
+                                                             else act.astype(np.float64))
+            total, t, done = total + float(reward), t + 1, terminated or truncated
+        returns.append(total)
+    return np.array(returns)
+
+
+@pytest.mark.parametrize("cls, kwargs", [(CartPole, {"max_steps": 20}),
+                                         (CartPole, {"greedy": True}), (Pendulum, {})])
+def test_test_returns_are_whole_gymnasium_episodes(cls, kwargs):
+    agent = cls(**kwargs)
+    with torch.no_grad():  # a policy that neither falls at once nor balances
+        for name, p in agent.evolved_parameters():
+            p.copy_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.3)
+    ours = agent.returns(6, seed=40)
+    assert np.array_equal(ours, _gymnasium_returns(agent, range(40, 46)))
+    assert len(set(ours.tolist())) > 1  # six different episodes, max_steps ignored
+    assert np.array_equal(agent.returns(2, seed=42), ours[2:4])  # per episode, not per call
+    figures = agent.test_scores()
+    test = agent.returns(agent.test_episodes, seed=1_000_000)
+    assert figures == {"test_return_mean": test.mean(), "test_return_std": test.std(),
+                       "test_episodes": agent.test_episodes}
+
+
 def test_bad_settings_fail_at_construction():
     with pytest.raises(ValueError, match="hidden must be"):
         CartPole(hidden=-1)
@@ -226,6 +264,9 @@ def test_digits_scores_log_likelihood_and_held_out_accuracy():
     test.set_weights(weights[0])
     accuracy = test.score()
     assert 0 <= accuracy <= 1 and accuracy == pytest.approx(test.accuracy("test"))
+    assert test.test_scores() == {"test_accuracy": test.accuracy("test"),
+                                  "train_accuracy": test.accuracy("train")}
+    assert test.accuracy("train") != test.accuracy("test")
     with pytest.raises(ValueError, match="split must be one of"):
         Digits(split="valid")
     with pytest.raises(ValueError, match="metric must be one of"):

@@ -73,6 +73,7 @@ def test_a_users_file_and_class(tmp_path, capsys):
     (["run", "blog", "-p", "nonsense=1"], "cannot build BlogAgent"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["test", "/no/such/run"], "/no/such/run has no command.json: es-search test reads"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert main(args) == 2
@@ -85,3 +86,42 @@ def test_errors_through_the_console_entry_point_have_no_traceback():
     proc = run_cli("run", "nope")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "unknown problem" in proc.stderr
+
+
+def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_path, capsys):
+    pytest.importorskip("gymnasium")
+    import torch
+    from es_search.problems import load_problem
+    out = tmp_path / "cp"
+    assert main(["run", "cartpole", "--generations", "3", "--population", "8", "--n-jobs",
+                 "1", "--no-progress", "--seed", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    saved = json.loads((out / "test.json").read_text())
+    assert f"test_return_mean {saved['test_return_mean']:.6g}" in printed
+    assert saved["test_episodes"] == 100
+    best = load_problem("cartpole")()  # the figures are the best weights'
+    best.set_weights(torch.load(out / "best_weights.pt"))
+    assert best.test_scores() == saved
+    (out / "test.json").unlink()
+    assert main(["test", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] in printed
+    assert json.loads((out / "test.json").read_text()) == saved
+
+
+def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
+    out = tmp_path / "sphere"
+    assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
+                 "--out", str(out)]) == 0
+    assert "test of the best agent" not in capsys.readouterr().out
+    assert main(["test", str(out)]) == 0
+    assert "Sphere defines no test figures" in capsys.readouterr().out
+    assert not (out / "test.json").exists()
+    pytest.importorskip("sklearn")
+    out = tmp_path / "digits"
+    assert main(["run", "digits", "-p", "hidden=0", "--generations", "2", "--n-jobs", "1",
+                 "--no-progress", "--no-test", "--out", str(out)]) == 0
+    assert "test of the best agent" not in capsys.readouterr().out
+    assert not (out / "test.json").exists()
+    assert main(["test", str(out)]) == 0
+    saved = json.loads((out / "test.json").read_text())
+    assert set(saved) == {"test_accuracy", "train_accuracy"}

@@ -286,3 +286,17 @@ def test_cli_takes_the_strategy_of_the_builtin(tmp_path, capsys):
     strategy = json.loads((out / "config.json").read_text())["strategy"]
     assert strategy["name"] == "ars" and strategy["top"] == 4
     assert strategy["population"] == 16 and strategy["step_size"] == 0.01
+
+
+def test_test_scores_are_true_returns_of_fresh_episodes():
+    plain = GymPolicy("CartPole-v1")
+    offset = GymPolicy("CartPole-v1", reward_offset=-1.0, reward_clip=0.5)
+    with torch.no_grad():
+        for agent in (plain, offset):
+            for _, p in agent.evolved_parameters():
+                p.copy_(torch.linspace(-0.5, 0.5, p.numel()).reshape(p.shape))
+    figures = offset.test_scores()
+    assert figures == plain.test_scores()  # no reward_offset, no reward_clip
+    returns = plain.returns(plain.test_episodes, seed=1_000_000)
+    assert figures["test_return_mean"] == returns.mean() and returns.mean() > 9
+    assert figures["test_episodes"] == 20 and figures["test_return_std"] == returns.std()

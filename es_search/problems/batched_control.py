@@ -24,6 +24,7 @@ import torch
 from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params
 from ..extras import require
+from .gym_policy import TEST_SEED, return_figures
 
 
 class PendulumBatch:
@@ -114,6 +115,7 @@ class BatchedPolicy(Agent):
 
     discrete = True
     obs_dim = act_dim = 0
+    test_episodes = 100  # episodes of test_scores()
     action_high = 1.0
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
@@ -192,6 +194,36 @@ class BatchedPolicy(Agent):
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
         returns = self.run_columns(layers, starts, uniforms, limit)
         return returns.reshape(n, episodes).mean(axis=1)
+
+    # ------------------------------------------------------------------ testing
+    def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
+        """This agent's returns of ``episodes`` whole episodes (no ``max_steps``), seeded
+        ``seed``, ``seed + 1``, ...: episode ``s`` starts where gymnasium's
+        ``reset(seed=s)`` starts, and samples its actions (unless ``greedy``) from
+        ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
+        episodes, limit = int(episodes), self.episode_limit
+        if episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        own = {name: p.detach().unsqueeze(0) for name, p in self.evolved_parameters()}
+        layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
+                  for w, b in self.stacked_layers(own)]
+        seeds = range(int(seed), int(seed) + episodes)
+        starts = np.stack([np.random.default_rng(s).uniform(-self.start_high, self.start_high)
+                           for s in seeds], axis=1)
+        uniforms = None
+        if self.discrete and not self.greedy:
+            uniforms = np.stack([np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,)))
+                                 .random(limit) for s in seeds])
+        steps = self.steps
+        try:
+            return self.run_columns(layers, starts, uniforms, limit)
+        finally:
+            self.steps = steps
+
+    def test_scores(self) -> dict[str, float]:
+        """The returns of ``test_episodes`` fresh episodes (:meth:`returns` from
+        ``TEST_SEED``): their mean and std."""
+        return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
         """The returns of columns starting at ``starts`` (state, column)."""

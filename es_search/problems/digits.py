@@ -113,6 +113,10 @@ class Digits(Agent):
             values = log_p.gather(-1, y.expand(len(seeds), -1).unsqueeze(-1)).mean(dim=(1, 2))
         return as_scores(values, len(seeds), self)
 
+    def test_scores(self) -> dict[str, float]:
+        """The accuracy on the held-out test part and on the training part."""
+        return {"test_accuracy": self.accuracy("test"), "train_accuracy": self.accuracy("train")}
+
     def accuracy(self, split: str = "test") -> float:
         """This agent's accuracy on ``split`` (default: the held-out test part)."""
         if split not in SPLITS:

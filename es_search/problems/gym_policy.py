@@ -19,6 +19,15 @@ from ..moments import Moments
 NORMALIZE_MODES = ("running", "fixed", "off")
 _SEED_SPAN = 2 ** 31 - 1000
 _RUNNING_BUFFERS = ("obs_count", "obs_mean", "obs_m2", "obs_std")
+#: the first episode seed of ``test_scores()``: far from the seeds a search draws
+TEST_SEED = 1_000_000
+
+
+def return_figures(returns: np.ndarray) -> dict[str, float]:
+    """``test_scores()`` of a control task: the test episodes' mean and std return."""
+    returns = np.asarray(returns, dtype=np.float64)
+    return {"test_return_mean": float(returns.mean()), "test_return_std": float(returns.std()),
+            "test_episodes": len(returns)}
 
 
 def _extra_for(entry_point: Any) -> str:
@@ -112,6 +121,7 @@ class GymPolicy(Agent):
 
     env_id = ""
     discrete = True
+    test_episodes = 20  # episodes of test_scores()
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
 
@@ -311,6 +321,11 @@ class GymPolicy(Agent):
         return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
                                                   reward_clip=clip)
                               for s in self.episode_seeds()]))
+
+    def test_scores(self) -> dict[str, float]:
+        """The true returns of ``test_episodes`` fresh episodes (seeded ``TEST_SEED``,
+        ``TEST_SEED + 1``, ...): their mean and std."""
+        return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         """The true returns (no ``reward_offset``) of ``episodes`` episodes seeded

@@ -93,7 +93,8 @@ class Task:
 
 
 LADDER = {
-    # the GymPolicy versions (the built-ins of these names are batched, without returns())
+    # the GymPolicy versions (the built-ins of these names are batched; the ceiling
+    # steps GymPolicy's own policies)
     # greedy: EvoTorch's GymNE takes the argmax of a discrete policy; so does this one
     "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic",
                      spec="es_search.problems.control:CartPole",

@@ -131,7 +131,8 @@ def make_agent(problem: str, path: str, group: int) -> Any:
         return control.CartPole() if problem == "cartpole" else control.Pendulum()
     from ..problems import batched_control
     cls = batched_control.CartPole if problem == "cartpole" else batched_control.Pendulum
-    return cls(score_batch_size=group if path == "batched" else 0)
+    episodes = CASES[(problem, "start")][1]  # CartPole: 3, as the gym path (GymPolicy)
+    return cls(episodes=episodes, score_batch_size=group if path == "batched" else 0)
 
 
 def centre(agent: Any, stage: str) -> np.ndarray:

@@ -320,7 +320,8 @@ def markdown(result: dict, command: str = "es-search bench --batching") -> str:
     runs = result.get("runs") and run_summary(result["runs"])
     if runs:
         lines += ["", "Whole runs (`es_search.run` of the built-in, its default settings but "
-                      "population and generations; the same history batched and alone, "
+                      "population, generations and CartPole's episodes (3 per score); the "
+                      "same history batched and alone, "
                       "checked; the median run, and the median generation of all the reps' runs):", "",
                   "| problem | pop | generations | workers | last mean score | batched run s | "
                   "alone run s | x run | batched generation ms | alone generation ms | "

@@ -245,7 +245,13 @@ def _cmd_test(args: argparse.Namespace) -> int:
     seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
     cls = load_problem(command["problem"])
     agent = build_seeded(seed, cls, **command["params"])
-    agent.set_weights(torch.load(out / BEST_WEIGHTS))
+    try:
+        weights = torch.load(out / BEST_WEIGHTS, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"cannot load {out / BEST_WEIGHTS} as saved weights "
+                         f"({type(exc).__name__}: {first})") from None
+    agent.set_weights(weights)
     if not _report_test(agent, str(out)):
         print(f"{command['problem']}: {cls.__name__} defines no test figures (override "
               f"Agent.test_scores() to have some)")

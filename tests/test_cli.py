@@ -106,6 +106,10 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     assert main(["test", str(out)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] in printed
     assert json.loads((out / "test.json").read_text()) == saved
+    (out / "best_weights.pt").write_bytes(b"not a torch file")
+    assert main(["test", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot load" in err and "best_weights.pt" in err and len(err.splitlines()) == 1
 
 
 def test_no_test_and_problems_without_test_figures(tmp_path, capsys):

@@ -33,9 +33,20 @@ class _Terminate:
         raise Terminated(f"received signal {signum} (SIGTERM)")
 
 
+#: sigterm_as_interrupt blocks open in this process: while one is, es_search starts or
+#: runs workers, and a process forked then is one of them (or a pool's respawn)
+_open_blocks = 0
+
+
 def _default_in_child() -> None:
-    if isinstance(signal.getsignal(signal.SIGTERM), _Terminate):
+    """SIGTERM's default in a forked worker. A pool stops its workers with SIGTERM; a
+    handler inherited from the parent (ours, or the program's own, such as the
+    ``sys.exit`` Ray installs) would run in the worker instead, and one blocked on a
+    queue lock never exits: the pool's terminate then waits for it forever."""
+    global _open_blocks
+    if _open_blocks or isinstance(signal.getsignal(signal.SIGTERM), _Terminate):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _open_blocks = 0  # the child's own blocks, none yet
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
@@ -56,6 +67,8 @@ class sigterm_as_interrupt:
     """
 
     def __enter__(self) -> "sigterm_as_interrupt":
+        global _open_blocks
+        _open_blocks += 1
         self._handler: _Terminate | None = None
         if not _in_main_thread():
             return self
@@ -69,6 +82,8 @@ class sigterm_as_interrupt:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        global _open_blocks
+        _open_blocks = max(0, _open_blocks - 1)
         handler, self._handler = self._handler, None
         if handler is None:
             return

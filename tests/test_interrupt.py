@@ -3,6 +3,7 @@ how to resume."""
 from __future__ import annotations
 
 import os
+import signal
 
 import cloudpickle
 import pytest
@@ -138,14 +139,22 @@ def test_a_programs_own_sigterm_handler_is_kept():
         signal.signal(signal.SIGTERM, previous)
 
 
-def test_a_forked_child_still_dies_of_sigterm():
+def _exit_on_sigterm(signum, frame):  # what Ray's ray.init() installs
+    raise SystemExit(signum)
+
+
+@pytest.mark.parametrize("programs", [signal.SIG_DFL, _exit_on_sigterm],
+                         ids=["default", "the-programs-own"])
+def test_a_forked_child_still_dies_of_sigterm(programs):
     """multiprocessing's Pool.terminate() stops its forked workers with SIGTERM: they
-    inherit the handler, which must not turn it into an exception there (a hung pool)."""
+    inherit the handler, ours or the program's own, which must not run there (a worker
+    blocked on a queue lock would never exit, and the pool would wait for it: seen with
+    Ray's handler and the multiprocessing backend)."""
     import signal
 
     from es_search.interrupt import sigterm_as_interrupt
 
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as in a fresh process
+    previous = signal.signal(signal.SIGTERM, programs)
     try:
         with sigterm_as_interrupt():
             ready, told = os.pipe()
@@ -161,5 +170,21 @@ def test_a_forked_child_still_dies_of_sigterm():
             os.kill(pid, signal.SIGTERM)
             _, status = os.waitpid(pid, 0)
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_outside_es_search_a_fork_keeps_the_programs_handler():
+    import signal
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        ready, told = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(told, b"1" if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm
+                     else b"0")
+            os._exit(0)
+        assert os.read(ready, 1) == b"1"
+        os.waitpid(pid, 0)
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -128,7 +128,6 @@ def cores(n_jobs: int) -> int:
 # ----------------------------------------------------------------------------- es_search
 def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
     import es_search
-    from es_search import checkpoint
     from es_search.problems import load_problem
     from es_search.seeding import build_seeded
     from es_search.strategies import DEFAULT, make_strategy
@@ -147,15 +146,7 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
             progress=False, out=folder,
             callbacks=[snapshots, lambda record: time.perf_counter() - started >= budget])
         wall = time.perf_counter() - started
-        # the final policy: the centre and shared state of the last checkpoint
-        saved = checkpoint.load(Path(folder) / checkpoint.CHECKPOINT)
-    final = agent.clone()
-    final.set_flat(strategy.center(saved["state"]))
-    if saved.get("shared"):
-        final.load_shared_state(saved["shared"])
-    elif final.shared_state():
-        raise RuntimeError("the checkpoint of this es_search holds no shared state: the "
-                           "final policy's observation statistics are unknown")
+    final = result.center_agent()  # the final centre, with its observation statistics
     steps = result.history[-1].get("steps")
     row = {"framework": "es_search", "task": task.problem, "env": task.env_id,
            "seed": seed, "budget_s": budget, "wall_s": wall, "steps": steps,

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import torch
+
 from . import __version__
 from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .interrupt import Terminated
@@ -209,7 +211,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
     if not args.no_test:
-        _report_test(result.best_agent(), args.out)
+        _report_test(result.agent, result.best_weights, result.center_weights, args.out)
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
@@ -217,25 +219,49 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     return 0
 
 
-def _report_test(agent: Any, out: str | None) -> dict:
-    """Print ``agent.test_scores()`` (and write them to ``out/test.json``)."""
-    figures = agent.test_scores()
-    if figures:
+def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -> dict:
+    """Print the ``test_scores()`` of ``agent`` with the ``best`` weights and with the
+    ``center`` weights (when given and different), and write them to ``out/test.json``
+    (``{"best": ..., "center": ...}``); {} if the agent defines none."""
+    def scores(weights: dict) -> dict:
+        tested = agent.clone()
+        tested.set_weights(weights)
+        return tested.test_scores()
+
+    figures = {"best": scores(best)}
+    if not figures["best"]:
+        return {}
+    same = center is None or (center.keys() == best.keys() and all(
+        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best))
+    if center is not None:
+        figures["center"] = figures["best"] if same else scores(center)
+    for key, label in (("best", "the best agent"), ("center", "the final centre")):
+        if key == "center" and same:
+            break
         shown = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
-                          else f"{name} {value}" for name, value in figures.items())
-        print(f"test of the best agent (outside the search): {shown}")
-        if out:
-            from .output import TEST, dump_json
-            dump_json(Path(out) / TEST, figures)
+                          else f"{name} {value}" for name, value in figures[key].items())
+        also = " (also the final centre)" if key == "best" and center is not None and same \
+            else ""
+        print(f"test of {label}{also}, outside the search: {shown}")
+    if out:
+        from .output import TEST, dump_json
+        dump_json(Path(out) / TEST, figures)
     return figures
+
+
+def _load_weights(path: Path) -> dict:
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise UsageError(f"cannot load {path} as saved weights "
+                         f"({type(exc).__name__}: {first})") from None
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
     import json
 
-    import torch
-
-    from .output import BEST_WEIGHTS, COMMAND, CONFIG, from_json
+    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, COMMAND, CONFIG, from_json
     out = Path(args.out)
     for name in (COMMAND, CONFIG, BEST_WEIGHTS):
         if not (out / name).is_file():
@@ -245,14 +271,10 @@ def _cmd_test(args: argparse.Namespace) -> int:
     seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
     cls = load_problem(command["problem"])
     agent = build_seeded(seed, cls, **command["params"])
-    try:
-        weights = torch.load(out / BEST_WEIGHTS, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise UsageError(f"cannot load {out / BEST_WEIGHTS} as saved weights "
-                         f"({type(exc).__name__}: {first})") from None
-    agent.set_weights(weights)
-    if not _report_test(agent, str(out)):
+    best = _load_weights(out / BEST_WEIGHTS)
+    center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
+        else None  # written at the end of a run: none while one is interrupted
+    if not _report_test(agent, best, center, str(out)):
         print(f"{command['problem']}: {cls.__name__} defines no test figures (override "
               f"Agent.test_scores() to have some)")
     return 0

@@ -6,6 +6,8 @@
 - ``best_weights.pt``: ``torch.save`` of the best weights (a state dict, with the
   agent's shared state as of the generation they were scored), replaced atomically
   whenever the best improves;
+- ``center_weights.pt``: the strategy's final centre (``Result.center_weights``), at
+  the end;
 - ``checkpoint.pkl``: everything needed to continue the run (format:
   :mod:`es_search.checkpoint`), replaced atomically every generation, after that
   generation's history line;
@@ -45,6 +47,7 @@ except ImportError:  # pragma: no cover - Windows: no lock
 HISTORY = "history.jsonl"
 CONFIG = "config.json"
 BEST_WEIGHTS = "best_weights.pt"
+CENTER_WEIGHTS = "center_weights.pt"
 RESULT = "result.json"
 PLOT = "plot.png"
 CHECKPOINT = "checkpoint.pkl"
@@ -55,7 +58,7 @@ COMMAND = "command.json"
 #: written by the command line: the best agent's test_scores()
 TEST = "test.json"
 
-__all__ = ["BEST_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK",
+__all__ = ["BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK",
            "PLOT", "RESULT", "TEST", "OutFolderError", "RunFolder", "acquire", "atomic_write",
            "claim", "dump_json", "failure_generations", "failure_path", "from_json",
            "read_history", "record_command", "release", "to_json"]
@@ -222,6 +225,9 @@ class RunFolder:
             self.save_checkpoint()
 
     def on_end(self, result: Any) -> None:
+        if getattr(result, "center_weights", None) is not None:
+            atomic_write(self.path / CENTER_WEIGHTS,
+                         lambda f: torch.save(result.center_weights, f))
         dump_json(self.path / RESULT, {
             "best_score": result.best_score, "evaluations": result.evaluations,
             "generations": result.generations, "seconds": self.search.seconds(),

@@ -24,7 +24,11 @@ class Result:
       agent's ``merge_reports()`` returns, e.g. ``steps``);
     - ``seed`` and ``config``: what defines the run;
     - ``stopped_by``: why a callback stopped the run before ``generations`` (a stopping
-      rule's ``reason``), or None.
+      rule's ``reason``), or None;
+    - ``center_weights``: the strategy's final centre (the mean of ``pgpe``,
+      ``openai-es``, ``ars``, ``cma-es``; a hill climber's parent), with the shared state
+      at the end. After a strategy that samples around a mean, the centre is usually
+      the policy to keep: ``best_weights`` is the luckiest single evaluation.
     """
 
     best_score: float
@@ -36,6 +40,8 @@ class Result:
     agent: Agent | None = field(default=None, repr=False)
     #: why a callback stopped the run early (its ``reason``), or None
     stopped_by: str | None = None
+    #: the strategy's final centre, with the shared state at the end
+    center_weights: dict[str, torch.Tensor] | None = None
 
     @property
     def generations(self) -> int:
@@ -48,6 +54,15 @@ class Result:
                              "with agent.set_weights(result.best_weights)")
         agent = self.agent.clone()
         agent.set_weights(self.best_weights)
+        return agent
+
+    def center_agent(self) -> Agent:
+        """A copy of the starting agent with ``center_weights`` loaded."""
+        if self.agent is None or self.center_weights is None:
+            raise ValueError("this Result holds no agent or centre; load center_weights "
+                             "into yours with agent.set_weights(result.center_weights)")
+        agent = self.agent.clone()
+        agent.set_weights(self.center_weights)
         return agent
 
     def plot(self, path: Any = None) -> Any:

@@ -121,7 +121,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                             best_weights=search.best_weights(),
                             evaluations=search.evaluations, history=search.history,
                             seed=settings.seed, config=config, agent=start_agent,
-                            stopped_by=stopped_by)
+                            stopped_by=stopped_by, center_weights=search.center_weights())
         _call_all(callbacks, "on_end", result)
     except BaseException as exc:
         _on_error(callbacks, exc)

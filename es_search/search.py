@@ -113,14 +113,23 @@ class Search:
 
     def best_weights(self) -> dict:
         """The best weights, with the shared state they were scored with."""
+        return self._weights(self.best_flat, self.best_shared)
+
+    def center_weights(self) -> dict:
+        """The strategy's centre now (its mean; a hill climber's parent), with the
+        agent's shared state now: what the next generation would start from."""
+        return self._weights(self.strategy.center(self.state),
+                             self.evaluator.local.shared_state())
+
+    def _weights(self, flat: np.ndarray, shared: dict | None) -> dict:
         local = self.evaluator.local
         current = local.get_flat()
-        local.set_flat(self.best_flat)
+        local.set_flat(flat)
         weights = local.get_weights()
         local.set_flat(current)
-        if self.best_shared:
+        if shared:
             weights.update({k: v.clone() if hasattr(v, "clone") else v
-                            for k, v in self.best_shared.items()})
+                            for k, v in shared.items()})
         return weights
 
     # ------------------------------------------------------------------ helpers

@@ -94,22 +94,36 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     from es_search.problems import load_problem
     out = tmp_path / "cp"
     assert main(["run", "cartpole", "--generations", "3", "--population", "8", "--n-jobs",
-                 "1", "--no-progress", "--seed", "2", "--out", str(out)]) == 0
+                 "1", "--no-progress", "--seed", "2", "--strategy", "pgpe", "--out",
+                 str(out)]) == 0
     printed = capsys.readouterr().out
     saved = json.loads((out / "test.json").read_text())
-    assert f"test_return_mean {saved['test_return_mean']:.6g}" in printed
-    assert saved["test_episodes"] == 100
-    best = load_problem("cartpole")()  # the figures are the best weights'
-    best.set_weights(torch.load(out / "best_weights.pt"))
-    assert best.test_scores() == saved
+    for key, label in (("best", "best agent"), ("center", "final centre")):
+        assert f"test of the {label}, outside the search: test_return_mean " \
+               f"{saved[key]['test_return_mean']:.6g}" in printed
+        assert saved[key]["test_episodes"] == 100
+        tested = load_problem("cartpole")()  # the figures are these weights'
+        tested.set_weights(torch.load(out / f"{key}_weights.pt"))
+        assert tested.test_scores() == saved[key]
+    assert saved["best"] != saved["center"]  # PGPE's mean is not its best sample
     (out / "test.json").unlink()
     assert main(["test", str(out)]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] in printed
+    assert capsys.readouterr().out.splitlines() == [
+        line for line in printed.splitlines() if line.startswith("test of")]
     assert json.loads((out / "test.json").read_text()) == saved
     (out / "best_weights.pt").write_bytes(b"not a torch file")
     assert main(["test", str(out)]) == 2
     err = capsys.readouterr().err
     assert "cannot load" in err and "best_weights.pt" in err and len(err.splitlines()) == 1
+    # a hill climber whose parent is still its best: one line, one test
+    out = tmp_path / "hc"
+    assert main(["run", "cartpole", "--generations", "2", "--population", "4", "--n-jobs",
+                 "1", "--no-progress", "--out", str(out)]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("test of")]
+    saved = json.loads((out / "test.json").read_text())
+    assert len(lines) == 1 and lines[0].startswith("test of the best agent (also the final "
+                                                   "centre), outside the search")
+    assert saved["best"] == saved["center"]
 
 
 def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
@@ -128,4 +142,5 @@ def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
     assert not (out / "test.json").exists()
     assert main(["test", str(out)]) == 0
     saved = json.loads((out / "test.json").read_text())
-    assert set(saved) == {"test_accuracy", "train_accuracy"}
+    assert set(saved) == {"best", "center"}
+    assert set(saved["best"]) == {"test_accuracy", "train_accuracy"}

@@ -24,7 +24,8 @@ def comparable(result):
     history = [{k: repr(v) for k, v in r.items() if k != "seconds"}
                for r in result.history]
     weights = {k: v.numpy().tobytes() for k, v in result.best_weights.items()}
-    return history, weights, result.evaluations, repr(result.best_score)
+    center = {k: v.numpy().tobytes() for k, v in result.center_weights.items()}
+    return history, weights, center, result.evaluations, repr(result.best_score)
 
 
 def search(strategy, n_jobs, backend=None):

@@ -32,6 +32,8 @@ def test_resume_extends_a_run_bit_identically(tmp_path):
     assert resumed.evaluations == full.evaluations
     assert same_history(read_history(tmp_path / "history.jsonl"), full.history)
     assert same_weights(torch.load(tmp_path / "best_weights.pt"), full.best_weights)
+    assert same_weights(resumed.center_weights, full.center_weights)
+    assert same_weights(torch.load(tmp_path / "center_weights.pt"), full.center_weights)
     # a finished run resumed with the same length does no work and gives the same
     again = es_search.run(agents.Vec(), generations=6, n_jobs=1, out=tmp_path,
                           resume=True, **KW)

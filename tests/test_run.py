@@ -10,7 +10,7 @@ import torch
 
 import es_search
 
-from agents import NoisyEverywhere, Quadratic, RandomScore, ReturnsText, SometimesNaN
+from agents import MatrixAgent, NoisyEverywhere, Quadratic, RandomScore, ReturnsText, SometimesNaN
 
 
 def comparable(result):
@@ -151,3 +151,23 @@ def test_task_seeds_are_independent_of_the_worker_and_documented():
     assert es_search.task_seed(0, 0, 0) != es_search.task_seed(0, 1, 0)
     assert es_search.task_seed(0, 0, 0) != es_search.task_seed(1, 0, 0)
     assert 0 <= es_search.task_seed(2**40, 7, 3) < 2**64
+
+
+@pytest.mark.parametrize("strategy", ["pgpe", "hill-climb"])
+def test_center_weights_are_the_final_centre_with_the_shared_state(strategy, tmp_path):
+    from es_search import checkpoint
+    from es_search.strategies import make_strategy
+    result = es_search.run(MatrixAgent(), strategy=strategy, generations=4, population=6,
+                           sigma=0.2, seed=5, n_jobs=1, progress=False, out=tmp_path)
+    saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    expected = MatrixAgent()
+    expected.set_flat(make_strategy(strategy, 6, 0.2).center(saved["state"]))
+    center = result.center_agent()
+    assert np.array_equal(center.get_flat(), expected.get_flat())
+    assert saved["shared"] and all(torch.equal(result.center_weights[k], torch.as_tensor(v))
+                                   for k, v in saved["shared"].items())
+    stored = torch.load(tmp_path / "center_weights.pt")
+    assert stored.keys() == result.center_weights.keys()
+    assert all(torch.equal(stored[k], result.center_weights[k]) for k in stored)
+    if strategy == "pgpe":  # a mean that is never scored itself: not the best sample
+        assert not np.array_equal(center.get_flat(), result.best_agent().get_flat())

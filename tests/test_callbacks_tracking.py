@@ -195,12 +195,14 @@ def test_mlflow_run_read_back_with_mlflow_client(file_store, tmp_path, result):
     for key in ("best_score", "mean_score", "sigma", "evaluations", "seconds"):
         assert metric_steps(client, tracker.run_id, key) == [
             (h["generation"], float(h[key])) for h in result.history]
-    local = client.download_artifacts(tracker.run_id, "best_weights.pt",
-                                      str(tmp_path / "download"))
-    weights = torch.load(local)
-    assert weights.keys() == result.best_weights.keys()
-    for name, tensor in weights.items():
-        assert torch.equal(tensor, result.best_weights[name])
+    for artifact, expected in (("best_weights", result.best_weights),
+                               ("center_weights", result.center_weights)):
+        local = client.download_artifacts(tracker.run_id, f"{artifact}.pt",
+                                          str(tmp_path / artifact))
+        weights = torch.load(local)
+        assert weights.keys() == expected.keys()
+        for name, tensor in weights.items():
+            assert torch.equal(tensor, expected[name])
 
 
 def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tmp_path,

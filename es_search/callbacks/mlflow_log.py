@@ -45,8 +45,8 @@ class MLflow(Callback):
       ``MLFLOW_ALLOW_FILE_STORE`` is true; for a local folder this callback sets that
       variable to true unless it is set already;
     - ``tags``: extra tags for the run (``{str: str}``);
-    - ``log_weights``: save the best weights (``torch.save`` of the state dict) as the
-      artifact ``best_weights.pt`` at the end.
+    - ``log_weights``: save the best weights and the final centre (``torch.save``) as the
+      artifacts ``best_weights.pt`` and ``center_weights.pt`` at the end.
 
     Logged: the run's config as params (nested keys joined with dots); each generation's
     numbers (``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds``,
@@ -115,12 +115,16 @@ class MLflow(Callback):
     def on_end(self, result: Any) -> None:
         if self.run_id is None:
             return
-        if self.log_weights and getattr(result, "best_weights", None) is not None:
+        if self.log_weights:
             import torch
-            with tempfile.TemporaryDirectory() as folder:
-                path = Path(folder) / "best_weights.pt"
-                torch.save(result.best_weights, path)
-                self.client.log_artifact(self.run_id, str(path))
+            for name in ("best_weights", "center_weights"):
+                weights = getattr(result, name, None)
+                if weights is None:
+                    continue
+                with tempfile.TemporaryDirectory() as folder:
+                    path = Path(folder) / f"{name}.pt"
+                    torch.save(weights, path)
+                    self.client.log_artifact(self.run_id, str(path))
         reason = getattr(result, "stopped_by", None)
         if reason:
             self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])

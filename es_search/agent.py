@@ -149,8 +149,9 @@ class Agent(torch.nn.Module):
     def test_scores(self) -> dict[str, float]:
         """Figures of this agent measured outside the search, by name (default: none).
 
-        ``es-search run`` prints them for the best agent at the end of a run and writes
-        them to ``test.json`` in its folder; ``es-search test DIR`` measures them again.
+        ``es-search run`` prints them for the best weights and the final centre at the end
+        of a run and writes them to ``test.json`` in its folder; ``es-search test DIR``
+        measures them again.
         Override it with what says whether a trained agent is good, on data or episodes
         the search never scored: held-out accuracy, true returns of fresh episodes. The
         built-in problems do (``digits``: accuracies; control tasks: test returns).

@@ -12,7 +12,8 @@ makes the common cases short:
   sampled action of candidate ``i`` does not depend on which others share its group;
 - :func:`numpy_params` copies the stacked weights out as float64 NumPy arrays;
 - :func:`stack_weights` / :func:`unstack_weights` convert between a list of weight
-  dicts and the stacked form.
+  dicts and the stacked form;
+- :func:`own_params` is an agent's own weights as a group of one.
 
 Example: a classifier scored on a data set, every candidate in one forward pass::
 
@@ -162,6 +163,11 @@ def as_scores(values: Any, n: int, agent: Any) -> list[float]:
     return [as_score(v, agent) for v in values]
 
 
+def own_params(agent: Any) -> dict[str, torch.Tensor]:
+    """``agent``'s evolved weights as a group of one (``score_batch``'s ``params``)."""
+    return {name: p.detach().unsqueeze(0) for name, p in agent.evolved_parameters()}
+
+
 def score_one(agent: Any, **kwargs: Any) -> float:
     """``agent.score_batch`` on a group of one: the agent's own weights and task seed.
 
@@ -169,6 +175,6 @@ def score_one(agent: Any, **kwargs: Any) -> float:
     the per-candidate path (``score_batch_size = 0``, ``replay_task``,
     ``es_search.evaluate``) runs.
     """
-    params = {name: p.detach().unsqueeze(0) for name, p in agent.evolved_parameters()}
+    params = own_params(agent)
     seed = agent.task_seed if agent.task_seed is not None else 0
     return as_scores(agent.score_batch(params, [seed], **kwargs), 1, agent)[0]

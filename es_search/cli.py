@@ -99,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--no-test", action="store_true",
-                     help="skip the best agent's test at the end (its test_scores(): "
-                          "held-out accuracy, returns of fresh episodes)")
+                     help="skip testing the best agent and the final centre at the end "
+                          "(their test_scores(): held-out accuracy, returns of fresh "
+                          "episodes)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                      help="constructor argument of the agent (repeatable)")
     run.add_argument("-o", "--strategy-option", action="append", default=[],
@@ -111,10 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     test = verbs.add_parser(
-        "test", help="test the best agent of a run folder",
+        "test", help="test the best agent and the final centre of a run folder",
         description="Rebuild the problem of a run written by `es-search run PROBLEM --out "
-                    "DIR`, load its best weights and print their test_scores() (held-out "
-                    "accuracy, returns of fresh episodes); also written to DIR/test.json.")
+                    "DIR`, load its best weights and its final centre and print their "
+                    "test_scores() (held-out accuracy, returns of fresh episodes); also "
+                    "written to DIR/test.json.")
     test.add_argument("out", metavar="DIR")
 
     verbs.add_parser("list", help="list the built-in problems and strategies")
@@ -221,8 +223,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
 
 def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -> dict:
     """Print the ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (when given and different), and write them to ``out/test.json``
-    (``{"best": ..., "center": ...}``); {} if the agent defines none."""
+    ``center`` weights (tested once when they are the same), and write them to
+    ``out/test.json`` (``{"best": ..., "center": ...}``); {} if the agent has none."""
     def scores(weights: dict) -> dict:
         tested = agent.clone()
         tested.set_weights(weights)
@@ -231,18 +233,20 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
     figures = {"best": scores(best)}
     if not figures["best"]:
         return {}
-    same = center is None or (center.keys() == best.keys() and all(
-        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best))
+    shown = [("the best agent", figures["best"])]
     if center is not None:
-        figures["center"] = figures["best"] if same else scores(center)
-    for key, label in (("best", "the best agent"), ("center", "the final centre")):
-        if key == "center" and same:
-            break
-        shown = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
-                          else f"{name} {value}" for name, value in figures[key].items())
-        also = " (also the final centre)" if key == "best" and center is not None and same \
-            else ""
-        print(f"test of {label}{also}, outside the search: {shown}")
+        if center.keys() == best.keys() and all(torch.equal(torch.as_tensor(center[k]),
+                                                            torch.as_tensor(best[k]))
+                                                for k in best):
+            figures["center"] = figures["best"]
+            shown = [("the best agent (also the final centre)", figures["best"])]
+        else:
+            figures["center"] = scores(center)
+            shown.append(("the final centre", figures["center"]))
+    for label, values in shown:
+        text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
+                         else f"{name} {value}" for name, value in values.items())
+        print(f"test of {label}, outside the search: {text}")
     if out:
         from .output import TEST, dump_json
         dump_json(Path(out) / TEST, figures)

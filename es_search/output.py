@@ -17,8 +17,8 @@
   generation, at the end, when matplotlib is installed;
 - ``command.json``: the problem and its parameters, on the command line (``es-search
   run``), compared on ``--resume``;
-- ``test.json``: the best agent's ``test_scores()``, written by ``es-search run`` at the
-  end and by ``es-search test DIR``;
+- ``test.json``: the ``test_scores()`` of the best weights and of the final centre,
+  written by ``es-search run`` at the end and by ``es-search test DIR``;
 - ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
   into it fails at once; the kernel releases it when the process dies, however it dies.
 
@@ -55,11 +55,12 @@ FAILURES = "failures"
 LOCK = ".lock"
 #: written by the command line: the problem and its -p parameters (checked on --resume)
 COMMAND = "command.json"
-#: written by the command line: the best agent's test_scores()
+#: written by the command line: the test_scores() of the best weights and the centre
 TEST = "test.json"
 
-__all__ = ["BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK",
-           "PLOT", "RESULT", "TEST", "OutFolderError", "RunFolder", "acquire", "atomic_write",
+__all__ = ["BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES",
+           "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError", "RunFolder",
+           "acquire", "atomic_write",
            "claim", "dump_json", "failure_generations", "failure_path", "from_json",
            "read_history", "record_command", "release", "to_json"]
 

@@ -49,20 +49,19 @@ class Result:
 
     def best_agent(self) -> Agent:
         """A copy of the starting agent with ``best_weights`` loaded."""
-        if self.agent is None:
-            raise ValueError("this Result holds no agent; load best_weights into yours "
-                             "with agent.set_weights(result.best_weights)")
-        agent = self.agent.clone()
-        agent.set_weights(self.best_weights)
-        return agent
+        return self._agent_with("best_weights")
 
     def center_agent(self) -> Agent:
         """A copy of the starting agent with ``center_weights`` loaded."""
-        if self.agent is None or self.center_weights is None:
-            raise ValueError("this Result holds no agent or centre; load center_weights "
-                             "into yours with agent.set_weights(result.center_weights)")
+        return self._agent_with("center_weights")
+
+    def _agent_with(self, name: str) -> Agent:
+        weights = getattr(self, name)
+        if self.agent is None or weights is None:
+            raise ValueError(f"this Result holds no agent or no {name}; load them into "
+                             f"yours with agent.set_weights(result.{name})")
         agent = self.agent.clone()
-        agent.set_weights(self.center_weights)
+        agent.set_weights(weights)
         return agent
 
     def plot(self, path: Any = None) -> Any:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..batched import candidate_rngs, numpy_params
+from ..batched import candidate_rngs, numpy_params, own_params
 from ..extras import require
 from .gym_policy import TEST_SEED, return_figures
 
@@ -146,11 +146,16 @@ class BatchedPolicy(Agent):
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
 
     # ------------------------------------------------------------------ the policy
-    def stacked_layers(self, params) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``."""
+    def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
+        each row repeated ``columns`` times in a row (one per episode)."""
         arrays = numpy_params(params)
-        return [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
-                for k in range(len(self.layers))]
+        layers = [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
+                  for k in range(len(self.layers))]
+        if columns == 1:
+            return layers
+        return [(np.repeat(w, columns, axis=0), np.repeat(b, columns, axis=0))
+                for w, b in layers]
 
     @staticmethod
     def forward_numpy(layers, obs: np.ndarray) -> np.ndarray:
@@ -179,10 +184,7 @@ class BatchedPolicy(Agent):
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
         n, episodes = len(seeds), self.episodes
-        layers = self.stacked_layers(params)
-        if episodes > 1:  # column = (candidate, episode)
-            layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
-                      for w, b in layers]
+        layers = self.stacked_layers(params, episodes)  # column = (candidate, episode)
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
         streams = candidate_rngs(seeds, 1)
         # what rng.uniform(-high, high, (episodes, d)) draws: low + (high - low) * u
@@ -204,9 +206,7 @@ class BatchedPolicy(Agent):
         episodes, limit = int(episodes), self.episode_limit
         if episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {episodes}")
-        own = {name: p.detach().unsqueeze(0) for name, p in self.evolved_parameters()}
-        layers = [(np.repeat(w, episodes, axis=0), np.repeat(b, episodes, axis=0))
-                  for w, b in self.stacked_layers(own)]
+        layers = self.stacked_layers(own_params(self), episodes)
         seeds = range(int(seed), int(seed) + episodes)
         starts = np.stack([np.random.default_rng(s).uniform(-self.start_high, self.start_high)
                            for s in seeds], axis=1)

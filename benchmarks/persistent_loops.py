@@ -2,6 +2,7 @@
 
     python benchmarks/persistent_loops.py                 # 60 rounds
     python benchmarks/persistent_loops.py --rounds 200
+    python benchmarks/persistent_loops.py --idle 0 20 80   # workers left idle between generations
 
 Batched Pendulum (the built-in, groups of 32), population 64, 2 workers. Each round
 times, one after the other (interleaved, medians over the rounds after 10 warm ones):
@@ -15,7 +16,17 @@ times, one after the other (interleaved, medians over the rounds after 10 warm o
   candidate), the per-candidate path issue 11's 20x target is measured against.
 
 Every round checks that ``loops`` and ``loky`` give the same scores. Needs the ``fork``
-start method (Linux). Time it alone: ``flock /work/coord/bench.lock python ...``.
+start method (Linux).
+
+``--idle MS ...``: only the ``loops`` path, with this process busy (a Python loop, as a
+strategy's ``tell`` or the per-candidate path would keep it) for MS milliseconds before
+each generation, so the workers sit idle that long; prints the generation and the
+slowest worker's own time for its group. On this project's 2-core virtual machines a
+worker left idle wakes late and runs its next group slower (two runs, 2026-11-30,
+idle 0 / 20 / 80 ms: the generation 4.4 / 6.5 / 9.2 and 4.1 / 5.0 / 8.6 ms, the
+slowest worker's own group 4.1 / 4.9 / 7.0 and 3.9 / 4.5 / 4.8 ms; the same group run
+back to back in one process: ~3.6 ms): a short batched generation pays for waking its
+workers, whatever the transport. Time it alone: ``flock /work/coord/bench.lock python ...``.
 """
 from __future__ import annotations
 
@@ -45,15 +56,43 @@ def serve(conn) -> None:
         if message is None:
             return
         center, candidates, seed, generation, start = message
+        began = time.perf_counter()
         with single_torch_thread():
             scores, _ = score_groups(agent, Payload(center, {}, None), candidates, seed,
                                      generation, start)
-        conn.send(scores)
+        conn.send((scores, time.perf_counter() - began))
+
+
+def busy(milliseconds: float) -> None:
+    """Keep this process busy (a Python loop) for ``milliseconds``."""
+    end = time.perf_counter() + milliseconds / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def idle_rounds(pipes, candidates, center, idle_ms: float, rounds: int, warm: int) -> None:
+    """The loops path only, this process busy ``idle_ms`` before each generation."""
+    total, inside = [], []
+    for g in range(rounds + warm):
+        busy(idle_ms)
+        began = time.perf_counter()
+        for i, conn in enumerate(pipes):
+            conn.send((center + g * 1e-9, candidates[i * GROUP:(i + 1) * GROUP], 0, g,
+                       i * GROUP))
+        answers = [conn.recv() for conn in pipes]
+        total.append(time.perf_counter() - began)
+        inside.append(max(seconds for _, seconds in answers))
+    print(f"  workers idle {idle_ms:5.1f} ms before each generation: generation "
+          f"{statistics.median(total[warm:]) * 1e3:6.3f} ms, the slowest worker's group "
+          f"{statistics.median(inside[warm:]) * 1e3:6.3f} ms")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--idle", type=float, nargs="+", metavar="MS",
+                        help="only the loops path, the workers left idle MS ms before "
+                             "each generation (several values: one after the other)")
     args = parser.parse_args(argv)
     population, workers, warm = 64, 2, 10
     candidates = [Candidate("noise", 0.2, sign, k) for k in range(population // 2)
@@ -66,6 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         process.start()
         pipes.append(ours)
         processes.append(process)
+    if args.idle:
+        center = Pendulum().get_flat()
+        print(f"batched Pendulum, population {population}, {workers} persistent worker "
+              f"loops, {args.rounds} rounds (medians):")
+        try:
+            for idle_ms in args.idle:
+                idle_rounds(pipes, candidates, center, idle_ms, args.rounds, warm)
+        finally:
+            for conn in pipes:
+                conn.send(None)
+            for process in processes:
+                process.join(5)
+        print(f"load average {load_average()}")
+        return 0
     batched = Evaluator(Pendulum(score_batch_size=GROUP), seed=0, n_jobs=workers,
                         sequential_fallback=False).__enter__()
     alone = Evaluator(Pendulum(score_batch_size=0), seed=0, n_jobs=workers,
@@ -78,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             began = time.perf_counter()
             for i, conn in enumerate(pipes):
                 conn.send((center, candidates[i * GROUP:(i + 1) * GROUP], 0, g, i * GROUP))
-            looped = [s for conn in pipes for s in conn.recv()]
+            looped = [s for conn in pipes for s in conn.recv()[0]]
             times["loops"].append(time.perf_counter() - began)
             began = time.perf_counter()
             scored = batched.score(g, center, candidates)

@@ -122,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
     from .bench import add_arguments
-    bench = verbs.add_parser("bench", help="core-scaling benchmark of the evaluation engine",
+    bench = verbs.add_parser("bench",
+                             help="benchmarks of the engine: core scaling, Dask, batching",
                              description="Time one generation of scoring for n_jobs from "
                                          "1 to all cores against the blog post's Pool "
                                          "scheme; writes scaling.md, .json and .png. "

@@ -318,6 +318,14 @@ def test_persistent_loops_benchmark_scores_as_the_engine_does():
                           env={**os.environ, "PYTHONPATH": root})
     assert done.returncode == 0, done.stderr
     assert all(f"  {path}" in done.stdout for path in ("loops", "loky", "alone"))
+    idle = subprocess.run([sys.executable, os.path.join(root, "benchmarks",
+                                                        "persistent_loops.py"),
+                           "--rounds", "1", "--idle", "0", "2"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": root})
+    assert idle.returncode == 0, idle.stderr
+    lines = [line for line in idle.stdout.splitlines() if "workers idle" in line]
+    assert [line.split("ms")[0].split()[-1] for line in lines] == ["0.0", "2.0"]
+    assert all("the slowest worker's group" in line for line in lines)
 
 
 def test_batching_benchmark_whole_runs_check_the_two_paths_agree(monkeypatch):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 
-
 class ProgressBar:
     """One tick per generation, with the best and mean score; ``enabled=False`` shows
     nothing. A callback (:mod:`es_search.callbacks.base`)."""

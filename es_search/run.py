@@ -45,8 +45,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     parent and candidates becomes the next parent). ``agent`` is not modified.
 
     - ``strategy``: a name from ``es_search.STRATEGIES`` (``"hill-climb"``,
-      ``"adaptive-hill-climb"``, ``"openai-es"``, ``"cma-es"``) or a
-      :class:`~es_search.strategies.Strategy` instance, which carries its own settings.
+      ``"adaptive-hill-climb"``, ``"openai-es"``, ``"ars"``, ``"pgpe"``, ``"cma-es"``)
+      or a :class:`~es_search.strategies.Strategy` instance, which carries its own
+      settings.
     - ``population``, ``sigma`` (default: the strategy's; 16 and 0.1 for hill-climb) and
       ``strategy_options`` (e.g. ``{"reevaluate": True}``) configure a strategy given by
       name.
@@ -59,6 +60,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       ``"ray"`` on Ray (started locally if not running): one actor per worker process,
       the agent sent once per worker, workers that join used from the next generation.
       Thread-based backends are refused (tasks seed the process-wide RNGs).
+    - ``progress``: show a tqdm bar over the generations (best and mean score).
     - ``score_kwargs``: keyword arguments for every ``score()`` call.
     - ``out``: a folder to write the run into as it goes (see ``es_search.output``),
       including a checkpoint after every generation.

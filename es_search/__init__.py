@@ -3,6 +3,7 @@
 Subclass :class:`Agent`, write ``score()``, call :func:`run`.
 """
 from .agent import Agent
+from .batch_check import ScoreBatchMismatch, check_score_batch
 from .candidates import Candidate
 from .checkpoint import CheckpointError
 from .errors import ScoreError, WorkerError
@@ -19,7 +20,8 @@ from .strategies import STRATEGIES, Strategy, make_strategy
 __version__ = "0.1.0"
 
 __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result",
-           "STRATEGIES", "ScoreError", "Strategy", "Terminated", "UnpicklableAgentError",
-           "WorkerError",
+           "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
+           "UnpicklableAgentError", "WorkerError",
            "__version__",
-           "evaluate", "make_strategy", "replay_task", "run", "task_seed"]
+           "check_score_batch", "evaluate", "make_strategy", "replay_task", "run",
+           "task_seed"]

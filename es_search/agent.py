@@ -95,6 +95,7 @@ class Agent(torch.nn.Module):
         over all rows at once. Make ``score()`` compute what one row computes (the
         default ``score()`` does exactly that): failures are replayed, and a failing
         group is re-scored, one candidate at a time through ``score()``.
+        ``es_search.check_score_batch(agent)`` checks all this on a few candidates.
 
         Example (a linear model scored on a data set ``x``, ``y``)::
 

@@ -1,0 +1,105 @@
+"""``check_score_batch``: does an agent's ``score_batch`` score each row on its own?
+
+The engine keeps runs identical for any worker count whatever ``score_batch`` does
+(groups are cut at fixed candidate indices). But a run with batching equals the run
+without it, and a candidate's score means what ``score()`` says it means, only when a
+row's score depends on that row's weights, its seed and the ``score_kwargs`` alone. Two
+mistakes break that and are easy to make: drawing randomness from a stream the group
+shares (the global RNGs are seeded once per group, from its first task seed) and
+computing statistics across the group (normalising scores or observations over the
+batch). This check scores the same candidates as one group, as two groups, one by one
+and, when the agent has its own ``score()``, through ``score()``, exactly as the engine
+builds and scores them, and says which candidate differs and how.
+
+Example::
+
+    import es_search
+    from es_search.problems import load_problem
+
+    agent = load_problem("pendulum")()
+    scores = es_search.check_score_batch(agent, population=8)   # raises if a row differs
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from .agent import Agent
+from .batched import has_score_batch
+from .candidates import Candidate
+from .checks import check_int, check_positive_float, check_seed
+from .seeding import preserved_global_rngs, task_seed
+from .worker import Payload, run_group, score_alone
+
+
+_HOW_TO_FIX = (
+    "A row's score must depend on params row i, seeds[i] and score_kwargs only: draw "
+    "row i's randomness from es_search.batched.candidate_rngs(seeds)[i] (the global RNGs "
+    "are seeded once per group), compute no statistics across rows, and make score() "
+    "compute what one row computes. (Runs stay identical for any worker count either "
+    "way, but change with score_batch_size and differ from the per-candidate path.)")
+
+
+class ScoreBatchMismatch(ValueError):
+    """``score_batch`` gave a candidate a score that depends on the rest of its group
+    (or differs from ``score()``)."""
+
+
+def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
+                      seed: int = 0, score_kwargs: Mapping[str, Any] | None = None,
+                      rtol: float = 1e-6, atol: float = 1e-9) -> list[float]:
+    """Score ``population`` candidates (the agent's weights jittered with ``sigma``,
+    built from task seeds of ``seed`` as a run's generation 0 builds them) as one
+    group, as two groups, one candidate per group and, when ``type(agent)`` defines its
+    own ``score()``, one ``score()`` each; raise :class:`ScoreBatchMismatch` naming the
+    candidates whose scores differ, else return their scores (the one-group call's).
+
+    Scores agree when equal, both NaN, or within ``atol + rtol * |score|``: the last
+    bits of a row may depend on the group's size (a batched matrix product); pass
+    ``rtol=0, atol=0`` to require bit-identical rows. ``agent`` and the global RNGs
+    are left as they were.
+    """
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent must be an es_search.Agent, got {type(agent).__name__}")
+    if not has_score_batch(agent):
+        raise TypeError(f"{type(agent).__name__} does not define score_batch(); there is "
+                        f"nothing to check (its candidates are scored by score())")
+    population = check_int("population", population, 2)
+    sigma = check_positive_float("sigma", sigma)
+    seed = check_seed(seed)
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    work = agent.clone()
+    payload = Payload(work.get_flat(), dict(score_kwargs or {}), work.shared_state() or None)
+    candidates = [Candidate("jitter", sigma)] * population
+    half = population // 2
+    layouts = {f"a group of {population}": [(0, population)],
+               f"groups of {half} and {population - half}": [(0, half), (half, population)],
+               "groups of one": [(i, i + 1) for i in range(population)]}
+    scored: dict[str, list[float]] = {}
+    with preserved_global_rngs():
+        for name, bounds in layouts.items():
+            scored[name] = [s for a, b in bounds
+                            for s in run_group(work, payload, candidates[a:b], seed, 0, a)[0]]
+        if type(agent).score is not Agent.score:
+            scored["score()"] = score_alone(work, payload, candidates, seed, 0, 0)[0]
+    reference = scored[f"a group of {population}"]
+    differ = [i for i in range(population)
+              if not all(_close(s[i], reference[i], rtol, atol) for s in scored.values())]
+    if differ:
+        lines = [f"  candidate {i} (task seed {task_seed(seed, 0, i)}): "
+                 + ", ".join(f"{s[i]!r} in {name}" for name, s in scored.items())
+                 for i in differ[:3]]
+        more = f"\n  ... and {len(differ) - 3} more" if len(differ) > 3 else ""
+        raise ScoreBatchMismatch(
+            f"{type(agent).__name__}.score_batch() scores {len(differ)} of {population} "
+            f"candidates differently depending on the rest of the call:\n"
+            + "\n".join(lines) + more + "\n" + _HOW_TO_FIX)
+    return reference
+
+
+def _close(a: float, b: float, rtol: float, atol: float) -> bool:
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return True
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= atol + rtol * abs(b)

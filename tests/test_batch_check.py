@@ -93,15 +93,14 @@ def test_the_agent_and_the_global_rngs_are_left_alone():
     agent = RowExact()
     agent.jitter_weights(1.0)
     before = agent.get_flat().copy()
-    random.seed(1)
-    np.random.seed(1)
-    torch.manual_seed(1)
-    states = (random.random(), np.random.random(), torch.rand(1).item())
-    random.seed(1)
-    np.random.seed(1)
-    torch.manual_seed(1)
+    def draws():
+        return random.random(), np.random.random(), torch.rand(1).item()
+
+    seed_global_rngs(1)
+    expected = draws()
+    seed_global_rngs(1)
     es_search.check_score_batch(agent, population=4)
-    assert (random.random(), np.random.random(), torch.rand(1).item()) == states
+    assert draws() == expected
     assert np.array_equal(agent.get_flat(), before)
     assert agent.task_seed is None and agent.generation_seed is None
 

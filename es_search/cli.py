@@ -1,4 +1,4 @@
-"""The ``es-search`` command line: ``run``, ``test``, ``list`` and ``bench``."""
+"""The ``es-search`` command line: ``run``, ``test``, ``check``, ``list`` and ``bench``."""
 from __future__ import annotations
 
 import argparse
@@ -119,6 +119,26 @@ def build_parser() -> argparse.ArgumentParser:
                     "written to DIR/test.json.")
     test.add_argument("out", metavar="DIR")
 
+    check = verbs.add_parser(
+        "check", help="check that a problem's score_batch scores each candidate on its own",
+        description="Build PROBLEM as `es-search run PROBLEM` builds it and score a few "
+                    "jittered candidates as one group, as two groups, one by one and "
+                    "through score() (es_search.check_score_batch). Exit status 0 when "
+                    "every candidate gets the same score each way, 1 when some do not "
+                    "(named on stderr), 2 on bad input.")
+    check.add_argument("problem")
+    check.add_argument("--population", default=8,
+                       type=_checked(int, lambda v: check_int("population", v, 2)),
+                       help="candidates to score (default 8)")
+    check.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
+                       help="their jitter (default: the problem's)")
+    check.add_argument("--seed", type=_checked(int, check_seed), default=0)
+    check.add_argument("--exact", action="store_true",
+                       help="require bit-identical scores (default: within a relative "
+                            "1e-6, the last bits of a batched product may differ)")
+    check.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                       help="constructor argument of the agent (repeatable)")
+
     verbs.add_parser("list", help="list the built-in problems and strategies")
 
     from .bench import add_arguments
@@ -177,14 +197,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                    callbacks: list) -> int:
     from .run import run
 
-    try:
-        # a built-in's random initial weights come from the run's seed (and the caller's
-        # RNGs are left as they were): the same command gives the same run
-        agent = build_seeded(args.seed, cls, **params)
-    except TypeError as exc:
-        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
-    defaults = {"generations": 50, "population": 16, "sigma": 0.1}
-    defaults.update(getattr(cls, "default_config", {}))
+    agent = _build(cls, params, args.seed)
+    defaults = _defaults(cls)
     generations = args.generations or defaults["generations"]
     strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
@@ -219,6 +233,44 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
         print(f"results written to {args.out}/ ({', '.join(files)})")
+    return 0
+
+
+def _build(cls: type, params: dict, seed: int) -> Any:
+    """The problem's agent; a built-in's random initial weights come from the run's
+    seed (and the caller's RNGs are left as they were): the same command, the same run."""
+    try:
+        return build_seeded(seed, cls, **params)
+    except TypeError as exc:
+        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
+
+
+def _defaults(cls: type) -> dict:
+    """A run's settings where the command line gives none: the problem's own first."""
+    defaults = {"generations": 50, "population": 16, "sigma": 0.1}
+    defaults.update(getattr(cls, "default_config", {}))
+    return defaults
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .agent import Agent
+    from .batch_check import ScoreBatchMismatch, check_score_batch
+
+    cls = load_problem(args.problem)
+    agent = _build(cls, dict(_parse_param(p) for p in args.param), args.seed)
+    tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
+    try:
+        scores = check_score_batch(agent, population=args.population,
+                                   sigma=args.sigma or _defaults(cls)["sigma"],
+                                   seed=args.seed, **tolerance)
+    except ScoreBatchMismatch as exc:
+        print(f"es-search check: {exc}", file=sys.stderr)
+        return 1
+    ways = "in one group, in two groups, one by one" + (
+        " and through score()" if type(agent).score is not Agent.score else "")
+    print(f"{args.problem}: {len(scores)} candidates get the same scores {ways} "
+          f"({'bit for bit' if args.exact else 'within a relative 1e-6'}): "
+          + ", ".join(f"{s:.6g}" for s in scores))
     return 0
 
 
@@ -275,7 +327,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
     command = from_json(json.loads((out / COMMAND).read_text()))
     seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
     cls = load_problem(command["problem"])
-    agent = build_seeded(seed, cls, **command["params"])
+    agent = _build(cls, command["params"], seed)
     best = _load_weights(out / BEST_WEIGHTS)
     center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
         else None  # written at the end of a run: none while one is interrupted
@@ -319,6 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_list(args)
         if args.verb == "test":
             return _cmd_test(args)
+        if args.verb == "check":
+            return _cmd_check(args)
         if args.verb == "bench":
             from .bench import run_from_args
             return run_from_args(args)

@@ -74,6 +74,9 @@ def test_a_users_file_and_class(tmp_path, capsys):
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "/no/such/run has no command.json: es-search test reads"),
+    (["check", "sphere"], "Sphere does not define score_batch(); there is nothing to check"),
+    (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
+    (["check", "nope"], "unknown problem 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert main(args) == 2
@@ -144,3 +147,30 @@ def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
     saved = json.loads((out / "test.json").read_text())
     assert set(saved) == {"best", "center"}
     assert set(saved["best"]) == {"test_accuracy", "train_accuracy"}
+
+
+def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_path, capsys):
+    pytest.importorskip("gymnasium")
+    assert main(["check", "pendulum", "--population", "4", "--exact"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pendulum: 4 candidates get the same scores in one group, in "
+                          "two groups, one by one (bit for bit): ")
+    path = tmp_path / "normalised.py"
+    path.write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Normalised(es_search.Agent):
+            def __init__(self, dim=3):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(dim))
+
+            def score_batch(self, params, seeds):
+                s = -((params["w"] - 1) ** 2).sum(dim=1)
+                return s - s.mean()  # scores relative to the group's: a mistake
+    """))
+    assert main(["check", f"{path}:Normalised", "-p", "dim=2"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("es-search check: Normalised.score_batch() scores 8 of "
+                                   "8 candidates differently")
+    assert "candidate_rngs" in captured.err

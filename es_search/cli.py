@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import os
 import re
 import shlex
 import sys
@@ -361,22 +362,24 @@ def resume_command(argv: Sequence[str]) -> str:
     return shlex.join(["es-search", *argv, *([] if "--resume" in argv else ["--resume"])])
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_from_args
+    return run_from_args(args)
+
+
+_VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_list,
+          "bench": _cmd_bench}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
     try:
         args = parser.parse_args(argv)
-        if args.verb == "list":
-            return _cmd_list(args)
-        if args.verb == "test":
-            return _cmd_test(args)
-        if args.verb == "check":
-            return _cmd_check(args)
-        if args.verb == "bench":
-            from .bench import run_from_args
-            return run_from_args(args)
-        return _cmd_run(args)
+        status = _VERBS[args.verb](args)
+        sys.stdout.flush()  # a closed pipe fails here, not at exit
+        return status
     except (UsageError, ProblemError) as exc:
         print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")
               else f"{exc}", file=sys.stderr)
@@ -384,6 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError) as exc:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
+        _silence_stdout()
+        return 141  # as a shell reports a command killed by SIGPIPE
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while workers ran (143)
         if args is not None and getattr(args, "out", None):
             print(f"es-search: interrupted; resume with:\n  {resume_command(argv)}",
@@ -392,6 +398,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("es-search: interrupted (nothing saved: pass --out DIR to checkpoint "
                   "a run)", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not fail again on
+    the closed pipe (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

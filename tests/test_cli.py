@@ -58,6 +58,18 @@ def test_a_users_file_and_class(tmp_path, capsys):
     assert -6.75 < best < 0  # started at -3 * 1.5^2
 
 
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`es-search list | head -1`: the closed pipe ends the command quietly, 141."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "es_search", "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()  # before it writes anything
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),

@@ -91,12 +91,21 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     if not isinstance(agent, Agent):
         raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                         f"score() method), got {type(agent).__name__}")
+    if agent.num_evolved() == 0:
+        raise ValueError(f"{type(agent).__name__} has no evolved parameters, so there is "
+                         f"nothing to search: give it a floating-point torch.nn.Parameter "
+                         f"(or override evolved_parameters())")
     settings = Settings.for_run(
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
         progress=progress, out=out, resume=resume)
-    strategy = make_strategy(strategy, population, sigma, **dict(strategy_options or {}))
+    options = dict(strategy_options or {})
+    for name in ("population", "sigma"):
+        if name in options:
+            raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
+                            f"strategy_options")
+    strategy = make_strategy(strategy, population, sigma, **options)
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     start_agent, config = agent.clone(), settings.config(agent, strategy)

@@ -131,6 +131,23 @@ def test_a_non_agent_is_refused():
         es_search.run(torch.nn.Linear(2, 2), generations=1)
 
 
+class NothingToEvolve(es_search.Agent):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("counts", torch.zeros(3))  # state, but nothing evolved
+        self.steps = torch.nn.Parameter(torch.zeros(2, dtype=torch.int64),
+                                        requires_grad=False)  # not floating point
+
+    def score(self):
+        return 0.0
+
+
+def test_an_agent_with_nothing_to_evolve_is_refused():
+    with pytest.raises(ValueError, match="NothingToEvolve has no evolved parameters, so "
+                                         "there is nothing to search"):
+        es_search.run(NothingToEvolve(), generations=1)
+
+
 def test_progress_bar_on_and_off(capsys):
     es_search.run(Quadratic(), generations=2, population=2, n_jobs=1, progress=False)
     captured = capsys.readouterr()

@@ -192,6 +192,16 @@ def test_unknown_option_names_the_strategy():
         make_strategy("openai-es", reevaluate=True)
 
 
+def test_an_option_typo_names_the_options_and_the_closest():
+    with pytest.raises(TypeError) as info:
+        make_strategy("pgpe", stepsize=0.1)
+    assert str(info.value) == ("strategy 'pgpe' has no option 'stepsize' (did you mean "
+                               "'step_size'?); its options: step_size, max_speed, momentum, "
+                               "stdev_lr, stdev_max_change")
+    with pytest.raises(TypeError, match=r"population is an argument of run\(\) itself"):
+        es_search.run(Sphere(), generations=1, strategy_options={"population": 8})
+
+
 # ------------------------------------------------------------------ adaptive-hill-climb
 def test_success_rule_widens_on_success_and_narrows_on_failure():
     strategy = AdaptiveHillClimb(population=4, sigma=1.0)

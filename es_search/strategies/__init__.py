@@ -37,20 +37,32 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of "
                              f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
+        cls = STRATEGIES[strategy]
+        _check_options(strategy, cls, options)
         kwargs = dict(options)
         if population is not None:
             kwargs["population"] = population
         if sigma is not None:
             kwargs["sigma"] = sigma
-        try:
-            return STRATEGIES[strategy](**kwargs)
-        except TypeError as exc:
-            if "unexpected keyword" in str(exc):
-                raise TypeError(f"strategy {strategy!r} does not take these options: "
-                                f"{exc}") from None
-            raise
+        return cls(**kwargs)
     raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
                     f"Strategy instance, got {type(strategy).__name__}")
+
+
+def _check_options(name: str, cls: type, options: dict) -> None:
+    """Refuse an option ``cls`` does not take, naming the ones it does (and the closest)."""
+    import difflib
+    import inspect
+    parameters = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    known = [p for p in parameters if p not in ("self", "population", "sigma")]
+    for option in options:
+        if option not in known:
+            close = difflib.get_close_matches(option, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"strategy {name!r} has no option {option!r}{hint}; its "
+                            f"options: {', '.join(known) or 'none'}")
 
 
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",

@@ -47,6 +47,14 @@ class Result:
     def generations(self) -> int:
         return len(self.history)
 
+    def __repr__(self) -> str:  # a summary: the history and weights can be huge
+        strategy = self.config.get("strategy", {})
+        name = strategy.get("name") if isinstance(strategy, dict) else strategy
+        return (f"Result(best_score={self.best_score!r}, generations={self.generations}, "
+                f"evaluations={self.evaluations}, strategy={name!r}, seed={self.seed}, "
+                f"num_evolved={self.config.get('num_evolved')!r}, "
+                f"stopped_by={self.stopped_by!r})")
+
     def best_agent(self) -> Agent:
         """A copy of the starting agent with ``best_weights`` loaded."""
         return self._agent_with("best_weights")

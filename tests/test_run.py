@@ -126,6 +126,14 @@ def test_bad_arguments_fail_at_the_call(kwargs, error, match):
         es_search.run(Quadratic(), progress=False, **args)
 
 
+def test_a_results_repr_is_a_summary():
+    result = es_search.run(Quadratic(), generations=3, population=4, n_jobs=1,
+                           progress=False)
+    assert repr(result) == (f"Result(best_score={result.best_score!r}, generations=3, "
+                            f"evaluations={result.evaluations}, strategy='hill-climb', "
+                            f"seed=0, num_evolved=10, stopped_by=None)")
+
+
 def test_a_non_agent_is_refused():
     with pytest.raises(TypeError, match="must be an es_search.Agent"):
         es_search.run(torch.nn.Linear(2, 2), generations=1)

@@ -107,7 +107,7 @@ def test_cli_passes_strategy_options(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv,message", [
     (["-o", "learning_rate"], "NAME=VALUE"),
-    (["-o", "no_such=1"], "does not take"),
+    (["-o", "no_such=1"], "has no option 'no_such'; its options: learning_rate"),
     (["-o", "learning_rate=-1"], "learning_rate"),
 ])
 def test_cli_bad_strategy_options_exit_2(argv, message, capsys):

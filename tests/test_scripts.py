@@ -26,3 +26,12 @@ def test_train_cartpole_runs(tmp_path):
                        "--no-progress", "--out", str(tmp_path))
     assert 8 <= value <= 500
     assert (tmp_path / "history.jsonl").exists()
+
+
+def test_fit_batched_improves_and_batching_changes_nothing(capsys):
+    args = ["--generations", "20", "--population", "16", "--n-jobs", "2", "--no-progress"]
+    batched = run_script("fit_batched.py", *args)
+    start = float(capsys.readouterr().out.split("error: ")[1].split()[0])
+    alone = run_script("fit_batched.py", *args, "--score-batch-size", "0")
+    assert batched == alone  # one score() per candidate: the same run
+    assert batched < 0.8 * start

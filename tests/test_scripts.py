@@ -1,7 +1,6 @@
 """Each script runs top to bottom with a tiny budget."""
 import os
 import runpy
-import sys
 
 import pytest
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import cloudpickle
 import pytest
-import torch
 
 import es_search
 from es_search import checkpoint

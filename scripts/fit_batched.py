@@ -10,18 +10,17 @@ the final centre and the best weights on held-out points.
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import time
 from dataclasses import dataclass
 
 import torch
 
 import es_search
+from script_args import RunArgs, parse  # scripts/script_args.py: a --flag per field
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
     generations: int = 300
     """generations of the search"""
     population: int = 64
@@ -36,26 +35,10 @@ class Args:
     """data points, a quarter of them held out"""
     score_batch_size: int = 32
     """candidates per score_batch() call (0: one score() per candidate, same run)"""
-    seed: int = 0
-    """the run's seed (and the data's and the starting weights')"""
-    n_jobs: int = -1
-    """workers (-1: all cores)"""
-    out: str | None = None
-    """folder for the run (config.json, history.jsonl, best and centre weights, ...)"""
-    progress: bool = True
-    """show a progress bar"""
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        if field.type == "bool":
-            parser.add_argument(f"--no-{field.name}", dest=field.name, action="store_false")
-        else:
-            kind = {"int": int, "float": float}.get(field.type, str)
-            parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind,
-                                default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    return parse(Args, __doc__.splitlines()[0], argv)
 
 
 def make_data(points: int, seed: int):
@@ -95,7 +78,7 @@ class Regressor(es_search.Agent):
 
 def main(argv=None) -> float:
     args = parse_args(argv)
-    x, y, x_test, y_test = make_data(args.points, args.seed)
+    x, y, x_test, y_test = make_data(args.points, args.seed)  # the run's seed makes the data
     torch.manual_seed(args.seed)  # the starting weights
     agent = Regressor(x, y, args.hidden, args.score_batch_size)
 

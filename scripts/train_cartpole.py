@@ -6,18 +6,17 @@ Top to bottom: the arguments (a dataclass), the agent, the run, a test of the re
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 import es_search
 from es_search.problems.control import CartPole
+from script_args import RunArgs, parse  # scripts/script_args.py: a --flag per field
 
 
 @dataclass
-class Args:
+class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
     generations: int = 40
     """generations of the search"""
     population: int = 16
@@ -30,27 +29,10 @@ class Args:
     """episodes averaged per score"""
     test_episodes: int = 20
     """episodes to test the best policy on, after the search"""
-    seed: int = 0
-    """the run's seed: the same seed gives the same run on any number of cores"""
-    n_jobs: int = -1
-    """workers (-1: all cores)"""
-    out: str | None = None
-    """folder for config.json, history.jsonl, best_weights.pt, plot.png"""
-    progress: bool = True
-    """show a progress bar"""
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        if field.type == "bool":
-            parser.add_argument(f"--no-{field.name}", dest=field.name, action="store_false",
-                                help=f"do not: {field.metadata.get('help', field.name)}")
-        else:
-            kind = {"int": int, "float": float}.get(field.type, str)
-            parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind,
-                                default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    return parse(Args, __doc__.splitlines()[0], argv)
 
 
 def main(argv=None) -> float:

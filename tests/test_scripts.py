@@ -1,6 +1,7 @@
 """Each script runs top to bottom with a tiny budget."""
 import os
 import runpy
+import sys
 
 import pytest
 
@@ -8,6 +9,8 @@ SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def run_script(name, *args):
+    if SCRIPTS not in sys.path:  # as `python scripts/NAME` puts it first
+        sys.path.insert(0, SCRIPTS)
     module = runpy.run_path(os.path.join(SCRIPTS, name), run_name="not_main")
     return module["main"](list(args))
 

@@ -1,0 +1,44 @@
+"""The scripts' command lines: a dataclass of arguments, one ``--flag`` per field.
+
+    @dataclass
+    class Args(RunArgs):          # --seed, --n-jobs, --out, --no-progress
+        generations: int = 40     # --generations N
+
+    args = parse(Args, "what the script does", argv)
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class RunArgs:
+    """What every script's run takes."""
+
+    seed: int = 0
+    """the run's seed: the same seed gives the same run on any number of cores"""
+    n_jobs: int = -1
+    """workers (-1: all cores)"""
+    out: str | None = None
+    """folder for the run (config.json, history.jsonl, best and centre weights, ...)"""
+    progress: bool = True
+    """show a progress bar"""
+
+
+def parse(cls: type, description: str, argv: Any = None) -> Any:
+    """``cls`` (a dataclass with defaults) from the command line ``argv``: a boolean
+    field ``name`` that defaults to True becomes ``--no-name``; any other field
+    ``--name VALUE`` (``int``, ``float`` or text)."""
+    parser = argparse.ArgumentParser(description=description)
+    for field in dataclasses.fields(cls):
+        flag = field.name.replace("_", "-")
+        if field.type in ("bool", bool):
+            parser.add_argument(f"--no-{flag}", dest=field.name, action="store_false")
+        else:
+            kind = {"int": int, "float": float, int: int, float: float}.get(field.type, str)
+            parser.add_argument(f"--{flag}", dest=field.name, type=kind,
+                                default=field.default, help=f"default: {field.default}")
+    return cls(**vars(parser.parse_args(argv)))

@@ -70,18 +70,31 @@ def busy(milliseconds: float) -> None:
         pass
 
 
+def loop_generation(pipes, center, candidates, generation: int) -> tuple[list, float]:
+    """One generation on the loops, a group per loop: the scores, in order, and the
+    slowest loop's own seconds for its group."""
+    for i, conn in enumerate(pipes):
+        conn.send((center, candidates[i * GROUP:(i + 1) * GROUP], 0, generation, i * GROUP))
+    answers = [conn.recv() for conn in pipes]
+    return [s for scores, _ in answers for s in scores], max(t for _, t in answers)
+
+
+def stop_loops(pipes, processes) -> None:
+    for conn in pipes:
+        conn.send(None)
+    for process in processes:
+        process.join(5)
+
+
 def idle_rounds(pipes, candidates, center, idle_ms: float, rounds: int, warm: int) -> None:
     """The loops path only, this process busy ``idle_ms`` before each generation."""
     total, inside = [], []
     for g in range(rounds + warm):
         busy(idle_ms)
         began = time.perf_counter()
-        for i, conn in enumerate(pipes):
-            conn.send((center + g * 1e-9, candidates[i * GROUP:(i + 1) * GROUP], 0, g,
-                       i * GROUP))
-        answers = [conn.recv() for conn in pipes]
+        _, slowest = loop_generation(pipes, center + g * 1e-9, candidates, g)
         total.append(time.perf_counter() - began)
-        inside.append(max(seconds for _, seconds in answers))
+        inside.append(slowest)
     print(f"  workers idle {idle_ms:5.1f} ms before each generation: generation "
           f"{statistics.median(total[warm:]) * 1e3:6.3f} ms, the slowest worker's group "
           f"{statistics.median(inside[warm:]) * 1e3:6.3f} ms")
@@ -113,10 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             for idle_ms in args.idle:
                 idle_rounds(pipes, candidates, center, idle_ms, args.rounds, warm)
         finally:
-            for conn in pipes:
-                conn.send(None)
-            for process in processes:
-                process.join(5)
+            stop_loops(pipes, processes)
         print(f"load average {load_average()}")
         return 0
     batched = Evaluator(Pendulum(score_batch_size=GROUP), seed=0, n_jobs=workers,
@@ -129,9 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for g in range(args.rounds + warm):
             center = start + g * 1e-9  # a new centre every generation, as in a run
             began = time.perf_counter()
-            for i, conn in enumerate(pipes):
-                conn.send((center, candidates[i * GROUP:(i + 1) * GROUP], 0, g, i * GROUP))
-            looped = [s for conn in pipes for s in conn.recv()[0]]
+            looped, _ = loop_generation(pipes, center, candidates, g)
             times["loops"].append(time.perf_counter() - began)
             began = time.perf_counter()
             scored = batched.score(g, center, candidates)
@@ -142,10 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             if looped != list(scored):
                 raise AssertionError(f"generation {g}: the loops' scores differ from loky's")
     finally:
-        for conn in pipes:
-            conn.send(None)
-        for process in processes:
-            process.join(5)
+        stop_loops(pipes, processes)
         batched.__exit__(None, None, None)
         alone.__exit__(None, None, None)
     median = {k: statistics.median(v[warm:]) for k, v in times.items()}

@@ -57,8 +57,8 @@ class Agent(torch.nn.Module):
         scores the agent's own weights as a group of one
         (:func:`es_search.batched.score_one`).
         """
-        if type(self).score_batch is not Agent.score_batch:
-            from .batched import score_one
+        from .batched import has_score_batch, score_one
+        if has_score_batch(self):
             return score_one(self, **kwargs)
         raise NotImplementedError(
             f"{type(self).__name__} must implement score(self, **kwargs) -> float")

@@ -254,8 +254,7 @@ def _defaults(cls: type) -> dict:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .agent import Agent
-    from .batch_check import ScoreBatchMismatch, check_score_batch
+    from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
 
     cls = load_problem(args.problem)
     agent = _build(cls, dict(_parse_param(p) for p in args.param), args.seed)
@@ -268,7 +267,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"es-search check: {exc}", file=sys.stderr)
         return 1
     ways = "in one group, in two groups, one by one" + (
-        " and through score()" if type(agent).score is not Agent.score else "")
+        " and through score()" if has_own_score(agent) else "")
     print(f"{args.problem}: {len(scores)} candidates get the same scores {ways} "
           f"({'bit for bit' if args.exact else 'within a relative 1e-6'}): "
           + ", ".join(f"{s:.6g}" for s in scores))

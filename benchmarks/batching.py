@@ -1,7 +1,7 @@
 """Batched scoring against one ``score()`` per candidate (issue 11), with this
 repository's targets.
 
-    python benchmarks/batching.py                       # the full benchmark (~4 min)
+    python benchmarks/batching.py                       # the full benchmark (~7 min)
     python benchmarks/batching.py --quick               # a smoke run (~1 min)
     python benchmarks/batching.py --only-runs           # the whole runs only
     python benchmarks/batching.py --render --out DIR    # re-render DIR/batching.json

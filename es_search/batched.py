@@ -34,6 +34,7 @@ Example: a classifier scored on a data set, every candidate in one forward pass:
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -149,10 +150,16 @@ def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args
 
 def as_scores(values: Any, n: int, agent: Any) -> list[float]:
     """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
-    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated)."""
-    if isinstance(values, torch.Tensor):
-        values = values.detach().reshape(-1).tolist() if values.ndim <= 1 else values
-    elif isinstance(values, np.ndarray) and values.ndim <= 1:
+    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated). An array
+    or tensor may be ``(n,)`` or hold one value per row (``(n, 1)``, a network's output)."""
+    if isinstance(values, (torch.Tensor, np.ndarray)):
+        shape = tuple(values.shape)
+        if len(shape) > 1 and (shape[0] != n or math.prod(shape[1:]) != 1):
+            raise NotAScore(f"{type(agent).__name__}.score_batch() returned an array of "
+                            f"shape {shape} for {n} candidates; it must return one real "
+                            f"number per candidate, in order: shape ({n},)")
+        if isinstance(values, torch.Tensor):
+            values = values.detach()
         values = values.reshape(-1).tolist()
     try:
         values = list(values)
@@ -164,7 +171,7 @@ def as_scores(values: Any, n: int, agent: Any) -> list[float]:
         raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
                          f"scores for {n} candidates; it must return one per candidate, "
                          f"in order")
-    return [as_score(v, agent) for v in values]
+    return [as_score(v, agent, "score_batch") for v in values]
 
 
 def own_params(agent: Any) -> dict[str, torch.Tensor]:

@@ -1,6 +1,10 @@
-"""The errors a run raises when scoring fails, and what a tolerated failure leaves."""
+"""The errors a run raises when scoring fails, what a tolerated failure leaves, and
+warnings pointed at the user's own code."""
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from typing import Any, NamedTuple, Sequence
 
 try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
@@ -97,3 +101,17 @@ def check_on_error(value: Any) -> str:
         raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
                          f"'worst' (score the candidate -inf and go on), got {value!r}")
     return value
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """``warnings.warn`` attributed to the innermost caller outside es_search (the
+    user's ``run()`` call, their callback, the ``es-search`` command), so the warning
+    shows the user's line, not one of es_search's, and filters on it work."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and os.path.abspath(
+            frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)

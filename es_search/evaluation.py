@@ -21,7 +21,6 @@ import math
 import multiprocessing
 import time
 import uuid
-import warnings
 from concurrent.futures import BrokenExecutor
 from typing import Any, Mapping, Sequence
 
@@ -41,7 +40,7 @@ from .candidates import Candidate
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
-from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges
+from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges, warn_user
 from .interrupt import sigterm_as_interrupt
 from .seeding import preserved_global_rngs
 from .settings import Settings
@@ -355,10 +354,10 @@ class Evaluator:
                 f"A worker that dies is often killed for memory (the kernel's OOM killer) "
                 f"or crashed in native code; replay one of these tasks in this process "
                 f"with es_search.replay_task to see it.", generation, lost) from exc
-        warnings.warn(
+        warn_user(
             f"generation {generation}: {what}; scoring candidates {_ranges(lost)} again "
             f"on fresh workers with the same seeds (retry {attempt + 1} of "
-            f"{self.max_retries})", RuntimeWarning, stacklevel=4)
+            f"{self.max_retries})")
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:

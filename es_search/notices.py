@@ -3,10 +3,9 @@ interruptions."""
 from __future__ import annotations
 
 import sys
-import warnings
 from typing import Any
 
-from .errors import ScoreError
+from .errors import ScoreError, warn_user
 
 
 class Warnings:
@@ -22,16 +21,14 @@ class Warnings:
         if record["failures"] and "failures" not in self.warned:
             self.warned.add("failures")
             failures = self.search.evaluator.failures if self.search is not None else []
-            warnings.warn(failure_message(self.agent_name, failures, self.out),
-                          RuntimeWarning, stacklevel=3)
+            warn_user(failure_message(self.agent_name, failures, self.out))
         if record["nonfinite"] and "nonfinite" not in self.warned:
             self.warned.add("nonfinite")
-            warnings.warn(
-                f"{self.agent_name}.score() returned a non-finite value (NaN or inf) for "
-                f"{record['nonfinite']} candidate(s) of generation {record['generation']}; "
-                f"such candidates are never kept. The history's 'nonfinite' counts them "
-                f"per generation (this warning is given once per run).", RuntimeWarning,
-                stacklevel=3)
+            warn_user(
+                f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
+                f"{record['generation']} non-finite (NaN or inf); such candidates are never "
+                f"kept. The history's 'nonfinite' counts them per generation (this warning "
+                f"is given once per run).")
 
 
 def failure_message(agent_name: str, failures: list, out: Any) -> str:

@@ -10,12 +10,11 @@ progress bar and the user's callbacks.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .errors import ScoreError, WorkerError
+from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
@@ -165,8 +164,8 @@ def _on_error(callbacks: list, error: BaseException) -> None:
             try:
                 cb.on_error(error)
             except Exception as failure:  # noqa: BLE001 - never hide the run's error
-                warnings.warn(f"{cb!r}.on_error raised {failure!r} while the run was "
-                              f"failing with {error!r}", RuntimeWarning, stacklevel=3)
+                warn_user(f"{cb!r}.on_error raised {failure!r} while the run was "
+                          f"failing with {error!r}")
 
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:

@@ -14,8 +14,9 @@ class NotAScore(TypeError):
     never tolerated by ``on_error="worst"``)."""
 
 
-def as_score(value: Any, agent: Any) -> float:
-    """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class."""
+def as_score(value: Any, agent: Any, method: str = "score") -> float:
+    """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class
+    and the ``method`` that returned it."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
@@ -23,7 +24,7 @@ def as_score(value: Any, agent: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
-        raise NotAScore(f"{type(agent).__name__}.score() returned {type(value).__name__} "
+        raise NotAScore(f"{type(agent).__name__}.{method}() returned {type(value).__name__} "
                         f"{shown}; it must return a real number (a float), higher is better")
     return float(value)
 

@@ -1,6 +1,8 @@
 """Agent.score_batch helpers and the batched built-ins (CartPole, Pendulum, digits)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -91,6 +93,19 @@ def test_candidate_streams_are_seed_sequence_streams(seeds, key):
     assert np.array_equal(streams[1].spawn(2)[1].random(3), ref.spawn(2)[1].random(3))
 
 
+def test_score_batch_may_return_a_column_but_not_several_values_per_candidate():
+    agent = Line()
+    for column in (torch.tensor([[1.5], [-2.0]]), np.array([[1.5], [-2.0]])):
+        assert batched.as_scores(column, 2, agent) == [1.5, -2.0]
+    assert batched.as_scores(torch.tensor(0.5), 1, agent) == [0.5]
+    for wrong, n in ((torch.zeros(1, 3), 1), (np.zeros((2, 2)), 2), (torch.zeros(3, 1), 2)):
+        message = (f"Line.score_batch() returned an array of shape {tuple(wrong.shape)} "
+                   f"for {n} candidates; it must return one real number per candidate, "
+                   f"in order: shape ({n},)")
+        with pytest.raises(TypeError, match=re.escape(message)):
+            batched.as_scores(wrong, n, agent)
+
+
 def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
     agent = Line()
     w = _group(agent, 2)
@@ -99,7 +114,8 @@ def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
     assert batched.has_score_batch(agent) and batched.group_size(agent) == 32
     with pytest.raises(TypeError, match="returned 1 scores for 2 candidates"):
         batched.as_scores([1.0], 2, agent)
-    with pytest.raises(TypeError, match="real number"):
+    with pytest.raises(TypeError, match=r"Line\.score_batch\(\) returned str 'x'; it must "
+                                         r"return a real number"):
         batched.as_scores(["x"], 1, agent)
     agent.score_batch_size = -1
     with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):

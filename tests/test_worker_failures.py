@@ -24,9 +24,10 @@ def test_a_worker_that_dies_once_changes_nothing(tmp_path):
     clean = es_search.run(agents.Vec(), generations=3, n_jobs=1, **KW)
     marker = tmp_path / "died"
     agent = agents.DiesOnce(task_seed(SEED, 1, 2), str(marker))
-    with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2"):
+    with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2") as caught:
         result = es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
                                sequential_fallback=False, **KW)
+    assert [w.filename for w in caught.list] == [__file__]  # the user's run() call
     assert marker.exists()  # a worker really did os._exit
     assert same_history(result.history, clean.history)
     assert same_weights(result.best_weights, clean.best_weights)

@@ -6,10 +6,10 @@ import io
 import json
 import os
 import re
-import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..errors import warn_user
 from ..output import atomic_write, from_json, to_json
 from .base import Callback, RunInfo
 
@@ -88,9 +88,8 @@ class CSV(Callback):
         extra = [k for k in record if k not in self._columns]
         if extra and not self._warned:
             self._warned = True
-            warnings.warn(f"CSV({str(self.path)!r}): the record has fields {extra} that "
-                          f"the file's header (from the first record) lacks; they are not "
-                          f"written", RuntimeWarning, stacklevel=2)
+            warn_user(f"CSV({str(self.path)!r}): the record has fields {extra} that the "
+                      f"file's header (from the first record) lacks; they are not written")
         self._writer.writerow([_cell(record.get(c)) for c in self._columns])
         self._file.flush()
         return False

@@ -4,8 +4,9 @@ built-in CartPole or Pendulum against the same candidates scored one by one.
     python benchmarks/batch_profile.py                 # pendulum and cartpole, group 32
     python benchmarks/batch_profile.py --group 16
 
-For each problem (Pendulum from its starting policy; CartPole from the starting policy
-and from a balancing controller, as ``benchmarks/batching.py``), the best of a few
+For each problem (Pendulum from its starting policy; CartPole, 3 episodes per score,
+from the starting policy and from a balancing controller: the agents, centres and sigmas
+of ``benchmarks/batching.py``), the best of a few
 repetitions, in microseconds per group, of:
 
 - ``task_seeds``: the group's task seeds, at once (``es_search.seeding.task_seeds``);
@@ -16,7 +17,12 @@ repetitions, in microseconds per group, of:
 - ``alone``: the same candidates one ``score()`` at a time (``worker.score_alone``);
 
 and ``alone / group``, the in-process speed-up (a generation on workers adds one round
-trip per chunk to both). Timing: run it under ``flock /work/coord/bench.lock``.
+trip per chunk to both). Then the loop iterations (steps of the whole vectorised
+environment) of ``--generations`` generations' groups, against those of the same
+candidates one by one (one candidate's episodes are stepped together too): the most
+batching can save before the cost of a step. A group steps until its longest episode
+ends, so for CartPole's short, uneven starting episodes this bounds ``alone / group``
+well under the group size. Timing: run it under ``flock /work/coord/bench.lock``.
 """
 from __future__ import annotations
 
@@ -32,10 +38,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from es_search import worker  # noqa: E402
 from es_search.batched import candidate_rngs  # noqa: E402
 from es_search.candidates import Candidate, build_group  # noqa: E402
-from es_search.problems import batched_control  # noqa: E402
+from es_search.bench.batching import CASES, centre, make_agent  # noqa: E402
 from es_search.seeding import task_seeds  # noqa: E402
-
-BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
 
 
 def best(fn, reps: int = 5, inner: int = 3) -> float:
@@ -49,15 +53,16 @@ def best(fn, reps: int = 5, inner: int = 3) -> float:
     return min(times) * 1e6
 
 
-def profile(name: str, group: int, reps: int) -> dict:
+TIMED = ("task_seeds", "build_group", "streams", "score_batch", "group", "alone")
+
+
+def profile(name: str, group: int, reps: int, generations: int = 10) -> dict:
     problem, stage = name.split("-")
-    cls = batched_control.Pendulum if problem == "pendulum" else batched_control.CartPole
-    batched, alone = cls(score_batch_size=group), cls(score_batch_size=0)
-    if stage == "balanced":
-        for agent in (batched, alone):
-            agent.set_weights({"layers.0.weight": BALANCING})
-    sigma = {"pendulum-start": 0.2, "cartpole-start": 0.5, "cartpole-balanced": 0.1}[name]
-    center = batched.get_flat()
+    batched, alone = make_agent(problem, "batched", group), make_agent(problem, "alone", group)
+    sigma = CASES[(problem, stage)][0]
+    center = centre(batched, stage)
+    for agent in (batched, alone):
+        agent.set_flat(center)
     candidates = [Candidate("jitter", sigma)] * group
     payload = worker.Payload(center, {}, None)
     seed, generation = 0, 3
@@ -76,6 +81,20 @@ def profile(name: str, group: int, reps: int) -> dict:
                                                      generation, 0), reps, 1),
         }
     row["alone / group"] = row["alone"] / row["group"]
+    # loop iterations (steps of the whole vectorised environment) over ``generations``
+    # generations: the groups', and the candidates' one by one (each a group of one, its
+    # episodes stepped together: the same scores), summed
+    row["group iterations"] = row["alone iterations"] = 0
+    with torch.no_grad():
+        for g in range(generation, generation + generations):
+            seeds = task_seeds(seed, g, 0, group)
+            params = build_group(batched, center, candidates, seeds, seed, g)
+            batched.score_batch(params, seeds)
+            row["group iterations"] += batched.iterations
+            for k in range(group):
+                alone.score_batch({name: value[k:k + 1] for name, value in params.items()},
+                                  seeds[k:k + 1])
+                row["alone iterations"] += alone.iterations
     return row
 
 
@@ -83,14 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--group", type=int, default=32, help="candidates per group")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (the best counts)")
+    parser.add_argument("--generations", type=int, default=10,
+                        help="generations whose loop iterations are counted")
     parser.add_argument("--problems", default="pendulum-start,cartpole-start,cartpole-balanced")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     for name in args.problems.split(","):
-        row = profile(name, args.group, args.reps)
-        shown = ", ".join(f"{k} {v:,.0f} us" for k, v in row.items() if k != "alone / group")
-        print(f"{name} (group {args.group}): {shown}; alone / group {row['alone / group']:.1f}x",
-              flush=True)
+        row = profile(name, args.group, args.reps, args.generations)
+        shown = ", ".join(f"{k} {row[k]:,.0f} us" for k in TIMED)
+        loops = row["alone iterations"] / row["group iterations"]
+        print(f"{name} (group {args.group}): {shown}; alone / group {row['alone / group']:.1f}x; "
+              f"loop iterations in {args.generations} generations: groups "
+              f"{row['group iterations']:,}, one by one {row['alone iterations']:,} "
+              f"({loops:.1f}x)", flush=True)
     return 0
 
 

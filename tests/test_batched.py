@@ -169,6 +169,24 @@ def test_a_row_is_its_candidate_alone_in_a_wide_group():
     assert group.tolist() == [_alone(agent, weights[i], seeds[i]) for i in range(40)]
 
 
+def test_iterations_count_the_steps_of_the_whole_environment():
+    agent = CartPole(episodes=1)  # a CartPole return is its episode's length
+    weights = _group(agent, 12, sigma=1.0)
+    seeds = [task_seed(0, 0, i) for i in range(12)]
+    lengths = agent.score_batch(batched.stack_weights(weights), seeds)
+    assert agent.iterations == max(lengths) and agent.steps == sum(lengths)
+    assert len(set(lengths)) > 1  # uneven episodes: the group runs to the longest
+    tested = agent.returns(episodes=20)  # its own episodes leave the counts alone
+    assert max(tested) != max(lengths)
+    assert agent.iterations == max(lengths) and agent.steps == sum(lengths)
+    cut = CartPole(episodes=1, max_steps=5)
+    cut.score_batch(batched.stack_weights(weights), seeds)
+    assert cut.iterations == 5
+    pendulum = Pendulum()
+    pendulum.score_batch(batched.stack_weights(_group(pendulum, 3)), [1, 2, 3])
+    assert pendulum.iterations == 200
+
+
 def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():
     seeds = [0, 17, 123456]
     rng = np.random.default_rng(0)

@@ -144,6 +144,7 @@ class BatchedPolicy(Agent):
             self.layers[-1].weight.zero_()
             self.layers[-1].bias.zero_()
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
+        self.iterations = 0  # steps of the whole vectorised environment in the last one
 
     # ------------------------------------------------------------------ the policy
     def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -214,11 +215,11 @@ class BatchedPolicy(Agent):
         if self.discrete and not self.greedy:
             uniforms = np.stack([np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,)))
                                  .random(limit) for s in seeds])
-        steps = self.steps
+        steps, iterations = self.steps, self.iterations
         try:
             return self.run_columns(layers, starts, uniforms, limit)
         finally:
-            self.steps = steps
+            self.steps, self.iterations = steps, iterations
 
     def test_scores(self) -> dict[str, float]:
         """The returns of ``test_episodes`` fresh episodes (:meth:`returns` from
@@ -308,6 +309,7 @@ class CartPole(BatchedPolicy):
             slots[ended] = -1
             running = np.flatnonzero(slots >= 0)
             if not len(running):
+                self.iterations = t + 1
                 break
             if 2 * len(running) <= raw.num_envs:  # move the survivors, narrower
                 env, raw = self._load(raw.state[:, running], raw.steps[running])
@@ -319,6 +321,7 @@ class CartPole(BatchedPolicy):
             running = np.flatnonzero(slots >= 0)
             total[slots[running]] = acc[running]
             steps += limit * len(running)
+            self.iterations = limit
         self.steps = steps
         return total
 
@@ -346,6 +349,6 @@ class Pendulum(BatchedPolicy):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        self.steps = limit * starts.shape[1]
+        self.steps, self.iterations = limit * starts.shape[1], limit
         return PendulumBatch(starts).run(
             lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)

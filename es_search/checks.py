@@ -14,6 +14,19 @@ def check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def check_count(name: str, value: Any, minimum: int, note: str = "",
+                none_ok: bool = False) -> int | None:
+    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``); otherwise a
+    ValueError naming ``name``, whatever ``value`` is (a string from the command line
+    too). ``note`` explains the value, e.g. " (0: a linear policy)"."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        also = " or None" if none_ok else ""
+        raise ValueError(f"{name} must be an integer >= {minimum}{also}{note}, got {value!r}")
+    return int(value)
+
+
 def check_positive_float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a positive finite number, got {value!r}")
@@ -38,3 +51,33 @@ def check_seed(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise TypeError(f"seed must be a non-negative integer, got {value!r}")
     return int(value)
+
+
+def keyword_names(cls: type) -> list[str] | None:
+    """The keyword arguments ``cls(...)`` takes, following ``**kwargs`` up the classes'
+    ``__init__`` methods; None when one takes any (``**kwargs`` not passed on)."""
+    import inspect
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        open_ended = False
+        for name, p in inspect.signature(klass.__init__).parameters.items():
+            if p.kind is inspect.Parameter.VAR_KEYWORD:
+                open_ended = True
+            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL \
+                    and name not in names:
+                names.append(name)
+        if not open_ended:
+            return names
+        if klass.__init__ is object.__init__:
+            break
+    return None
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """`` (did you mean 'CLOSEST'?)`` for the name of ``known`` closest to ``name``, or
+    "" when none is close."""
+    import difflib
+    close = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -15,7 +15,8 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from . import __version__
-from .checks import check_int, check_n_jobs, check_positive_float, check_seed
+from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
+                     keyword_names)
 from .interrupt import Terminated
 from .problems import BUILTINS, ProblemError, load_problem
 from .seeding import build_seeded
@@ -240,9 +241,15 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
 def _build(cls: type, params: dict, seed: int) -> Any:
     """The problem's agent; a built-in's random initial weights come from the run's
     seed (and the caller's RNGs are left as they were): the same command, the same run."""
+    known = keyword_names(cls)
+    for name in params if known is not None else ():
+        if name not in known:
+            raise UsageError(f"{cls.__name__} has no parameter {name!r}"
+                             f"{did_you_mean(name, known)} (-p NAME=VALUE); its parameters: "
+                             f"{', '.join(known) or 'none'}")
     try:
         return build_seeded(seed, cls, **params)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
 
 

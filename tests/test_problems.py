@@ -43,3 +43,39 @@ def test_cartpole_policy_samples_its_actions():
     layers = agent._numpy_layers()  # the zero policy: both actions equally likely
     actions = {agent.act(layers, np.zeros(4)) for _ in range(50)}
     assert actions == {0, 1}
+
+
+@pytest.mark.parametrize("name, param, value", [
+    ("sphere", "dim", "ten"), ("rosenbrock", "dim", 1), ("blog", "work", -1),
+    ("cartpole", "hidden", "abc"), ("cartpole", "episodes", 2.5),
+    ("pendulum", "max_steps", 0), ("acrobot", "episodes", "3"),
+    ("digits", "score_batch_size", -1),
+])
+def test_builtins_name_a_bad_count_whatever_its_type(name, param, value):
+    if name in ("cartpole", "pendulum", "acrobot"):
+        pytest.importorskip("gymnasium")
+    if name == "digits":
+        pytest.importorskip("sklearn")
+    with pytest.raises(ValueError) as info:
+        load_problem(name)(**{param: value})
+    message = str(info.value)
+    assert message.startswith(f"{param} must be an integer >= ")
+    assert message.endswith(f", got {value!r}")
+
+
+def test_keyword_names_follow_kwargs_up_the_classes():
+    from es_search.checks import did_you_mean, keyword_names
+
+    class Open(es_search.Agent):
+        def __init__(self, a=1, **kwargs):
+            super().__init__()
+
+    assert keyword_names(Sphere) == ["dim", "start", "optimum"]
+    assert keyword_names(Rastrigin)[:1] == ["dim"]
+    assert keyword_names(Open) is None  # **kwargs that go nowhere: anything goes
+    if "cartpole" in BUILTINS:
+        pytest.importorskip("gymnasium")
+        assert keyword_names(load_problem("cartpole")) == [
+            "hidden", "episodes", "max_steps", "greedy", "score_batch_size"]
+    assert did_you_mean("dimm", ["dim", "start"]) == " (did you mean 'dim'?)"
+    assert did_you_mean("zzz", ["dim", "start"]) == ""

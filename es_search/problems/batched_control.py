@@ -23,6 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
+from ..checks import check_count
 from ..extras import require
 from .gym_policy import TEST_SEED, return_figures
 
@@ -124,19 +125,11 @@ class BatchedPolicy(Agent):
                  greedy: bool = False, score_batch_size: int = 32):
         super().__init__()
         require("gymnasium", "gym")
-        if isinstance(hidden, bool) or int(hidden) != hidden or hidden < 0:
-            raise ValueError(f"hidden must be an integer >= 0 (0: a linear policy), "
-                             f"got {hidden!r}")
-        if int(episodes) < 1:
-            raise ValueError(f"episodes must be >= 1, got {episodes}")
-        if max_steps is not None and int(max_steps) < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
-        if isinstance(score_batch_size, bool) or int(score_batch_size) < 0:
-            raise ValueError(f"score_batch_size must be an integer >= 0 (0: score one "
-                             f"candidate per call), got {score_batch_size!r}")
-        self.episodes, self.greedy = int(episodes), bool(greedy)
-        self.max_steps = None if max_steps is None else int(max_steps)
-        self.score_batch_size = int(score_batch_size)
+        hidden = check_count("hidden", hidden, 0, " (0: a linear policy)")
+        self.episodes, self.greedy = check_count("episodes", episodes, 1), bool(greedy)
+        self.max_steps = check_count("max_steps", max_steps, 1, none_ok=True)
+        self.score_batch_size = check_count("score_batch_size", score_batch_size, 0,
+                                            " (0: score one candidate per call)")
         sizes = [self.obs_dim] + ([int(hidden)] if hidden else []) + [self.act_dim]
         self.layers = torch.nn.ModuleList(
             torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))

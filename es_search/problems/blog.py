@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..agent import Agent
+from ..checks import check_count
 
 
 class BlogAgent(Agent):
@@ -22,8 +23,7 @@ class BlogAgent(Agent):
 
     def __init__(self, w=(1.0, 1.0, 1.0), work: int = 1000):
         super().__init__()
-        if int(work) < 0:
-            raise ValueError(f"work must be >= 0, got {work}")
+        work = check_count("work", work, 0)
         self.work = int(work)
         self.fc1 = torch.nn.Linear(3, 1)
         self.fc1.weight.requires_grad = False

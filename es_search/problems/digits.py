@@ -23,6 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import as_scores, vmap_call
+from ..checks import check_count
 from ..extras import require
 
 SPLITS = ("train", "test")
@@ -72,11 +73,9 @@ class Digits(Agent):
         metric = metric or ("log_likelihood" if split == "train" else "accuracy")
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-        if isinstance(hidden, bool) or int(hidden) != hidden or hidden < 0:
-            raise ValueError(f"hidden must be an integer >= 0 (0: linear), got {hidden!r}")
-        if isinstance(score_batch_size, bool) or int(score_batch_size) < 0:
-            raise ValueError(f"score_batch_size must be an integer >= 0, got "
-                             f"{score_batch_size!r}")
+        hidden = check_count("hidden", hidden, 0, " (0: linear)")
+        score_batch_size = check_count("score_batch_size", score_batch_size, 0,
+                                       " (0: score one candidate per call)")
         load_split(split, int(split_seed))  # fail now if scikit-learn is missing
         self.split, self.metric, self.split_seed = split, metric, int(split_seed)
         self.score_batch_size = int(score_batch_size)

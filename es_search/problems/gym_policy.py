@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
+from ..checks import check_count
 from ..moments import Moments
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
@@ -136,13 +137,10 @@ class GymPolicy(Agent):
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
         sizes = _hidden_sizes(hidden)
-        if int(episodes) < 1:
-            raise ValueError(f"episodes must be >= 1, got {episodes}")
-        if max_steps is not None and int(max_steps) < 1:
-            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        episodes = check_count("episodes", episodes, 1)
+        max_steps = check_count("max_steps", max_steps, 1, none_ok=True)
         mode = _normalize_mode(normalize)
-        if int(norm_episodes) < 1:
-            raise ValueError(f"norm_episodes must be >= 1, got {norm_episodes}")
+        norm_episodes = check_count("norm_episodes", norm_episodes, 1)
         if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
                 or not math.isfinite(reward_offset):
             raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")

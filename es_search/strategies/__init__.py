@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checks import did_you_mean, keyword_names
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
 from .ars import ARS, ARSState
@@ -51,18 +52,15 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
 
 def _check_options(name: str, cls: type, options: dict) -> None:
     """Refuse an option ``cls`` does not take, naming the ones it does (and the closest)."""
-    import difflib
-    import inspect
-    parameters = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+    known = keyword_names(cls)
+    if known is None:
         return
-    known = [p for p in parameters if p not in ("self", "population", "sigma")]
+    known = [p for p in known if p not in ("population", "sigma")]
     for option in options:
         if option not in known:
-            close = difflib.get_close_matches(option, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise TypeError(f"strategy {name!r} has no option {option!r}{hint}; its "
-                            f"options: {', '.join(known) or 'none'}")
+            raise TypeError(f"strategy {name!r} has no option {option!r}"
+                            f"{did_you_mean(option, known)}; its options: "
+                            f"{', '.join(known) or 'none'}")
 
 
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, help="folder to write the run into")
     run.add_argument("--resume", action="store_true",
                      help="continue the run saved in --out from its checkpoint")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace the run saved in --out (without it, or --resume, an "
+                          "--out that holds a run is refused)")
     run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
                      help="a score() that raises: stop (default) or score it -inf and go on")
     run.add_argument("--max-retries", type=_checked(int, lambda v: check_int("max_retries", v, 0)), default=2,
@@ -180,16 +183,20 @@ def _strategy_options(cls: type) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .output import claim, record_command
+    from .output import check_replaceable, claim, record_command
 
     cls = load_problem(args.problem)
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    if args.overwrite and (args.resume or not args.out):
+        raise UsageError("--overwrite replaces the run saved in --out DIR; pass --out, "
+                         "and not --resume")
     from .callbacks.options import from_args
     callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see
+            check_replaceable(args.out, args.resume, args.overwrite)
             record_command(args.out, {"problem": args.problem, "params": params},
                            args.resume)
         return _build_and_run(args, cls, params, callbacks)
@@ -220,6 +227,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      sigma=args.sigma or defaults["sigma"], strategy=strategy,
                      n_jobs=args.n_jobs, seed=args.seed, backend=backend,
                      progress=not args.no_progress, out=args.out, resume=args.resume,
+                     overwrite=args.overwrite,
                      on_error=args.on_error, max_retries=args.max_retries,
                      task_timeout=args.task_timeout, strategy_options=strategy_options,
                      callbacks=callbacks)
@@ -363,8 +371,9 @@ def _dask_client(address: str | None) -> Iterator[None]:
 
 
 def resume_command(argv: Sequence[str]) -> str:
-    """The command line that continues an interrupted ``es-search run`` (with --out)."""
-    argv = list(argv)
+    """The command line that continues an interrupted ``es-search run`` (with --out):
+    ``--resume`` added, ``--overwrite`` dropped (it would replace what was kept)."""
+    argv = [a for a in argv if a != "--overwrite"]
     return shlex.join(["es-search", *argv, *([] if "--resume" in argv else ["--resume"])])
 
 

@@ -60,14 +60,41 @@ TEST = "test.json"
 
 __all__ = ["BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES",
            "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError", "RunFolder",
-           "acquire", "atomic_write",
+           "acquire", "atomic_write", "check_replaceable",
            "claim", "dump_json", "failure_generations", "failure_path", "from_json",
-           "read_history", "record_command", "release", "to_json"]
+           "read_history", "record_command", "release", "saved_generations", "to_json"]
 
 
 class OutFolderError(ValueError):
-    """The out folder cannot be used: it cannot be created or written, or another run
-    is writing it."""
+    """The out folder cannot be used: it cannot be created or written, another run is
+    writing it, or it holds a run that would be replaced without ``overwrite``."""
+
+
+def saved_generations(path: Any) -> int | None:
+    """How many generations the run in folder ``path`` recorded (its history lines), or
+    None when it holds no run (no history line, checkpoint or result)."""
+    path = Path(path)
+    try:
+        with open(path / HISTORY, "rb") as f:
+            lines = sum(1 for line in f if line.endswith(b"\n"))
+    except OSError:
+        lines = 0
+    if lines or (path / CHECKPOINT).exists() or (path / RESULT).exists():
+        return lines
+    return None
+
+
+def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
+    """:class:`OutFolderError` when a new run (neither ``resume`` nor ``overwrite``)
+    would replace the run folder ``path`` holds: nothing computed is lost by mistake."""
+    if resume or overwrite:
+        return
+    generations = saved_generations(path)
+    if generations is not None:
+        raise OutFolderError(
+            f"{path} holds a run already ({generations} generation(s) in {HISTORY}); "
+            f"continue it with resume=True (--resume), replace it with overwrite=True "
+            f"(--overwrite), or choose another out folder")
 
 
 def failure_path(out: Any, generation: int) -> Path:
@@ -147,13 +174,15 @@ class RunFolder:
     """Writes one run into ``path`` (see the module docstring); a callback
     (``on_start``/``on_generation``/``on_end``, :mod:`es_search.callbacks.base`).
 
-    Opening it takes the folder's lock and, with ``resume``, reads the checkpoint
-    (``saved``, None when there is none) and checks it against ``config``. The run then
-    calls :meth:`track` with its :class:`~es_search.search.Search`, and the callback
-    methods; :meth:`close` releases the folder (also when the run fails).
+    Opening it takes the folder's lock, refuses to replace a run the folder holds
+    unless ``overwrite`` (:func:`check_replaceable`) and, with ``resume``, reads the
+    checkpoint (``saved``, None when there is none) and checks it against ``config``.
+    The run then calls :meth:`track` with its :class:`~es_search.search.Search`, and
+    the callback methods; :meth:`close` releases the folder (also when the run fails).
     """
 
-    def __init__(self, path: Any, config: dict, resume: bool = False):
+    def __init__(self, path: Any, config: dict, resume: bool = False,
+                 overwrite: bool = False):
         self.path = Path(path)
         self.config = config
         self._lock: str | None = acquire(self.path)
@@ -162,6 +191,7 @@ class RunFolder:
         self.history_lines = 0
         self.search: Any = None
         try:
+            check_replaceable(self.path, resume, overwrite)
             self.saved = self._load(config) if resume else None
             for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
                 tmp.unlink(missing_ok=True)

@@ -34,7 +34,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         score_kwargs: Mapping[str, Any] | None = None, out: Any = None,
         callbacks: Iterable[Callback] = (),
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
-        on_error: str = "raise", max_retries: int = 2,
+        overwrite: bool = False, on_error: str = "raise", max_retries: int = 2,
         task_timeout: float | None = None, sequential_fallback: bool = True) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
@@ -67,6 +67,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       there is none). The result equals an uninterrupted run's. Settings that would
       change the result (agent class, strategy and its settings, seed, score_kwargs)
       must be as before; ``generations`` may grow; the rest may change.
+    - ``overwrite``: replace the run ``out`` holds. Without it (or ``resume``), an
+      ``out`` that holds a run is refused before any work: nothing computed is lost by
+      mistake.
     - ``callbacks``: callables taking each generation's history record (a dict, see
       ``es_search.record``), or objects with ``on_start`` / ``on_generation`` /
       ``on_end`` / ``on_error`` methods (``es_search.callbacks.Callback``); one whose
@@ -98,7 +101,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
-        progress=progress, out=out, resume=resume)
+        progress=progress, out=out, resume=resume, overwrite=overwrite)
     options = dict(strategy_options or {})
     for name in ("population", "sigma"):
         if name in options:
@@ -108,7 +111,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
-    folder = RunFolder(settings.out, config, settings.resume) if settings.out else None
+    folder = RunFolder(settings.out, config, settings.resume,
+                       settings.overwrite) if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
         with Evaluator(agent, settings=settings) as evaluator:

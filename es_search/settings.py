@@ -44,7 +44,8 @@ class Settings:
     - ``seed``, ``n_jobs``, ``backend``, ``score_kwargs``: what every task sees and where
       it runs; ``on_error``, ``max_retries``, ``task_timeout``, ``sequential_fallback``:
       how failures and the in-process/parallel choice are handled;
-    - ``progress``, ``out``, ``resume``: the progress bar and the run folder.
+    - ``progress``, ``out``, ``resume``, ``overwrite``: the progress bar and the run
+      folder.
     """
 
     generations: int | None = None
@@ -59,6 +60,7 @@ class Settings:
     progress: bool = True
     out: Path | None = None
     resume: bool = False
+    overwrite: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalised values are set once, here
@@ -89,6 +91,7 @@ class Settings:
         _check_bool("sequential_fallback", self.sequential_fallback)
         _check_bool("progress", self.progress)
         _check_bool("resume", self.resume)
+        _check_bool("overwrite", self.overwrite)
         if self.out is not None:
             if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__"):
                 raise TypeError(f"out must be a folder path (str or pathlib.Path), got "
@@ -97,6 +100,12 @@ class Settings:
         if self.resume and self.out is None:
             raise ValueError("resume=True continues the run saved in an out folder; "
                              "pass out=<that folder>")
+        if self.overwrite and self.out is None:
+            raise ValueError("overwrite=True replaces the run saved in an out folder; "
+                             "pass out=<that folder>")
+        if self.resume and self.overwrite:
+            raise ValueError("resume=True continues the run in out, overwrite=True "
+                             "replaces it: pass one of them")
 
     @classmethod
     def for_run(cls, **settings: Any) -> "Settings":

@@ -91,7 +91,8 @@ def main(argv=None) -> float:
                            population=args.population, sigma=args.sigma,
                            strategy_options={"learning_rate": args.learning_rate},
                            seed=args.seed, n_jobs=args.n_jobs, progress=args.progress,
-                           out=args.out)
+                           out=args.out, resume=args.resume,
+                           overwrite=args.overwrite)
     seconds = time.perf_counter() - started
 
     start_mse = agent.mse(x_test, y_test)

@@ -1,7 +1,7 @@
 """The scripts' command lines: a dataclass of arguments, one ``--flag`` per field.
 
     @dataclass
-    class Args(RunArgs):          # --seed, --n-jobs, --out, --no-progress
+    class Args(RunArgs):          # --seed, --n-jobs, --out, --resume, --overwrite, --no-progress
         generations: int = 40     # --generations N
 
     args = parse(Args, "what the script does", argv)
@@ -24,19 +24,25 @@ class RunArgs:
     """workers (-1: all cores)"""
     out: str | None = None
     """folder for the run (config.json, history.jsonl, best and centre weights, ...)"""
+    resume: bool = False
+    """continue the run saved in --out"""
+    overwrite: bool = False
+    """replace the run saved in --out"""
     progress: bool = True
     """show a progress bar"""
 
 
 def parse(cls: type, description: str, argv: Any = None) -> Any:
     """``cls`` (a dataclass with defaults) from the command line ``argv``: a boolean
-    field ``name`` that defaults to True becomes ``--no-name``; any other field
-    ``--name VALUE`` (``int``, ``float`` or text)."""
+    field ``name`` becomes ``--no-name`` when it defaults to True, ``--name`` when it
+    defaults to False; any other field ``--name VALUE`` (``int``, ``float`` or text)."""
     parser = argparse.ArgumentParser(description=description)
     for field in dataclasses.fields(cls):
         flag = field.name.replace("_", "-")
-        if field.type in ("bool", bool):
+        if field.type in ("bool", bool) and field.default:
             parser.add_argument(f"--no-{flag}", dest=field.name, action="store_false")
+        elif field.type in ("bool", bool):
+            parser.add_argument(f"--{flag}", dest=field.name, action="store_true")
         else:
             kind = {"int": int, "float": float, int: int, float: float}.get(field.type, str)
             parser.add_argument(f"--{flag}", dest=field.name, type=kind,

@@ -41,7 +41,8 @@ def main(argv=None) -> float:
     result = es_search.run(agent, generations=args.generations, population=args.population,
                            sigma=args.sigma, seed=args.seed, n_jobs=args.n_jobs,
                            strategy_options={"reevaluate": True},  # returns are noisy
-                           progress=args.progress, out=args.out)
+                           progress=args.progress, out=args.out, resume=args.resume,
+                           overwrite=args.overwrite)
 
     best = result.best_agent()
     returns = [best.episode_return(seed=10_000 + k) for k in range(args.test_episodes)]

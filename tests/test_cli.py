@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from es_search.cli import main
+from es_search.cli import main, resume_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -144,6 +144,29 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("test of the best agent (also the final "
                                                    "centre), outside the search")
     assert saved["best"] == saved["center"]
+
+
+def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, capsys):
+    out = tmp_path / "sphere"
+    first = ["run", "sphere", "--generations", "3", "--n-jobs", "1", "--no-progress",
+             "--out", str(out)]
+    assert main(first) == 0
+    saved = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
+                 "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} holds a run already (3 generation(s)" in err and "--overwrite" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == saved
+    assert main(first + ["--resume", "--overwrite"]) == 2
+    assert "not --resume" in capsys.readouterr().err
+    assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
+                 "--no-progress", "--out", str(out), "--overwrite"]) == 0
+    assert json.loads((out / "command.json").read_text())["params"] == {"dim": 4}
+    assert len((out / "history.jsonl").read_text().splitlines()) == 2
+    # Ctrl-C's advice continues the run: --resume added, --overwrite dropped
+    assert resume_command(["run", "sphere", "--out", "x", "--overwrite"]) == \
+        "es-search run sphere --out x --resume"
 
 
 def test_no_test_and_problems_without_test_figures(tmp_path, capsys):

@@ -3,6 +3,7 @@ lock that a killed run does not leave behind); folders that cannot be used are r
 before any work."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,5 +165,29 @@ def test_the_lock_is_taken_again_by_its_own_process(tmp_path):
     with claim(tmp_path / "run") as folder:
         (folder / "notes.txt").write_text("mine")
         es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
-    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
+    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder,
+                  overwrite=True)
     assert (folder / "notes.txt").read_text() == "mine"
+
+
+def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
+    out = tmp_path / "run"
+    es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(es_search.OutFolderError, match=re.escape(
+            f"{out} holds a run already (3 generation(s) in history.jsonl); continue it "
+            f"with resume=True (--resume), replace it with overwrite=True (--overwrite), "
+            f"or choose another out folder")):
+        es_search.run(Counting(), generations=5, n_jobs=1, progress=False, out=out)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    with pytest.raises(ValueError, match="pass one of them"):
+        es_search.run(Counting(), generations=5, n_jobs=1, progress=False, out=out,
+                      resume=True, overwrite=True)
+    with pytest.raises(ValueError, match="overwrite=True replaces the run saved in an out"):
+        es_search.run(Counting(), generations=5, n_jobs=1, progress=False, overwrite=True)
+    resumed = es_search.run(Counting(), generations=5, n_jobs=1, progress=False, out=out,
+                            resume=True)
+    assert len(resumed.history) == 5
+    replaced = es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
+                             overwrite=True)
+    assert len(replaced.history) == 2 and len(read_history(out / "history.jsonl")) == 2

@@ -92,7 +92,10 @@ def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(
         es_search.run(agents.Raises(fail), generations=2, n_jobs=1, on_error="worst",
                       out=tmp_path, **KW)
     assert (tmp_path / "failures" / "generation-1.pkl").exists()
-    es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
+    with pytest.raises(es_search.OutFolderError, match="holds a run already"):
+        es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
+    assert (tmp_path / "failures" / "generation-1.pkl").exists()  # refused: untouched
+    es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, overwrite=True, **KW)
     assert not list((tmp_path / "failures").glob("*.pkl"))
     assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1
 

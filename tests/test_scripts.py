@@ -28,6 +28,15 @@ def test_train_cartpole_runs(tmp_path):
                        "--no-progress", "--out", str(tmp_path))
     assert 8 <= value <= 500
     assert (tmp_path / "history.jsonl").exists()
+    args = ["--population", "4", "--episodes", "1", "--test-episodes", "2", "--n-jobs",
+            "1", "--no-progress", "--out", str(tmp_path)]
+    # the same --out again: refused unless --resume (here: 2 more generations) or
+    # --overwrite
+    import es_search
+    with pytest.raises(es_search.OutFolderError, match="holds a run already"):
+        run_script("train_cartpole.py", "--generations", "2", *args)
+    run_script("train_cartpole.py", "--generations", "4", "--resume", *args)
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 4
 
 
 def test_fit_batched_improves_and_batching_changes_nothing(capsys):

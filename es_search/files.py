@@ -9,11 +9,22 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+def new_file_mode() -> int:
+    """The permissions ``open()`` gives a new file: 0o666 less the process's umask."""
+    mask = os.umask(0o022)  # read it (there is no other way); 0o022 for an instant
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write through a temporary file in the same folder, fsync, then ``os.replace``."""
+    """Write through a temporary file in the same folder, fsync, then ``os.replace``.
+    The file gets the permissions of any new file (``mkstemp`` would leave it private
+    to its owner, which other users and tools of a shared run folder could not read)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()

@@ -191,3 +191,21 @@ def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
     replaced = es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
                              overwrite=True)
     assert len(replaced.history) == 2 and len(read_history(out / "history.jsonl")) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="POSIX permissions")
+def test_run_files_get_the_permissions_of_any_new_file(tmp_path):
+    """Atomic writes go through mkstemp (mode 0600); the files must still be readable
+    by whoever the user's umask lets read new files (a shared folder, TensorBoard)."""
+    for umask, expected in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664)):
+        out = tmp_path / f"run-{umask:o}"
+        old = os.umask(umask)
+        try:
+            es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=out)
+        finally:
+            os.umask(old)
+        modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir() if p.is_file()
+                 and p.name != LOCK}
+        assert {"config.json", "checkpoint.pkl", "best_weights.pt", "result.json",
+                "history.jsonl"} <= set(modes)
+        assert set(modes.values()) == {expected}, modes

@@ -6,24 +6,19 @@ import numbers
 from typing import Any
 
 
-def check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def check_count(name: str, value: Any, minimum: int, note: str = "",
-                none_ok: bool = False) -> int | None:
-    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``); otherwise a
-    ValueError naming ``name``, whatever ``value`` is (a string from the command line
-    too). ``note`` explains the value, e.g. " (0: a linear policy)"."""
+def check_int(name: str, value: Any, minimum: int, note: str = "",
+              none_ok: bool = False) -> int | None:
+    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``), else an error
+    naming ``name`` whatever ``value`` is (a string from the command line too): a
+    TypeError for a value that is not an integer, a ValueError for one below
+    ``minimum``. ``note`` explains the value, e.g. " (0: a linear policy)"."""
     if value is None and none_ok:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         also = " or None" if none_ok else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}{also}{note}, got {value!r}")
+        raise TypeError(f"{name} must be an integer >= {minimum}{also}{note}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}{note}, got {value}")
     return int(value)
 
 
@@ -70,8 +65,6 @@ def keyword_names(cls: type) -> list[str] | None:
                 names.append(name)
         if not open_ended:
             return names
-        if klass.__init__ is object.__init__:
-            break
     return None
 
 

@@ -45,21 +45,21 @@ def test_cartpole_policy_samples_its_actions():
     assert actions == {0, 1}
 
 
-@pytest.mark.parametrize("name, param, value", [
-    ("sphere", "dim", "ten"), ("rosenbrock", "dim", 1), ("blog", "work", -1),
-    ("cartpole", "hidden", "abc"), ("cartpole", "episodes", 2.5),
-    ("pendulum", "max_steps", 0), ("acrobot", "episodes", "3"),
-    ("digits", "score_batch_size", -1),
+@pytest.mark.parametrize("name, param, value, error", [
+    ("sphere", "dim", "ten", TypeError), ("rosenbrock", "dim", 1, ValueError),
+    ("blog", "work", -1, ValueError), ("cartpole", "hidden", "abc", TypeError),
+    ("cartpole", "episodes", 2.5, TypeError), ("pendulum", "max_steps", 0, ValueError),
+    ("acrobot", "episodes", "3", TypeError), ("digits", "score_batch_size", -1, ValueError),
 ])
-def test_builtins_name_a_bad_count_whatever_its_type(name, param, value):
+def test_builtins_name_a_bad_count_whatever_its_type(name, param, value, error):
     if name in ("cartpole", "pendulum", "acrobot"):
         pytest.importorskip("gymnasium")
     if name == "digits":
         pytest.importorskip("sklearn")
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(error) as info:
         load_problem(name)(**{param: value})
     message = str(info.value)
-    assert message.startswith(f"{param} must be an integer >= ")
+    assert message.startswith(f"{param} must be ")
     assert message.endswith(f", got {value!r}")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..agent import Agent
-from ..checks import check_count
+from ..checks import check_int
 
 
 class BlogAgent(Agent):
@@ -23,7 +23,7 @@ class BlogAgent(Agent):
 
     def __init__(self, w=(1.0, 1.0, 1.0), work: int = 1000):
         super().__init__()
-        work = check_count("work", work, 0)
+        work = check_int("work", work, 0)
         self.work = int(work)
         self.fc1 = torch.nn.Linear(3, 1)
         self.fc1.weight.requires_grad = False

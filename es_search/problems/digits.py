@@ -23,7 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import as_scores, vmap_call
-from ..checks import check_count
+from ..checks import check_int
 from ..extras import require
 
 SPLITS = ("train", "test")
@@ -73,8 +73,8 @@ class Digits(Agent):
         metric = metric or ("log_likelihood" if split == "train" else "accuracy")
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
-        hidden = check_count("hidden", hidden, 0, " (0: linear)")
-        score_batch_size = check_count("score_batch_size", score_batch_size, 0,
+        hidden = check_int("hidden", hidden, 0, " (0: linear)")
+        score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                        " (0: score one candidate per call)")
         load_split(split, int(split_seed))  # fail now if scikit-learn is missing
         self.split, self.metric, self.split_seed = split, metric, int(split_seed)

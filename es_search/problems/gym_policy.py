@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_count
+from ..checks import check_int
 from ..moments import Moments
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
@@ -137,10 +137,10 @@ class GymPolicy(Agent):
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
         sizes = _hidden_sizes(hidden)
-        episodes = check_count("episodes", episodes, 1)
-        max_steps = check_count("max_steps", max_steps, 1, none_ok=True)
+        episodes = check_int("episodes", episodes, 1)
+        max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         mode = _normalize_mode(normalize)
-        norm_episodes = check_count("norm_episodes", norm_episodes, 1)
+        norm_episodes = check_int("norm_episodes", norm_episodes, 1)
         if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
                 or not math.isfinite(reward_offset):
             raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")

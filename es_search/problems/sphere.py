@@ -6,7 +6,7 @@ import math
 import torch
 
 from ..agent import Agent
-from ..checks import check_count
+from ..checks import check_int
 
 
 class Sphere(Agent):
@@ -20,7 +20,7 @@ class Sphere(Agent):
 
     def __init__(self, dim: int = 10, start: float = 0.0, optimum: float = 3.0):
         super().__init__()
-        dim = check_count("dim", dim, 1)
+        dim = check_int("dim", dim, 1)
         self.optimum = float(optimum)
         self.x = torch.nn.Parameter(torch.full((int(dim),), float(start), dtype=torch.float64),
                                     requires_grad=False)
@@ -53,7 +53,7 @@ class Rosenbrock(Sphere):
     default_config = {"generations": 1000, "population": 10, "sigma": 0.5}
 
     def __init__(self, dim: int = 10, start: float = 0.0):
-        dim = check_count("dim", dim, 2, " (Rosenbrock couples neighbouring values)")
+        dim = check_int("dim", dim, 2, " (Rosenbrock couples neighbouring values)")
         super().__init__(dim=dim, start=start, optimum=1.0)
 
     def score(self, **kwargs) -> float:

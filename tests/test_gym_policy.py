@@ -2,6 +2,8 @@
 statistics (task_report / merge_reports), common random numbers, reward_offset."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,7 @@ import torch
 from es_search.cli import main
 from es_search.moments import Moments
 from es_search.problems import BUILTINS, GymPolicy, ProblemError, load_problem
+from es_search.problems.gym_policy import _mujoco_warnings_to_python, make_env
 
 gym = pytest.importorskip("gymnasium")
 
@@ -73,6 +76,39 @@ def test_missing_extra_names_the_extra(monkeypatch):
         GymPolicy("LunarLanderContinuous-v3")
     with pytest.raises(ImportError, match=r"es_search\[mujoco\]"):
         load_problem("hopper")()
+
+
+def test_a_mujoco_env_leaves_no_log_file_and_prints_nothing(tmp_path, monkeypatch, capfd):
+    """MuJoCo 4.0 warns about gymnasium's half_cheetah.xml (settotalmass is deprecated): by
+    default it prints a WARNING line and writes MUJOCO_LOG.TXT into the current folder."""
+    mujoco = pytest.importorskip("mujoco")
+    monkeypatch.chdir(tmp_path)
+    before = mujoco.get_mju_user_warning()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        make_env("HalfCheetah-v5").close()
+        make_env("Hopper-v5").close()
+    assert list(tmp_path.iterdir()) == []
+    assert "WARNING" not in capfd.readouterr().out
+    assert mujoco.get_mju_user_warning() is before
+
+
+def test_mujoco_warnings_become_python_warnings():
+    mujoco = pytest.importorskip("mujoco")
+    xml = ('<mujoco><compiler settotalmass="2"/><worldbody><body><freejoint/>'
+           '<geom size=".1"/></body></worldbody></mujoco>')
+    with pytest.warns(Warning) as caught:
+        try:
+            with _mujoco_warnings_to_python("gymnasium.envs.mujoco:X"):
+                mujoco.MjModel.from_xml_string(xml)
+        except ValueError:
+            pytest.skip("this MuJoCo refuses settotalmass instead of warning")
+        warnings.warn("sentinel", UserWarning)     # pytest.warns needs one when MuJoCo is silent
+    mujoco_warnings = [w for w in caught if str(w.message).startswith("MuJoCo: ")]
+    if not mujoco_warnings:
+        pytest.skip("this MuJoCo compiles settotalmass without a warning")
+    assert [w.category for w in mujoco_warnings] == [DeprecationWarning]
+    assert "settotalmass" in str(mujoco_warnings[0].message)
 
 
 @pytest.mark.parametrize("kwargs,error", [

@@ -6,8 +6,10 @@ gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Mapping
+import warnings
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -48,12 +50,38 @@ def make_env(env_id: str) -> Any:
                          f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
                          ) from None
     try:
-        return gym.make(env_id)
+        with _mujoco_warnings_to_python(spec.entry_point):
+            return gym.make(env_id)
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
         extra = _extra_for(spec.entry_point)
         raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
                           f"installed ({exc}); install it with "
                           f"pip install 'es_search[{extra}]'") from None
+
+
+@contextlib.contextmanager
+def _mujoco_warnings_to_python(entry_point: Any) -> Iterator[None]:
+    """While a MuJoCo environment is built, MuJoCo's own warnings (e.g. MuJoCo 4.0 on
+    gymnasium's ``half_cheetah.xml``: "compiler attribute 'settotalmass' is deprecated")
+    become Python warnings instead of a ``WARNING:`` line on stdout and a
+    ``MUJOCO_LOG.TXT`` written into the user's current folder. Deprecations, which only
+    the model file's authors can act on, are ``DeprecationWarning`` (hidden by default,
+    as Python hides them); any other is a ``RuntimeWarning``. MuJoCo's previous handler is
+    restored on the way out, so nothing outside the build changes."""
+    if "mujoco" not in str(entry_point):
+        yield
+        return
+    import mujoco
+    messages: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(messages.append)
+    try:
+        yield
+    finally:
+        mujoco.set_mju_user_warning(previous)
+        for message in dict.fromkeys(messages):
+            category = DeprecationWarning if "deprecated" in message else RuntimeWarning
+            warnings.warn(f"MuJoCo: {message}", category, stacklevel=3)
 
 
 def _hidden_sizes(hidden: Any) -> tuple[int, ...]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, Mapping
 
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",
@@ -43,9 +43,39 @@ def check_n_jobs(value: Any) -> int:
 
 
 def check_seed(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+    """A run's seed: an integer >= 0 (None is refused: the seed is what makes a run
+    reproducible, so it is always chosen and recorded)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"seed must be a non-negative integer, got {value!r}")
+    if value < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {value}")
     return int(value)
+
+
+def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
+    """``score_kwargs`` must fit each scoring method ``agent``'s class defines itself
+    (``score(**kw)``, ``score_batch(params, seeds, **kw)``): a keyword it does not take,
+    or a required one left out, fails here, before any work, not in the first task."""
+    import inspect
+
+    from .agent import Agent  # agent.py imports this module
+    for name in ("score", "score_batch"):
+        if getattr(type(agent), name, None) is getattr(Agent, name):
+            continue
+        method = getattr(agent, name)
+        try:
+            signature = inspect.signature(method)
+        except (TypeError, ValueError):  # not introspectable: the first call will tell
+            continue
+        leading = (None, None) if name == "score_batch" else ()
+        try:
+            signature.bind(*leading, **score_kwargs)
+        except TypeError as exc:
+            given = ", ".join(map(repr, score_kwargs)) or "none"
+            raise TypeError(f"score_kwargs do not fit {type(agent).__name__}.{name}"
+                            f"{signature}: {exc} (score_kwargs given: {given}); pass only "
+                            f"the keywords {name}() takes, or add them to its signature"
+                            ) from None
 
 
 def keyword_names(cls: type) -> list[str] | None:

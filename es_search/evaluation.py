@@ -37,6 +37,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate
+from .checks import check_score_kwargs
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -109,6 +110,7 @@ class Evaluator:
         self.local.task_seed = None
         self.hooks = has_hooks(agent)
         group_size(agent)  # a bad score_batch_size fails here, before any worker starts
+        check_score_kwargs(agent, settings.score_kwargs)
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self.pool: _backends.Pool | None = None

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
+from .checks import check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -110,6 +111,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     strategy = make_strategy(strategy, population, sigma, **options)
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
+    check_score_kwargs(agent, settings.score_kwargs)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume,
                        settings.overwrite) if settings.out else None

@@ -119,7 +119,8 @@ class NoBatch(es_search.Agent):
     ({"sigma": 0}, ValueError, "sigma must be a positive"),
     ({"rtol": -1}, ValueError, "rtol must be a number >= 0"),
     ({"atol": float("nan")}, ValueError, "atol must be a number >= 0"),
-    ({"seed": -1}, TypeError, "seed must be a non-negative integer"),
+    ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
+    ({"score_kwargs": {"k": 1}}, TypeError, r"RowExact.score\(\): got an unexpected keyword"),
 ])
 def test_bad_arguments_fail_before_any_scoring(kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -119,13 +119,61 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"sigma": float("nan")}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": float("inf")}, ValueError, "sigma must be a positive finite number"),
     ({"n_jobs": 0}, ValueError, "n_jobs=0"),
-    ({"seed": -1}, TypeError, "seed must be a non-negative integer"),
+    ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
     args = {"generations": 3, **kwargs}
     with pytest.raises(error, match=match):
         es_search.run(Quadratic(), progress=False, **args)
+
+
+class Target(es_search.Agent):
+    """score() takes a required and an optional keyword (the run's score_kwargs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
+
+    def score(self, target, scale=1.0):
+        return -scale * float(((self.w - target) ** 2).sum())
+
+
+class TargetBatch(es_search.Agent):
+    """Only score_batch, with a keyword-only argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
+
+    def score_batch(self, params, seeds, *, target):
+        return -((params["w"] - target) ** 2).sum(dim=1)
+
+
+@pytest.mark.parametrize("agent, score_kwargs, match", [
+    (Target, {}, r"Target.score\(target, scale=1.0\): missing a required argument: 'target'"),
+    (Target, {"target": 3, "scal": 2}, r"unexpected keyword argument 'scal'.*'target', 'scal'"),
+    (TargetBatch, {"targt": 3}, r"TargetBatch.score_batch\(params, seeds, \*, target\)"),
+    (Quadratic, {"target": 3}, r"Quadratic.score\(\): got an unexpected keyword"),
+])
+def test_score_kwargs_that_do_not_fit_the_agent_fail_before_any_work(tmp_path, agent,
+                                                                       score_kwargs, match):
+    with pytest.raises(TypeError, match=match):
+        es_search.run(agent(), generations=2, score_kwargs=score_kwargs,
+                      out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(TypeError, match=match):
+        es_search.evaluate(agent(), [agent().get_weights()], score_kwargs=score_kwargs)
+
+
+def test_score_kwargs_that_fit_are_passed_on():
+    class Open(Target):
+        def score(self, **kwargs):
+            return super().score(**kwargs)
+    for agent in (Target(), Open(), TargetBatch()):
+        result = es_search.run(agent, generations=3, population=4, n_jobs=1,
+                               score_kwargs={"target": 1.0}, progress=False)
+        assert result.best_score > -3.0  # the start scores -3 against target 1
 
 
 def test_a_results_repr_is_a_summary():

@@ -152,7 +152,7 @@ class Agent(torch.nn.Module):
 
         ``es-search run`` prints them for the best weights and the final centre at the end
         of a run and writes them to ``test.json`` in its folder; ``es-search test DIR``
-        measures them again.
+        measures them again (under ``torch.no_grad()``, as ``score()``).
         Override it with what says whether a trained agent is good, on data or episodes
         the search never scored: held-out accuracy, true returns of fresh episodes. The
         built-in problems do (``digits``: accuracies; control tasks: test returns).

@@ -18,7 +18,7 @@ from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names)
 from .interrupt import Terminated
-from .problems import BUILTINS, ProblemError, load_problem
+from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
 
@@ -197,9 +197,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see
             check_replaceable(args.out, args.resume, args.overwrite)
-            record_command(args.out, {"problem": args.problem, "params": params},
-                           args.resume)
+            record_command(args.out, {"problem": args.problem, "params": params,
+                                      "cwd": os.getcwd()}, args.resume, _defining)
         return _build_and_run(args, cls, params, callbacks)
+
+
+def _defining(command: dict) -> dict:
+    """What a resume must keep of ``command.json``: the problem (a file named from any
+    folder) and its -p values."""
+    return {"problem": resolve_spec(command["problem"], command.get("cwd")),
+            "params": command["params"]}
 
 
 def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
@@ -296,7 +303,8 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
     def scores(weights: dict) -> dict:
         tested = agent.clone()
         tested.set_weights(weights)
-        return tested.test_scores()
+        with torch.no_grad():  # as score(): no gradients are used
+            return tested.test_scores()
 
     figures = {"best": scores(best)}
     if not figures["best"]:
@@ -341,7 +349,9 @@ def _cmd_test(args: argparse.Namespace) -> int:
                              f"written by `es-search run PROBLEM --out DIR`")
     command = from_json(json.loads((out / COMMAND).read_text()))
     seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
-    cls = load_problem(command["problem"])
+    started_in = command.get("cwd")  # relative files and modules are found from there
+    cls = load_problem(command["problem"], started_in if started_in and
+                       os.path.isdir(started_in) else None)
     agent = _build(cls, command["params"], seed)
     best = _load_weights(out / BEST_WEIGHTS)
     center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \

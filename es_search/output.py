@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -303,14 +303,17 @@ class RunFolder:
             "detail": detail if isinstance(detail, list) else repr(detail)})
 
 
-def record_command(out: Any, command: dict, resume: bool) -> None:
+def record_command(out: Any, command: dict, resume: bool,
+                   defining: Callable[[dict], dict] | None = None) -> None:
     """Write ``command.json``; on a resume of a checkpointed run, first refuse
-    (:class:`~es_search.CheckpointError`) a ``command`` other than the saved one."""
+    (:class:`~es_search.CheckpointError`) a ``command`` other than the saved one, as
+    compared by ``defining(command)`` (default: the whole command)."""
     path = Path(out) / COMMAND
     if resume and path.exists() and (Path(out) / CHECKPOINT).exists():
-        saved = from_json(json.loads(path.read_text()))
-        diff = _checkpoint.differences(
-            saved, from_json(json.loads(json.dumps(to_json(command)))), list(command))
+        defining = defining or (lambda command: command)
+        saved = defining(from_json(json.loads(path.read_text())))
+        current = defining(from_json(json.loads(json.dumps(to_json(command)))))
+        diff = _checkpoint.differences(saved, current, list(current))
         if diff:
             raise _checkpoint.CheckpointError(
                 f"cannot resume the run in {out}: " + "; ".join(diff) + " (use the same "

@@ -58,6 +58,51 @@ def test_a_users_file_and_class(tmp_path, capsys):
     assert -6.75 < best < 0  # started at -3 * 1.5^2
 
 
+def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
+        tmp_path, monkeypatch, capsys):
+    """`es-search run walkers:Mine` finds walkers.py in the current folder, as
+    `python -m es_search` does (the installed script's sys.path lacks that folder);
+    `es-search test DIR` and a resume find the run's module or file from any folder."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "es_probe_walkers.py").write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Mine(es_search.Agent):
+            def __init__(self, target=2.0):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(3))
+                self.target = target
+
+            def score(self):
+                return -float(((self.w - self.target) ** 2).sum())
+
+            def test_scores(self):
+                return {"distance": float((self.w - self.target).norm())}
+    """))
+    (project / "other.py").write_text((project / "es_probe_walkers.py").read_text())
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.isabs(p)])  # no "" or "."
+    monkeypatch.chdir(project)
+    common = ["--generations", "2", "--population", "4", "--n-jobs", "2", "--no-progress"]
+    try:
+        assert main(["run", "es_probe_walkers:Mine", *common, "--out", "runs/m"]) == 0
+        assert main(["run", "es_probe_walkers.py:Mine", *common, "--out", "runs/f"]) == 0
+        assert str(project) not in sys.path
+        monkeypatch.chdir(tmp_path)
+        capsys.readouterr()
+        for run in ("m", "f"):
+            assert main(["test", f"project/runs/{run}"]) == 0
+            assert "distance" in capsys.readouterr().out
+        more = ["--generations", "3", "--population", "4", "--n-jobs", "1", "--no-progress"]
+        assert main(["run", "project/es_probe_walkers.py:Mine", *more, "--out",
+                     "project/runs/f", "--resume"]) == 0
+        assert main(["run", "project/other.py:Mine", *more, "--out", "project/runs/f",
+                     "--resume"]) == 2
+        assert "problem: " in capsys.readouterr().err
+    finally:
+        sys.modules.pop("es_probe_walkers", None)
+
+
 def test_a_reader_that_leaves_early_gets_no_traceback():
     """`es-search list | head -1`: the closed pipe ends the command quietly, 141."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

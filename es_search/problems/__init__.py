@@ -1,8 +1,10 @@
 """Built-in problems and loading a user's agent class from a spec.
 
 A spec is a built-in name (``es-search list``), ``gym:ENV_ID`` (a :class:`GymPolicy`
-for any registered gymnasium id), ``package.module:AgentClass``, or
-``path/to/file.py:AgentClass``.
+for any registered gymnasium id), ``package.module:AgentClass`` (installed, or found in
+the current folder as ``python -m`` finds it), or ``path/to/file.py:AgentClass``.
+A class from a file or the current folder is sent to the workers by value, so they need
+not import it.
 """
 from __future__ import annotations
 
@@ -72,11 +74,7 @@ def _import_file(path: str) -> Any:
     except Exception as exc:
         del sys.modules[name]
         raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    try:  # workers cannot import it by name: send its classes by value
-        import cloudpickle
-        cloudpickle.register_pickle_by_value(module)
-    except Exception:  # pragma: no cover - old cloudpickle
-        pass
+    _send_by_value(module)
     return module
 
 
@@ -91,8 +89,61 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
                                      "__doc__": f"GymPolicy for {env_id}."})
 
 
-def load_problem(spec: str) -> type[Agent]:
-    """The Agent subclass named by ``spec``."""
+def _file_part(target: str) -> tuple[str, str] | None:
+    """(path, attribute) when ``target`` names a class in a ``.py`` file, else None."""
+    where, _, attr = target.rpartition(":")
+    return (where, attr) if where.endswith(".py") or os.sep in where else None
+
+
+def resolve_spec(spec: str, folder: str | None = None) -> str:
+    """``spec`` with a relative ``file.py`` made absolute against ``folder`` (default:
+    the current folder); other specs unchanged. Two specs that name the same file and
+    class resolve to the same string."""
+    target = BUILTINS[spec][0] if spec in BUILTINS else spec
+    part = None if spec.startswith(GYM_PREFIX) else _file_part(target)
+    if part is None:
+        return spec
+    path, attr = part
+    return f"{os.path.normpath(os.path.join(folder or os.getcwd(), path))}:{attr}"
+
+
+def _import_module(where: str, folder: str | None) -> Any:
+    """``where`` imported; a module that is not installed is looked for in ``folder``
+    (default: the current folder, which ``python -m`` puts on ``sys.path`` but the
+    ``es-search`` script does not), and then sent to workers by value, as a file is."""
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        top = where.split(".")[0]
+        folder = os.path.abspath(folder or os.getcwd())
+        if exc.name != top or folder in map(os.path.abspath, sys.path) or not (
+                os.path.isfile(os.path.join(folder, top + ".py"))
+                or os.path.isdir(os.path.join(folder, top))):
+            raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
+    sys.path.insert(0, folder)
+    try:
+        module = importlib.import_module(where)
+    except ImportError as exc:
+        raise ProblemError(f"cannot import module {where!r} from {folder}: {exc}") from exc
+    finally:
+        sys.path.remove(folder)
+    _send_by_value(sys.modules[top])
+    return module
+
+
+def _send_by_value(module: Any) -> None:
+    """Workers cannot import ``module`` by name: pickle its classes by value."""
+    try:
+        import cloudpickle
+        cloudpickle.register_pickle_by_value(module)
+    except Exception:  # pragma: no cover - old cloudpickle
+        pass
+
+
+def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
+    """The Agent subclass named by ``spec``. ``folder`` is where a relative
+    ``file.py`` and a module that is not installed are looked for (default: the
+    current folder; ``es-search test`` passes the folder its run was started from)."""
     if spec.startswith(GYM_PREFIX):
         return gym_problem(spec[len(GYM_PREFIX):])
     target = BUILTINS[spec][0] if spec in BUILTINS else spec
@@ -102,13 +153,11 @@ def load_problem(spec: str) -> type[Agent]:
                            f"package.module:AgentClass or "
                            f"path/to/file.py:AgentClass")
     where, _, attr = target.rpartition(":")
-    if where.endswith(".py") or os.sep in where:
-        module = _import_file(where)
+    if _file_part(target):
+        module = _import_file(resolve_spec(target, folder).rpartition(":")[0]
+                              if folder else where)
     else:
-        try:
-            module = importlib.import_module(where)
-        except ImportError as exc:
-            raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
+        module = _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
         raise ProblemError(f"{where} has no attribute {attr!r}")

@@ -330,8 +330,9 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
 
 
 def _load_weights(path: Path) -> dict:
+    from .output import load_weights
     try:
-        return torch.load(path, weights_only=True)
+        return load_weights(path)
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UsageError(f"cannot load {path} as saved weights "

@@ -7,7 +7,8 @@
   agent's shared state as of the generation they were scored), replaced atomically
   whenever the best improves;
 - ``center_weights.pt``: the strategy's final centre (``Result.center_weights``), at
-  the end;
+  the end (like ``result.json``, ``plot.png`` and ``test.json``, it is removed when a
+  resumed run writes its next generation: an interrupted folder holds no stale end);
 - ``checkpoint.pkl``: everything needed to continue the run (format:
   :mod:`es_search.checkpoint`), replaced atomically every generation, after that
   generation's history line;
@@ -57,12 +58,15 @@ LOCK = ".lock"
 COMMAND = "command.json"
 #: written by the command line: the test_scores() of the best weights and the centre
 TEST = "test.json"
+#: written when a run ends; removed when it goes on (a resume) or is replaced
+AT_THE_END = (RESULT, CENTER_WEIGHTS, PLOT, TEST)
 
-__all__ = ["BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG", "FAILURES",
-           "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError", "RunFolder",
-           "acquire", "atomic_write", "check_replaceable",
-           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
-           "read_history", "record_command", "release", "saved_generations", "to_json"]
+__all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG",
+           "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError",
+           "RunFolder", "acquire", "atomic_write", "check_replaceable", "claim", "dump_json",
+           "failure_generations", "failure_path", "from_json", "load_weights",
+           "read_history", "read_result", "record_command", "release", "saved_generations",
+           "to_json"]
 
 
 class OutFolderError(ValueError):
@@ -195,8 +199,9 @@ class RunFolder:
             self.saved = self._load(config) if resume else None
             for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
                 tmp.unlink(missing_ok=True)
-            if not self.saved:  # a new run: no stale checkpoint or failure records
-                (self.path / CHECKPOINT).unlink(missing_ok=True)
+            if not self.saved:  # a new run: nothing of a run it replaces
+                for name in (CHECKPOINT, *AT_THE_END):
+                    (self.path / name).unlink(missing_ok=True)
                 for generation in failure_generations(self.path):
                     failure_path(self.path, generation).unlink()
             dump_json(self.path / CONFIG, config)
@@ -244,6 +249,10 @@ class RunFolder:
             self.save_checkpoint()
 
     def on_generation(self, record: dict) -> None:
+        if self.history_lines == len(self.saved["history_text"] if self.saved else ()):
+            # the run goes on: what its (or a replaced run's) end wrote no longer holds
+            for name in AT_THE_END:
+                (self.path / name).unlink(missing_ok=True)
         with deferred_sigint():  # history line and checkpoint stay whole
             line = json.dumps(to_json(record)) + "\n"
             self._history.write(line)
@@ -319,6 +328,39 @@ def record_command(out: Any, command: dict, resume: bool,
                 f"cannot resume the run in {out}: " + "; ".join(diff) + " (use the same "
                 "problem and -p values, or another --out)")
     dump_json(path, command)
+
+
+def load_weights(path: Any) -> dict:
+    """Weights saved by a run (``best_weights.pt``, ``center_weights.pt``): tensors, and
+    the shared state's numbers and arrays; nothing else is unpickled."""
+    return torch.load(path, weights_only=True)
+
+
+def read_result(out: Any, agent: Any = None) -> Any:
+    """:meth:`es_search.Result.load`: the run saved in ``out`` as of its last checkpoint."""
+    from .result import Result
+    path = Path(out)
+    if not (path / CHECKPOINT).is_file():
+        raise OutFolderError(f"{path} holds no run to load (no {CHECKPOINT}); it is written "
+                             f"by es_search.run(..., out=DIR) or es-search run --out DIR")
+    saved = _checkpoint.load(path / CHECKPOINT)
+    config = saved["config"]
+    if agent is not None:
+        if not config["agent"].endswith("." + type(agent).__qualname__) or \
+                agent.num_evolved() != config["num_evolved"]:
+            raise ValueError(f"the run in {path} evolved a {config['agent']} with "
+                             f"{config['num_evolved']} evolved weights; the agent given is a "
+                             f"{type(agent).__qualname__} with {agent.num_evolved()}: pass "
+                             f"an agent built as the run's was, or none")
+    history = verified_history(path, saved["history_lines"], saved["history_sha256"])[0]
+    end = json.loads((path / RESULT).read_text()) if (path / RESULT).is_file() else {}
+    center = path / CENTER_WEIGHTS
+    return Result(best_score=saved["best_score"], best_weights=load_weights(
+                      path / BEST_WEIGHTS), evaluations=saved["evaluations"],
+                  history=history, seed=config["seed"], config=config, agent=(
+                      agent.clone() if agent is not None else None),
+                  stopped_by=end.get("stopped_by"),
+                  center_weights=load_weights(center) if center.is_file() else None)
 
 
 def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:

@@ -72,6 +72,33 @@ class Result:
         agent.set_weights(weights)
         return agent
 
+    @classmethod
+    def load(cls, out: Any, agent: Agent | None = None) -> Result:
+        """The Result of the run saved in ``out`` (``run(..., out=DIR)``, ``es-search run
+        --out DIR``), as of its last checkpoint: finished, stopped or interrupted.
+        ``agent``, one built as the run's was (its class and evolved parameters are
+        checked), makes :meth:`best_agent` and :meth:`center_agent` work.
+        ``center_weights`` is None until the run has ended.
+
+        >>> import es_search, torch, tempfile
+        >>> class Quadratic(es_search.Agent):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = torch.nn.Parameter(torch.zeros(3))
+        ...     def score(self):
+        ...         return -float(((self.w - 3) ** 2).sum())
+        >>> out = tempfile.mkdtemp()
+        >>> done = es_search.run(Quadratic(), generations=5, n_jobs=1, out=out,
+        ...                      progress=False)
+        >>> loaded = es_search.Result.load(out, Quadratic())
+        >>> loaded.history == done.history and loaded.best_score == done.best_score
+        True
+        >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
+        True
+        """
+        from .output import read_result
+        return read_result(out, agent)
+
     def plot(self, path: Any = None) -> Any:
         """Best and mean score per generation (needs matplotlib: ``es_search[plot]``)."""
         from .plotting import plot_history

@@ -209,3 +209,67 @@ def test_run_files_get_the_permissions_of_any_new_file(tmp_path):
         assert {"config.json", "checkpoint.pkl", "best_weights.pt", "result.json",
                 "history.jsonl"} <= set(modes)
         assert set(modes.values()) == {expected}, modes
+
+
+def _interrupt_at(generation):
+    def callback(record):
+        if record["generation"] == generation:
+            raise KeyboardInterrupt
+    return callback
+
+
+def test_an_interrupted_continuation_or_replacement_leaves_no_stale_end(tmp_path):
+    """result.json, center_weights.pt, plot.png and test.json describe a run's end: once a
+    resumed run writes a generation, or a run replaces another, they no longer hold."""
+    out = tmp_path / "run"
+    es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out)
+    (out / "test.json").write_text("{}")  # as es-search run writes it
+    ends = {"result.json", "center_weights.pt", "test.json"}
+    assert ends <= {p.name for p in out.iterdir()}
+    es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out, resume=True)
+    assert ends <= {p.name for p in out.iterdir()}  # a finished run, not redone: kept
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(Counting(), generations=6, n_jobs=1, progress=False, out=out,
+                      resume=True, callbacks=[_interrupt_at(4)])
+    names = {p.name for p in out.iterdir()}
+    assert not names & {*ends, "plot.png"} and "best_weights.pt" in names
+    resumed = es_search.run(Counting(), generations=6, n_jobs=1, progress=False, out=out,
+                            resume=True)
+    assert json.loads((out / "result.json").read_text())["generations"] == 6
+    assert resumed.generations == 6
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(Counting(), generations=6, n_jobs=1, progress=False, out=out,
+                      overwrite=True, callbacks=[_interrupt_at(0)])
+    assert not {p.name for p in out.iterdir()} & ends
+
+
+def test_a_saved_run_loads_as_its_result(tmp_path):
+    out = tmp_path / "run"
+    done = es_search.run(Quadratic(), generations=6, n_jobs=1, progress=False, out=out,
+                         strategy="pgpe", population=4, seed=3)
+    loaded = es_search.Result.load(out, Quadratic())
+    assert loaded.history == done.history and loaded.config == done.config
+    assert (loaded.best_score, loaded.evaluations, loaded.seed, loaded.stopped_by) == (
+        done.best_score, done.evaluations, 3, None)
+    for name in ("best_weights", "center_weights"):
+        assert {k: v.tolist() for k, v in getattr(loaded, name).items()} == \
+               {k: v.tolist() for k, v in getattr(done, name).items()}
+    assert torch.equal(loaded.center_agent().w, done.center_agent().w)
+    assert es_search.Result.load(out).agent is None  # no agent: the figures alone
+
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(Quadratic(), generations=6, n_jobs=1, progress=False, out=cut,
+                      strategy="pgpe", population=4, seed=3, callbacks=[_interrupt_at(3)])
+    partial = es_search.Result.load(cut, Quadratic())
+    def timeless(history):
+        return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
+    assert timeless(partial.history) == timeless(done.history[:4])
+    assert partial.center_weights is None
+    assert partial.best_score == max(h["best_score"] for h in done.history[:4])
+
+    with pytest.raises(ValueError, match="evolved a .*Quadratic with 10 evolved weights; "
+                                         "the agent given is a Counting"):
+        es_search.Result.load(out, Counting())
+    with pytest.raises(es_search.OutFolderError, match="holds no run to load"):
+        es_search.Result.load(tmp_path / "nothing")

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 
+#: seconds between redraws when stderr is a file (a job scheduler's log), not a terminal
+LOG_INTERVAL = 30.0
+
+
 class ProgressBar:
     """One tick per generation, with the best and mean score; ``enabled=False`` shows
-    nothing. A callback (:mod:`es_search.callbacks.base`)."""
+    nothing. A callback (:mod:`es_search.callbacks.base`). Redrawn up to 10 times a
+    second in a terminal or notebook, every ``LOG_INTERVAL`` seconds into a file, so a
+    long run's log does not grow by a line of bar every tenth of a second."""
 
     def __init__(self, enabled: bool = True, desc: str = "es_search"):
         self.enabled, self.desc = enabled, desc
@@ -15,9 +21,15 @@ class ProgressBar:
 
     def on_start(self, info: Any) -> None:
         if self.enabled:
+            import sys
+
             from tqdm.auto import tqdm
+            isatty = getattr(sys.stderr, "isatty", None)
+            to_file = not tqdm.__module__.startswith("tqdm.notebook") and not (
+                isatty and isatty())
             self._bar = tqdm(total=info.generations, initial=info.first_generation,
-                             desc=self.desc, unit="gen", dynamic_ncols=True)
+                             desc=self.desc, unit="gen", dynamic_ncols=True,
+                             mininterval=LOG_INTERVAL if to_file else 0.1)
 
     def on_generation(self, record: dict) -> None:
         if self._bar is not None:

@@ -214,6 +214,16 @@ def test_progress_bar_on_and_off(capsys):
     assert "2/2" in capsys.readouterr().err
 
 
+def test_progress_into_a_file_is_redrawn_rarely(capsys):
+    """stderr is not a terminal (a job's log file): the bar is drawn at the start and the
+    end, not ten times a second (here 40 generations of 20 ms)."""
+    import time
+    es_search.run(Quadratic(), generations=40, population=2, n_jobs=1, progress=True,
+                  callbacks=[lambda record: time.sleep(0.02)])
+    err = capsys.readouterr().err
+    assert "40/40" in err and err.count("gen/s") + err.count("s/gen") <= 3, err
+
+
 def test_callbacks_see_records_and_can_stop_the_run():
     seen = []
     result = es_search.run(Quadratic(), generations=10, population=2, n_jobs=1, progress=False,

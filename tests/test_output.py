@@ -55,20 +55,24 @@ def test_result_plot_needs_matplotlib_only(tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 1000
 
 
-def test_missing_optional_dependency_names_the_extra(monkeypatch):
-    import builtins
+def test_missing_optional_dependency_names_the_extra(monkeypatch, tmp_path):
+    import sys
+
     from es_search.extras import require
-
-    real_import = builtins.__import__
-
-    def fake_import(name, *args, **kwargs):
-        if name == "matplotlib":
-            raise ImportError("no")
-        return real_import(name, *args, **kwargs)
-    monkeypatch.setattr(builtins, "__import__", fake_import)
-    monkeypatch.delitem(__import__("sys").modules, "matplotlib", raising=False)
-    with pytest.raises(ImportError, match=r"pip install 'es_search\[plot\]'"):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"^matplotlib is not installed; install it with "
+                                          r"pip install 'es_search\[plot\]'$"):
         require("matplotlib", "plot")
+    from es_search import extras  # named by the package pip installs, e.g. scikit-learn
+    monkeypatch.setitem(extras._PACKAGES, "es_probe_missing", "es-probe-missing")
+    with pytest.raises(ImportError, match=r"^es-probe-missing is not installed; .*\[digits\]"):
+        require("es_probe_missing.datasets", "digits")
+    (tmp_path / "es_probe_broken.py").write_text("from math import no_such_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"^es_probe_broken is installed but "
+                                          r"es_probe_broken cannot be imported \(ImportError: "
+                                          r"cannot import name 'no_such_name'.*--force-reinstall"):
+        require("es_probe_broken", "plot")
 
 
 # ----------------------------------------------------------------- one run at a time

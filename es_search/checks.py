@@ -78,11 +78,12 @@ def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
                             ) from None
 
 
-def keyword_names(cls: type) -> list[str] | None:
-    """The keyword arguments ``cls(...)`` takes, following ``**kwargs`` up the classes'
-    ``__init__`` methods; None when one takes any (``**kwargs`` not passed on)."""
+def keyword_parameters(cls: type) -> list[Any] | None:
+    """The keyword parameters (``inspect.Parameter``) ``cls(...)`` takes, following
+    ``**kwargs`` up the classes' ``__init__`` methods; None when one takes any
+    (``**kwargs`` not passed on)."""
     import inspect
-    names: list[str] = []
+    found: dict[str, Any] = {}
     for klass in cls.__mro__:
         if "__init__" not in vars(klass):
             continue
@@ -90,12 +91,17 @@ def keyword_names(cls: type) -> list[str] | None:
         for name, p in inspect.signature(klass.__init__).parameters.items():
             if p.kind is inspect.Parameter.VAR_KEYWORD:
                 open_ended = True
-            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL \
-                    and name not in names:
-                names.append(name)
+            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL:
+                found.setdefault(name, p)
         if not open_ended:
-            return names
+            return list(found.values())
     return None
+
+
+def keyword_names(cls: type) -> list[str] | None:
+    """The names of :func:`keyword_parameters`."""
+    parameters = keyword_parameters(cls)
+    return None if parameters is None else [p.name for p in parameters]
 
 
 def did_you_mean(name: str, known: list[str]) -> str:

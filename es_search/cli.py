@@ -16,7 +16,7 @@ import torch
 
 from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
-                     keyword_names)
+                     keyword_names, keyword_parameters)
 from .interrupt import Terminated
 from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
@@ -144,7 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                        help="constructor argument of the agent (repeatable)")
 
-    verbs.add_parser("list", help="list the built-in problems and strategies")
+    listing = verbs.add_parser(
+        "list", help="list the built-in problems and strategies, or one problem's "
+                     "parameters and defaults",
+        description="Without PROBLEM: the built-in problems and the strategies with their "
+                    "options. With PROBLEM (a name, gym:ID, file.py:Class or "
+                    "module:Class): what it is, its parameters (-p NAME=VALUE) with their "
+                    "defaults, and the settings `es-search run PROBLEM` uses.")
+    listing.add_argument("problem", nargs="?")
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench",
@@ -159,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    if args.problem:
+        return _describe_problem(args.problem)
     width = max(map(len, BUILTINS))
     print("problems:")
     for name, (_, text) in BUILTINS.items():
@@ -171,6 +180,31 @@ def _cmd_list(args: argparse.Namespace) -> int:
         marker = " (default)" if name == DEFAULT else ""
         print(f"  {name:<{width}}  {doc}{marker}")
         print(f"  {'':<{width}}  options: {_strategy_options(cls)}")
+    return 0
+
+
+def _describe_problem(spec: str) -> int:
+    """``es-search list PROBLEM``: its docstring's first paragraph, its parameters with
+    their defaults, and the run settings it brings."""
+    import inspect
+    cls = load_problem(spec)
+    print(f"{spec}: {cls.__module__}.{cls.__qualname__}")
+    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
+    if doc:
+        text = " ".join(doc.split("\n\n")[0].split()).replace("``", "")
+        print("  " + re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
+    parameters = keyword_parameters(cls)
+    shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
+        p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
+        for p in parameters) or "none"
+    print(f"  parameters (-p NAME=VALUE): {shown}")
+    defaults = _defaults(cls)
+    options = defaults.get("strategy_options") or {}
+    print(f"  es-search run {spec} uses: strategy {defaults.get('strategy', DEFAULT)}, "
+          f"population {defaults['population']}, sigma {defaults['sigma']}, "
+          f"generations {defaults['generations']}" + (
+              ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items()) if options
+              else ""))
     return 0
 
 

@@ -24,6 +24,33 @@ def test_list_names_the_builtins_and_strategies(capsys):
         assert name in out
 
 
+def test_list_problem_shows_its_parameters_and_run_defaults(tmp_path, capsys):
+    assert main(["list", "sphere"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "sphere: es_search.problems.sphere.Sphere",
+        "  Maximise -sum((x - optimum)^2): the known optimum is 0 at x = optimum.",
+        "  parameters (-p NAME=VALUE): dim=10, start=0.0, optimum=3.0",
+        "  es-search run sphere uses: strategy hill-climb, population 16, sigma 0.3, "
+        "generations 100"]
+    path = tmp_path / "mine.py"
+    path.write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Mine(es_search.Agent):
+            default_config = {"strategy": "pgpe", "strategy_options": {"step_size": 0.2}}
+
+            def __init__(self, target, dim=3):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(dim))
+    """))
+    assert main(["list", f"{path}:Mine"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == ["  parameters (-p NAME=VALUE): target, dim=3",
+                       f"  es-search run {path}:Mine uses: strategy pgpe, population 16, "
+                       f"sigma 0.1, generations 50, -o step_size=0.2"]
+    assert main(["list", "nope"]) == 2
+
+
 def test_blog_run_writes_results(tmp_path):
     proc = run_cli("run", "blog", "-p", "work=20", "--generations", "3", "--population", "4",
                    "--n-jobs", "2", "--seed", "1", "--out", str(tmp_path / "blog"))
@@ -117,6 +144,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
 
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
+    (["run", "cartpol"], "unknown problem 'cartpol' (did you mean 'cartpole'?): use a built-in"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
     (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),
     (["run", "no_such_module_xyz:Agent"], "cannot import module 'no_such_module_xyz'"),

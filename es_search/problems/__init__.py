@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ..agent import Agent
+from ..checks import did_you_mean
 from .gym_policy import GymPolicy
 
 #: name -> (import path, one-line description)
@@ -148,7 +149,8 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         return gym_problem(spec[len(GYM_PREFIX):])
     target = BUILTINS[spec][0] if spec in BUILTINS else spec
     if ":" not in target:
-        raise ProblemError(f"unknown problem {spec!r}: use a built-in name "
+        raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
+                           f"use a built-in name "
                            f"({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
                            f"package.module:AgentClass or "
                            f"path/to/file.py:AgentClass")

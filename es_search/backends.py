@@ -95,9 +95,22 @@ def load(ref: Any) -> Any:
     return np.fromfile(ref.path, dtype=dtype, count=ref.size)
 
 
+#: /dev/shm is used only with this much free (as joblib does): a container's is often
+#: 64 MB, and a large agent's skeleton and centres would fill it in the middle of a run
+SHM_MIN_FREE = 2 * 10 ** 9
+
+
 def _shm_root() -> str | None:
+    """``/dev/shm`` when it is writable and has ``SHM_MIN_FREE`` bytes free, else None
+    (the temporary folder is used)."""
     root = "/dev/shm"
-    return root if os.path.isdir(root) and os.access(root, os.W_OK) else None
+    if not (os.path.isdir(root) and os.access(root, os.W_OK)):
+        return None
+    try:
+        stats = os.statvfs(root)
+    except OSError:  # pragma: no cover
+        return None
+    return root if stats.f_bavail * stats.f_frsize >= SHM_MIN_FREE else None
 
 
 def _sweep(root: str) -> None:

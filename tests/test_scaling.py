@@ -150,6 +150,28 @@ def test_folders_of_dead_processes_are_swept(tmp_path, monkeypatch):
     assert not os.path.exists(files.folder)
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm") or not hasattr(os, "statvfs"),
+                    reason="no /dev/shm")
+def test_a_small_dev_shm_is_not_used(monkeypatch):
+    """A container's /dev/shm is often 64 MB: the workers' files go to the temporary
+    folder unless /dev/shm has SHM_MIN_FREE bytes free."""
+    import collections
+    import tempfile
+    real = os.statvfs
+    Stats = collections.namedtuple("Stats", "f_bavail f_frsize")
+    free = {"bytes": 64 * 2 ** 20}
+    monkeypatch.setattr(os, "statvfs", lambda path: Stats(free["bytes"] // 4096, 4096)
+                        if str(path) == "/dev/shm" else real(path))
+    files = backends.SharedFiles()
+    try:
+        assert os.path.dirname(files.folder) == tempfile.gettempdir()
+    finally:
+        files.close()
+    free["bytes"] = backends.SHM_MIN_FREE + 4096
+    if os.access("/dev/shm", os.W_OK):
+        assert backends._shm_root() == "/dev/shm"
+
+
 def test_thread_backend_is_refused():
     with pytest.raises(ValueError, match="thread-based"):
         with Evaluator(Sphere(dim=3), seed=0, n_jobs=2, backend="threading"):

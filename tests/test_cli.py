@@ -63,20 +63,27 @@ def test_blog_run_writes_results(tmp_path):
     assert config["agent"].endswith("BlogAgent") and config["n_jobs"] == 2
 
 
+#: a user's agent file: a target to approach, and a test figure
+MINE = textwrap.dedent("""
+    import torch, es_search
+
+    class Mine(es_search.Agent):
+        def __init__(self, target=2.0):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(3))
+            self.target = target
+
+        def score(self):
+            return -float(((self.w - self.target) ** 2).sum())
+
+        def test_scores(self):
+            return {"distance": float((self.w - self.target).norm())}
+""")
+
+
 def test_a_users_file_and_class(tmp_path, capsys):
     path = tmp_path / "my_agent.py"
-    path.write_text(textwrap.dedent("""
-        import torch, es_search
-
-        class Mine(es_search.Agent):
-            def __init__(self, target=2.0):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.zeros(3))
-                self.target = target
-
-            def score(self):
-                return -float(((self.w - self.target) ** 2).sum())
-    """))
+    path.write_text(MINE)
     proc = run_cli("run", f"{path}:Mine", "-p", "target=1.5", "--generations", "5",
                    "--n-jobs", "2", "--no-progress")
     assert proc.returncode == 0, proc.stderr
@@ -92,22 +99,8 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
     `es-search test DIR` and a resume find the run's module or file from any folder."""
     project = tmp_path / "project"
     project.mkdir()
-    (project / "es_probe_walkers.py").write_text(textwrap.dedent("""
-        import torch, es_search
-
-        class Mine(es_search.Agent):
-            def __init__(self, target=2.0):
-                super().__init__()
-                self.w = torch.nn.Parameter(torch.zeros(3))
-                self.target = target
-
-            def score(self):
-                return -float(((self.w - self.target) ** 2).sum())
-
-            def test_scores(self):
-                return {"distance": float((self.w - self.target).norm())}
-    """))
-    (project / "other.py").write_text((project / "es_probe_walkers.py").read_text())
+    for name in ("es_probe_walkers.py", "other.py"):
+        (project / name).write_text(MINE)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if os.path.isabs(p)])  # no "" or "."
     monkeypatch.chdir(project)
     common = ["--generations", "2", "--population", "4", "--n-jobs", "2", "--no-progress"]

@@ -58,7 +58,7 @@ def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
     or a required one left out, fails here, before any work, not in the first task."""
     import inspect
 
-    from .agent import Agent  # agent.py imports this module
+    from .agent import Agent  # lazily: checks.py imports nothing of es_search at load
     for name in ("score", "score_batch"):
         if getattr(type(agent), name, None) is getattr(Agent, name):
             continue

@@ -155,7 +155,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
 
 def _stop_reason(callbacks: list, record: dict) -> str | None:
     """Every callback's ``on_generation(record)``; why the first that said stop did so."""
-    answers = [(cb, cb.on_generation(record)) for cb in callbacks
+    answers = [(cb, _call(cb, "on_generation", record)) for cb in callbacks
                if hasattr(cb, "on_generation")]
     for cb, answer in answers:
         if answer:
@@ -176,4 +176,16 @@ def _on_error(callbacks: list, error: BaseException) -> None:
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:
     """``callback.<method>(argument)`` for each callback that has the method, in order."""
-    return [getattr(cb, method)(argument) for cb in callbacks if hasattr(cb, method)]
+    return [_call(cb, method, argument) for cb in callbacks if hasattr(cb, method)]
+
+
+def _call(callback: Any, method: str, argument: Any) -> Any:
+    """``callback.<method>(argument)``; an error it raises carries a note naming it (the
+    traceback alone may show only library frames, e.g. a CSV path that cannot be
+    created)."""
+    try:
+        return getattr(callback, method)(argument)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):  # Python >= 3.11
+            exc.add_note(f"es_search: raised by the callback {callback!r} in {method}()")
+        raise

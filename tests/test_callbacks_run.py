@@ -146,6 +146,25 @@ def test_plain_callables_keep_working():
     assert math.isfinite(result.best_score)
 
 
+@pytest.mark.skipif(not hasattr(BaseException, "add_note"), reason="Python >= 3.11")
+def test_an_error_in_a_callback_names_it_and_keeps_what_was_done(tmp_path):
+    def breaks(record):
+        if record["generation"] == 2:
+            raise RuntimeError("my callback broke")
+    with pytest.raises(RuntimeError, match="my callback broke") as caught:
+        evolve(6, callbacks=[breaks], out=tmp_path / "run")
+    assert any("raised by the callback FunctionCallback(<function " in note and
+               "breaks" in note and "in on_generation()" in note
+               for note in caught.value.__notes__)
+    done = evolve(3)  # generation 2 was saved before the callbacks ran
+    assert comparable(es_search.Result.load(tmp_path / "run"))[0] == comparable(done)[0]
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(OSError) as caught:
+        evolve(2, callbacks=[CSV(tmp_path / "a-file" / "log.csv")])
+    assert caught.value.__notes__ == [f"es_search: raised by the callback CSV("
+                                      f"'{tmp_path}/a-file/log.csv') in on_start()"]
+
+
 # --- command line -----------------------------------------------------------------------
 
 SPHERE = ["run", "sphere", "-p", "dim=3", "--population", "4", "--n-jobs", "1",

@@ -76,14 +76,16 @@ class OutFolderError(ValueError):
 
 def saved_generations(path: Any) -> int | None:
     """How many generations the run in folder ``path`` recorded (its history lines), or
-    None when it holds no run (no history line, checkpoint or result)."""
+    None when it holds no run: no history line and no result. A checkpoint alone (a run
+    that stopped before its first generation: a callback that failed at the start, a
+    Ctrl-C) holds no more than the starting agent's score, and may be replaced."""
     path = Path(path)
     try:
         with open(path / HISTORY, "rb") as f:
             lines = sum(1 for line in f if line.endswith(b"\n"))
     except OSError:
         lines = 0
-    if lines or (path / CHECKPOINT).exists() or (path / RESULT).exists():
+    if lines or (path / RESULT).exists():
         return lines
     return None
 

@@ -197,6 +197,21 @@ def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
     assert len(replaced.history) == 2 and len(read_history(out / "history.jsonl")) == 2
 
 
+def test_a_run_stopped_before_its_first_generation_may_be_started_again(tmp_path):
+    """A start that fails (here a CSV path that cannot be created) leaves a checkpoint
+    with no generation: the same call, mended, starts the run, no overwrite needed."""
+    from es_search.callbacks import CSV
+    out = tmp_path / "run"
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(OSError):
+        es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
+                      callbacks=[CSV(tmp_path / "a-file" / "log.csv")])
+    assert (out / "checkpoint.pkl").exists()
+    result = es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
+                           callbacks=[CSV(tmp_path / "log.csv")])
+    assert result.generations == 2 and len(read_history(out / "history.jsonl")) == 2
+
+
 @pytest.mark.skipif(not hasattr(os, "fchmod"), reason="POSIX permissions")
 def test_run_files_get_the_permissions_of_any_new_file(tmp_path):
     """Atomic writes go through mkstemp (mode 0600); the files must still be readable

@@ -24,8 +24,10 @@ def as_score(value: Any, agent: Any, method: str = "score") -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        hint = " (is a return statement missing?)" if value is None else ""
         raise NotAScore(f"{type(agent).__name__}.{method}() returned {type(value).__name__} "
-                        f"{shown}; it must return a real number (a float), higher is better")
+                        f"{shown}{hint}; it must return a real number (a float), higher is "
+                        f"better")
     return float(value)
 
 

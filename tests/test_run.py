@@ -106,8 +106,15 @@ def test_nan_scores_never_become_the_best():
 
 
 def test_a_score_that_is_not_a_number_names_the_agent():
-    with pytest.raises(TypeError, match="ReturnsText.score.. returned str 'high'"):
+    with pytest.raises(TypeError, match="ReturnsText.score.. returned str 'high'; it must"):
         es_search.run(ReturnsText(), generations=1, n_jobs=1, progress=False)
+
+    class Forgot(Quadratic):
+        def score(self):
+            -float(((self.w - 3) ** 2).sum())
+    with pytest.raises(TypeError, match=r"Forgot.score\(\) returned NoneType None \(is a "
+                                        r"return statement missing\?\); it must return"):
+        es_search.run(Forgot(), generations=1, n_jobs=1, progress=False)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [

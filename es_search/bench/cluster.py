@@ -22,6 +22,7 @@ compares figures taken moments apart), with the sequential fallback off:
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import statistics
@@ -267,6 +268,25 @@ def _cpu() -> float:
     return time.process_time()
 
 
+class _QuietClose:
+    """Hides the warnings of ``logger`` from :meth:`arm` to the end of the block: a
+    LocalCluster of many simulated workers on a few cores logs "Worker process still
+    alive after 4.0 seconds, killing" for workers its nanny kills while closing."""
+
+    def __init__(self, logger: str):
+        self.logger = logging.getLogger(logger)
+        self.level = self.logger.level
+
+    def __enter__(self) -> _QuietClose:
+        return self
+
+    def arm(self) -> None:
+        self.logger.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.logger.setLevel(self.level)
+
+
 def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: int = 4,
              reps: int = 3, size: int = 10, log: Callable = print) -> list[dict]:
     """Generation times on LocalClusters of ``worker_counts`` single-thread processes,
@@ -278,8 +298,9 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
     rows = []
     candidates_of = lambda n: [Candidate("jitter", SIGMA)] * (per_worker * n)  # noqa: E731
     for n in worker_counts:
-        with distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
-                                      dashboard_address=":0", memory_limit=0) as cluster, \
+        with _QuietClose("distributed.nanny") as quiet, \
+                distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
+                                         dashboard_address=":0", memory_limit=0) as cluster, \
                 distributed.Client(cluster) as client:
             client.wait_for_workers(n, timeout=600)
             with Evaluator(SleepAgent(size=size, seconds=seconds), seed=0, n_jobs=-1,
@@ -294,6 +315,7 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
                 client_cpu = (_cpu() - client_cpu) / reps
                 workers_cpu = (sum(client.run(_cpu).values()) - workers_cpu) / reps
                 workers = ev.n_workers
+            quiet.arm()  # tens of workers on a few cores close slower than a nanny waits
         t = statistics.median(times)
         rows.append({"n": n, "workers": workers, "pop": per_worker * n, "score_s": seconds,
                      "generation_s": t, "overhead_s": t - per_worker * seconds,

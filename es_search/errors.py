@@ -42,10 +42,11 @@ class ScoreError(RuntimeError):
                 f"Reproduce it in this process (e.g. under a debugger) with\n"
                 f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
                 f"index={self.index})\n"
-                f"or, without an out folder, replay_task(agent, seed=<run seed>, "
-                f"generation={self.generation}, index={self.index}, center=..., "
-                f"candidate=...).\n"
-                f"Original traceback:\n{self.remote_traceback}")
+                + ("" if self.out is not None else
+                   f"or, without an out folder, replay_task(agent, seed=<run seed>, "
+                   f"generation={self.generation}, index={self.index}, center=..., "
+                   f"candidate=...).\n")
+                + f"Original traceback:\n{self.remote_traceback}")
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,

@@ -33,6 +33,11 @@ def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
     assert "Raises.score() failed on generation 1, candidate 3" in str(err)
     assert "ValueError: boom" in err.remote_traceback
     assert f"replay_task(agent, out={str(tmp_path)!r}, generation=1, index=3)" in str(err)
+    assert "without an out folder" not in str(err)  # it has one: one way to replay
+    with pytest.raises(es_search.ScoreError) as no_out:
+        es_search.run(agents.Raises({seed}), generations=3, n_jobs=n_jobs, **KW)
+    assert "replay_task(agent, out=<the run's out folder>, generation=1, index=3)\nor, " \
+           "without an out folder, replay_task(agent, seed=<run seed>" in str(no_out.value)
     with pytest.raises(ValueError) as replayed:  # unwrapped, for a debugger
         es_search.replay_task(agents.Raises({seed}), out=tmp_path, generation=1, index=3)
     assert str(replayed.value) == str(err.__cause__)  # the same weights, too

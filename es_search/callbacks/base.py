@@ -72,7 +72,8 @@ class FunctionCallback(Callback):
         return bool(self.fn(record))
 
     def __repr__(self) -> str:
-        return f"FunctionCallback({self.fn!r})"
+        name = getattr(self.fn, "__qualname__", None)  # a function: its name, no address
+        return f"FunctionCallback({name if isinstance(name, str) else repr(self.fn)})"
 
 
 def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:

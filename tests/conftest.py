@@ -11,6 +11,14 @@ import agents  # noqa: E402
 # Worker processes (loky, dask) need not import the tests folder: send these by value.
 cloudpickle.register_pickle_by_value(agents)
 
+try:  # property tests draw the same examples on every run: a test fails always or never
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # pragma: no cover - the test extra installs it
+    pass
+else:
+    _hypothesis_settings.register_profile("deterministic", derandomize=True)
+    _hypothesis_settings.load_profile("deterministic")
+
 
 @pytest.fixture(scope="module")
 def cluster():

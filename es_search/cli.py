@@ -10,7 +10,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -232,15 +232,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.out:  # the problem and -p values, which run() cannot see
             check_replaceable(args.out, args.resume, args.overwrite)
             record_command(args.out, {"problem": args.problem, "params": params,
-                                      "cwd": os.getcwd()}, args.resume, _defining)
+                                      "cwd": os.getcwd()}, args.resume, _defining(cls))
         return _build_and_run(args, cls, params, callbacks)
 
 
-def _defining(command: dict) -> dict:
-    """What a resume must keep of ``command.json``: the problem (a file named from any
-    folder) and its -p values."""
-    return {"problem": resolve_spec(command["problem"], command.get("cwd")),
-            "params": command["params"]}
+def _defining(cls: type) -> Callable[[dict], dict]:
+    """What a resume must keep of a ``command.json`` for problem class ``cls``: the
+    problem (a file named from any folder) and its constructor arguments, the -p values
+    over the defaults (``-p hidden=0`` where 0 is the default changes nothing)."""
+    import inspect
+    import json
+
+    from .output import from_json, to_json
+    defaults = {p.name: p.default for p in keyword_parameters(cls) or ()
+                if p.default is not inspect.Parameter.empty}
+    defaults = from_json(json.loads(json.dumps(to_json(defaults))))  # as -p values are kept
+
+    def defining(command: dict) -> dict:
+        return {"problem": resolve_spec(command["problem"], command.get("cwd")),
+                "arguments": {**defaults, **command["params"]}}
+    return defining
 
 
 def _build_and_run(args: argparse.Namespace, cls: type, params: dict,

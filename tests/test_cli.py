@@ -123,6 +123,22 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         sys.modules.pop("es_probe_walkers", None)
 
 
+def test_a_resume_compares_constructor_arguments_not_how_they_were_given(tmp_path,
+                                                                          capsys):
+    """-p dim=10 where 10 is sphere's default builds the same agent: the resume goes on;
+    another value, or another problem, is refused, naming it."""
+    base = ["run", "sphere", "--population", "4", "--n-jobs", "1", "--no-progress",
+            "--out", str(tmp_path / "run")]
+    assert main(base + ["--generations", "2"]) == 0
+    assert main(base + ["--generations", "3", "--resume", "-p", "dim=10",
+                        "-p", "optimum=3.0"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--generations", "4", "--resume", "-p", "dim=5"]) == 2
+    assert "arguments.dim: 10 in the checkpoint, 5 now" in capsys.readouterr().err
+    assert main(["run", "rastrigin", *base[2:], "--generations", "4", "--resume"]) == 2
+    assert "problem: 'sphere' in the checkpoint, 'rastrigin' now" in capsys.readouterr().err
+
+
 def test_a_reader_that_leaves_early_gets_no_traceback():
     """`es-search list | head -1`: the closed pipe ends the command quietly, 141."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

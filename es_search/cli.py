@@ -38,6 +38,15 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     return key, value
 
 
+def _folder(text: str) -> str:
+    """--out's type: a folder's name (an empty one, e.g. an unset variable, would be the
+    current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a folder, got an empty string (omit "
+                                         "--out for no run folder)")
+    return text
+
+
 def _checked(convert: type, check: Any) -> Any:
     """An argparse type: ``convert`` the text, then ``check`` it with the check ``run()``
     makes (es_search.checks); the message without the setting's name, as argparse names
@@ -89,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
-    run.add_argument("--out", default=None, help="folder to write the run into")
+    run.add_argument("--out", default=None, type=_folder, help="folder to write the run into")
     run.add_argument("--resume", action="store_true",
                      help="continue the run saved in --out from its checkpoint")
     run.add_argument("--overwrite", action="store_true",

@@ -96,6 +96,10 @@ class Settings:
             if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__"):
                 raise TypeError(f"out must be a folder path (str or pathlib.Path), got "
                                 f"{self.out!r}")
+            if not str(self.out if isinstance(self.out, (str, Path)) else
+                       self.out.__fspath__()):
+                raise ValueError("out must name a folder, got an empty path (it would be "
+                                 "the current folder); pass out=None for no run folder")
             set_(self, "out", Path(self.out))
         if self.resume and self.out is None:
             raise ValueError("resume=True continues the run saved in an out folder; "

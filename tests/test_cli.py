@@ -153,6 +153,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
 
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
+    (["run", "sphere", "--out", ""], "--out: must name a folder, got an empty string"),
     (["run", "cartpol"], "unknown problem 'cartpol' (did you mean 'cartpole'?): use a built-in"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
     (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),

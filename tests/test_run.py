@@ -128,6 +128,7 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"n_jobs": 0}, ValueError, "n_jobs=0"),
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
+    ({"out": ""}, ValueError, "out must name a folder, got an empty path"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
     args = {"generations": 3, **kwargs}

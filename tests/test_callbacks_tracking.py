@@ -152,6 +152,8 @@ def test_tensorboard_bad_input(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="is a file"):
         TensorBoard(tmp_path / "file")
+    with pytest.raises(ValueError, match="must name a folder, got an empty path"):
+        TensorBoard("")
 
 
 def test_missing_packages_name_the_extra(monkeypatch, tmp_path):

@@ -50,6 +50,9 @@ class TensorBoard(Callback):
         if not isinstance(log_dir, (str, os.PathLike)):
             raise TypeError(f"TensorBoard log_dir must be a folder path (str or "
                             f"pathlib.Path), got {log_dir!r}")
+        if not os.fspath(log_dir):
+            raise ValueError("TensorBoard log_dir must name a folder, got an empty path "
+                             "(it would be the current folder)")
         self.log_dir = Path(log_dir)
         if self.log_dir.exists() and not self.log_dir.is_dir():
             raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} is a file; give "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -176,8 +177,10 @@ class Agent(torch.nn.Module):
         the entry's shape.
         """
         if not isinstance(weights, Mapping):
+            hint = (" (a saved file: agent.set_weights(torch.load(path)))"
+                    if isinstance(weights, (str, os.PathLike)) else "")
             raise TypeError(f"set_weights() takes a dict of name -> tensor, "
-                            f"not {type(weights).__name__}")
+                            f"not {type(weights).__name__}{hint}")
         state = self.state_dict(keep_vars=True)
         with torch.no_grad():
             for name, value in weights.items():

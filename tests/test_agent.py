@@ -46,6 +46,9 @@ def test_set_weights_rejects_unknown_names_and_bad_shapes():
         agent.set_weights({"w": torch.zeros(4)})
     with pytest.raises(TypeError, match="dict"):
         agent.set_weights([1, 2, 3])
+    with pytest.raises(TypeError, match=r"not str \(a saved file: agent.set_weights\("
+                                        r"torch.load\(path\)\)\)"):
+        agent.set_weights("runs/a/best_weights.pt")
 
 
 def test_jitter_is_gaussian_with_sigma_and_in_place():

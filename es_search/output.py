@@ -346,6 +346,9 @@ def read_result(out: Any, agent: Any = None) -> Any:
         raise OutFolderError(f"{path} holds no run to load (no {CHECKPOINT}); it is written "
                              f"by es_search.run(..., out=DIR) or es-search run --out DIR")
     saved = _checkpoint.load(path / CHECKPOINT)
+    if not saved["history_lines"]:
+        raise OutFolderError(f"{path} holds no run to load: it stopped before its first "
+                             f"generation (start it again: it may be replaced)")
     config = saved["config"]
     if agent is not None:
         if not config["agent"].endswith("." + type(agent).__qualname__) or \

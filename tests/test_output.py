@@ -207,6 +207,8 @@ def test_a_run_stopped_before_its_first_generation_may_be_started_again(tmp_path
         es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
                       callbacks=[CSV(tmp_path / "a-file" / "log.csv")])
     assert (out / "checkpoint.pkl").exists()
+    with pytest.raises(es_search.OutFolderError, match="stopped before its first generation"):
+        es_search.Result.load(out)
     result = es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
                            callbacks=[CSV(tmp_path / "log.csv")])
     assert result.generations == 2 and len(read_history(out / "history.jsonl")) == 2

@@ -385,6 +385,9 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
 
         scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
     """
+    if isinstance(weights, Mapping) or not hasattr(weights, "__iter__"):
+        raise TypeError(f"weights must be a list of weight dicts, one per candidate "
+                        f"(for one agent's: [weights]), got {type(weights).__name__}")
     weights = list(weights)
     for i, w in enumerate(weights):
         if not isinstance(w, Mapping):

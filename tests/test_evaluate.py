@@ -42,6 +42,11 @@ def test_bad_weights_fail_before_scoring():
         es_search.evaluate(BlogAgent(work=0), [{"fc2.weight": torch.zeros(1, 3)}])
     with pytest.raises(TypeError, match=r"weights\[1\] must be a dict"):
         es_search.evaluate(BlogAgent(work=0), [{}, [1, 2, 3]])
+    one = BlogAgent(work=0).get_weights()
+    for bad in (one, None):  # one dict, not a list of them; nothing
+        with pytest.raises(TypeError, match=r"weights must be a list of weight dicts, one "
+                                            r"per candidate \(for one agent's: \[weights\]\)"):
+            es_search.evaluate(BlogAgent(work=0), bad)
 
 
 def test_empty_input_gives_empty_output():

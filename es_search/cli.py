@@ -400,8 +400,11 @@ def _cmd_test(args: argparse.Namespace) -> int:
     out = Path(args.out)
     for name in (COMMAND, CONFIG, BEST_WEIGHTS):
         if not (out / name).is_file():
+            python = (" (a run from Python: es_search.Result.load(DIR, agent)"
+                      ".best_agent().test_scores())" if name == COMMAND and
+                      (out / CONFIG).is_file() else "")
             raise UsageError(f"{out} has no {name}: es-search test reads a run folder "
-                             f"written by `es-search run PROBLEM --out DIR`")
+                             f"written by `es-search run PROBLEM --out DIR`{python}")
     command = from_json(json.loads((out / COMMAND).read_text()))
     seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
     started_in = command.get("cwd")  # relative files and modules are found from there

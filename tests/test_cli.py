@@ -139,6 +139,18 @@ def test_a_resume_compares_constructor_arguments_not_how_they_were_given(tmp_pat
     assert "problem: 'sphere' in the checkpoint, 'rastrigin' now" in capsys.readouterr().err
 
 
+def test_testing_a_run_made_from_python_points_to_result_load(tmp_path, capsys):
+    import es_search
+    from es_search.problems.sphere import Sphere
+    es_search.run(Sphere(dim=2), generations=1, population=2, n_jobs=1, progress=False,
+                  out=tmp_path / "run")
+    assert main(["test", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.endswith(
+        "has no command.json: es-search test reads a run folder written by `es-search run "
+        "PROBLEM --out DIR` (a run from Python: es_search.Result.load(DIR, agent)"
+        ".best_agent().test_scores())\n")
+
+
 def test_a_reader_that_leaves_early_gets_no_traceback():
     """`es-search list | head -1`: the closed pipe ends the command quietly, 141."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))

@@ -394,28 +394,21 @@ def _load_weights(path: Path) -> dict:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    import json
-
-    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, COMMAND, CONFIG, from_json
+    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError
+    from .problems import run_agent
     out = Path(args.out)
-    for name in (COMMAND, CONFIG, BEST_WEIGHTS):
-        if not (out / name).is_file():
-            python = (" (a run from Python: es_search.Result.load(DIR, agent)"
-                      ".best_agent().test_scores())" if name == COMMAND and
-                      (out / CONFIG).is_file() else "")
-            raise UsageError(f"{out} has no {name}: es-search test reads a run folder "
-                             f"written by `es-search run PROBLEM --out DIR`{python}")
-    command = from_json(json.loads((out / COMMAND).read_text()))
-    seed = json.loads((out / CONFIG).read_text()).get("seed", 0)
-    started_in = command.get("cwd")  # relative files and modules are found from there
-    cls = load_problem(command["problem"], started_in if started_in and
-                       os.path.isdir(started_in) else None)
-    agent = _build(cls, command["params"], seed)
+    try:
+        agent = run_agent(out)
+    except OutFolderError as exc:
+        raise UsageError(str(exc)) from None
+    if not (out / BEST_WEIGHTS).is_file():
+        raise UsageError(f"{out} has no {BEST_WEIGHTS}: its run stopped before its first "
+                         f"generation")
     best = _load_weights(out / BEST_WEIGHTS)
     center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
         else None  # written at the end of a run: none while one is interrupted
     if not _report_test(agent, best, center, str(out)):
-        print(f"{command['problem']}: {cls.__name__} defines no test figures (override "
+        print(f"{out}: {type(agent).__name__} defines no test figures (override "
               f"Agent.test_scores() to have some)")
     return 0
 

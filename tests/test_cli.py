@@ -139,6 +139,22 @@ def test_a_resume_compares_constructor_arguments_not_how_they_were_given(tmp_pat
     assert "problem: 'sphere' in the checkpoint, 'rastrigin' now" in capsys.readouterr().err
 
 
+def test_load_run_rebuilds_the_agent_of_a_command_line_run(tmp_path, monkeypatch):
+    pytest.importorskip("gymnasium")
+    from es_search.problems import load_run
+    out = tmp_path / "run"
+    assert main(["run", "cartpole", "-p", "episodes=2", "--generations", "3",
+                 "--population", "4", "--n-jobs", "1", "--no-progress", "--seed", "7",
+                 "--out", str(out)]) == 0
+    tested = json.loads((out / "test.json").read_text())
+    monkeypatch.chdir(tmp_path)  # from anywhere
+    result = load_run(out)
+    assert result.generations == 3 and result.seed == 7
+    assert result.agent.episodes == 2
+    assert result.center_agent().test_scores() == tested["center"]
+    assert result.best_agent().test_scores() == tested["best"]
+
+
 def test_testing_a_run_made_from_python_points_to_result_load(tmp_path, capsys):
     import es_search
     from es_search.problems.sphere import Sphere
@@ -146,9 +162,8 @@ def test_testing_a_run_made_from_python_points_to_result_load(tmp_path, capsys):
                   out=tmp_path / "run")
     assert main(["test", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err.endswith(
-        "has no command.json: es-search test reads a run folder written by `es-search run "
-        "PROBLEM --out DIR` (a run from Python: es_search.Result.load(DIR, agent)"
-        ".best_agent().test_scores())\n")
+        "has no command.json: it was not written by `es-search run PROBLEM --out DIR` (a "
+        "run from Python: es_search.Result.load(DIR, agent))\n")
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():
@@ -185,7 +200,8 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
      "cannot build BlogAgent with {'work': 'lots'}: work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["test", "/no/such/run"], "/no/such/run has no command.json: es-search test reads"),
+    (["test", "/no/such/run"], "/no/such/run has no command.json: it was not written by "
+                               "`es-search run PROBLEM --out DIR`"),
     (["check", "sphere"], "Sphere does not define score_batch(); there is nothing to check"),
     (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),

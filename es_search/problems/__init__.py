@@ -166,3 +166,37 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls
+
+
+def run_agent(out: Any) -> Agent:
+    """The agent ``es-search run PROBLEM --out DIR`` built for the run in folder ``out``:
+    its problem and -p values (``command.json``; a file or module is found from the
+    folder the run was started in) and its seed (``config.json``), with the initial
+    weights that seed gives. :class:`~es_search.output.OutFolderError` for a folder the
+    command line did not write."""
+    import json
+    from pathlib import Path
+
+    from ..output import COMMAND, CONFIG, OutFolderError, from_json
+    from ..seeding import build_seeded
+    path = Path(out)
+    for name in (COMMAND, CONFIG):
+        if not (path / name).is_file():
+            raise OutFolderError(
+                f"{path} has no {name}: it was not written by `es-search run PROBLEM --out "
+                f"DIR`" + (" (a run from Python: es_search.Result.load(DIR, agent))"
+                           if name == COMMAND and (path / CONFIG).is_file() else ""))
+    command = from_json(json.loads((path / COMMAND).read_text()))
+    seed = json.loads((path / CONFIG).read_text()).get("seed", 0)
+    started_in = command.get("cwd")
+    cls = load_problem(command["problem"], started_in if started_in and
+                       os.path.isdir(started_in) else None)
+    return build_seeded(seed, cls, **command["params"])
+
+
+def load_run(out: Any) -> Any:
+    """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
+    DIR``, with its agent rebuilt (:func:`run_agent`), so that ``best_agent()`` and
+    ``center_agent()`` work: ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    from ..result import Result
+    return Result.load(out, run_agent(out))

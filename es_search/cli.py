@@ -204,8 +204,7 @@ def _describe_problem(spec: str) -> int:
         print("  " + re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
     parameters = keyword_parameters(cls)
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
-        for p in parameters) or "none"
+        map(_shown, parameters)) or "none"
     print(f"  parameters (-p NAME=VALUE): {shown}")
     defaults = _defaults(cls)
     options = defaults.get("strategy_options") or {}
@@ -219,10 +218,17 @@ def _describe_problem(spec: str) -> int:
 
 def _strategy_options(cls: type) -> str:
     import inspect
-    shown = [f"{p.name}={p.default!r}" for p in inspect.signature(cls.__init__).parameters
-             .values() if p.name not in ("self", "population", "sigma")
+    shown = [_shown(p) for p in inspect.signature(cls.__init__).parameters.values()
+             if p.name not in ("self", "population", "sigma")
              and p.default is not inspect.Parameter.empty]
     return ", ".join(shown) or "none"
+
+
+def _shown(parameter: Any) -> str:
+    """``name=default`` for an ``inspect.Parameter`` (``name`` when it has none)."""
+    empty = parameter.empty
+    return parameter.name if parameter.default is empty else \
+        f"{parameter.name}={parameter.default!r}"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -250,12 +256,10 @@ def _defining(cls: type) -> Callable[[dict], dict]:
     problem (a file named from any folder) and its constructor arguments, the -p values
     over the defaults (``-p hidden=0`` where 0 is the default changes nothing)."""
     import inspect
-    import json
 
-    from .output import from_json, to_json
-    defaults = {p.name: p.default for p in keyword_parameters(cls) or ()
-                if p.default is not inspect.Parameter.empty}
-    defaults = from_json(json.loads(json.dumps(to_json(defaults))))  # as -p values are kept
+    from .files import as_read_back
+    defaults = as_read_back({p.name: p.default for p in keyword_parameters(cls) or ()
+                             if p.default is not inspect.Parameter.empty})
 
     def defining(command: dict) -> dict:
         return {"problem": resolve_spec(command["problem"], command.get("cwd")),

@@ -60,6 +60,12 @@ def from_json(value: Any) -> Any:
     return value
 
 
+def as_read_back(value: Any) -> Any:
+    """``value`` as it reads back from a JSON file written by :func:`dump_json` (tuples
+    become lists): what a saved value is compared with."""
+    return from_json(json.loads(json.dumps(to_json(value))))
+
+
 def dump_json(path: Path, data: Any) -> None:
     text = json.dumps(to_json(data), indent=2, sort_keys=True)
     atomic_write(path, lambda f: f.write(text + "\n"), mode="w")

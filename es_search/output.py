@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from . import checkpoint as _checkpoint
-from .files import atomic_write, dump_json, from_json, read_history, to_json
+from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
 from .interrupt import deferred_sigint
 
 try:
@@ -323,7 +323,7 @@ def record_command(out: Any, command: dict, resume: bool,
     if resume and path.exists() and (Path(out) / CHECKPOINT).exists():
         defining = defining or (lambda command: command)
         saved = defining(from_json(json.loads(path.read_text())))
-        current = defining(from_json(json.loads(json.dumps(to_json(command)))))
+        current = defining(as_read_back(command))
         diff = _checkpoint.differences(saved, current, list(current))
         if diff:
             raise _checkpoint.CheckpointError(

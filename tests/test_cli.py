@@ -123,6 +123,16 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         sys.modules.pop("es_probe_walkers", None)
 
 
+def test_a_module_that_fails_to_import_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "es_probe_broken_agents.py").write_text("from math import no_such_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", "es_probe_broken_agents:Mine", "--generations", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("es-search: error: cannot import module 'es_probe_broken_agents': "
+                          "cannot import name 'no_such_name' from 'math'")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
 def test_a_resume_compares_constructor_arguments_not_how_they_were_given(tmp_path,
                                                                           capsys):
     """-p dim=10 where 10 is sphere's default builds the same agent: the resume goes on;

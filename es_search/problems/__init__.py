@@ -100,8 +100,7 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
     """``spec`` with a relative ``file.py`` made absolute against ``folder`` (default:
     the current folder); other specs unchanged. Two specs that name the same file and
     class resolve to the same string."""
-    target = BUILTINS[spec][0] if spec in BUILTINS else spec
-    part = None if spec.startswith(GYM_PREFIX) else _file_part(target)
+    part = None if spec in BUILTINS or spec.startswith(GYM_PREFIX) else _file_part(spec)
     if part is None:
         return spec
     path, attr = part
@@ -112,12 +111,13 @@ def _import_module(where: str, folder: str | None) -> Any:
     """``where`` imported; a module that is not installed is looked for in ``folder``
     (default: the current folder, which ``python -m`` puts on ``sys.path`` but the
     ``es-search`` script does not), and then sent to workers by value, as a file is."""
+    top = where.split(".")[0]
+    folder = os.path.abspath(folder or os.getcwd())
     try:
         return importlib.import_module(where)
-    except ModuleNotFoundError as exc:
-        top = where.split(".")[0]
-        folder = os.path.abspath(folder or os.getcwd())
-        if exc.name != top or folder in map(os.path.abspath, sys.path) or not (
+    except ImportError as exc:  # a module found but failing, too: named, one line
+        if not isinstance(exc, ModuleNotFoundError) or exc.name != top or \
+                folder in map(os.path.abspath, sys.path) or not (
                 os.path.isfile(os.path.join(folder, top + ".py"))
                 or os.path.isdir(os.path.join(folder, top))):
             raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
@@ -156,8 +156,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
                            f"path/to/file.py:AgentClass")
     where, _, attr = target.rpartition(":")
     if _file_part(target):
-        module = _import_file(resolve_spec(target, folder).rpartition(":")[0]
-                              if folder else where)
+        module = _import_file(os.path.join(folder, where) if folder else where)
     else:
         module = _import_module(where, folder)
     cls = getattr(module, attr, None)

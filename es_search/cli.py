@@ -17,7 +17,7 @@ import torch
 from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters)
-from .interrupt import Terminated
+from .interrupt import Terminated, sigterm_as_interrupt
 from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
@@ -25,6 +25,14 @@ from .strategies import DEFAULT, STRATEGIES
 
 class UsageError(Exception):
     """Bad input from the command line: one line on stderr, exit status 2."""
+
+
+class InterruptedTesting(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while ``es-search run`` tested a run that had ended."""
+
+    def __init__(self, cause: KeyboardInterrupt):
+        super().__init__(*cause.args)
+        self.terminated = isinstance(cause, Terminated)
 
 
 def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
@@ -303,7 +311,10 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
     if not args.no_test:
-        _report_test(result.agent, result.best_weights, result.center_weights, args.out)
+        try:
+            _report_test(result.agent, result.best_weights, result.center_weights, args.out)
+        except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
+            raise InterruptedTesting(exc) from exc
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
@@ -457,7 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = None
     try:
         args = parser.parse_args(argv)
-        status = _VERBS[args.verb](args)
+        with sigterm_as_interrupt():  # a job scheduler's stop: the Ctrl-C way, anywhere
+            status = _VERBS[args.verb](args)
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
     except (UsageError, ProblemError) as exc:
@@ -470,14 +482,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         _silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while workers ran (143)
-        if args is not None and getattr(args, "out", None):
-            print(f"es-search: interrupted; resume with:\n  {resume_command(argv)}",
-                  file=sys.stderr)
-        else:
-            print("es-search: interrupted (nothing saved: pass --out DIR to checkpoint "
-                  "a run)", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+    except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
+        print(interrupted_message(args, argv, exc), file=sys.stderr)
+        terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
+        return 143 if terminated else 130
+
+
+def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],
+                        exc: KeyboardInterrupt) -> str:
+    """What the command line says when Ctrl-C or SIGTERM stops it: for a run, how to
+    continue it, or, stopped while testing a run that had ended, how to test it."""
+    if args is None or args.verb != "run":
+        return "es-search: interrupted"
+    if isinstance(exc, InterruptedTesting):
+        if not args.out:
+            return "es-search: interrupted while testing the run's result (not saved)"
+        return (f"es-search: interrupted while testing; the run itself is complete in "
+                f"{args.out}/; test it with:\n  {shlex.join(['es-search', 'test', args.out])}")
+    if args.out:
+        return f"es-search: interrupted; resume with:\n  {resume_command(argv)}"
+    return "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)"
 
 
 def _silence_stdout() -> None:

@@ -135,3 +135,18 @@ class Sleepy(Vec):
                 pass
             time.sleep(60)
         return super().score(**kwargs)
+
+
+class SlowTest(Vec):
+    """A quick search whose ``test_scores()`` (in the main process, after the run) first
+    creates the file ``marker``, then sleeps for a minute."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker = marker
+
+    def test_scores(self) -> dict:
+        with open(self.marker, "w"):
+            pass
+        time.sleep(60)
+        return {"never": 0.0}

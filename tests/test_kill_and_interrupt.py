@@ -128,6 +128,48 @@ def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status):
+    """The run is whole once it has ended: the message points at ``es-search test``,
+    not at a resume, and a SIGTERM then too leaves no worker behind."""
+    out, marker = tmp_path / "run", tmp_path / "testing"
+    proc = cli("run", f"{AGENTS}:SlowTest", "--generations", "3", "--n-jobs", "2",
+               "--out", str(out), *ARGS[:-2], "-p", f"marker={marker}")
+    deadline = time.monotonic() + 60
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), proc.communicate()
+    children = _children(proc.pid)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == status, stderr
+    assert "interrupted while testing" in stderr and "--resume" not in stderr
+    assert shlex.join(["es-search", "test", str(out)]) in stderr
+    assert (out / "result.json").is_file() and not (out / "test.json").exists()
+    assert len(read_history(out / "history.jsonl")) == 3
+    deadline = time.monotonic() + 10
+    while any(map(_running, children)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_running, children))
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status):
+    out, marker = tmp_path / "run", tmp_path / "testing"
+    made = cli("run", f"{AGENTS}:SlowTest", "--generations", "1", "--n-jobs", "1",
+               "--out", str(out), "--no-test", *ARGS[:-2], "-p", f"marker={marker}")
+    assert made.wait(timeout=60) == 0, made.communicate()
+    proc = cli("test", str(out))
+    deadline = time.monotonic() + 60
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert marker.exists(), proc.communicate()
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == status, stderr
+    assert stderr.strip() == "es-search: interrupted"
+
+
 def _children(pid: int) -> list[int]:
     """Every descendant of ``pid`` (Linux /proc)."""
     found, todo = [], [pid]

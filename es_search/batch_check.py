@@ -27,7 +27,8 @@ from typing import Any, Mapping
 from .agent import Agent
 from .batched import has_score_batch
 from .candidates import Candidate
-from .checks import check_int, check_positive_float, check_score_kwargs, check_seed
+from .checks import (check_int, check_is_agent, check_positive_float, check_score_kwargs,
+                     check_seed)
 from .seeding import preserved_global_rngs, task_seed
 from .worker import Payload, run_group, score_alone
 
@@ -59,8 +60,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     ``rtol=0, atol=0`` to require bit-identical rows. ``agent`` and the global RNGs
     are left as they were.
     """
-    if not isinstance(agent, Agent):
-        raise TypeError(f"agent must be an es_search.Agent, got {type(agent).__name__}")
+    check_is_agent(agent)
     if not has_score_batch(agent):
         raise TypeError(f"{type(agent).__name__} does not define score_batch(); there is "
                         f"nothing to check (its candidates are scored by score())")

@@ -5,6 +5,19 @@ import math
 import numbers
 from typing import Any, Mapping
 
+from .agent import Agent
+
+
+def check_is_agent(agent: Any) -> None:
+    """Refuse anything but an :class:`~es_search.Agent` instance, saying what it got."""
+    if isinstance(agent, Agent):
+        return
+    if isinstance(agent, type) and issubclass(agent, Agent):
+        raise TypeError(f"agent must be an instance of {agent.__name__}, got the class "
+                        f"itself: pass {agent.__name__}(...)")
+    raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
+                    f"score() method), got {type(agent).__name__}")
+
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",
               none_ok: bool = False) -> int | None:

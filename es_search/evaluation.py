@@ -37,7 +37,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate
-from .checks import check_score_kwargs
+from .checks import check_is_agent, check_score_kwargs
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -85,9 +85,7 @@ class Evaluator:
                  on_error: str = "raise", max_retries: int = 2,
                  task_timeout: float | None = None, sequential_fallback: bool = True,
                  settings: Settings | None = None):
-        if not isinstance(agent, Agent):
-            raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
-                            f"score() method), got {type(agent).__name__}")
+        check_is_agent(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
                                 score_kwargs=score_kwargs, on_error=on_error,
@@ -385,6 +383,7 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
 
         scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
     """
+    check_is_agent(agent)
     if isinstance(weights, Mapping) or not hasattr(weights, "__iter__"):
         raise TypeError(f"weights must be a list of weight dicts, one per candidate "
                         f"(for one agent's: [weights]), got {type(weights).__name__}")

@@ -20,7 +20,7 @@ import numpy as np
 from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_seed
+from .checks import check_is_agent, check_seed
 from .output import CHECKPOINT, failure_generations, failure_path
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
@@ -105,8 +105,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         >>> score == result.history[0]["scores"][1]
         True
     """
-    if not isinstance(agent, Agent):
-        raise TypeError(f"agent must be an es_search.Agent, got {type(agent).__name__}")
+    check_is_agent(agent)
     if out is not None:
         if seed is not None or center is not None or candidate is not None:
             raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "

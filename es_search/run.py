@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_score_kwargs
+from .checks import check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -91,9 +91,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
     """
-    if not isinstance(agent, Agent):
-        raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
-                        f"score() method), got {type(agent).__name__}")
+    check_is_agent(agent)
     if agent.num_evolved() == 0:
         raise ValueError(f"{type(agent).__name__} has no evolved parameters, so there is "
                          f"nothing to search: give it a floating-point torch.nn.Parameter "

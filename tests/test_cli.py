@@ -210,8 +210,10 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
      "cannot build BlogAgent with {'work': 'lots'}: work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["test", "/no/such/run"], "/no/such/run has no command.json: it was not written by "
-                               "`es-search run PROBLEM --out DIR`"),
+    (["test", "/no/such/run"], "no such run folder: /no/such/run"),
+    (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
+                    "--out DIR`"),
+    (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
     (["check", "sphere"], "Sphere does not define score_batch(); there is nothing to check"),
     (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),

@@ -128,6 +128,7 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"n_jobs": 0}, ValueError, "n_jobs=0"),
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
+    ({"strategy": "cmaes"}, ValueError, r"unknown strategy 'cmaes' \(did you mean 'cma-es'\?\)"),
     ({"out": ""}, ValueError, "out must name a folder, got an empty path"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
@@ -195,6 +196,16 @@ def test_a_results_repr_is_a_summary():
 def test_a_non_agent_is_refused():
     with pytest.raises(TypeError, match="must be an es_search.Agent"):
         es_search.run(torch.nn.Linear(2, 2), generations=1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: es_search.run(a, generations=1), lambda a: es_search.evaluate(a, []),
+    lambda a: es_search.replay_task(a, generation=0, index=0, seed=0),
+    lambda a: es_search.check_score_batch(a)])
+def test_an_agent_class_instead_of_an_instance_says_so(call):
+    with pytest.raises(TypeError, match=r"an instance of Quadratic, got the class itself: "
+                                        r"pass Quadratic\(\.\.\.\)"):
+        call(Quadratic)
 
 
 class NothingToEvolve(es_search.Agent):

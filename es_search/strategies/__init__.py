@@ -36,7 +36,8 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
         return strategy
     if isinstance(strategy, str):
         if strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {strategy!r}; choose one of "
+            raise ValueError(f"unknown strategy {strategy!r}"
+                             f"{did_you_mean(strategy, sorted(STRATEGIES))}; choose one of "
                              f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
         cls = STRATEGIES[strategy]
         _check_options(strategy, cls, options)

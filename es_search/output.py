@@ -341,7 +341,7 @@ def load_weights(path: Any) -> dict:
 def read_result(out: Any, agent: Any = None) -> Any:
     """:meth:`es_search.Result.load`: the run saved in ``out`` as of its last checkpoint."""
     from .result import Result
-    path = Path(out)
+    path = Path(out).expanduser()
     if not (path / CHECKPOINT).is_file():
         raise OutFolderError(f"{path} holds no run to load (no {CHECKPOINT}); it is written "
                              f"by es_search.run(..., out=DIR) or es-search run --out DIR")

@@ -110,7 +110,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         if seed is not None or center is not None or candidate is not None:
             raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "
                              "not both")
-        task = _from_run_dir(out, generation, index)
+        task = _from_run_dir(Path(out).expanduser(), generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
         shared = task["shared"]
         if score_kwargs is None:

@@ -100,7 +100,7 @@ class Settings:
                        self.out.__fspath__()):
                 raise ValueError("out must name a folder, got an empty path (it would be "
                                  "the current folder); pass out=None for no run folder")
-            set_(self, "out", Path(self.out))
+            set_(self, "out", Path(self.out).expanduser())  # "~/runs/a" as a shell reads it
         if self.resume and self.out is None:
             raise ValueError("resume=True continues the run saved in an out folder; "
                              "pass out=<that folder>")

@@ -2,6 +2,7 @@
 statistics (task_report / merge_reports), common random numbers, reward_offset."""
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
@@ -76,6 +77,16 @@ def test_missing_extra_names_the_extra(monkeypatch):
         GymPolicy("LunarLanderContinuous-v3")
     with pytest.raises(ImportError, match=r"es_search\[mujoco\]"):
         load_problem("hopper")()
+
+
+@pytest.mark.parametrize("env_id, extra", [("Hopper-v5", "mujoco"), ("LunarLander-v3", "box2d"),
+                                           ("BipedalWalkerHardcore-v3", "box2d"),
+                                           ("CartPole-v1", "gym"), ("Acrobot-v1", "gym")])
+def test_without_gymnasium_the_message_names_the_tasks_extra(monkeypatch, env_id, extra):
+    monkeypatch.setitem(sys.modules, "gymnasium", None)  # as if not installed
+    with pytest.raises(ImportError, match=rf"^gymnasium is not installed; install it with "
+                                          rf"pip install 'es_search\[{extra}\]'$"):
+        make_env(env_id)
 
 
 def test_a_mujoco_env_leaves_no_log_file_and_prints_nothing(tmp_path, monkeypatch, capfd):

@@ -294,3 +294,19 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
         es_search.Result.load(out, Counting())
     with pytest.raises(es_search.OutFolderError, match="holds no run to load"):
         es_search.Result.load(tmp_path / "nothing")
+
+
+def test_a_path_that_starts_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    """out="~/runs/a" as a shell reads it, not a folder named "~" in the current one."""
+    from es_search.callbacks import CSV
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    csv = CSV("~/a.csv")
+    done = es_search.run(Quadratic(), generations=2, n_jobs=1, progress=False,
+                         out="~/runs/a", callbacks=[csv])
+    assert not (tmp_path / "~").exists()
+    assert read_history(tmp_path / "home" / "runs" / "a" / "history.jsonl") == done.history
+    assert len(csv.load()) == 2 and csv.path == tmp_path / "home" / "a.csv"
+    assert es_search.Result.load("~/runs/a").history == done.history
+    with pytest.raises(ValueError, match="home/runs/a cannot replay generation 1"):
+        es_search.replay_task(Quadratic(), out="~/runs/a", generation=1, index=0)

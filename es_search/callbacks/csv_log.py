@@ -61,7 +61,7 @@ class CSV(Callback):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"CSV path must be a file path (str or pathlib.Path), "
                             f"got {path!r}")
-        self.path = Path(path)
+        self.path = Path(path).expanduser()
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")

@@ -53,7 +53,7 @@ class TensorBoard(Callback):
         if not os.fspath(log_dir):
             raise ValueError("TensorBoard log_dir must name a folder, got an empty path "
                              "(it would be the current folder)")
-        self.log_dir = Path(log_dir)
+        self.log_dir = Path(log_dir).expanduser()
         if self.log_dir.exists() and not self.log_dir.is_dir():
             raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} is a file; give "
                              f"a folder (it is created if missing)")

@@ -178,7 +178,7 @@ def run_agent(out: Any) -> Agent:
 
     from ..output import COMMAND, CONFIG, OutFolderError, from_json
     from ..seeding import build_seeded
-    path = Path(out)
+    path = Path(out).expanduser()
     if not path.is_dir():
         raise OutFolderError(f"no such run folder: {path}" if not path.exists()
                              else f"{path} is not a folder (pass the run's --out DIR)")

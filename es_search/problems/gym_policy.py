@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import warnings
 from typing import Any, Iterator, Mapping
 
@@ -38,11 +39,26 @@ def _extra_for(entry_point: Any) -> str:
     return "box2d" if "box2d" in text else "mujoco" if "mujoco" in text else "gym"
 
 
+#: gymnasium's Box2D and MuJoCo environments by name, for the extra to name before
+#: gymnasium itself is installed (afterwards, its registry's entry point says)
+_NEEDS = {**dict.fromkeys(("LunarLander", "LunarLanderContinuous", "BipedalWalker",
+                           "BipedalWalkerHardcore", "CarRacing"), "box2d"),
+          **dict.fromkeys(("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
+                           "InvertedDoublePendulum", "InvertedPendulum", "Pusher",
+                           "Reacher", "Swimmer", "Walker2d"), "mujoco")}
+
+
+def _extra_for_id(env_id: str) -> str:
+    """The extra that installs what ``env_id`` needs (``gym`` unless a known Box2D or
+    MuJoCo task): ``_extra_for_id("Hopper-v5") == "mujoco"``."""
+    return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
+
+
 def make_env(env_id: str) -> Any:
     """``gymnasium.make(env_id)``, or one clear error: an unknown id (ValueError) or a
     missing extra (ImportError naming the ``pip install`` that fixes it)."""
     from ..extras import require
-    gym = require("gymnasium", "gym")
+    gym = require("gymnasium", _extra_for_id(env_id))
     try:
         spec = gym.spec(env_id)
     except gym.error.Error as exc:

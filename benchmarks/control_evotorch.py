@@ -106,4 +106,7 @@ def main(spec: dict) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)  # a helper of control.py: one JSON argument
+        sys.exit(0 if sys.argv[1:] in (["-h"], ["--help"]) else 2)
     print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import BrokenExecutor
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from .candidates import Candidate
 from .chunking import group_bounds
@@ -66,7 +66,7 @@ def _claim(fd: int) -> int:
 def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
                   candidates: Sequence[Candidate], todo: Sequence[tuple[int, int]],
                   claims: str, seed: int, generation: int,
-                  score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                  score_kwargs: Any, on_error: str = "raise"
                   ) -> tuple[list[tuple], float]:
     """A worker's part of a generation (all its ``candidates``): the blocks ``todo[k]``
     (``(start, stop)``) for each ``k`` it claims from the counter file ``claims``.
@@ -112,7 +112,8 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
                 head: tuple, tail: tuple, retry: Callable[[BaseException, list, int], None],
                 max_retries: int) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_claimed` call per worker of ``pool`` (``head``: token, skeleton,
-    centre and shared references; ``tail``: seed, generation, score_kwargs, on_error),
+    centre and shared references; ``tail``: seed, generation, the score_kwargs' reference,
+    on_error),
     blocks of ``unit`` candidates (``chunking.group_bounds``: whole groups when ``unit``
     is the group size). When a worker dies, the blocks not returned are claimed again by
     fresh workers (``retry(exc, lost indices, attempt)`` warns, or raises after

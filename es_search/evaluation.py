@@ -111,6 +111,7 @@ class Evaluator:
         check_score_kwargs(agent, settings.score_kwargs)
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
+        self._kwargs: Any = None  # the score_kwargs as put in the pool once (None: none)
         self.pool: _backends.Pool | None = None
         self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
         self._counter: Counter | None = None  # loky: the workers claim long tasks
@@ -155,6 +156,8 @@ class Evaluator:
                                      reprobe_every=self.REPROBE_EVERY)
         try:
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
+            self._kwargs = None if not self.score_kwargs else self.pool.put(
+                "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
             self._warm_up()
             self.startup_seconds = time.perf_counter() - began
             self._probe()
@@ -267,7 +270,7 @@ class Evaluator:
                 scores, reports, seconds = run_claimed(
                     self.pool, self._counter, candidates, group or self._claim_unit(),
                     (self._token, self._skeleton, center, shared),
-                    (self.seed, generation, self.score_kwargs, self.on_error),
+                    (self.seed, generation, self._kwargs, self.on_error),
                     lambda exc, lost, attempt: self._retry_or_raise(exc, generation, lost,
                                                                     attempt),
                     self.max_retries)
@@ -291,7 +294,7 @@ class Evaluator:
     def _run_chunks(self, generation: int, candidates: list[Candidate], bounds: list,
                     center: Any, shared: Any) -> tuple[list, list, list[float]]:
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
-                 generation, a, self.score_kwargs, self.on_error) for a, b in bounds]
+                 generation, a, self._kwargs, self.on_error) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
                    self.task_timeout * max(b - a for a, b in bounds))
         done: dict[int, Any] = {}

@@ -265,6 +265,7 @@ _WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict(
 _WORKER_CACHE_SIZE = 4
 _SHARED: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded shared state)
 _CENTRES: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded centre)
+_KWARGS: dict[str, Mapping[str, Any]] = {}  # token -> the run's score_kwargs
 
 
 def worker_agent(token: str, skeleton: Any) -> Agent:
@@ -283,6 +284,7 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
             old, _ = _WORKER_AGENTS.popitem(last=False)
             _SHARED.pop(old, None)
             _CENTRES.pop(old, None)
+            _KWARGS.pop(old, None)
     return agent
 
 
@@ -313,17 +315,31 @@ def _shared_state(token: str, ref: Any) -> Any:
     return state
 
 
+def _score_kwargs(token: str, ref: Any) -> Mapping[str, Any]:
+    """The run's ``score_kwargs`` behind ``ref`` (None: none), unpickled once per worker:
+    put once per run like the skeleton, so a data set passed as a keyword crosses to
+    each worker once, not with every chunk of every generation."""
+    if ref is None:
+        return {}
+    kwargs = _KWARGS.get(token)
+    if kwargs is None:
+        kwargs = _KWARGS[token] = cloudpickle.loads(_backends.load(ref))
+    return kwargs
+
+
 @contextlib.contextmanager
 def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
-                  score_kwargs: Mapping[str, Any]) -> Iterator[tuple[Agent, Payload, float]]:
+                  score_kwargs: Any) -> Iterator[tuple[Agent, Payload, float]]:
     """What every worker call of a generation does around its tasks: one call at a time
-    per process, the cached agent and the generation's payload (``center`` and ``shared``
-    are what the pool's ``put`` returned: references on local pools), one torch thread.
+    per process, the cached agent and the generation's payload (``center``, ``shared``
+    and ``score_kwargs`` are what the pool's ``put`` returned: references on local
+    pools; ``score_kwargs`` None when the run has none), one torch thread.
     Yields the agent, the payload and when the call's work began (after the lock)."""
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
         agent = worker_agent(token, skeleton)
-        payload = Payload(_centre(token, center), score_kwargs, _shared_state(token, shared))
+        payload = Payload(_centre(token, center), _score_kwargs(token, score_kwargs),
+                          _shared_state(token, shared))
         with single_torch_thread(), warnings.catch_warnings():
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
@@ -332,9 +348,10 @@ def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
 
 def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
                 candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Mapping[str, Any], on_error: str = "raise"
+                score_kwargs: Any, on_error: str = "raise"
                 ) -> tuple[list[Any], list[Any], float]:
-    """A worker's share of a generation: its scores, reports and the seconds they took."""
+    """A worker's share of a generation: its scores, reports and the seconds they took
+    (``score_kwargs``: the reference the pool's ``put`` returned, or None)."""
     with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
                                                                           began):
         scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,

@@ -1,5 +1,7 @@
 """Agents shared by the tests (importable by worker processes)."""
+import os
 import random
+import tempfile
 
 import numpy as np
 import torch
@@ -151,3 +153,37 @@ class MatrixAgent(RunningStats):
 
     def score(self):
         return super().score() + random.gauss(0, 0.1) + float(np.random.normal(0, 0.1))
+
+
+class MatrixAgentWithKwargs(MatrixAgent):
+    """:class:`MatrixAgent` whose ``score()`` needs the run's ``score_kwargs`` (a tensor
+    among them): they must reach every worker of every backend."""
+
+    def score(self, offset, scale):
+        return float(scale) * super().score() + float(offset.sum())
+
+
+class CountsUnpickling:
+    """A ``score_kwargs`` value that leaves a file named after the process in ``folder``
+    each time it is unpickled."""
+
+    def __init__(self, folder):
+        self.folder = str(folder)
+
+    def __reduce__(self):
+        return _unpickled, (self.folder,)
+
+
+def _unpickled(folder):
+    fd, _ = tempfile.mkstemp(dir=folder, prefix=f"{os.getpid()}-")
+    os.close(fd)
+    return CountsUnpickling(folder)
+
+
+class TakesData(Quadratic):
+    """:class:`Quadratic` whose ``score()`` takes a ``data`` keyword."""
+
+    def score(self, data):
+        if not isinstance(data, CountsUnpickling):
+            raise TypeError(f"data: {data!r}")
+        return super().score()

@@ -2,21 +2,25 @@
 strategy, any n_jobs and any process backend (in the style of joblib's
 test_simple_parallel).
 
-The agent draws from all three global RNGs in jitter_weights() and score() and keeps
-running statistics merged from its tasks' reports, so the matrix covers task seeding,
-candidate building, the shared state and its merge order. The parallel path is forced
-(sequential_fallback=False); n_jobs=1 (a plain loop in this process) is the reference.
+The agent draws from all three global RNGs in jitter_weights() and score(), keeps
+running statistics merged from its tasks' reports and needs the run's score_kwargs (a
+tensor among them), so the matrix covers task seeding, candidate building, the shared
+state and its merge order, and what every worker is sent once per run. The parallel
+path is forced (sequential_fallback=False); n_jobs=1 (a plain loop in this process) is
+the reference.
 """
 import pytest
+import torch
 
 import es_search
 from es_search import STRATEGIES
 
-from agents import MatrixAgent
+from agents import MatrixAgentWithKwargs
 
 BACKENDS = ["loky", "multiprocessing", "dask"]
 N_JOBS = [2, -1]
-RUN = dict(generations=3, population=6, sigma=0.2, seed=13, progress=False)
+RUN = dict(generations=3, population=6, sigma=0.2, seed=13, progress=False,
+           score_kwargs={"offset": torch.tensor([0.25, 0.5]), "scale": 2.0})
 
 
 def comparable(result):
@@ -29,8 +33,9 @@ def comparable(result):
 
 
 def search(strategy, n_jobs, backend=None):
-    return comparable(es_search.run(MatrixAgent(), strategy=strategy, n_jobs=n_jobs,
-                                    backend=backend, sequential_fallback=False, **RUN))
+    return comparable(es_search.run(MatrixAgentWithKwargs(), strategy=strategy,
+                                    n_jobs=n_jobs, backend=backend,
+                                    sequential_fallback=False, **RUN))
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +72,6 @@ def test_same_seed_same_run(strategy, n_jobs, backend, reference, request):
 
 def test_the_matrix_can_fail():
     """A different seed gives a different run: equality above is not vacuous."""
-    other = comparable(es_search.run(MatrixAgent(), strategy="hill-climb", n_jobs=1,
-                                     **{**RUN, "seed": 14}))
+    other = comparable(es_search.run(MatrixAgentWithKwargs(), strategy="hill-climb",
+                                     n_jobs=1, **{**RUN, "seed": 14}))
     assert other[0] != search("hill-climb", n_jobs=1)[0]

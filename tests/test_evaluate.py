@@ -1,11 +1,13 @@
 """es_search.evaluate(): score given weights in parallel, in input order."""
+import os
+
 import pytest
 import torch
 
 import es_search
 from es_search.problems.blog import BlogAgent
 
-from agents import EchoKwargs, SeedProbe
+from agents import CountsUnpickling, EchoKwargs, SeedProbe, TakesData
 
 BLOG_WEIGHTS = [{"fc1.weight": torch.tensor([[k, k, k]], dtype=torch.float32)}
                 for k in range(1, 7)]
@@ -22,6 +24,19 @@ def test_score_kwargs_are_forwarded_in_workers():
     weights = [{"w": torch.tensor([float(k)])} for k in range(5)]
     scores = es_search.evaluate(EchoKwargs(), weights, n_jobs=2, score_kwargs={"b": 45, "c": 33})
     assert scores == [78.0 + k for k in range(5)]
+
+
+def test_score_kwargs_cross_to_each_worker_once_per_run(tmp_path):
+    """A data set passed as a keyword is sent like the agent's skeleton, once per run,
+    not with every chunk of every generation (50 MB of it once cost 270 ms a
+    generation on 2 workers)."""
+    result = es_search.run(TakesData(), generations=5, population=8, n_jobs=2, seed=0,
+                           score_kwargs={"data": CountsUnpickling(tmp_path)},
+                           sequential_fallback=False, progress=False)
+    assert result.evaluations > 40
+    here = str(os.getpid())
+    in_workers = [p.name for p in tmp_path.iterdir() if p.name.split("-")[0] != here]
+    assert 1 <= len(in_workers) <= 2, in_workers  # once in each worker at most
 
 
 def test_evaluate_does_not_modify_the_agent():

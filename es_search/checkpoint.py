@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
 from .files import atomic_write
+from .settings import describe
 
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
 VERSION = 1
@@ -153,6 +154,8 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
                     where: str) -> None:
     """Refuse (:class:`CheckpointError`) a resume whose config would change the result."""
     keys = [k for k in DEFINING if k in saved or k not in _ADDED_LATER]
+    if "score_kwargs" in saved:  # a checkpoint before es_search.settings.describe held values
+        saved = {**saved, "score_kwargs": describe(saved["score_kwargs"])}
     diff = differences(saved, current, keys)
     if diff:
         raise CheckpointError(

@@ -14,6 +14,9 @@
   generation's history line;
 - ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
   tasks of generation ``g`` that failed;
+- ``score_kwargs.pkl``: the run's ``score_kwargs`` (checkpoint format), written once
+  when it starts (the config and checkpoints hold a tensor's or array's digest, not
+  its data); ``replay_task`` reads them;
 - ``result.json``: the summary, at the end; ``plot.png``: best and mean score per
   generation, at the end, when matplotlib is installed;
 - ``command.json``: the problem and its parameters, on the command line (``es-search
@@ -52,6 +55,7 @@ CENTER_WEIGHTS = "center_weights.pt"
 RESULT = "result.json"
 PLOT = "plot.png"
 CHECKPOINT = "checkpoint.pkl"
+SCORE_KWARGS = "score_kwargs.pkl"
 FAILURES = "failures"
 LOCK = ".lock"
 #: written by the command line: the problem and its -p parameters (checked on --resume)
@@ -63,10 +67,10 @@ AT_THE_END = (RESULT, CENTER_WEIGHTS, PLOT, TEST)
 
 __all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG",
            "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError",
-           "RunFolder", "acquire", "atomic_write", "check_replaceable", "claim", "dump_json",
-           "failure_generations", "failure_path", "from_json", "load_weights",
-           "read_history", "read_result", "record_command", "release", "saved_generations",
-           "to_json"]
+           "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write", "check_replaceable",
+           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
+           "load_weights", "read_history", "read_result", "read_score_kwargs",
+           "record_command", "release", "saved_generations", "to_json"]
 
 
 class OutFolderError(ValueError):
@@ -188,7 +192,7 @@ class RunFolder:
     """
 
     def __init__(self, path: Any, config: dict, resume: bool = False,
-                 overwrite: bool = False):
+                 overwrite: bool = False, score_kwargs: dict | None = None):
         self.path = Path(path)
         self.config = config
         self._lock: str | None = acquire(self.path)
@@ -202,10 +206,12 @@ class RunFolder:
             for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
                 tmp.unlink(missing_ok=True)
             if not self.saved:  # a new run: nothing of a run it replaces
-                for name in (CHECKPOINT, *AT_THE_END):
+                for name in (CHECKPOINT, SCORE_KWARGS, *AT_THE_END):
                     (self.path / name).unlink(missing_ok=True)
                 for generation in failure_generations(self.path):
                     failure_path(self.path, generation).unlink()
+            if score_kwargs and not (self.path / SCORE_KWARGS).exists():
+                _checkpoint.save(self.path / SCORE_KWARGS, dict(score_kwargs))
             dump_json(self.path / CONFIG, config)
             self._open_history()
         except BaseException:
@@ -312,6 +318,19 @@ class RunFolder:
             "seed": self.config["seed"], "score_kwargs": self.config["score_kwargs"],
             "indices": list(indices), "shared": shared,
             "detail": detail if isinstance(detail, list) else repr(detail)})
+
+
+def read_score_kwargs(out: Any, recorded: dict) -> dict:
+    """The ``score_kwargs`` of the run in ``out``: ``score_kwargs.pkl``, or ``recorded``
+    (a config's or an older failure record's) when they hold the values themselves."""
+    path = Path(out) / SCORE_KWARGS
+    if path.is_file():
+        return _checkpoint.load(path)
+    from .settings import has_digest
+    if has_digest(recorded):
+        raise OutFolderError(f"{out} has no {SCORE_KWARGS}, and its config holds only "
+                             f"digests of the run's score_kwargs; pass score_kwargs=")
+    return dict(recorded or {})
 
 
 def record_command(out: Any, command: dict, resume: bool,

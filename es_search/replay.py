@@ -21,20 +21,21 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_is_agent, check_seed
-from .output import CHECKPOINT, failure_generations, failure_path
+from .output import CHECKPOINT, failure_generations, failure_path, read_score_kwargs
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
 
 def _from_run_dir(out: Any, generation: int, index: int) -> dict:
-    """seed, centre, candidate and score_kwargs of task ``(generation, index)`` of the
+    """seed, centre, candidate and the recorded score_kwargs (values, or digests:
+    :func:`~es_search.output.read_score_kwargs`) of task ``(generation, index)`` of the
     run in ``out``."""
     record_path = failure_path(out, generation)
     if record_path.exists():
         record = checkpoint.load(record_path)
         candidates = record["candidates"]
         center = record["center"]
-        seed, score_kwargs = record["seed"], record["score_kwargs"]
+        seed, recorded = record["seed"], record.get("score_kwargs", {})
         shared = record.get("shared")
     else:
         ckpt_path = Path(out) / CHECKPOINT
@@ -53,13 +54,13 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         strategy, state = ckpt["strategy"], ckpt["state"]
         center = strategy.center(state)
         candidates = strategy.ask(state, generation)
-        seed, score_kwargs = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
+        seed, recorded = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
         shared = ckpt.get("shared")
     if not 0 <= index < len(candidates):
         raise IndexError(f"generation {generation} of the run in {out} has "
                          f"{len(candidates)} candidates; index {index} is out of range")
     return {"seed": seed, "center": center, "candidate": candidates[index],
-            "score_kwargs": score_kwargs, "shared": shared}
+            "recorded_kwargs": recorded, "shared": shared}
 
 
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
@@ -110,11 +111,12 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         if seed is not None or center is not None or candidate is not None:
             raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "
                              "not both")
-        task = _from_run_dir(Path(out).expanduser(), generation, index)
+        out = Path(out).expanduser()
+        task = _from_run_dir(out, generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
         shared = task["shared"]
         if score_kwargs is None:
-            score_kwargs = task["score_kwargs"]
+            score_kwargs = read_score_kwargs(out, task["recorded_kwargs"])
     else:
         if seed is None:
             raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "

@@ -111,8 +111,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     check_agent(agent, workers=settings.n_jobs != 1)
     check_score_kwargs(agent, settings.score_kwargs)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
-    folder = RunFolder(settings.out, config, settings.resume,
-                       settings.overwrite) if settings.out else None
+    folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
+                       settings.score_kwargs) if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
         with Evaluator(agent, settings=settings) as evaluator:

@@ -25,6 +25,55 @@ from .checks import check_int, check_n_jobs, check_positive_float, check_seed
 from .errors import check_on_error
 
 
+#: the key that marks a value :func:`describe` replaced by its digest
+DIGEST = "__digest__"
+
+
+def describe(value: Any) -> Any:
+    """``value`` as the run's config records it: tensors and arrays (in lists, tuples
+    and dicts too) replaced by their type, shape, dtype and SHA-256, anything else as
+    it is. A data set passed in ``score_kwargs`` is then neither rewritten into every
+    checkpoint nor printed into ``config.json``, and a resume compares it exactly.
+
+    >>> import torch
+    >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
+    [2, 3]
+    >>> describe(describe({"X": torch.zeros(2)})) == describe({"X": torch.zeros(2)})
+    True
+    """
+    import numpy as np
+    import torch
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided \
+            and not value.is_quantized:
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        return _digest("torch.Tensor", list(value.shape), str(value.dtype)[6:],
+                       flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        return _digest("numpy.ndarray", list(value.shape), value.dtype.str,
+                       np.ascontiguousarray(value).tobytes())
+    if isinstance(value, dict):
+        return {key: describe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(describe(item) for item in value) if type(value) in (
+            list, tuple) else value
+    return value
+
+
+def _digest(kind: str, shape: list, dtype: str, data: bytes) -> dict:
+    import hashlib
+    return {DIGEST: kind, "shape": shape, "dtype": dtype,
+            "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def has_digest(description: Any) -> bool:
+    """Whether :func:`describe` replaced anything in ``description`` by a digest."""
+    if isinstance(description, dict):
+        return DIGEST in description or any(map(has_digest, description.values()))
+    if isinstance(description, (list, tuple)):
+        return any(map(has_digest, description))
+    return False
+
+
 def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")
@@ -137,7 +186,7 @@ class Settings:
             "strategy": strategy.config(),
             "generations": self.generations,
             "seed": self.seed,
-            "score_kwargs": dict(self.score_kwargs),
+            "score_kwargs": describe(dict(self.score_kwargs)),
             "n_jobs": self.n_jobs,
             "backend": self.backend_name,
             "num_evolved": agent.num_evolved(),

@@ -150,3 +150,10 @@ class SlowTest(Vec):
             pass
         time.sleep(60)
         return {"never": 0.0}
+
+
+class UsesData(Raises):
+    """:class:`Raises` whose score adds the sum of its ``data`` keyword (a tensor)."""
+
+    def score(self, data, **kwargs) -> float:
+        return super().score(**kwargs) + float(data.sum())

@@ -2,13 +2,17 @@
 that would change the result is refused."""
 from __future__ import annotations
 
+import json
+
 import cloudpickle
+import numpy as np
 import pytest
 import torch
 
 import es_search
 from es_search import checkpoint
 from es_search.output import read_history
+from es_search.settings import describe
 
 import reliability_agents as agents
 
@@ -115,6 +119,43 @@ def test_history_lines_after_the_checkpoint_are_dropped_on_resume(tmp_path):
     assert same_history(resumed.history, full.history)
     assert same_history(read_history(tmp_path / "history.jsonl"), full.history)
     assert not list(tmp_path.glob(".*.tmp"))
+
+def test_a_tensor_in_score_kwargs_is_saved_once_and_compared_exactly(tmp_path):
+    """A data set passed as a keyword: written once (score_kwargs.pkl), not into every
+    checkpoint; config.json and the checkpoint hold its digest; a resume with an equal
+    tensor (another object) goes on bit-identically, one changed value is refused."""
+    data = torch.arange(250_000, dtype=torch.float32)  # 1 MB
+    full = es_search.run(agents.UsesData(), generations=4, n_jobs=1,
+                         score_kwargs={"data": data, "note": "x"}, **KW)
+    es_search.run(agents.UsesData(), generations=2, n_jobs=2, out=tmp_path,
+                  score_kwargs={"data": data, "note": "x"}, **KW)
+    assert (tmp_path / "checkpoint.pkl").stat().st_size < 50_000
+    assert (tmp_path / "score_kwargs.pkl").stat().st_size > 1_000_000
+    recorded = json.loads((tmp_path / "config.json").read_text())["score_kwargs"]
+    assert recorded["note"] == "x" and recorded["data"]["shape"] == [250_000]
+    assert recorded["data"]["dtype"] == "float32" and len(recorded["data"]["sha256"]) == 64
+    resumed = es_search.run(agents.UsesData(), generations=4, n_jobs=2, out=tmp_path,
+                            resume=True, score_kwargs={"data": data.clone(), "note": "x"},
+                            **KW)
+    assert same_history(resumed.history, full.history)
+    changed = data.clone()
+    changed[7] += 1
+    with pytest.raises(es_search.CheckpointError, match=r"score_kwargs\.data\.sha256"):
+        es_search.run(agents.UsesData(), generations=5, n_jobs=1, out=tmp_path,
+                      resume=True, score_kwargs={"data": changed, "note": "x"}, **KW)
+
+
+def test_a_checkpoint_that_holds_score_kwargs_values_still_resumes():
+    """Checkpoints written before digests held the values: compared as digests."""
+    data = torch.arange(4.0)
+    saved = {"score_kwargs": {"data": data, "b": [1, np.arange(2)]}}
+    current = {"score_kwargs": describe({"data": data.clone(), "b": [1, np.arange(2)]})}
+    checkpoint.check_resumable({**saved}, current, "here")
+    with pytest.raises(es_search.CheckpointError, match=r"score_kwargs\.data"):
+        checkpoint.check_resumable(saved, {"score_kwargs": describe({"data": data + 1,
+                                                                     "b": [1, np.arange(2)]})},
+                                   "here")
+
 
 def test_resume_accepts_equal_score_kwargs_objects_without_eq(tmp_path):
     kwargs = {"spec": agents.Holder.__new__(agents.Holder)}  # no __eq__, pickles equal

@@ -7,6 +7,7 @@ import warnings
 
 import cloudpickle
 import pytest
+import torch
 
 import es_search
 from es_search import checkpoint
@@ -94,15 +95,37 @@ def test_nonfinite_scores_warn_once_are_counted_and_never_best():
 def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(tmp_path):
     fail = {task_seed(SEED, 1, 0)}
     with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
-        es_search.run(agents.Raises(fail), generations=2, n_jobs=1, on_error="worst",
-                      out=tmp_path, **KW)
+        es_search.run(agents.UsesData(fail), generations=2, n_jobs=1, on_error="worst",
+                      out=tmp_path, score_kwargs={"data": torch.ones(3)}, **KW)
     assert (tmp_path / "failures" / "generation-1.pkl").exists()
+    assert (tmp_path / "score_kwargs.pkl").exists()
     with pytest.raises(es_search.OutFolderError, match="holds a run already"):
         es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)
     assert (tmp_path / "failures" / "generation-1.pkl").exists()  # refused: untouched
     es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, overwrite=True, **KW)
     assert not list((tmp_path / "failures").glob("*.pkl"))
+    assert not (tmp_path / "score_kwargs.pkl").exists()  # the new run has none
     assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1
+
+
+def test_replay_reads_a_tensor_in_score_kwargs_from_the_run_folder(tmp_path):
+    """The config and checkpoints hold its digest; score_kwargs.pkl holds the data."""
+    fail, data = {task_seed(SEED, 1, 2)}, torch.arange(5.0)
+    with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
+        result = es_search.run(agents.UsesData(fail), generations=2, n_jobs=2,
+                               on_error="worst", out=tmp_path, score_kwargs={"data": data},
+                               **KW)
+    expected = result.history[1]["scores"][1]
+    assert es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1,
+                                 index=1) == expected  # from the failure record
+    with pytest.raises(ValueError, match="boom"):
+        es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1, index=2)
+    (tmp_path / "score_kwargs.pkl").unlink()
+    with pytest.raises(es_search.OutFolderError, match="holds only digests of the run's "
+                                                       "score_kwargs; pass score_kwargs="):
+        es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1, index=1)
+    assert es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1,
+                                 index=1, score_kwargs={"data": data}) == expected
 
 
 def test_a_failing_starting_agent_is_replayable_from_the_run_folder(tmp_path):

@@ -39,6 +39,52 @@ class Candidate(NamedTuple):
     vector: Any = None
 
 
+class Shared(NamedTuple):
+    """Where a candidate's ``vector`` lies in its generation's shared array
+    (:func:`share_vectors`): ``flat[start:stop].reshape(shape)``."""
+
+    start: int
+    stop: int
+    shape: tuple
+
+
+#: float64 vectors of at least this many bytes are shared (:func:`share_vectors`)
+SHARE_FROM = 1 << 16
+
+
+def share_vectors(candidates: Sequence[Candidate]
+                  ) -> tuple[list[Candidate], np.ndarray | None]:
+    """``candidates`` with each large float64 ``vector`` (PGPE's per-weight scales,
+    CMA-ES's points) replaced by its :class:`Shared` place in one flat array, returned
+    too (None: nothing to share), each distinct array once. The flat array is put in
+    the workers' pool once per generation, instead of being pickled with every chunk;
+    :func:`take_vectors` puts the vectors back in the worker."""
+    places: dict[int, Shared] = {}
+    parts: list[np.ndarray] = []
+    size, shared = 0, []
+    for c in candidates:
+        v = c.vector
+        if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.nbytes >= SHARE_FROM:
+            place = places.get(id(v))
+            if place is None:
+                place = places[id(v)] = Shared(size, size + v.size, v.shape)
+                parts.append(v.reshape(-1))
+                size += v.size
+            c = c._replace(vector=place)
+        shared.append(c)
+    return shared, (np.concatenate(parts) if parts else None)
+
+
+def take_vectors(candidates: Sequence[Candidate], flat: np.ndarray | None
+                 ) -> Sequence[Candidate]:
+    """The candidates :func:`share_vectors` described, with their vectors (views of
+    ``flat``, which may be a read-only memory map)."""
+    if flat is None:
+        return candidates
+    return [c._replace(vector=flat[c.vector.start:c.vector.stop].reshape(c.vector.shape))
+            if isinstance(c.vector, Shared) else c for c in candidates]
+
+
 def noise(seed: int, generation: int, key: int, size: int) -> np.ndarray:
     """The standard normal vector of a ``"noise"`` candidate (float64, read-only).
 

@@ -22,7 +22,8 @@ import time
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, Sequence
 
-from .candidates import Candidate
+from .backends import load
+from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError
 from .worker import chunk_context, score_tasks
@@ -66,7 +67,7 @@ def _claim(fd: int) -> int:
 def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
                   candidates: Sequence[Candidate], todo: Sequence[tuple[int, int]],
                   claims: str, seed: int, generation: int,
-                  score_kwargs: Any, on_error: str = "raise"
+                  score_kwargs: Any, on_error: str = "raise", vectors: Any = None
                   ) -> tuple[list[tuple], float]:
     """A worker's part of a generation (all its ``candidates``): the blocks ``todo[k]``
     (``(start, stop)``) for each ``k`` it claims from the counter file ``claims``.
@@ -77,6 +78,7 @@ def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
     try:
         with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
                                                                               began):
+            candidates = take_vectors(candidates, load(vectors))
             while True:
                 k = _claim(fd)
                 if k >= len(todo):
@@ -113,7 +115,7 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
                 max_retries: int) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_claimed` call per worker of ``pool`` (``head``: token, skeleton,
     centre and shared references; ``tail``: seed, generation, the score_kwargs' reference,
-    on_error),
+    on_error, the shared vectors' reference),
     blocks of ``unit`` candidates (``chunking.group_bounds``: whole groups when ``unit``
     is the group size). When a worker dies, the blocks not returned are claimed again by
     fresh workers (``retry(exc, lost indices, attempt)`` warns, or raises after

@@ -36,7 +36,7 @@ from . import backends as _backends
 from . import claims
 from .agent import Agent
 from .batched import group_size
-from .candidates import Candidate
+from .candidates import Candidate, share_vectors
 from .checks import check_is_agent, check_score_kwargs
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
@@ -261,6 +261,8 @@ class Evaluator:
             center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
+        candidates, flat = share_vectors(candidates)  # e.g. PGPE's scales: once, not per chunk
+        vectors = None if flat is None else pool.put("vectors", flat)
         # a cluster's workers may have come or gone since the last generation
         self.n_workers = self.policy.n_workers = pool.n_workers
         group = group_size(self.local)
@@ -270,7 +272,7 @@ class Evaluator:
                 scores, reports, seconds = run_claimed(
                     self.pool, self._counter, candidates, group or self._claim_unit(),
                     (self._token, self._skeleton, center, shared),
-                    (self.seed, generation, self._kwargs, self.on_error),
+                    (self.seed, generation, self._kwargs, self.on_error, vectors),
                     lambda exc, lost, attempt: self._retry_or_raise(exc, generation, lost,
                                                                     attempt),
                     self.max_retries)
@@ -278,7 +280,7 @@ class Evaluator:
             else:
                 bounds = chunk_bounds(n, self._chunk_count(n), group)
                 scores, reports, seconds = self._run_chunks(generation, candidates, bounds,
-                                                            center, shared)
+                                                            center, shared, vectors)
                 uneven = imbalance(bounds, seconds, n, self.n_workers)
         except ScoreError as exc:
             if exc.cause is not None:
@@ -292,9 +294,10 @@ class Evaluator:
         return scores, reports
 
     def _run_chunks(self, generation: int, candidates: list[Candidate], bounds: list,
-                    center: Any, shared: Any) -> tuple[list, list, list[float]]:
+                    center: Any, shared: Any, vectors: Any = None
+                    ) -> tuple[list, list, list[float]]:
         args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
-                 generation, a, self._kwargs, self.on_error) for a, b in bounds]
+                 generation, a, self._kwargs, self.on_error, vectors) for a, b in bounds]
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
                    self.task_timeout * max(b - a for a, b in bounds))
         done: dict[int, Any] = {}

@@ -30,7 +30,7 @@ from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
 from .batched import as_scores, group_size
-from .candidates import Candidate
+from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
@@ -348,12 +348,14 @@ def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
 
 def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
                 candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Any, on_error: str = "raise"
+                score_kwargs: Any, on_error: str = "raise", vectors: Any = None
                 ) -> tuple[list[Any], list[Any], float]:
     """A worker's share of a generation: its scores, reports and the seconds they took
-    (``score_kwargs``: the reference the pool's ``put`` returned, or None)."""
+    (``score_kwargs`` and ``vectors``: what the pool's ``put`` returned, or None;
+    ``vectors`` holds the candidates' shared vectors, ``candidates.share_vectors``)."""
     with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
                                                                           began):
+        candidates = take_vectors(candidates, _backends.load(vectors))
         scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,
                                       on_error)
         return scores, reports, time.perf_counter() - began

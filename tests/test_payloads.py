@@ -45,7 +45,8 @@ def test_share_vectors_puts_each_large_float64_array_once_and_take_vectors_resto
 @pytest.mark.parametrize("strategy", ["pgpe", "cma-es"])
 def test_shared_vectors_give_the_plain_loops_run(monkeypatch, strategy, claimed):
     """PGPE's per-weight scales and CMA-ES's points travel as one shared array per
-    generation (every vector counts as large here), in chunks or claimed blocks."""
+    generation (every vector counts as large here), in chunks or claimed blocks, beside
+    the run's score_kwargs (sent once)."""
     if strategy == "cma-es":
         pytest.importorskip("cma")
     monkeypatch.setattr(_candidates, "SHARE_FROM", 8)
@@ -59,9 +60,9 @@ def test_shared_vectors_give_the_plain_loops_run(monkeypatch, strategy, claimed)
 
     monkeypatch.setattr(evaluation, "share_vectors", spy)
     kw = dict(generations=4, population=6, sigma=0.3, seed=3, strategy=strategy,
-              progress=False)
-    alone = es_search.run(agents.MatrixAgent(dim=5), n_jobs=1, **kw)
-    parallel = es_search.run(agents.MatrixAgent(dim=5), n_jobs=2,
+              progress=False, score_kwargs={"offset": np.arange(3.0), "scale": 0.5})
+    alone = es_search.run(agents.MatrixAgentWithKwargs(dim=5), n_jobs=1, **kw)
+    parallel = es_search.run(agents.MatrixAgentWithKwargs(dim=5), n_jobs=2,
                              sequential_fallback=False, **kw)
     assert max(sizes) > 0  # vectors were shared
     assert same_history(parallel.history, alone.history)

@@ -334,7 +334,9 @@ def _build(cls: type, params: dict, seed: int) -> Any:
     try:
         return build_seeded(seed, cls, **params)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}") from None
+        hint = " (give it with -p NAME=VALUE)" if isinstance(exc, TypeError) and \
+            "missing" in str(exc) and "required" in str(exc) else ""
+        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}{hint}") from None
 
 
 def _defaults(cls: type) -> dict:

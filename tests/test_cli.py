@@ -209,6 +209,16 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["run", "blog", "-p", "work=lots"],
      "cannot build BlogAgent with {'work': 'lots'}: work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
+    (["run", os.path.join(ROOT, "tests", "reliability_agents.py")],
+     "reliability_agents.py' names a file; name the agent class too, as "),
+    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":vec"],
+     "reliability_agents.py has no attribute 'vec' (did you mean 'Vec'?); its "
+     "es_search.Agent classes: Vec, DiesOnce"),
+    (["run", "es_search.problems.sphere:Spher"], "es_search.problems.sphere has no attribute "
+     "'Spher' (did you mean 'Sphere'?); its es_search.Agent classes: Sphere, Rastrigin"),
+    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":SlowTest"],
+     "SlowTest.__init__() missing 1 required positional argument: 'marker' (give it with "
+     "-p NAME=VALUE)"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

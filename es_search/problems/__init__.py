@@ -141,6 +141,13 @@ def _send_by_value(module: Any) -> None:
         pass
 
 
+def _agent_classes(module: Any) -> list[str]:
+    """The names of the Agent subclasses ``module`` defines (not those it imports)."""
+    return [name for name, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
+            and value.__module__ == module.__name__]
+
+
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     """The Agent subclass named by ``spec``. ``folder`` is where a relative
     ``file.py`` and a module that is not installed are looked for (default: the
@@ -148,6 +155,13 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     if spec.startswith(GYM_PREFIX):
         return gym_problem(spec[len(GYM_PREFIX):])
     target = BUILTINS[spec][0] if spec in BUILTINS else spec
+    if ":" not in target and target.endswith(".py"):
+        found = _agent_classes(_import_file(os.path.join(folder, target) if folder
+                                            else target))
+        raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
+                           f"{spec}:AgentClass" + (f" (its es_search.Agent classes: "
+                                                   f"{', '.join(found)})" if found else
+                                                   " (it defines no es_search.Agent class)"))
     if ":" not in target:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
                            f"use a built-in name "
@@ -161,7 +175,10 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         module = _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
-        raise ProblemError(f"{where} has no attribute {attr!r}")
+        found = _agent_classes(module)
+        raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
+                           + (f"; its es_search.Agent classes: {', '.join(found)}" if found
+                              else "; it defines no es_search.Agent class"))
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls

@@ -90,3 +90,16 @@ def test_pgpe_on_a_large_agent_leaves_no_memory_maps_behind():
                            progress=False)
     assert len(result.history) == 3
     assert set(_joblib_files()) <= before
+
+
+def test_shared_vectors_and_score_kwargs_on_dask(cluster, monkeypatch):
+    """On a cluster the shared array and the score_kwargs travel as parcels, each sent
+    to a worker once."""
+    _, client = cluster
+    monkeypatch.setattr(_candidates, "SHARE_FROM", 8)
+    kw = dict(generations=3, population=6, sigma=0.3, seed=3, strategy="pgpe",
+              progress=False, score_kwargs={"offset": np.arange(3.0), "scale": 0.5})
+    alone = es_search.run(agents.MatrixAgentWithKwargs(dim=5), n_jobs=1, **kw)
+    on_dask = es_search.run(agents.MatrixAgentWithKwargs(dim=5), n_jobs=2, backend=client,
+                            sequential_fallback=False, **kw)
+    assert same_history(on_dask.history, alone.history)

@@ -48,27 +48,31 @@ class Shared(NamedTuple):
     shape: tuple
 
 
-#: float64 vectors of at least this many bytes are shared (:func:`share_vectors`)
+#: floating-point vectors of at least this many bytes are shared (:func:`share_vectors`)
 SHARE_FROM = 1 << 16
 
 
 def share_vectors(candidates: Sequence[Candidate]
                   ) -> tuple[list[Candidate], np.ndarray | None]:
-    """``candidates`` with each large float64 ``vector`` (PGPE's per-weight scales,
-    CMA-ES's points) replaced by its :class:`Shared` place in one flat array, returned
-    too (None: nothing to share), each distinct array once. The flat array is put in
-    the workers' pool once per generation, instead of being pickled with every chunk;
-    :func:`take_vectors` puts the vectors back in the worker."""
+    """``candidates`` with each large floating-point array ``vector`` (PGPE's per-weight
+    scales, CMA-ES's points) replaced by its :class:`Shared` place in one flat float64
+    array, returned too (None: nothing to share), each distinct array once. The flat
+    array is put in the workers' pool once per generation, instead of being pickled
+    (or memory-mapped by joblib, and kept) with every chunk; :func:`take_vectors` puts
+    the vectors back in the worker. A float16 or float32 vector comes back as float64
+    with the same values, which ``build`` and ``build_group`` use as they would the
+    original (``set_flat`` casts from the value; NumPy promotes to float64 anyway)."""
     places: dict[int, Shared] = {}
     parts: list[np.ndarray] = []
     size, shared = 0, []
     for c in candidates:
         v = c.vector
-        if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.nbytes >= SHARE_FROM:
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.itemsize <= 8 \
+                and v.nbytes >= SHARE_FROM:
             place = places.get(id(v))
             if place is None:
                 place = places[id(v)] = Shared(size, size + v.size, v.shape)
-                parts.append(v.reshape(-1))
+                parts.append(v.reshape(-1).astype(np.float64, copy=False))
                 size += v.size
             c = c._replace(vector=place)
         shared.append(c)

@@ -406,4 +406,18 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
         probe = copy.deepcopy(evaluator.local)
         for w in weights:  # bad names or shapes fail here, before any scoring
             probe.set_weights(w)
-        return evaluator.score(0, center, [Candidate("weights", vector=w) for w in weights])
+        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
+        return evaluator.score(0, center, [Candidate("weights", vector=_as_tensors(w))
+                                           for w in weights])
+
+
+def _as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
+    """A weights dict with its NumPy arrays as tensors of the same dtype and values (an
+    array torch cannot hold stays as it is; set_weights says what is wrong with it)."""
+    def tensor(value: Any) -> Any:
+        try:
+            return torch.tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            return value
+    return {name: tensor(value) if isinstance(value, np.ndarray) else value
+            for name, value in weights.items()}

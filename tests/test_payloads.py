@@ -22,11 +22,11 @@ cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 def test_share_vectors_puts_each_large_float64_array_once_and_take_vectors_restores():
     scale, point = np.linspace(0, 1, 9000), np.arange(9000.0).reshape(90, 100)
-    small, single = np.ones(3), np.ones(9000, dtype=np.float32)
+    small, whole = np.ones(3), np.ones(9000, dtype=np.int64)
     given = [Candidate("noise", 0.1, 1.0, 0, vector=scale),
              Candidate("noise", 0.1, -1.0, 0, vector=scale), Candidate("jitter", 0.2),
              Candidate("vector", vector=point), Candidate("vector", vector=small),
-             Candidate("vector", vector=single)]
+             Candidate("vector", vector=whole)]
     shared, flat = share_vectors(given)
     assert flat.shape == (18000,)  # scale once, then point
     assert shared[0].vector == shared[1].vector == Shared(0, 9000, (9000,))
@@ -39,6 +39,24 @@ def test_share_vectors_puts_each_large_float64_array_once_and_take_vectors_resto
         if a.vector is not None:
             assert np.array_equal(a.vector, b.vector) and a.vector.dtype == b.vector.dtype
     assert share_vectors(given[2:3] + given[4:]) == (given[2:3] + given[4:], None)
+    half = np.linspace(-1, 1, 40000, dtype=np.float32)  # shared as float64, same values
+    shared, flat = share_vectors([Candidate("vector", vector=half)])
+    assert flat.dtype == np.float64 and np.array_equal(flat, half)
+
+
+def test_float32_vectors_score_as_in_this_process(monkeypatch):
+    """A user's strategy may describe candidates by float32 vectors: shared as float64,
+    they load the same weights, bit for bit."""
+    monkeypatch.setattr(_candidates, "SHARE_FROM", 8)
+    rng = np.random.default_rng(0)
+    agent = agents.MatrixAgent(dim=5)
+    asked = [Candidate("vector", vector=rng.normal(size=5).astype(np.float32)),
+             Candidate("noise", 0.0, -1.0, 3, vector=np.full(5, 0.3, dtype=np.float32))]
+    center = agent.get_flat()
+    with Evaluator(agent, seed=2, n_jobs=1) as here:
+        expected = here.score(0, center, asked * 3)
+    with Evaluator(agent, seed=2, n_jobs=2, sequential_fallback=False) as there:
+        assert there.score(0, center, asked * 3) == expected
 
 
 @pytest.mark.parametrize("claimed", [False, True])
@@ -89,6 +107,11 @@ def test_pgpe_on_a_large_agent_leaves_no_memory_maps_behind():
                            strategy="pgpe", n_jobs=2, sequential_fallback=False,
                            progress=False)
     assert len(result.history) == 3
+    assert set(_joblib_files()) <= before
+    # weights given as NumPy arrays to evaluate() travel as tensors
+    weights = [{"w": np.full(200_000, float(i), dtype=np.float32)} for i in range(4)]
+    assert es_search.evaluate(Large(dim=200_000), weights, n_jobs=2) == \
+        [-90.0, -40.0, -10.0, 0.0]
     assert set(_joblib_files()) <= before
 
 

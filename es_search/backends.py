@@ -357,6 +357,10 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> P
     if type(chosen).__name__ == "RayBackend":  # parallel_config("ray")
         return _cluster_pool("ray", n_jobs)
     if getattr(chosen, "uses_threads", False):
+        if backend is None and (getattr(chosen, "nesting_level", None) or 0) >= 1:
+            # inside another joblib worker (a sweep over seeds), where joblib makes
+            # nested calls use threads: score in this worker, as n_jobs=1 would
+            return None
         raise ValueError(
             f"es_search cannot score on a thread-based joblib backend "
             f"({type(chosen).__name__}): each task seeds the process-wide random "

@@ -187,3 +187,9 @@ class TakesData(Quadratic):
         if not isinstance(data, CountsUnpickling):
             raise TypeError(f"data: {data!r}")
         return super().score()
+
+
+def sweep_seed(seed, n_jobs=-1):
+    """A sweep's task (run in a joblib worker by the test): one run's best score."""
+    return es_search.run(Quadratic(dim=3), generations=4, seed=seed, n_jobs=n_jobs,
+                         progress=False).best_score

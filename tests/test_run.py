@@ -10,6 +10,7 @@ import torch
 
 import es_search
 
+import agents
 from agents import MatrixAgent, NoisyEverywhere, Quadratic, RandomScore, ReturnsText, SometimesNaN
 
 
@@ -191,6 +192,17 @@ def test_a_results_repr_is_a_summary():
     assert repr(result) == (f"Result(best_score={result.best_score!r}, generations=3, "
                             f"evaluations={result.evaluations}, strategy='hill-climb', "
                             f"seed=0, num_evolved=10, stopped_by=None)")
+
+
+def test_a_run_inside_a_joblib_worker_scores_in_that_worker():
+    """A sweep over seeds with joblib: in its workers joblib gives nested calls a thread
+    backend, which es_search refuses when asked for it; asked for nothing (backend=None),
+    the run scores in its worker, with n_jobs=1's result, instead of failing."""
+    sweep = joblib.Parallel(n_jobs=2)(joblib.delayed(agents.sweep_seed)(s) for s in (0, 1))
+    assert sweep == [agents.sweep_seed(s, n_jobs=1) for s in (0, 1)]
+    with joblib.parallel_config("threading"):  # chosen by the user: still refused
+        with pytest.raises(ValueError, match="thread-based joblib backend"):
+            agents.sweep_seed(0, n_jobs=2)
 
 
 def test_a_non_agent_is_refused():

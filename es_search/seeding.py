@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
+import threading
 
 from typing import Any, Sequence
 
@@ -284,19 +285,35 @@ def seed_global_rngs(seed: int) -> None:
     torch.default_generator.manual_seed(seed)
 
 
+#: held by every :class:`preserved_global_rngs` block: the global RNGs belong to the
+#: process, so two runs in two threads (each n_jobs=1) take turns, a batch at a time,
+#: instead of reseeding each other's tasks (re-entrant: a score() may start a run)
+_GLOBAL_RNGS_LOCK = threading.RLock()
+
+
 class preserved_global_rngs:
-    """Context manager: the global RNGs are as they were on entry after the block.
+    """Context manager: the global RNGs are as they were on entry after the block, and
+    no other thread's block runs meanwhile.
 
     Used around every batch of tasks, so the caller's own random state is untouched
-    by a run, also when the run is a plain in-process loop (``n_jobs=1``).
+    by a run, also when the run is a plain in-process loop (``n_jobs=1``), and runs in
+    several threads of one process give the results they give one after the other.
     """
 
     def __enter__(self) -> "preserved_global_rngs":
-        self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        _GLOBAL_RNGS_LOCK.acquire()
+        try:
+            self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        except BaseException:
+            _GLOBAL_RNGS_LOCK.release()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        python_state, numpy_state, torch_state = self._state
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
-        torch.set_rng_state(torch_state)
+        try:
+            python_state, numpy_state, torch_state = self._state
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+            torch.set_rng_state(torch_state)
+        finally:
+            _GLOBAL_RNGS_LOCK.release()

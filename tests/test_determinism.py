@@ -75,3 +75,19 @@ def test_the_matrix_can_fail():
     other = comparable(es_search.run(MatrixAgentWithKwargs(), strategy="hill-climb",
                                      n_jobs=1, **{**RUN, "seed": 14}))
     assert other[0] != search("hill-climb", n_jobs=1)[0]
+
+
+def test_runs_in_several_threads_give_their_sequential_results():
+    """The global RNGs belong to the process: two runs scoring in this process (n_jobs=1)
+    from two threads take turns a batch at a time instead of reseeding each other's
+    tasks (without that, every trial here differed)."""
+    import concurrent.futures
+    from agents import NoisyEverywhere
+    made = [NoisyEverywhere() for _ in range(4)]  # its constructor seeds torch itself
+
+    def one(k):
+        return comparable(es_search.run(made[k], generations=20, population=8, seed=k,
+                                        n_jobs=1, progress=False))
+    alone = [one(k) for k in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(one, range(4))) == alone

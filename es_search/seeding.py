@@ -285,10 +285,11 @@ def seed_global_rngs(seed: int) -> None:
     torch.default_generator.manual_seed(seed)
 
 
-#: held by every :class:`preserved_global_rngs` block: the global RNGs belong to the
-#: process, so two runs in two threads (each n_jobs=1) take turns, a batch at a time,
-#: instead of reseeding each other's tasks (re-entrant: a score() may start a run)
-_GLOBAL_RNGS_LOCK = threading.RLock()
+#: held by every :class:`preserved_global_rngs` block (and ``worker.single_torch_thread``):
+#: the global RNGs and torch's thread count belong to the process, so two runs in two
+#: threads (each n_jobs=1) take turns, a batch at a time, instead of reseeding each
+#: other's tasks (re-entrant: a score() may start a run)
+PROCESS_STATE_LOCK = threading.RLock()
 
 
 class preserved_global_rngs:
@@ -301,11 +302,11 @@ class preserved_global_rngs:
     """
 
     def __enter__(self) -> "preserved_global_rngs":
-        _GLOBAL_RNGS_LOCK.acquire()
+        PROCESS_STATE_LOCK.acquire()
         try:
             self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         except BaseException:
-            _GLOBAL_RNGS_LOCK.release()
+            PROCESS_STATE_LOCK.release()
             raise
         return self
 
@@ -316,4 +317,4 @@ class preserved_global_rngs:
             np.random.set_state(numpy_state)
             torch.set_rng_state(torch_state)
         finally:
-            _GLOBAL_RNGS_LOCK.release()
+            PROCESS_STATE_LOCK.release()

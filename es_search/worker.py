@@ -34,8 +34,8 @@ from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import (preserved_global_rngs, seed_global_rngs, stream_seed, task_seed,
-                      task_seeds)
+from .seeding import (PROCESS_STATE_LOCK, preserved_global_rngs, seed_global_rngs,
+                      stream_seed, task_seed, task_seeds)
 
 
 class Payload(NamedTuple):
@@ -378,17 +378,27 @@ class single_torch_thread:
 
     Every scoring task runs like this, in a worker or in this process, so that reductions
     are summed in the same order whatever the path (and workers do not oversubscribe).
+    The thread count is the process's: the block holds ``PROCESS_STATE_LOCK``, so a run
+    in another thread cannot set it back in the middle of this one's tasks.
     """
 
     def __enter__(self) -> "single_torch_thread":
-        self._threads = torch.get_num_threads()
-        if self._threads != 1:
-            torch.set_num_threads(1)
+        PROCESS_STATE_LOCK.acquire()
+        try:
+            self._threads = torch.get_num_threads()
+            if self._threads != 1:
+                torch.set_num_threads(1)
+        except BaseException:
+            PROCESS_STATE_LOCK.release()
+            raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._threads != 1:
-            torch.set_num_threads(self._threads)
+        try:
+            if self._threads != 1:
+                torch.set_num_threads(self._threads)
+        finally:
+            PROCESS_STATE_LOCK.release()
 
 
 def skeleton_bytes(agent: Agent) -> bytes:

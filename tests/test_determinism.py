@@ -91,3 +91,24 @@ def test_runs_in_several_threads_give_their_sequential_results():
     alone = [one(k) for k in range(4)]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         assert list(pool.map(one, range(4))) == alone
+
+
+def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do():
+    """torch's thread count is the process's: a second thread's block waits, so it
+    cannot set the count back in the middle of the first one's tasks."""
+    import threading
+    from es_search.worker import single_torch_thread
+    entered, done = threading.Event(), threading.Event()
+
+    def other():
+        with single_torch_thread():
+            entered.set()
+        done.set()
+
+    with single_torch_thread():
+        thread = threading.Thread(target=other)
+        thread.start()
+        assert not entered.wait(0.2)  # held off while this block runs
+        assert torch.get_num_threads() == 1
+    thread.join(10)
+    assert entered.is_set() and done.is_set()

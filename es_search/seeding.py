@@ -14,6 +14,7 @@ gives one at a time (a chunk's task seeds, a group's streams, a generation's noi
 from __future__ import annotations
 
 import functools
+import os
 import random
 import threading
 
@@ -288,8 +289,24 @@ def seed_global_rngs(seed: int) -> None:
 #: held by every :class:`preserved_global_rngs` block (and ``worker.single_torch_thread``):
 #: the global RNGs and torch's thread count belong to the process, so two runs in two
 #: threads (each n_jobs=1) take turns, a batch at a time, instead of reseeding each
-#: other's tasks (re-entrant: a score() may start a run)
-PROCESS_STATE_LOCK = threading.RLock()
+#: other's tasks (re-entrant: a score() may start a run); read it with process_state_lock()
+_process_state_lock = threading.RLock()
+
+
+def process_state_lock() -> Any:
+    """The process's lock around its global RNGs and torch's thread count (a fresh one
+    in a forked child: a pool that forks a worker from one of its threads while another
+    thread holds the lock must not hand the worker a lock no thread will release)."""
+    return _process_state_lock
+
+
+def _fresh_lock_in_child() -> None:
+    global _process_state_lock
+    _process_state_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 class preserved_global_rngs:
@@ -302,11 +319,12 @@ class preserved_global_rngs:
     """
 
     def __enter__(self) -> "preserved_global_rngs":
-        PROCESS_STATE_LOCK.acquire()
+        self._lock = process_state_lock()
+        self._lock.acquire()
         try:
             self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         except BaseException:
-            PROCESS_STATE_LOCK.release()
+            self._lock.release()
             raise
         return self
 
@@ -317,4 +335,4 @@ class preserved_global_rngs:
             np.random.set_state(numpy_state)
             torch.set_rng_state(torch_state)
         finally:
-            PROCESS_STATE_LOCK.release()
+            self._lock.release()

@@ -34,7 +34,7 @@ from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import (PROCESS_STATE_LOCK, preserved_global_rngs, seed_global_rngs,
+from .seeding import (preserved_global_rngs, process_state_lock, seed_global_rngs,
                       stream_seed, task_seed, task_seeds)
 
 
@@ -378,18 +378,19 @@ class single_torch_thread:
 
     Every scoring task runs like this, in a worker or in this process, so that reductions
     are summed in the same order whatever the path (and workers do not oversubscribe).
-    The thread count is the process's: the block holds ``PROCESS_STATE_LOCK``, so a run
+    The thread count is the process's: the block holds ``process_state_lock()``, so a run
     in another thread cannot set it back in the middle of this one's tasks.
     """
 
     def __enter__(self) -> "single_torch_thread":
-        PROCESS_STATE_LOCK.acquire()
+        self._lock = process_state_lock()
+        self._lock.acquire()
         try:
             self._threads = torch.get_num_threads()
             if self._threads != 1:
                 torch.set_num_threads(1)
         except BaseException:
-            PROCESS_STATE_LOCK.release()
+            self._lock.release()
             raise
         return self
 
@@ -398,7 +399,7 @@ class single_torch_thread:
             if self._threads != 1:
                 torch.set_num_threads(self._threads)
         finally:
-            PROCESS_STATE_LOCK.release()
+            self._lock.release()
 
 
 def skeleton_bytes(agent: Agent) -> bytes:

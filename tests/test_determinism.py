@@ -9,6 +9,9 @@ state and its merge order, and what every worker is sent once per run. The paral
 path is forced (sequential_fallback=False); n_jobs=1 (a plain loop in this process) is
 the reference.
 """
+import os
+import time
+
 import pytest
 import torch
 
@@ -112,3 +115,45 @@ def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do
         assert torch.get_num_threads() == 1
     thread.join(10)
     assert entered.is_set() and done.is_set()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_another_thread_holds_the_lock_can_score():
+    """A pool may fork a worker from one of its threads while the main thread holds the
+    process's lock (scoring a cheap generation in this process): the child gets a fresh
+    lock, not one that no thread of it will ever release."""
+    import threading
+    from es_search.seeding import preserved_global_rngs
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with preserved_global_rngs():
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the lock is fresh
+            code = 1
+            try:
+                with preserved_global_rngs():
+                    code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.01)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the child waited on a lock held by a thread it does not have")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        holder.join(10)

@@ -42,6 +42,7 @@ import torch
 from . import checkpoint as _checkpoint
 from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
 from .interrupt import deferred_sigint
+from .settings import has_digest
 
 try:
     import fcntl
@@ -326,7 +327,6 @@ def read_score_kwargs(out: Any, recorded: dict) -> dict:
     path = Path(out) / SCORE_KWARGS
     if path.is_file():
         return _checkpoint.load(path)
-    from .settings import has_digest
     if has_digest(recorded):
         raise OutFolderError(f"{out} has no {SCORE_KWARGS}, and its config holds only "
                              f"digests of the run's score_kwargs; pass score_kwargs=")

@@ -309,7 +309,34 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
-class preserved_global_rngs:
+class ProcessStateBlock:
+    """Context manager base: ``_save()`` on entry and ``_restore()`` on exit of some of
+    the process's own state, with :func:`process_state_lock` held in between."""
+
+    def __enter__(self) -> "ProcessStateBlock":
+        self._lock = process_state_lock()
+        self._lock.acquire()
+        try:
+            self._save()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._restore()
+        finally:
+            self._lock.release()
+
+    def _save(self) -> None:
+        raise NotImplementedError
+
+    def _restore(self) -> None:
+        raise NotImplementedError
+
+
+class preserved_global_rngs(ProcessStateBlock):
     """Context manager: the global RNGs are as they were on entry after the block, and
     no other thread's block runs meanwhile.
 
@@ -318,21 +345,11 @@ class preserved_global_rngs:
     several threads of one process give the results they give one after the other.
     """
 
-    def __enter__(self) -> "preserved_global_rngs":
-        self._lock = process_state_lock()
-        self._lock.acquire()
-        try:
-            self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-        except BaseException:
-            self._lock.release()
-            raise
-        return self
+    def _save(self) -> None:
+        self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
 
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            python_state, numpy_state, torch_state = self._state
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
-            torch.set_rng_state(torch_state)
-        finally:
-            self._lock.release()
+    def _restore(self) -> None:
+        python_state, numpy_state, torch_state = self._state
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)

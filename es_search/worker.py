@@ -34,7 +34,7 @@ from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import (preserved_global_rngs, process_state_lock, seed_global_rngs,
+from .seeding import (ProcessStateBlock, preserved_global_rngs, seed_global_rngs,
                       stream_seed, task_seed, task_seeds)
 
 
@@ -373,7 +373,7 @@ def ping() -> float:
     return time.perf_counter()
 
 
-class single_torch_thread:
+class single_torch_thread(ProcessStateBlock):
     """Context manager: torch uses one intra-op thread inside the block.
 
     Every scoring task runs like this, in a worker or in this process, so that reductions
@@ -382,24 +382,14 @@ class single_torch_thread:
     in another thread cannot set it back in the middle of this one's tasks.
     """
 
-    def __enter__(self) -> "single_torch_thread":
-        self._lock = process_state_lock()
-        self._lock.acquire()
-        try:
-            self._threads = torch.get_num_threads()
-            if self._threads != 1:
-                torch.set_num_threads(1)
-        except BaseException:
-            self._lock.release()
-            raise
-        return self
+    def _save(self) -> None:
+        self._threads = torch.get_num_threads()
+        if self._threads != 1:
+            torch.set_num_threads(1)
 
-    def __exit__(self, *exc_info: object) -> None:
-        try:
-            if self._threads != 1:
-                torch.set_num_threads(self._threads)
-        finally:
-            self._lock.release()
+    def _restore(self) -> None:
+        if self._threads != 1:
+            torch.set_num_threads(self._threads)
 
 
 def skeleton_bytes(agent: Agent) -> bytes:

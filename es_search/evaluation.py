@@ -37,7 +37,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
-from .checks import check_is_agent, check_score_kwargs
+from .checks import check_int, check_is_agent, check_score_kwargs
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -58,7 +58,11 @@ class Evaluator:
     (``settings=``) or as the same keywords: ``n_jobs`` means what it means in joblib
     (-1 all cores, 1 a plain loop in this process, 0 an error); ``backend=None`` leaves
     the choice to the caller's ``joblib.parallel_config`` (loky by default); ``"dask"``
-    runs on the active ``dask.distributed.Client``, ``"ray"`` through ``ray.util.joblib``.
+    runs on the active ``dask.distributed.Client``, ``"ray"`` on Ray (both on
+    :mod:`es_search.pools`, one actor per worker process).
+
+    A run makes its own; in a loop of your own, :meth:`evaluate` scores weight dicts on
+    workers kept open between calls.
 
     Entering starts the workers and caches the agent in each (``startup_seconds``), then
     times empty round trips: the first overhead estimates of the dispatch policy.
@@ -106,6 +110,7 @@ class Evaluator:
         self.last_shared: dict | None = None
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
+        self._checker: Agent | None = None  # evaluate(): weights are tried on it first
         self.hooks = has_hooks(agent)
         group_size(agent)  # a bad score_batch_size fails here, before any worker starts
         check_score_kwargs(agent, settings.score_kwargs)
@@ -365,6 +370,38 @@ class Evaluator:
             f"on fresh workers with the same seeds (retry {attempt + 1} of "
             f"{self.max_retries})")
 
+    def evaluate(self, weights: Sequence[Mapping[str, Any]],
+                 generation: int = 0) -> list[float]:
+        """Score each weights dict, loaded over the agent's own weights (a subset of
+        names is fine), on this evaluator's workers; scores in input order. Task ``i``
+        runs under ``es_search.task_seed(seed, generation, i)``: in a loop, give each
+        call its own ``generation``, or every call replays the same random streams
+        (the same episodes, the same sampled actions). A bad name or shape fails
+        before any scoring. Example (a loop of your own, workers kept between calls)::
+
+            >>> import torch, es_search
+            >>> from es_search.problems.blog import BlogAgent
+            >>> agent = BlogAgent(work=0)
+            >>> with es_search.Evaluator(agent, n_jobs=1) as evaluator:
+            ...     for generation in range(3):
+            ...         w = [{"fc1.weight": torch.full((1, 3), float(generation + k))}
+            ...              for k in range(2)]
+            ...         scores = evaluator.evaluate(w, generation)
+            >>> scores
+            [6.0, 9.0]
+        """
+        weights = _weights_list(weights)
+        generation = _check_generation(generation)
+        if not weights:
+            return []
+        if self._checker is None:
+            self._checker = copy.deepcopy(self.local)
+        for w in weights:  # bad names or shapes fail here, before any scoring
+            self._checker.set_weights(w)
+        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
+        return self.score(generation, self.local.get_flat(),
+                          [Candidate("weights", vector=_as_tensors(w)) for w in weights])
+
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
@@ -378,18 +415,31 @@ class Evaluator:
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int = -1,
-             seed: int = 0, backend: Any = None,
+             seed: int = 0, generation: int = 0, backend: Any = None,
              score_kwargs: Mapping[str, Any] | None = None) -> list[float]:
     """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.
 
     Each dict is loaded over the agent's own weights (a subset of names is fine). Task
-    ``i`` runs under ``es_search.task_seed(seed, 0, i)``. ``agent`` is not modified.
+    ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
+    modified. Workers start and stop with each call (~15 ms on 2 cores): in a loop of
+    your own, keep them with :meth:`Evaluator.evaluate`.
 
     The blog post's whole example::
 
         scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
     """
     check_is_agent(agent)
+    weights = _weights_list(weights)
+    generation = _check_generation(generation)
+    if not weights:
+        return []
+    with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
+                   score_kwargs=score_kwargs) as evaluator:
+        return evaluator.evaluate(weights, generation)
+
+
+def _weights_list(weights: Any) -> list[Mapping[str, Any]]:
+    """``weights`` as a list of dicts, or a TypeError that says what was passed."""
     if isinstance(weights, Mapping) or not hasattr(weights, "__iter__"):
         raise TypeError(f"weights must be a list of weight dicts, one per candidate "
                         f"(for one agent's: [weights]), got {type(weights).__name__}")
@@ -398,17 +448,12 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
         if not isinstance(w, Mapping):
             raise TypeError(f"weights[{i}] must be a dict of name -> tensor, "
                             f"got {type(w).__name__}")
-    if not weights:
-        return []
-    with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
-                   score_kwargs=score_kwargs) as evaluator:
-        center = evaluator.local.get_flat()
-        probe = copy.deepcopy(evaluator.local)
-        for w in weights:  # bad names or shapes fail here, before any scoring
-            probe.set_weights(w)
-        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return evaluator.score(0, center, [Candidate("weights", vector=_as_tensors(w))
-                                           for w in weights])
+    return weights
+
+
+def _check_generation(generation: Any) -> int:
+    return check_int("generation", generation, 0,
+                     " (task i of a call runs under task_seed(seed, generation, i))")
 
 
 def _as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """es_search.evaluate(): score given weights in parallel, in input order."""
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -66,3 +68,58 @@ def test_bad_weights_fail_before_scoring():
 
 def test_empty_input_gives_empty_output():
     assert es_search.evaluate(BlogAgent(work=0), []) == []
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_each_call_of_an_evaluator_runs_under_its_generation(n_jobs):
+    """A loop of your own: one Evaluator, one call per generation; task i of a call runs
+    under task_seed(seed, generation, i), as evaluate(generation=) runs it."""
+    with es_search.Evaluator(SeedProbe(), n_jobs=n_jobs, seed=7,
+                             sequential_fallback=False) as evaluator:
+        calls = [evaluator.evaluate([{}] * 6, generation) for generation in range(3)]
+    for generation, scores in enumerate(calls):
+        expected = [es_search.task_seed(7, generation, i) % 1000003 for i in range(6)]
+        assert scores == expected
+        assert es_search.evaluate(SeedProbe(), [{}] * 6, n_jobs=n_jobs, seed=7,
+                                  generation=generation) == expected
+    assert calls[0] != calls[1] != calls[2]  # fresh streams each generation
+
+
+def test_an_evaluator_keeps_its_workers_between_calls(tmp_path):
+    """The workers start once and unpickle the score_kwargs once, however many calls."""
+    weights = [{"w": torch.full((10,), float(k))} for k in range(8)]
+    with es_search.Evaluator(TakesData(), n_jobs=2, sequential_fallback=False,
+                             score_kwargs={"data": CountsUnpickling(tmp_path)}) as evaluator:
+        pool = evaluator.pool
+        scores = [evaluator.evaluate(weights, generation) for generation in range(5)]
+        assert evaluator.pool is pool
+    assert scores[0] == scores[4] == [-10.0 * (k - 3.0) ** 2 for k in range(8)]
+    here = str(os.getpid())
+    in_workers = [p.name for p in tmp_path.iterdir() if p.name.split("-")[0] != here]
+    assert 1 <= len(in_workers) <= 2, in_workers  # once in each worker at most
+
+
+def test_an_evaluator_refuses_bad_weights_and_generations_before_scoring():
+    with es_search.Evaluator(BlogAgent(work=0), n_jobs=1) as evaluator:
+        with pytest.raises(KeyError, match="no weight named 'fc2.weight'"):
+            evaluator.evaluate([{"fc1.weight": torch.ones(1, 3)},
+                                {"fc2.weight": torch.zeros(1, 3)}])
+        with pytest.raises(TypeError, match=r"weights must be a list of weight dicts"):
+            evaluator.evaluate({"fc1.weight": torch.ones(1, 3)})
+        with pytest.raises(ValueError, match=r"generation must be >= 0 \(task i of a call "
+                                             r"runs under task_seed\(seed, generation, i\)\)"):
+            evaluator.evaluate([{}], generation=-1)
+        assert evaluator.evaluate([{"fc1.weight": torch.ones(1, 3)}], 1) == [3.0]
+    with pytest.raises(TypeError, match="generation must be an integer"):
+        es_search.evaluate(BlogAgent(work=0), [{}], generation=1.5)
+
+
+def test_the_evaluate_calls_benchmark_runs_and_checks_its_scores():
+    """benchmarks/evaluate_calls.py times both kinds of call on the same weights and
+    raises if their scores differ."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "evaluate_calls.py"),
+                           "--calls", "2", "--candidates", "4", "--n-jobs", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "es_search.evaluate()" in done.stdout and "ratio" in done.stdout

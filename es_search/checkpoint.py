@@ -161,9 +161,9 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
         raise CheckpointError(
             f"cannot resume the run in {where}: its configuration differs in "
             + "; ".join(diff) + ". Resume with the same settings (only generations, "
-            "n_jobs, backend, progress, callbacks, on_error, max_retries and task_timeout "
-            "may change; score_batch_size is the agent's), or use another out folder to "
-            "start a new run.")
+            "n_jobs, backend, progress, callbacks, on_error, max_retries, task_timeout "
+            "and checkpoint_every may change; score_batch_size is the agent's), or use "
+            "another out folder to start a new run.")
 
 
 def __getattr__(name: str) -> Any:

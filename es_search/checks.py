@@ -11,6 +11,10 @@ from .agent import Agent
 def check_is_agent(agent: Any) -> None:
     """Refuse anything but an :class:`~es_search.Agent` instance, saying what it got."""
     if isinstance(agent, Agent):
+        if "_parameters" not in vars(agent):  # torch's own error names an attribute
+            name = type(agent).__name__
+            raise TypeError(f"{name} is not set up as a torch.nn.Module: its __init__ "
+                            f"must call super().__init__() before anything else")
         return
     if isinstance(agent, type) and issubclass(agent, Agent):
         raise TypeError(f"agent must be an instance of {agent.__name__}, got the class "

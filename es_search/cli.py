@@ -119,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task-timeout", type=_checked(float, lambda v: check_positive_float("task_timeout", v)),
                      default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
+    run.add_argument("--checkpoint-every", default=1, metavar="N",
+                     type=_checked(int, lambda v: check_int("checkpoint_every", v, 1)),
+                     help="write --out's checkpoint every N generations (default 1); a "
+                          "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument("--no-test", action="store_true",
                      help="skip testing the best agent and the final centre at the end "
@@ -246,6 +250,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     params = dict(_parse_param(p) for p in args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    if args.checkpoint_every != 1 and not args.out:
+        raise UsageError("--checkpoint-every sets how often the checkpoint in --out DIR is "
+                         "written; pass --out")
     if args.overwrite and (args.resume or not args.out):
         raise UsageError("--overwrite replaces the run saved in --out DIR; pass --out, "
                          "and not --resume")
@@ -303,7 +310,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      overwrite=args.overwrite,
                      on_error=args.on_error, max_retries=args.max_retries,
                      task_timeout=args.task_timeout, strategy_options=strategy_options,
-                     callbacks=callbacks)
+                     callbacks=callbacks, checkpoint_every=args.checkpoint_every)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")

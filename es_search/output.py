@@ -5,13 +5,15 @@
   and fsynced each generation;
 - ``best_weights.pt``: ``torch.save`` of the best weights (a state dict, with the
   agent's shared state as of the generation they were scored), replaced atomically
-  whenever the best improves;
+  with the checkpoint when the best has improved since the last one (both then hold
+  the same generation);
 - ``center_weights.pt``: the strategy's final centre (``Result.center_weights``), at
   the end (like ``result.json``, ``plot.png`` and ``test.json``, it is removed when a
   resumed run writes its next generation: an interrupted folder holds no stale end);
 - ``checkpoint.pkl``: everything needed to continue the run (format:
-  :mod:`es_search.checkpoint`), replaced atomically every generation, after that
-  generation's history line;
+  :mod:`es_search.checkpoint`), replaced atomically after a generation's history line,
+  every ``checkpoint_every`` generations, and when the run ends, stops or fails
+  (Ctrl-C, SIGTERM, an error): a resume redoes the generations after it;
 - ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
   tasks of generation ``g`` that failed;
 - ``score_kwargs.pkl``: the run's ``score_kwargs`` (checkpoint format), written once
@@ -31,9 +33,12 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
+import math
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -41,6 +46,7 @@ import torch
 
 from . import checkpoint as _checkpoint
 from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
+from .errors import warn_user
 from .interrupt import deferred_sigint
 from .settings import has_digest
 
@@ -181,6 +187,42 @@ def claim(path: Any) -> Iterator[Path]:
         release(key)
 
 
+class CheckpointCost:
+    """What writing checkpoints costs a run; :meth:`notice` says, once, when it is over
+    a quarter of the run's time (and a second in all) and how to write fewer."""
+
+    SHARE = 0.25  # of the run's time, above which the run warns
+    AFTER = 3  # checkpoints written before judging
+    FLOOR = 1.0  # seconds spent on checkpoints before it matters
+
+    def __init__(self) -> None:
+        self.seconds, self.count, self.size, self.warned = 0.0, 0, 0, False
+
+    def add(self, seconds: float, size: int) -> None:
+        self.seconds += seconds
+        self.count += 1
+        self.size = size
+
+    def notice(self, run_seconds: float, generations: int, every: int) -> str | None:
+        """The warning to give now, if any (``run_seconds``: the time the run has spent
+        since it started or resumed, ``generations`` in it)."""
+        if self.warned or self.count < self.AFTER or self.seconds < self.FLOOR:
+            return None
+        share = self.seconds / run_seconds
+        if share <= self.SHARE:
+            return None
+        self.warned = True
+        each = self.seconds / self.count
+        rest = max(run_seconds - self.seconds, 1e-9) / max(generations, 1)  # a generation
+        advice = max(every + 1, math.ceil(each / (0.05 * rest)))  # ~5% of the time
+        return (f"writing the checkpoint ({self.size / 1e6:.1f} MB) takes {each * 1e3:.0f} ms "
+                f"a time, {share:.0%} of this run's time so far; checkpoint_every="
+                f"{advice} (es-search run --checkpoint-every {advice}) writes one every "
+                f"{advice} generations (a kill -9 then redoes up to {advice - 1} on resume; "
+                f"the end, Ctrl-C and errors still save everything; this warning is given "
+                f"once per run)")
+
+
 class RunFolder:
     """Writes one run into ``path`` (see the module docstring); a callback
     (``on_start``/``on_generation``/``on_end``, :mod:`es_search.callbacks.base`).
@@ -193,9 +235,15 @@ class RunFolder:
     """
 
     def __init__(self, path: Any, config: dict, resume: bool = False,
-                 overwrite: bool = False, score_kwargs: dict | None = None):
+                 overwrite: bool = False, score_kwargs: dict | None = None,
+                 checkpoint_every: int = 1):
         self.path = Path(path)
         self.config = config
+        self.checkpoint_every = checkpoint_every
+        self._pending: dict | None = None  # the last generation's checkpoint, unwritten
+        self._weights_due = False  # the best improved since best_weights.pt was written
+        self.checkpoint_cost = CheckpointCost()
+        self._started, self._generations = time.perf_counter(), 0  # this session's
         self._lock: str | None = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
@@ -251,10 +299,12 @@ class RunFolder:
         self._history = open(self.path / HISTORY, "a")
 
     def on_start(self, info: Any) -> None:
+        self._started = time.perf_counter()
         dump_json(self.path / CONFIG, self.config)  # with what the start decided
         if self.saved:
             self.save_weights(self.search.best_weights())
-        else:
+        else:  # the starting agent, the best so far
+            self._weights_due = True
             self.save_checkpoint()
 
     def on_generation(self, record: dict) -> None:
@@ -269,11 +319,26 @@ class RunFolder:
             os.fsync(self._history.fileno())
             self._digest.update(line.encode())
             self.history_lines += 1
-            if self.search.improved or record["generation"] == 0:
-                self.save_weights(self.search.best_weights())
-            self.save_checkpoint()
+            # best_weights.pt goes with the checkpoint: both as of the same generation
+            self._weights_due |= self.search.improved
+            done = record["generation"] + 1
+            if done % self.checkpoint_every == 0 or done >= self.config["generations"]:
+                self.save_checkpoint()
+            else:  # written by the next due generation, or when the run ends or fails
+                self._pending = self._checkpoint_data(pending=True)
+        self._generations += 1
+        notice = self.checkpoint_cost.notice(time.perf_counter() - self._started,
+                                             self._generations, self.checkpoint_every)
+        if notice:
+            warn_user(notice)
+
+    def on_error(self, error: BaseException) -> None:
+        """Ctrl-C, SIGTERM or an error: save the completed generations that the last
+        checkpoint lacks."""
+        self._save_pending()
 
     def on_end(self, result: Any) -> None:
+        self._save_pending()
         if getattr(result, "center_weights", None) is not None:
             atomic_write(self.path / CENTER_WEIGHTS,
                          lambda f: torch.save(result.center_weights, f))
@@ -295,14 +360,34 @@ class RunFolder:
             release(key)
 
     # ------------------------------------------------------------------ files
-    def save_checkpoint(self) -> None:
-        """Save what continuing the run needs. The history is not copied into every
-        checkpoint (that would grow with the run): the checkpoint holds the number and
-        SHA-256 of the ``history.jsonl`` lines written before it, which a resume checks
-        and reads back."""
-        _checkpoint.save(self.path / CHECKPOINT, {
-            **self.search.checkpoint(), "history_lines": self.history_lines,
-            "history_sha256": self._digest.hexdigest(), "config": self.config})
+    def save_checkpoint(self, data: dict | None = None) -> None:
+        """Save what continuing the run needs (``data``: a checkpoint put aside by a
+        generation that did not write it; default: as of now). The history is not
+        copied into every checkpoint (that would grow with the run): the checkpoint
+        holds the number and SHA-256 of the ``history.jsonl`` lines written before it,
+        which a resume checks and reads back."""
+        data = data or self._checkpoint_data()
+        began = time.perf_counter()
+        with deferred_sigint():
+            if self._weights_due:
+                self.save_weights(self.search.weights_of(data["best_flat"],
+                                                         data["best_shared"]))
+                self._weights_due = False
+            _checkpoint.save(self.path / CHECKPOINT, data)
+            self._pending = None
+        self.checkpoint_cost.add(time.perf_counter() - began,
+                                 (self.path / CHECKPOINT).stat().st_size)
+
+    def _checkpoint_data(self, pending: bool = False) -> dict:
+        data = {**self.search.checkpoint(), "history_lines": self.history_lines,
+                "history_sha256": self._digest.hexdigest(), "config": self.config}
+        if pending:  # the agent's shared state may change in place before it is written
+            data["shared"] = copy.deepcopy(data["shared"])
+        return data
+
+    def _save_pending(self) -> None:
+        if self._pending is not None:
+            self.save_checkpoint(self._pending)
 
     def save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))

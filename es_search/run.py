@@ -36,7 +36,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         callbacks: Iterable[Callback] = (),
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
         overwrite: bool = False, on_error: str = "raise", max_retries: int = 2,
-        task_timeout: float | None = None, sequential_fallback: bool = True) -> Result:
+        task_timeout: float | None = None, sequential_fallback: bool = True,
+        checkpoint_every: int = 1) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
     Each generation the strategy asks for ``population`` candidates around its centre
@@ -62,8 +63,13 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       Thread-based backends are refused (tasks seed the process-wide RNGs).
     - ``progress``: show a tqdm bar over the generations (best and mean score).
     - ``score_kwargs``: keyword arguments for every ``score()`` call.
-    - ``out``: a folder to write the run into as it goes (see ``es_search.output``),
-      including a checkpoint after every generation.
+    - ``out``: a folder to write the run into as it goes (see ``es_search.output``):
+      a history line every generation and a checkpoint every ``checkpoint_every``
+      generations (default 1). Checkpoints of a large agent or strategy state take
+      time (the run warns when they take over a quarter of it); with
+      ``checkpoint_every=N`` a SIGKILL or a crash of the machine redoes up to N - 1
+      generations on resume (the same result). The end of the run, a stop, Ctrl-C,
+      SIGTERM and errors still save every completed generation.
     - ``resume``: continue the run in ``out`` from its checkpoint (a fresh start when
       there is none). The result equals an uninterrupted run's. Settings that would
       change the result (agent class, strategy and its settings, seed, score_kwargs)
@@ -100,7 +106,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
-        progress=progress, out=out, resume=resume, overwrite=overwrite)
+        progress=progress, out=out, resume=resume, overwrite=overwrite,
+        checkpoint_every=checkpoint_every)
     options = dict(strategy_options or {})
     for name in ("population", "sigma"):
         if name in options:
@@ -112,7 +119,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     check_score_kwargs(agent, settings.score_kwargs)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
-                       settings.score_kwargs) if settings.out else None
+                       settings.score_kwargs, settings.checkpoint_every) \
+        if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
         with Evaluator(agent, settings=settings) as evaluator:

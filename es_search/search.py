@@ -113,15 +113,16 @@ class Search:
 
     def best_weights(self) -> dict:
         """The best weights, with the shared state they were scored with."""
-        return self._weights(self.best_flat, self.best_shared)
+        return self.weights_of(self.best_flat, self.best_shared)
 
     def center_weights(self) -> dict:
         """The strategy's centre now (its mean; a hill climber's parent), with the
         agent's shared state now: what the next generation would start from."""
-        return self._weights(self.strategy.center(self.state),
+        return self.weights_of(self.strategy.center(self.state),
                              self.evaluator.local.shared_state())
 
-    def _weights(self, flat: np.ndarray, shared: dict | None) -> dict:
+    def weights_of(self, flat: np.ndarray, shared: dict | None) -> dict:
+        """The agent's weights dict for the flat vector ``flat``, with ``shared``."""
         local = self.evaluator.local
         current = local.get_flat()
         local.set_flat(flat)

@@ -93,8 +93,8 @@ class Settings:
     - ``seed``, ``n_jobs``, ``backend``, ``score_kwargs``: what every task sees and where
       it runs; ``on_error``, ``max_retries``, ``task_timeout``, ``sequential_fallback``:
       how failures and the in-process/parallel choice are handled;
-    - ``progress``, ``out``, ``resume``, ``overwrite``: the progress bar and the run
-      folder.
+    - ``progress``, ``out``, ``resume``, ``overwrite``, ``checkpoint_every``: the
+      progress bar and the run folder.
     """
 
     generations: int | None = None
@@ -110,6 +110,7 @@ class Settings:
     out: Path | None = None
     resume: bool = False
     overwrite: bool = False
+    checkpoint_every: int = 1
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalised values are set once, here
@@ -156,6 +157,12 @@ class Settings:
         if self.overwrite and self.out is None:
             raise ValueError("overwrite=True replaces the run saved in an out folder; "
                              "pass out=<that folder>")
+        set_(self, "checkpoint_every", check_int(
+            "checkpoint_every", self.checkpoint_every, 1,
+            " (generations between two checkpoints of the run folder)"))
+        if self.checkpoint_every != 1 and self.out is None:
+            raise ValueError("checkpoint_every sets how often the run folder's checkpoint "
+                             "is written; pass out=<folder> (without one nothing is saved)")
         if self.resume and self.overwrite:
             raise ValueError("resume=True continues the run in out, overwrite=True "
                              "replaces it: pass one of them")
@@ -191,6 +198,7 @@ class Settings:
             "backend": self.backend_name,
             "num_evolved": agent.num_evolved(),
             "score_batch_size": group_size(agent),
+            "checkpoint_every": self.checkpoint_every,
         }
 
     @classmethod

@@ -165,3 +165,123 @@ def test_resume_accepts_equal_score_kwargs_objects_without_eq(tmp_path):
     result = es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path,
                            score_kwargs=again, resume=True, **KW)
     assert len(result.history) == 2
+
+
+# ----------------------------------------------------------------- checkpoint_every
+def test_checkpoint_written_every_n_generations_and_at_the_end(tmp_path):
+    seen = []
+
+    def look(record):
+        ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+        seen.append((record["generation"], ckpt["generation"], ckpt["history_lines"]))
+
+    es_search.run(agents.Vec(), generations=7, n_jobs=1, out=tmp_path, callbacks=[look],
+                  checkpoint_every=3, **KW)
+    assert seen == [(0, 0, 0), (1, 0, 0), (2, 3, 3), (3, 3, 3), (4, 3, 3), (5, 6, 6),
+                    (6, 7, 7)]
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 7
+
+
+def test_a_resume_redoes_the_generations_after_the_last_checkpoint(tmp_path):
+    """A kill -9 between checkpoints: history.jsonl holds more generations than the
+    checkpoint; the resume drops them, redoes them, and equals the uninterrupted run."""
+    full = es_search.run(agents.Vec(), generations=8, n_jobs=1, **KW)
+    copies = {}
+
+    def copy_at_five(record):  # the folder as a kill -9 after generation 4 leaves it
+        if record["generation"] == 4:
+            copies.update({p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()})
+
+    es_search.run(agents.Vec(), generations=8, n_jobs=1, out=tmp_path, checkpoint_every=3,
+                  callbacks=[copy_at_five], **KW)
+    for name, data in copies.items():
+        (tmp_path / name).write_bytes(data)
+    for name in ("result.json", "center_weights.pt"):
+        (tmp_path / name).unlink(missing_ok=True)
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 3
+    assert len(read_history(tmp_path / "history.jsonl")) == 5
+    resumed = es_search.run(agents.Vec(), generations=8, n_jobs=2, out=tmp_path,
+                            resume=True, checkpoint_every=2, **KW)
+    assert same_history(resumed.history, full.history)
+    assert same_weights(resumed.best_weights, full.best_weights)
+    assert same_history(read_history(tmp_path / "history.jsonl"), full.history)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_ctrl_c_or_an_error_saves_the_generations_the_last_checkpoint_lacks(tmp_path, error):
+    full = es_search.run(agents.Vec(), generations=9, n_jobs=1, **KW)
+
+    def stop_after_five(record):
+        if record["generation"] == 4:
+            raise error("stop")
+
+    with pytest.raises(error):
+        es_search.run(agents.Vec(), generations=9, n_jobs=1, out=tmp_path,
+                      checkpoint_every=4, callbacks=[stop_after_five], **KW)
+    saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    assert (saved["generation"], saved["history_lines"]) == (5, 5)  # not 4: all kept
+    resumed = es_search.run(agents.Vec(), generations=9, n_jobs=1, out=tmp_path,
+                            resume=True, checkpoint_every=4, **KW)
+    assert same_history(resumed.history, full.history)
+    assert same_weights(resumed.best_weights, full.best_weights)
+
+
+def test_a_stopped_run_is_checkpointed_whatever_checkpoint_every(tmp_path):
+    result = es_search.run(agents.Vec(), generations=20, n_jobs=1, out=tmp_path,
+                           checkpoint_every=10, callbacks=[lambda r: r["generation"] == 2],
+                           **KW)
+    assert result.generations == 3
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 3
+
+
+def test_checkpoint_every_is_checked_at_the_call(tmp_path):
+    with pytest.raises(ValueError, match=r"checkpoint_every must be >= 1 \(generations "
+                                         r"between two checkpoints of the run folder\), "
+                                         r"got 0"):
+        es_search.run(agents.Vec(), generations=2, out=tmp_path, checkpoint_every=0, **KW)
+    with pytest.raises(ValueError, match=r"checkpoint_every sets how often the run "
+                                         r"folder's checkpoint is written; pass out="):
+        es_search.run(agents.Vec(), generations=2, checkpoint_every=5, **KW)
+    assert not list(tmp_path.iterdir())
+
+
+def test_checkpoints_that_take_a_large_share_of_the_run_are_named_once(tmp_path,
+                                                                       monkeypatch):
+    from es_search.output import CheckpointCost
+    cost = CheckpointCost()
+    for _ in range(2):
+        cost.add(0.5, 65_000_000)
+    assert cost.notice(2.0, 2, 1) is None  # two checkpoints: not yet judged
+    cost.add(0.5, 65_000_000)
+    assert cost.notice(30.0, 3, 1) is None  # 5% of the run
+    message = cost.notice(3.0, 3, 1)  # 1.5 s of 3: 50%; 0.5 s a generation besides
+    assert message.startswith("writing the checkpoint (65.0 MB) takes 500 ms a time, 50% "
+                              "of this run's time so far; checkpoint_every=20 ")
+    assert cost.notice(3.0, 3, 1) is None  # once
+    small = CheckpointCost()
+    for _ in range(5):
+        small.add(0.01, 3000)
+    assert small.notice(0.1, 5, 1) is None  # half the time, but 50 ms in all
+    # in a run: warned once, naming the option
+    monkeypatch.setattr(CheckpointCost, "FLOOR", 0.0)
+    monkeypatch.setattr(CheckpointCost, "SHARE", 0.0)
+    with pytest.warns(RuntimeWarning, match="--checkpoint-every") as caught:
+        es_search.run(agents.Vec(), generations=6, n_jobs=1, out=tmp_path, **KW)
+    assert len([w for w in caught if "checkpoint" in str(w.message)]) == 1
+
+
+def test_best_weights_file_goes_with_the_checkpoint(tmp_path):
+    """Between sparse checkpoints best_weights.pt stays as of the last checkpoint, so
+    a folder left by a kill -9 holds a best score and weights of the same generation."""
+    seen = []
+
+    def look(record):
+        saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+        on_disk = torch.load(tmp_path / "best_weights.pt")
+        seen.append(np.array_equal(on_disk["x"].numpy(),
+                                   saved["best_flat"]))
+
+    result = es_search.run(agents.Vec(), generations=9, n_jobs=1, out=tmp_path,
+                           checkpoint_every=4, callbacks=[look], **KW)
+    assert all(seen) and len(seen) == 9
+    assert same_weights(torch.load(tmp_path / "best_weights.pt"), result.best_weights)

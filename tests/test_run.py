@@ -220,6 +220,24 @@ def test_an_agent_class_instead_of_an_instance_says_so(call):
         call(Quadratic)
 
 
+class ForgetsSuperInit(es_search.Agent):
+    def __init__(self):
+        self.size = 3  # torch would say: 'ForgetsSuperInit' object has no attribute ...
+
+    def score(self):
+        return 0.0
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: es_search.run(a, generations=1), lambda a: es_search.evaluate(a, [{}]),
+    lambda a: es_search.check_score_batch(a)])
+def test_an_agent_whose_init_skips_super_init_is_told_to_call_it(call):
+    with pytest.raises(TypeError, match=r"ForgetsSuperInit is not set up as a "
+                                        r"torch.nn.Module: its __init__ must call "
+                                        r"super\(\).__init__\(\) before anything else"):
+        call(ForgetsSuperInit())
+
+
 class NothingToEvolve(es_search.Agent):
     def __init__(self):
         super().__init__()

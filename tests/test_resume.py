@@ -51,16 +51,23 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path):
     assert same_history(a.history, b.history)
 
 
-def test_checkpoint_written_every_generation(tmp_path):
+@pytest.mark.parametrize("every, generations, seen_expected", [
+    (1, 3, [(0, 1, 1), (1, 2, 2), (2, 3, 3)]),
+    (3, 7, [(0, 0, 0), (1, 0, 0), (2, 3, 3), (3, 3, 3), (4, 3, 3), (5, 6, 6), (6, 7, 7)]),
+])
+def test_checkpoint_written_every_n_generations_and_at_the_end(tmp_path, every, generations,
+                                                               seen_expected):
+    """(generation, the checkpoint's generation, its history lines) after each."""
     seen = []
 
     def look(record):
         ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
         seen.append((record["generation"], ckpt["generation"], ckpt["history_lines"]))
 
-    es_search.run(agents.Vec(), generations=3, n_jobs=1, out=tmp_path, callbacks=[look],
-                  **KW)
-    assert seen == [(0, 1, 1), (1, 2, 2), (2, 3, 3)]
+    es_search.run(agents.Vec(), generations=generations, n_jobs=1, out=tmp_path,
+                  callbacks=[look], checkpoint_every=every, **KW)
+    assert seen == seen_expected
+    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == generations
 
 
 @pytest.mark.parametrize("change, named", [
@@ -168,20 +175,6 @@ def test_resume_accepts_equal_score_kwargs_objects_without_eq(tmp_path):
 
 
 # ----------------------------------------------------------------- checkpoint_every
-def test_checkpoint_written_every_n_generations_and_at_the_end(tmp_path):
-    seen = []
-
-    def look(record):
-        ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
-        seen.append((record["generation"], ckpt["generation"], ckpt["history_lines"]))
-
-    es_search.run(agents.Vec(), generations=7, n_jobs=1, out=tmp_path, callbacks=[look],
-                  checkpoint_every=3, **KW)
-    assert seen == [(0, 0, 0), (1, 0, 0), (2, 3, 3), (3, 3, 3), (4, 3, 3), (5, 6, 6),
-                    (6, 7, 7)]
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 7
-
-
 def test_a_resume_redoes_the_generations_after_the_last_checkpoint(tmp_path):
     """A kill -9 between checkpoints: history.jsonl holds more generations than the
     checkpoint; the resume drops them, redoes them, and equals the uninterrupted run."""

@@ -45,6 +45,7 @@ from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges, war
 from .interrupt import sigterm_as_interrupt
 from .seeding import preserved_global_rngs
 from .settings import Settings
+from .pickling import check_score_kwargs_pickle
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 
@@ -114,6 +115,9 @@ class Evaluator:
         self.hooks = has_hooks(agent)
         group_size(agent)  # a bad score_batch_size fails here, before any worker starts
         check_score_kwargs(agent, settings.score_kwargs)
+        if settings.generations is None:  # not a run's (run() checked them, with out=)
+            check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
+                                      saved=False)
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self._kwargs: Any = None  # the score_kwargs as put in the pool once (None: none)

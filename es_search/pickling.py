@@ -104,3 +104,27 @@ def check_agent(agent: Any, *, workers: bool) -> None:
         except Exception:
             _complain(agent, "sent to worker processes", cloudpickle.dumps,
                       "With n_jobs != 1 each worker receives a pickled copy of the agent.")
+
+
+def check_score_kwargs_pickle(score_kwargs: Any, *, workers: bool, saved: bool) -> None:
+    """Raise a TypeError naming the value of ``score_kwargs`` that cannot be pickled,
+    when they must be: sent to worker processes (``workers``) or saved in the run
+    folder (``saved``)."""
+    if not score_kwargs or not (workers or saved):
+        return
+    try:
+        cloudpickle.dumps(dict(score_kwargs))
+        return
+    except Exception:
+        found = find_culprit(dict(score_kwargs), cloudpickle.dumps, "score_kwargs")
+    if found is None:  # pragma: no cover - failed once, works now: nothing to name
+        return
+    path, obj, error = found
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")
+    why = " and ".join(part for part, needed in (
+        ("each worker receives them pickled (n_jobs != 1)", workers),
+        ("the run folder saves them (out=)", saved)) if needed)
+    raise TypeError(
+        f"{path} (a {kind}) cannot be pickled ({type(error).__name__}: {error}), and "
+        f"{why}. Pass values that pickle (data, numbers, functions), or build such an "
+        f"object inside score() from ones that do.") from None

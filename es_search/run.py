@@ -19,7 +19,7 @@ from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
-from .pickling import check_agent
+from .pickling import check_agent, check_score_kwargs_pickle
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
@@ -117,6 +117,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     check_score_kwargs(agent, settings.score_kwargs)
+    check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
+                              saved=settings.out is not None)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
                        settings.score_kwargs, settings.checkpoint_every) \

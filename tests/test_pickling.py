@@ -27,3 +27,36 @@ def test_unpicklable_agent_is_named_before_any_work(tmp_path, make, attribute, n
                       **KW)
     assert attribute in str(info.value)
     assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+# ----------------------------------------------------------------- unpicklable score_kwargs
+class TakesRows(agents.Vec):
+    def score(self, data) -> float:
+        return super().score() + sum(data["rows"])
+
+
+@pytest.mark.parametrize("n_jobs, out, why", [
+    (2, False, "and each worker receives them pickled (n_jobs != 1). "),
+    (1, True, "and the run folder saves them (out=). "),
+    (2, True, "and each worker receives them pickled (n_jobs != 1) and the run folder "
+              "saves them (out=). "),
+])
+def test_unpicklable_score_kwargs_are_named_before_any_work(tmp_path, n_jobs, out, why):
+    kwargs = {"data": {"rows": [1.0, 2.0], "source": (i for i in range(3))}}
+    with pytest.raises(TypeError) as info:
+        es_search.run(TakesRows(), generations=2, n_jobs=n_jobs,
+                      out=tmp_path / "run" if out else None, score_kwargs=kwargs, **KW)
+    assert str(info.value).startswith(
+        "score_kwargs['data']['source'] (a generator) cannot be pickled (TypeError: cannot "
+        "pickle 'generator' object), " + why)
+    assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_score_kwargs_that_stay_in_this_process_need_not_pickle():
+    kwargs = {"data": {"rows": [1.0, 2.0], "source": (i for i in range(3))}}
+    result = es_search.run(TakesRows(), generations=2, n_jobs=1, score_kwargs=kwargs,
+                           **KW)
+    assert result.generations == 2
+    with pytest.raises(TypeError, match=r"score_kwargs\['data'\]\['source'\] \(a generator\)"):
+        es_search.evaluate(TakesRows(), [{}], n_jobs=2, score_kwargs=kwargs)
+    assert es_search.evaluate(TakesRows(), [{}], n_jobs=1, score_kwargs=kwargs)

@@ -475,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
+    if not argv:  # a bare `es-search`: what it can do, not one line about a missing verb
+        parser.print_help(sys.stderr)
+        return 2
     try:
         args = parser.parse_args(argv)
         with sigterm_as_interrupt():  # a job scheduler's stop: the Ctrl-C way, anywhere

@@ -350,3 +350,10 @@ def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_pa
     assert captured.err.startswith("es-search check: Normalised.score_batch() scores 8 of "
                                    "8 candidates differently")
     assert "candidate_rngs" in captured.err
+
+
+def test_a_bare_command_prints_the_verbs(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: es-search")
+    assert all(verb in err for verb in ("run", "test", "check", "list", "bench"))

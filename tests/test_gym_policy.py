@@ -347,3 +347,49 @@ def test_test_scores_are_true_returns_of_fresh_episodes():
     returns = plain.returns(plain.test_episodes, seed=1_000_000)
     assert figures["test_return_mean"] == returns.mean() and returns.mean() > 9
     assert figures["test_episodes"] == 20 and figures["test_return_std"] == returns.std()
+
+
+class _Target:
+    """A tiny environment a user's script registers itself (not importable by id)."""
+
+    def __new__(cls, *args, **kwargs):  # built lazily: gymnasium is an extra
+        import gymnasium as gym
+
+        class Target(gym.Env):
+            observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+            action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+
+            def reset(self, seed=None, options=None):
+                super().reset(seed=seed)
+                self.x, self.t = self.np_random.uniform(-1, 1, 2).astype(np.float32), 0
+                return self.x.copy(), {}
+
+            def step(self, action):
+                self.t += 1
+                reward = -float((action[0] - self.x[0]) ** 2)
+                return self.x.copy(), reward, False, self.t >= 20, {}
+
+        return Target()
+
+
+def test_an_environment_registered_in_the_script_is_made_in_the_workers_too():
+    """gym.register in the user's script registers the id in that process only; the
+    workers make it from the spec the policy carries (they once failed with 'unknown
+    gymnasium environment id')."""
+    import cloudpickle
+    import gymnasium as gym
+
+    import es_search
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    gym.register("EsSearchTarget-v0", entry_point=_Target)
+    try:
+        runs = [es_search.run(GymPolicy("EsSearchTarget-v0"), generations=3, population=4,
+                              n_jobs=n_jobs, seed=2, progress=False,
+                              sequential_fallback=False) for n_jobs in (1, 2)]
+    finally:
+        gym.registry.pop("EsSearchTarget-v0")
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert runs[0].history[-1]["scores"] == runs[1].history[-1]["scores"]
+    assert runs[0].best_score == runs[1].best_score > -20.0
+    with pytest.raises(ValueError, match="unknown gymnasium environment id 'EsSearchTarget"):
+        GymPolicy("EsSearchTarget-v0")  # gone from the registry: refused at construction

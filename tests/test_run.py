@@ -305,3 +305,15 @@ def test_center_weights_are_the_final_centre_with_the_shared_state(strategy, tmp
     assert all(torch.equal(stored[k], result.center_weights[k]) for k in stored)
     if strategy == "pgpe":  # a mean that is never scored itself: not the best sample
         assert not np.array_equal(center.get_flat(), result.best_agent().get_flat())
+
+
+@pytest.mark.parametrize("extra, named", [
+    (dict(population=16), "population"), (dict(sigma=0.2), "sigma"),
+    (dict(strategy_options={"momentum": 0.5}), "strategy_options"),
+    (dict(population=16, strategy_options={"momentum": 0.5}), "population or strategy_options"),
+])
+def test_settings_beside_a_strategy_instance_are_refused_by_name(extra, named):
+    strategy = es_search.make_strategy("pgpe", 8, 0.1)
+    with pytest.raises(ValueError, match=rf"the strategy instance PGPE\(.*\) carries its own "
+                                         rf"settings; do not pass {named} to run\(\) as well"):
+        es_search.run(Quadratic(), generations=1, strategy=strategy, **extra)

@@ -54,20 +54,25 @@ def _extra_for_id(env_id: str) -> str:
     return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
 
 
-def make_env(env_id: str) -> Any:
+def make_env(env_id: str, spec: Any = None) -> Any:
     """``gymnasium.make(env_id)``, or one clear error: an unknown id (ValueError) or a
-    missing extra (ImportError naming the ``pip install`` that fixes it)."""
+    missing extra (ImportError naming the ``pip install`` that fixes it). ``spec``: the
+    id's ``EnvSpec`` where the agent was built, made when this process does not know the
+    id (an environment the user's script registered, in a worker process)."""
     from ..extras import require
     gym = require("gymnasium", _extra_for_id(env_id))
+    target: Any = env_id
     try:
         spec = gym.spec(env_id)
     except gym.error.Error as exc:
-        raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "
-                         f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
-                         ) from None
+        if spec is None:
+            raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "
+                             f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
+                             ) from None
+        target = spec
     try:
         with _mujoco_warnings_to_python(spec.entry_point):
-            return gym.make(env_id)
+            return gym.make(target)
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
         extra = _extra_for(spec.entry_point)
         raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
@@ -195,6 +200,9 @@ class GymPolicy(Agent):
                              f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
         env = make_env(env_id)  # an unknown id or a missing extra fails here
         self.env_id = env_id
+        # workers make it from the spec when they lack its registration (gym.register
+        # in the user's script)
+        self.env_spec = env.spec
         self._read_spaces(env)
         env.close()
         self.episodes, self.max_steps, self.greedy = int(episodes), max_steps, bool(greedy)
@@ -244,7 +252,7 @@ class GymPolicy(Agent):
 
     def _random_action_statistics(self, episodes: int, seed: int):
         """Mean and std of the observations of ``episodes`` random-action episodes."""
-        env = make_env(self.env_id)
+        env = self.make_env()
         stats = Moments.empty(self.obs_dim)
         for k in range(episodes):
             obs, _ = env.reset(seed=seed + k)
@@ -260,6 +268,11 @@ class GymPolicy(Agent):
         env.close()
         std = np.sqrt(stats.m2 / max(stats.count - 1, 1))
         return stats.mean, np.maximum(std, 1e-3)
+
+    def make_env(self) -> Any:
+        """A new environment of this policy's id (from its spec when this process does
+        not know the id)."""
+        return make_env(self.env_id, getattr(self, "env_spec", None))  # older pickles lack it
 
     def __getstate__(self):  # the environment is rebuilt where the agent lands
         state = self.__dict__.copy()
@@ -319,7 +332,7 @@ class GymPolicy(Agent):
         ``seeded_actions``: sample discrete actions from a generator seeded ``seed``
         (default: with ``crn``), not from NumPy's global RNG."""
         if self._env is None:
-            self._env = make_env(self.env_id)
+            self._env = self.make_env()
         env = self._env
         self._norm = (self.obs_mean.numpy(), self.obs_std.numpy())
         seeded = self.crn if seeded_actions is None else seeded_actions

@@ -31,8 +31,12 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
     strategy's own ``options``) or an instance."""
     if isinstance(strategy, Strategy):
         if population is not None or sigma is not None or options:
-            raise ValueError(f"population and sigma are set on the strategy instance "
-                             f"{strategy!r}; do not pass them to run() as well")
+            given = [name for name, value in (("population", population is not None),
+                                              ("sigma", sigma is not None),
+                                              ("strategy_options", bool(options))) if value]
+            raise ValueError(f"the strategy instance {strategy!r} carries its own settings; "
+                             f"do not pass {' or '.join(given)} to run() as well (set them "
+                             f"when you build it)")
         return strategy
     if isinstance(strategy, str):
         if strategy not in STRATEGIES:

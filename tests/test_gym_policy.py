@@ -393,3 +393,23 @@ def test_an_environment_registered_in_the_script_is_made_in_the_workers_too():
     assert runs[0].best_score == runs[1].best_score > -20.0
     with pytest.raises(ValueError, match="unknown gymnasium environment id 'EsSearchTarget"):
         GymPolicy("EsSearchTarget-v0")  # gone from the registry: refused at construction
+
+
+def test_a_module_colon_id_imports_the_module_that_registers_it(tmp_path, monkeypatch):
+    """gymnasium.make's "module:Id" form: the module is imported, then the id looked up."""
+    import gymnasium as gym
+    (tmp_path / "es_probe_envs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('EsProbeCartPole-v0', entry_point="
+        "'gymnasium.envs.classic_control.cartpole:CartPoleEnv', max_episode_steps=50)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        policy = GymPolicy("es_probe_envs:EsProbeCartPole-v0", greedy=True)
+        same = GymPolicy("CartPole-v1", greedy=True)  # the same dynamics, other limit
+        assert policy.returns(episodes=3).tolist() == same.returns(episodes=3).tolist()
+    finally:
+        gym.registry.pop("EsProbeCartPole-v0", None)
+        sys.modules.pop("es_probe_envs", None)
+    with pytest.raises(ValueError, match=r"gymnasium environment id 'es_probe_nothing:X-v0': "
+                                         r"cannot import module 'es_probe_nothing'"):
+        GymPolicy("es_probe_nothing:X-v0")

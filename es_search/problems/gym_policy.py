@@ -7,6 +7,7 @@ gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import math
 import re
 import warnings
@@ -62,8 +63,16 @@ def make_env(env_id: str, spec: Any = None) -> Any:
     from ..extras import require
     gym = require("gymnasium", _extra_for_id(env_id))
     target: Any = env_id
+    if ":" in env_id:  # "module:Id", as gymnasium.make reads it: import, then look up
+        module, _, target = env_id.rpartition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"gymnasium environment id {env_id!r}: cannot import module "
+                             f"{module!r} ({exc}); it should register {target!r} when "
+                             f"imported") from None
     try:
-        spec = gym.spec(env_id)
+        spec = gym.spec(target)
     except gym.error.Error as exc:
         if spec is None:
             raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "

@@ -79,3 +79,45 @@ def test_keyword_names_follow_kwargs_up_the_classes():
             "hidden", "episodes", "max_steps", "greedy", "score_batch_size"]
     assert did_you_mean("dimm", ["dim", "start"]) == " (did you mean 'dim'?)"
     assert did_you_mean("zzz", ["dim", "start"]) == ""
+
+
+# ----------------------------------------------------------------- Function
+def test_a_function_is_minimised_the_same_on_any_worker_count():
+    import numpy as np
+
+    from es_search.problems import Function
+
+    def shifted(x, shift):
+        return float(((x - shift) ** 2).sum())
+
+    runs = [es_search.run(Function(shifted, np.zeros(5)), generations=40, population=8,
+                          sigma=0.5, n_jobs=n_jobs, seed=3, progress=False,
+                          score_kwargs={"shift": 2.0}, sequential_fallback=False)
+            for n_jobs in (1, 2)]
+    assert runs[0].history == [{**r, "seconds": a["seconds"]} for r, a in
+                               zip(runs[1].history, runs[0].history)]
+    start = shifted(np.zeros(5), 2.0)  # 20
+    assert -runs[0].best_score < 0.2 * start  # the score is -f: f went down
+    x = Function.x_of(runs[0].best_weights)
+    assert shifted(x, 2.0) == pytest.approx(-runs[0].best_score)
+
+
+def test_a_function_can_be_maximised_and_checks_its_input():
+    import numpy as np
+
+    from es_search.problems import Function
+    agent = Function(lambda x: float(x.sum()), [1.0, 2.0], minimize=False)
+    assert agent.score() == 3.0
+    assert Function(lambda x: float(x.sum()), [1.0, 2.0]).score() == -3.0
+    for bad, error, message in [
+            (dict(fn=3, x0=[1.0]), TypeError, "fn must be a callable"),
+            (dict(fn=sum, x0=np.zeros((2, 2))), ValueError, r"x0 must be a non-empty vector "
+                                                           r"\(1-d\), got shape \(2, 2\)"),
+            (dict(fn=sum, x0=[]), ValueError, "x0 must be a non-empty vector"),
+            (dict(fn=sum, x0=[1.0, float("nan")]), ValueError, "x0 must be finite"),
+            (dict(fn=sum, x0=[1.0], minimize="yes"), TypeError, "minimize must be True or")]:
+        with pytest.raises(error, match=message):
+            Function(**bad)
+    with pytest.raises(es_search.ScoreError, match="fn returned ndarray"):
+        es_search.run(Function(lambda x: x, [1.0, 2.0]), generations=1, n_jobs=1,
+                      progress=False)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..checks import did_you_mean
+from .function import Function
 from .gym_policy import GymPolicy
 
 #: name -> (import path, one-line description)

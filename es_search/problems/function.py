@@ -1,0 +1,58 @@
+"""Any function of a vector as an agent: black-box optimisation without a class."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..agent import Agent
+
+
+class Function(Agent):
+    """The vector ``x`` (float64, starting at ``x0``) searched for the best value of
+    ``fn(x)``: the lowest (``minimize=True``, the default, as pycma and nevergrad read a
+    function) or the highest. ``fn`` takes a NumPy array and returns a number; it is
+    pickled to the workers (a lambda or a function of your script is fine). The score
+    is ``-fn(x)`` when minimising, so ``result.best_score`` is ``-min f``.
+
+    >>> import numpy as np, es_search
+    >>> from es_search.problems import Function
+    >>> agent = Function(lambda x: float(((x - 3) ** 2).sum()), x0=np.zeros(4))
+    >>> result = es_search.run(agent, generations=150, strategy="adaptive-hill-climb",
+    ...                        n_jobs=1, progress=False)
+    >>> bool(-result.best_score < 1e-6)             # min f
+    True
+    >>> np.round(Function.x_of(result.best_weights), 3).tolist()
+    [3.0, 3.0, 3.0, 3.0]
+    """
+
+    def __init__(self, fn: Callable[[np.ndarray], Any], x0: Any, minimize: bool = True):
+        super().__init__()
+        if not callable(fn):
+            raise TypeError(f"fn must be a callable taking a NumPy vector and returning a "
+                            f"number, got {type(fn).__name__}")
+        x0 = np.array(x0, dtype=np.float64)
+        if x0.ndim != 1 or x0.size == 0:
+            raise ValueError(f"x0 must be a non-empty vector (1-d), got shape {x0.shape}")
+        if not np.all(np.isfinite(x0)):
+            raise ValueError("x0 must be finite; it holds NaN or inf")
+        if not isinstance(minimize, bool):
+            raise TypeError(f"minimize must be True or False, got {minimize!r}")
+        self.fn, self.minimize = fn, minimize
+        self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
+
+    def score(self, **kwargs: Any) -> float:
+        value = self.fn(self.x.detach().numpy().copy(), **kwargs)
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"fn returned {type(value).__name__} {value!r:.60}; it must "
+                            f"return a number") from None
+        return -value if self.minimize and not math.isnan(value) else value
+
+    @staticmethod
+    def x_of(weights: dict) -> np.ndarray:
+        """The vector in a weights dict (``result.best_weights``, ``center_weights``)."""
+        return weights["x"].detach().numpy().copy()

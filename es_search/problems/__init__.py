@@ -19,6 +19,9 @@ from ..checks import did_you_mean
 from .function import Function
 from .gym_policy import GymPolicy
 
+__all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
+           "load_problem", "load_run", "resolve_spec", "run_agent"]
+
 #: name -> (import path, one-line description)
 BUILTINS: dict[str, tuple[str, str]] = {
     "blog": ("es_search.problems.blog:BlogAgent",

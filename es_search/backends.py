@@ -204,8 +204,18 @@ class SharedFiles:
 
 # --------------------------------------------------------------------- pools
 # one chunk at a time per process: dask runs several tasks per worker process in threads,
-# and a chunk seeds the process-wide random generators
+# and a chunk seeds the process-wide random generators (read it as backends.CHUNK_LOCK
+# at each use: a forked child gets a fresh one, as seeding's process-state lock)
 CHUNK_LOCK = threading.Lock()
+
+
+def _fresh_chunk_lock_in_child() -> None:
+    global CHUNK_LOCK
+    CHUNK_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_fresh_chunk_lock_in_child)
 
 
 def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:

@@ -117,17 +117,28 @@ def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do
     assert entered.is_set() and done.is_set()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_child_forked_while_another_thread_holds_the_lock_can_score():
-    """A pool may fork a worker from one of its threads while the main thread holds the
-    process's lock (scoring a cheap generation in this process): the child gets a fresh
-    lock, not one that no thread of it will ever release."""
-    import threading
+def _process_state_block():
     from es_search.seeding import preserved_global_rngs
+    return preserved_global_rngs()
+
+
+def _chunk_lock():
+    from es_search import backends
+    return backends.CHUNK_LOCK  # looked up at each use, as worker.py does
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("block", [_process_state_block, _chunk_lock])
+def test_a_child_forked_while_another_thread_holds_the_lock_can_score(block):
+    """A pool may fork a worker from one of its threads while the main thread holds the
+    process's lock (scoring a cheap generation in this process), or a chunk's lock (a
+    worker thread of an in-process Dask cluster): the child gets a fresh lock, not one
+    that no thread of it will ever release."""
+    import threading
     holding, release = threading.Event(), threading.Event()
 
     def hold():
-        with preserved_global_rngs():
+        with block():
             holding.set()
             release.wait(10)
 
@@ -139,7 +150,7 @@ def test_a_child_forked_while_another_thread_holds_the_lock_can_score():
         if pid == 0:  # the child: its copy of the lock is fresh
             code = 1
             try:
-                with preserved_global_rngs():
+                with block():
                     code = 0
             finally:
                 os._exit(code)

@@ -43,9 +43,9 @@ from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges, warn_user
 from .interrupt import sigterm_as_interrupt
+from .pickling import check_score_kwargs_pickle
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .pickling import check_score_kwargs_pickle
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 

@@ -50,6 +50,17 @@ def test_a_bad_callback_is_refused_before_any_work():
         es_search.run(Quadratic(), generations=2, callbacks=[42], **KW)
 
 
+@pytest.mark.parametrize("name", ["CSV", "EarlyStopping", "TensorBoard"])
+def test_a_callback_class_instead_of_an_instance_is_refused_at_the_call(name, tmp_path):
+    import es_search.callbacks as callbacks
+    cls = getattr(callbacks, name)
+    with pytest.raises(TypeError, match=rf"callbacks\[1\] is the class {name} itself; pass "
+                                        rf"an instance: {name}\(\.\.\.\)"):
+        es_search.run(Quadratic(), generations=2, callbacks=[print, cls],
+                      out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_stopped_run_resumes_and_equals_the_uninterrupted_one(tmp_path):
     full = es_search.run(RandomScore(), generations=5, **KW)
     stopper = Recorder(stop_at=1)

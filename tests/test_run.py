@@ -317,3 +317,10 @@ def test_settings_beside_a_strategy_instance_are_refused_by_name(extra, named):
     with pytest.raises(ValueError, match=rf"the strategy instance PGPE\(.*\) carries its own "
                                          rf"settings; do not pass {named} to run\(\) as well"):
         es_search.run(Quadratic(), generations=1, strategy=strategy, **extra)
+
+
+def test_a_strategy_class_instead_of_an_instance_says_so():
+    from es_search.strategies.pgpe import PGPE
+    with pytest.raises(TypeError, match=r"strategy is the class PGPE itself; pass an "
+                                        r"instance, PGPE\(\.\.\.\) or its name 'pgpe'"):
+        es_search.run(Quadratic(), generations=1, strategy=PGPE)

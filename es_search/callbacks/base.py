@@ -81,7 +81,10 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = [callbacks]
     wrapped: list[Callback] = []
-    for cb in callbacks:
+    for i, cb in enumerate(callbacks):
+        if isinstance(cb, type):  # callable, and has the methods: it would fail later
+            raise TypeError(f"callbacks[{i}] is the class {cb.__name__} itself; pass an "
+                            f"instance: {cb.__name__}(...)")
         if isinstance(cb, Callback):
             wrapped.append(cb)
         elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end",

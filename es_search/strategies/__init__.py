@@ -51,6 +51,11 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
         if sigma is not None:
             kwargs["sigma"] = sigma
         return cls(**kwargs)
+    if isinstance(strategy, type) and issubclass(strategy, Strategy):
+        name = getattr(strategy, "name", None)
+        by_name = f" or its name {name!r}" if name in STRATEGIES else ""
+        raise TypeError(f"strategy is the class {strategy.__name__} itself; pass an "
+                        f"instance, {strategy.__name__}(...){by_name}")
     raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
                     f"Strategy instance, got {type(strategy).__name__}")
 

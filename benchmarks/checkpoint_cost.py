@@ -22,6 +22,7 @@ import tempfile
 import time
 import warnings
 
+import joblib
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = []
     folder = os.path.join(tempfile.mkdtemp(prefix="es_search_ckpt_"), "run")
     print(f"{args.generations} generations, population 16, n_jobs={args.n_jobs} "
-          f"({os.cpu_count()} cores), median of {args.repeats} rounds")
+          f"({joblib.cpu_count()} cores), median of {args.repeats} rounds")
     print("| strategy | weights | checkpoint | one write | no out | every 1 | every 10 |")
     print("|---|---|---|---|---|---|---|")
     for case in args.cases:

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import joblib
 import numpy as np
 
 from es_search.problems.gym_policy import TEST_SEED  # the test episodes' first seed
@@ -122,7 +123,7 @@ def parse_args(argv=None) -> Args:
 
 
 def cores(n_jobs: int) -> int:
-    return os.cpu_count() if n_jobs == -1 else n_jobs
+    return joblib.cpu_count() if n_jobs == -1 else n_jobs
 
 
 # ----------------------------------------------------------------------------- es_search

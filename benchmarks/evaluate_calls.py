@@ -18,6 +18,7 @@ import statistics
 import sys
 import time
 
+import joblib
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                "evaluator_ms": statistics.median(kept) * 1e3}
     figures["ratio"] = figures["evaluate_ms"] / figures["evaluator_ms"]
     print(f"{args.calls} calls of {args.candidates} candidates, n_jobs={args.n_jobs} "
-          f"({os.cpu_count()} cores), blog agent, work={args.work}: median per call")
+          f"({joblib.cpu_count()} cores), blog agent, work={args.work}: median per call")
     print(f"  es_search.evaluate()    {figures['evaluate_ms']:8.2f} ms (workers started "
           f"each call)")
     print(f"  Evaluator.evaluate()    {figures['evaluator_ms']:8.2f} ms (workers kept; "

@@ -41,6 +41,7 @@ import sys
 import time
 from typing import Any, Callable
 
+import joblib
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -368,7 +369,7 @@ def markdown(results: dict) -> str:
     for text, measured, met in targets(results):
         verdict = "not judged (quick run)" if quick else ("yes" if met else "no")
         lines.append(f"| {text} | {measured} | {verdict} |")
-    lines += ["", f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    lines += ["", f"{platform.processor() or platform.machine()}, {joblib.cpu_count()} cores, "
               f"Python {platform.python_version()}, {s['command']}, "
               f"{results['seconds']:.0f} s in all."]
     return "\n".join(lines)

@@ -4,6 +4,7 @@ import os
 import sys
 
 import runpy
+import subprocess
 
 import joblib
 import numpy as np
@@ -256,7 +257,7 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     lib, repo = tmp_path / "lib", tmp_path / "repo"
     assert cli_main(["bench", "--tiny", "--out", str(lib)]) == 0
     result = json.loads((lib / "scaling.json").read_text())
-    n_cpus = os.cpu_count()
+    n_cpus = joblib.cpu_count()  # the cores n_jobs=-1 uses, as the benchmark counts them
     assert {r["n"] for r in result["rows"]} == set(range(1, min(n_cpus, 8) + 1)) or \
         max(r["n"] for r in result["rows"]) == n_cpus
     assert all(r["engine_s"] > 0 and r["blog_s"] > 0 for r in result["rows"])
@@ -298,3 +299,19 @@ def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
     assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "2",
                      "--population", "4", "--no-progress"]) == 0
     assert "best score" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
+def test_the_benchmark_counts_the_cores_this_process_may_use(tmp_path):
+    """Pinned to one core (as a container's quota or taskset pins it), the benchmark
+    measures n_jobs=1 only, as n_jobs=-1 would use, and says no model was fitted."""
+    code = ("import os, sys; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+            "from es_search.cli import main; sys.exit(main(['bench', '--tiny', '--out', "
+            f"{str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "scaling.json").read_text())
+    assert {r["n"] for r in result["rows"]} == {1} and result["machine"]["cpus"] == 1
+    assert "no parallel generation was measured" in (tmp_path / "scaling.md").read_text()

@@ -67,7 +67,8 @@ BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
 
 
 def _default_workers() -> tuple[int, ...]:
-    return tuple(sorted({1, os.cpu_count() or 1}))
+    import joblib  # the cores n_jobs=-1 uses (affinity, cgroup quotas)
+    return tuple(sorted({1, joblib.cpu_count()}))
 
 
 @dataclass
@@ -368,7 +369,7 @@ def benchmark(settings: Settings, quick: bool = False, note: str = "",
     result = {"quick": quick, "settings": dataclasses.asdict(settings), "rows": rows,
               "speedups": speedups(rows),
               "machine": f"{platform.processor() or platform.machine()}, "
-                         f"{os.cpu_count()} cores, Python {platform.python_version()}, "
+                         f"{_default_workers()[-1]} cores, Python {platform.python_version()}, "
                          f"torch {torch.__version__}",
               "note": ""}
     result["runs"] = whole_runs(settings, log) if settings.runs else []

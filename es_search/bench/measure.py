@@ -202,7 +202,7 @@ def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     began = time.perf_counter()
-    n_cpus = os.cpu_count() or 1
+    n_cpus = joblib.cpu_count()  # what n_jobs=-1 uses: affinity and cgroup quotas
     n_values = sorted(set(n_values or default_n_values(n_cpus)) | {1})
     if max(n_values) > n_cpus:
         raise ValueError(f"n_jobs values go up to the {n_cpus} cores of this machine")

@@ -109,6 +109,10 @@ def _model(result: dict) -> list[str]:
 
 def _caveat(result: dict) -> list[str]:
     """How far each model can be trusted (with 2 worker counts, Amdahl's hardly)."""
+    if max(result["n_values"]) == 1:
+        return ["", "This process may use one core only (its CPU affinity or cgroup quota, "
+                "as n_jobs=-1 counts cores), so no parallel generation was measured and "
+                "neither model could be fitted: run it where 2 cores or more are free."]
     return ["", "Both models cap the workers at the population. With worker counts 1 and "
             f"{max(result['n_values'])} only, Amdahl's serial fraction rests on one "
             "speedup per point and noise can put it at 0 (perfect scaling); the overhead "

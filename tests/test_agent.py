@@ -1,4 +1,6 @@
 """The Agent base class: weights as dicts and vectors, jitter, clone."""
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -81,3 +83,56 @@ def test_score_must_be_implemented():
         pass
     with pytest.raises(NotImplementedError, match="Bare must implement score"):
         Bare().score()
+
+
+class PostAgent(es_search.Agent):
+    """The blog post's Agent class as the post wrote it, on es_search.Agent instead of
+    nn.Module (its dummy loop shortened)."""
+
+    def __init__(self, w):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(3, 1)
+        self.fc1.weight.requires_grad = False
+        self.set_weights({"fc1.weight": torch.tensor([w], dtype=torch.float32)})
+
+    def forward(self, x):
+        return torch.sum(self.fc1.weights)
+
+    def score(self):
+        for i in range(100):
+            i**i
+        return self.fc1.weight.sum().item()
+
+    def get_weights(self, copy=False):
+        if copy:
+            return {"fc1.weight": self.fc1.weight}
+        else:
+            return {"fc1.weight": self.fc1.weight.clone()}
+
+    def set_weights(self, w):
+        self.load_state_dict(w, strict=False)
+
+    def jitter_weights(self, inplace=False):
+        w = {"fc1.weight": self.fc1.weight if inplace else self.fc1.weight.clone()}
+        step = torch.randint(3, (3,), dtype=torch.float32) - 1.0
+        w["fc1.weight"].add_(step)
+        if not inplace:
+            return w
+
+
+def test_the_blog_posts_own_agent_class_runs_unchanged():
+    import cloudpickle
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        runs = [es_search.run(PostAgent([1, 1, 1]), generations=8, population=6, n_jobs=n_jobs,
+                              seed=4, progress=False, sequential_fallback=False)
+                for n_jobs in (1, 2)]
+        scores = es_search.evaluate(PostAgent([1, 1, 1]), [
+            {"fc1.weight": torch.full((1, 3), float(k))} for k in range(1, 7)], n_jobs=2)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert scores == [3.0, 6.0, 9.0, 12.0, 15.0, 18.0]  # the post's output
+    assert runs[0].best_score == runs[1].best_score > 3.0  # its +-1 steps climbed
+    assert [r["scores"] for r in runs[0].history] == [r["scores"] for r in runs[1].history]
+    weights = runs[0].best_weights["fc1.weight"]
+    assert torch.equal(weights, weights.round())  # whole steps, as the post takes them

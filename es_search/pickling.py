@@ -75,15 +75,18 @@ def find_culprit(obj: Any, dumps: Callable[[Any], Any], path: str = "agent",
     return path, obj, error
 
 
+def _kind(obj: Any) -> str:
+    """``obj``'s type as a message names it (``_thread.lock``, ``generator``)."""
+    return f"{type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")
+
+
 def _complain(agent: Any, what: str, dumps: Callable[[Any], Any], why: str) -> None:
     found = find_culprit(agent, dumps)
     if found is None:  # pragma: no cover - failed once, works now: nothing to name
         return
     path, obj, error = found
-    kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
-    kind = kind.replace("builtins.", "")
     raise UnpicklableAgentError(
-        f"{type(agent).__name__} cannot be {what}: its attribute {path} (a {kind}) "
+        f"{type(agent).__name__} cannot be {what}: its attribute {path} (a {_kind(obj)}) "
         f"cannot be pickled ({type(error).__name__}: {error}). {why} Create such objects "
         f"lazily inside score() (e.g. `if self.env is None: self.env = make_env()`, with "
         f"`self.env = None` in __init__), or leave them out of the pickle with "
@@ -120,11 +123,10 @@ def check_score_kwargs_pickle(score_kwargs: Any, *, workers: bool, saved: bool) 
     if found is None:  # pragma: no cover - failed once, works now: nothing to name
         return
     path, obj, error = found
-    kind = f"{type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")
     why = " and ".join(part for part, needed in (
         ("each worker receives them pickled (n_jobs != 1)", workers),
         ("the run folder saves them (out=)", saved)) if needed)
     raise TypeError(
-        f"{path} (a {kind}) cannot be pickled ({type(error).__name__}: {error}), and "
+        f"{path} (a {_kind(obj)}) cannot be pickled ({type(error).__name__}: {error}), and "
         f"{why}. Pass values that pickle (data, numbers, functions), or build such an "
         f"object inside score() from ones that do.") from None

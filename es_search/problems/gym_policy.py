@@ -68,9 +68,10 @@ def make_env(env_id: str, spec: Any = None) -> Any:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise ValueError(f"gymnasium environment id {env_id!r}: cannot import module "
-                             f"{module!r} ({exc}); it should register {target!r} when "
-                             f"imported") from None
+            if spec is None:  # else: made from the spec, as an unregistered id is
+                raise ValueError(f"gymnasium environment id {env_id!r}: cannot import "
+                                 f"module {module!r} ({exc}); it should register "
+                                 f"{target!r} when imported") from None
     try:
         spec = gym.spec(target)
     except gym.error.Error as exc:

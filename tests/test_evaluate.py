@@ -123,3 +123,15 @@ def test_the_evaluate_calls_benchmark_runs_and_checks_its_scores():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "es_search.evaluate()" in done.stdout and "ratio" in done.stdout
+
+
+def test_an_evaluator_on_dask_gives_the_same_scores_call_after_call(cluster, tmp_path):
+    weights = [{"w": torch.full((10,), float(k))} for k in range(6)]
+    with es_search.Evaluator(SeedProbe(), backend="dask", seed=7,
+                             sequential_fallback=False) as evaluator:
+        calls = [evaluator.evaluate([{}] * 5, generation) for generation in range(3)]
+    for generation, scores in enumerate(calls):
+        assert scores == [es_search.task_seed(7, generation, i) % 1000003 for i in range(5)]
+    with es_search.Evaluator(TakesData(), backend="dask", sequential_fallback=False,
+                             score_kwargs={"data": CountsUnpickling(tmp_path)}) as ev:
+        assert ev.evaluate(weights, 1) == [-10.0 * (k - 3.0) ** 2 for k in range(6)]

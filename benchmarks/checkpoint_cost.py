@@ -1,20 +1,23 @@
 """What checkpoints cost a run with a large state, and what ``checkpoint_every`` saves.
 
     PYTHONPATH=$PWD python benchmarks/checkpoint_cost.py [--generations 20] [--repeats 3]
+    PYTHONPATH=$PWD python benchmarks/checkpoint_cost.py --out benchmarks/results
 
 For each case (an agent of ``n`` weights whose score is a cheap quadratic, a strategy,
 population 16, ``--n-jobs`` workers), one round runs the same search without a run
 folder, with ``out=`` and a checkpoint every generation, and with
 ``checkpoint_every=10``, in an order that rotates between rounds; it prints the median
-wall time of each over ``--repeats`` rounds, the checkpoint's size, and the mean time
+wall time of each over ``--repeats`` rounds (after an untimed warm-up run that starts
+the workers), the checkpoint's size, and the mean time
 of one checkpoint write (``RunFolder.checkpoint_cost``). The three histories are
-checked equal (a checkpoint never changes a result). Run it alone (``flock
-/work/coord/bench.lock`` here).
+checked equal (a checkpoint never changes a result). With ``--out DIR`` it also writes
+``DIR/checkpoint_cost.md``. Run it alone (``flock /work/coord/bench.lock`` here).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import shutil
 import statistics
 import sys
@@ -25,7 +28,8 @@ import warnings
 import joblib
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), HERE]
 
 import es_search  # noqa: E402
 from es_search import output  # noqa: E402
@@ -80,18 +84,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--cases", nargs="*", default=[f"{s}:{n}" for s, n in CASES],
                         help="STRATEGY:WEIGHTS, e.g. cma-es:2000")
+    parser.add_argument("--out", default=None, help="also write DIR/checkpoint_cost.md")
     args = parser.parse_args(argv)
-    rows = []
+    rows, lines = [], []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
+
     folder = os.path.join(tempfile.mkdtemp(prefix="es_search_ckpt_"), "run")
-    print(f"{args.generations} generations, population 16, n_jobs={args.n_jobs} "
-          f"({joblib.cpu_count()} cores), median of {args.repeats} rounds")
-    print("| strategy | weights | checkpoint | one write | no out | every 1 | every 10 |")
-    print("|---|---|---|---|---|---|---|")
+    say(f"{args.generations} generations, population 16, n_jobs={args.n_jobs} "
+        f"({joblib.cpu_count()} cores), median of {args.repeats} rounds")
+    say("")
+    say("| strategy | weights | checkpoint | one write | no out | every 1 | every 10 |")
+    say("|---|---|---|---|---|---|---|")
     for case in args.cases:
         strategy, n = case.split(":")
         walls = {mode: [] for mode in MODES}
         costs: list = []
         histories = {}
+        one_run(strategy, int(n), "no out", 2, args.n_jobs, folder, [])  # warm: untimed
         for round_ in range(args.repeats):
             for k in range(len(MODES)):
                 mode = MODES[(k + round_) % len(MODES)]
@@ -101,16 +113,35 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if not histories["no out"] == histories["every 1"] == histories["every 10"]:
             raise AssertionError(f"{case}: the histories differ between modes")
         every_one = [c for c in costs if c.count > args.generations // 2]
-        write = sum(c.seconds for c in every_one) / sum(c.count for c in every_one)
+        one_write = sum(c.seconds for c in every_one) / sum(c.count for c in every_one)
         row = {"strategy": strategy, "weights": int(n), "size_mb": costs[-1].size / 1e6,
-               "write_ms": write * 1e3,
+               "write_ms": one_write * 1e3,
                **{mode: statistics.median(walls[mode]) for mode in MODES}}
         rows.append(row)
-        print(f"| {strategy} | {int(n):,} | {row['size_mb']:.1f} MB | {row['write_ms']:.0f} ms "
-              f"| {row['no out']:.2f} s | {row['every 1']:.2f} s | {row['every 10']:.2f} s |",
-              flush=True)
+        say(f"| {strategy} | {int(n):,} | {row['size_mb']:.1f} MB | {row['write_ms']:.0f} ms "
+            f"| {row['no out']:.2f} s | {row['every 1']:.2f} s | {row['every 10']:.2f} s |")
     shutil.rmtree(os.path.dirname(folder), ignore_errors=True)
+    if args.out:
+        write(args.out, lines)
     return rows
+
+
+def write(out: str, lines: list[str]) -> None:
+    from provenance import commit
+    os.makedirs(out, exist_ok=True)
+    header = [
+        "# Checkpoint cost (benchmarks/checkpoint_cost.py)", "",
+        f"`python benchmarks/checkpoint_cost.py --out {out}` at {commit()}, "
+        f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, torch "
+        f"{torch.__version__}, load average {os.getloadavg()[0]:.2f} at the end. An agent of "
+        f"n weights with a cheap quadratic score; the same search with no run folder, with "
+        f"a checkpoint every generation, and every 10, the three interleaved round by round "
+        f"(their histories checked equal). \"one write\": the mean time of one checkpoint "
+        f"write (with best_weights.pt when the best improved), as the run folder measured "
+        f"it. Single runs are noisy: compare within a row.", ""]
+    with open(os.path.join(out, "checkpoint_cost.md"), "w") as f:
+        f.write("\n".join(header + lines) + "\n")
+    print(f"wrote {os.path.join(out, 'checkpoint_cost.md')}")
 
 
 if __name__ == "__main__":

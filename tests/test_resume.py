@@ -278,3 +278,17 @@ def test_best_weights_file_goes_with_the_checkpoint(tmp_path):
                            checkpoint_every=4, callbacks=[look], **KW)
     assert all(seen) and len(seen) == 9
     assert same_weights(torch.load(tmp_path / "best_weights.pt"), result.best_weights)
+
+
+def test_the_checkpoint_cost_benchmark_runs_and_writes_its_table(tmp_path):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "checkpoint_cost.py"),
+                           "--generations", "3", "--repeats", "1", "--cases", "hill-climb:100",
+                           "--n-jobs", "1", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "checkpoint_cost.md").read_text()
+    assert "| hill-climb | 100 |" in table and "every 10" in table

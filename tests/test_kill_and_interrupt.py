@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,20 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, limit: float = 60
     pytest.fail("the run made no progress")
 
 
+def sigkill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the run and its workers (as when a spot instance goes), then remove what
+    their deaths left in /dev/shm: loky's semaphores and joblib's folders, named after
+    the run's process, which no process is left to unlink (a reboot would)."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    shm = Path("/dev/shm")
+    if shm.is_dir():
+        for path in [*shm.glob(f"sem.loky-{proc.pid}-*"),
+                     *shm.glob(f"joblib_memmapping_folder_{proc.pid}_*")]:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else \
+                path.unlink(missing_ok=True)
+
+
 def reference(generations: int):
     vec = load_problem(f"{AGENTS}:Vec")  # the same class (module) the CLI loads
     return vec, es_search.run(vec(delay=0.0), generations=generations, population=4,
@@ -63,8 +78,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, ext
         wait_for_lines(out / "history.jsonl", lines, proc)
         time.sleep(extra)
     finally:  # SIGKILL the run and its workers (as when a spot instance goes)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        sigkill_group(proc)
     assert proc.returncode == -signal.SIGKILL
     done = checkpoint.load(out / checkpoint.CHECKPOINT)["generation"]
     assert 0 <= done < 40
@@ -210,8 +224,7 @@ def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_pat
     try:
         wait_for_lines(out / "history.jsonl", 6, proc)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        sigkill_group(proc)
     assert proc.returncode == -signal.SIGKILL
     done = checkpoint.load(out / checkpoint.CHECKPOINT)["generation"]
     assert done % 4 == 0 and done <= len(read_history(out / "history.jsonl"))

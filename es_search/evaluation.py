@@ -425,7 +425,7 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
 
     Each dict is loaded over the agent's own weights (a subset of names is fine). Task
     ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
-    modified. Workers start and stop with each call (~15 ms on 2 cores): in a loop of
+    modified. Workers start and stop with each call (~12 ms on 2 cores): in a loop of
     your own, keep them with :meth:`Evaluator.evaluate`.
 
     The blog post's whole example::

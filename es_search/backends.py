@@ -33,6 +33,7 @@ import joblib
 import numpy as np
 
 from .extras import require
+from .seeding import fresh_in_forked_child
 
 CLUSTERS = ("dask", "ray")
 
@@ -207,15 +208,7 @@ class SharedFiles:
 # and a chunk seeds the process-wide random generators (read it as backends.CHUNK_LOCK
 # at each use: a forked child gets a fresh one, as seeding's process-state lock)
 CHUNK_LOCK = threading.Lock()
-
-
-def _fresh_chunk_lock_in_child() -> None:
-    global CHUNK_LOCK
-    CHUNK_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_fresh_chunk_lock_in_child)
+fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 
 
 def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:

@@ -243,7 +243,7 @@ class RunFolder:
         self._pending: dict | None = None  # the last generation's checkpoint, unwritten
         self._weights_due = False  # the best improved since best_weights.pt was written
         self.checkpoint_cost = CheckpointCost()
-        self._started, self._generations = time.perf_counter(), 0  # this session's
+        self._started, self._generations = 0.0, 0  # this session's (on_start sets it)
         self._lock: str | None = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds

@@ -300,13 +300,16 @@ def process_state_lock() -> Any:
     return _process_state_lock
 
 
-def _fresh_lock_in_child() -> None:
-    global _process_state_lock
-    _process_state_lock = threading.RLock()
+def fresh_in_forked_child(namespace: dict, name: str, make: Any) -> None:
+    """Give a forked child ``make()`` as ``namespace[name]`` (a module's lock: a pool
+    may fork a worker from one of its threads while another thread holds the lock;
+    the child must not inherit a lock that no thread of it will release). POSIX only;
+    readers look the name up at each use."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: namespace.__setitem__(name, make()))
 
 
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+fresh_in_forked_child(globals(), "_process_state_lock", threading.RLock)
 
 
 class ProcessStateBlock:

@@ -53,6 +53,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import joblib  # joblib.cpu_count(): the cores n_jobs=-1 uses (affinity, cgroup quotas)
 import numpy as np
 import torch
 
@@ -67,7 +68,6 @@ BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
 
 
 def _default_workers() -> tuple[int, ...]:
-    import joblib  # the cores n_jobs=-1 uses (affinity, cgroup quotas)
     return tuple(sorted({1, joblib.cpu_count()}))
 
 
@@ -369,7 +369,7 @@ def benchmark(settings: Settings, quick: bool = False, note: str = "",
     result = {"quick": quick, "settings": dataclasses.asdict(settings), "rows": rows,
               "speedups": speedups(rows),
               "machine": f"{platform.processor() or platform.machine()}, "
-                         f"{_default_workers()[-1]} cores, Python {platform.python_version()}, "
+                         f"{joblib.cpu_count()} cores, Python {platform.python_version()}, "
                          f"torch {torch.__version__}",
               "note": ""}
     result["runs"] = whole_runs(settings, log) if settings.runs else []

@@ -29,6 +29,7 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
+import joblib  # joblib.cpu_count(): the cores n_jobs=-1 uses (affinity, cgroup quotas)
 import numpy as np
 import torch
 
@@ -59,12 +60,6 @@ class SleepAgent(Agent):
 # --------------------------------------------------------------------- bytes written
 _SENT = [0]
 
-
-
-def _cores() -> int:
-    """The cores this process may use, as ``n_jobs=-1`` counts them (affinity, cgroups)."""
-    import joblib
-    return joblib.cpu_count()
 
 def _count_tcp_writes() -> int:
     """In any process: make dask.distributed's TCP comms count the bytes they write
@@ -326,7 +321,7 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
         rows.append({"n": n, "workers": workers, "pop": per_worker * n, "score_s": seconds,
                      "generation_s": t, "overhead_s": t - per_worker * seconds,
                      "client_cpu_s": client_cpu, "workers_cpu_s": workers_cpu,
-                     "cores": _cores()})
+                     "cores": joblib.cpu_count()})
         log(f"simulated {n:>3} workers, population {per_worker * n:>4}: {t * 1e3:7.1f} ms per "
             f"generation ({(t - per_worker * seconds) * 1e3:.1f} ms beyond the scores; CPU "
             f"per generation: this process {client_cpu * 1e3:.1f} ms, workers "
@@ -354,7 +349,7 @@ def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
     began = time.perf_counter()
     result: dict[str, Any] = {
         "n": n, "reps": reps, "mode": mode, "machine": {
-            "cpus": _cores(), "python": platform.python_version(),
+            "cpus": joblib.cpu_count(), "python": platform.python_version(),
             "load_start": load_average()},
         "bytes_source": "Dask: bytes dask.distributed's TCP comms write (TCP.write's "
                         "count) in this process, the scheduler and the workers, less "

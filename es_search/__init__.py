@@ -11,6 +11,7 @@ from .evaluation import Evaluator, evaluate
 from .interrupt import Terminated
 from .output import OutFolderError
 from .pickling import UnpicklableAgentError
+from .repeat_check import UnrepeatableScoreWarning, check_repeatable
 from .replay import replay_task
 from .result import Result
 from .run import run
@@ -21,7 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result",
            "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
-           "UnpicklableAgentError", "WorkerError",
+           "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",
            "__version__",
-           "check_score_batch", "evaluate", "make_strategy", "replay_task", "run",
+           "check_repeatable", "check_score_batch", "evaluate", "make_strategy", "replay_task", "run",
            "task_seed"]

@@ -124,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write --out's checkpoint every N generations (default 1); a "
                           "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument("--no-repeat-check", action="store_true",
+                     help="skip scoring the starting agent twice under one task seed "
+                          "before the run (a warning when the scores differ: the run "
+                          "would depend on --n-jobs)")
     run.add_argument("--no-test", action="store_true",
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
@@ -146,12 +150,16 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("out", metavar="DIR")
 
     check = verbs.add_parser(
-        "check", help="check that a problem's score_batch scores each candidate on its own",
-        description="Build PROBLEM as `es-search run PROBLEM` builds it and score a few "
+        "check", help="check that a problem's scores are repeatable and, with score_batch, "
+                      "that it scores each candidate on its own",
+        description="Build PROBLEM as `es-search run PROBLEM` builds it, score it twice "
+                    "under one task seed (es_search.check_repeatable: a score that "
+                    "depends on what the agent scored before makes runs depend on "
+                    "--n-jobs) and, when it defines score_batch, score a few "
                     "jittered candidates as one group, as two groups, one by one and "
                     "through score() (es_search.check_score_batch). Exit status 0 when "
-                    "every candidate gets the same score each way, 1 when some do not "
-                    "(named on stderr), 2 on bad input.")
+                    "the scores agree, 1 when some do not (named on stderr), 2 on bad "
+                    "input.")
     check.add_argument("problem")
     check.add_argument("--population", default=8,
                        type=_checked(int, lambda v: check_int("population", v, 2)),
@@ -310,7 +318,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      overwrite=args.overwrite,
                      on_error=args.on_error, max_retries=args.max_retries,
                      task_timeout=args.task_timeout, strategy_options=strategy_options,
-                     callbacks=callbacks, checkpoint_every=args.checkpoint_every)
+                     callbacks=callbacks, checkpoint_every=args.checkpoint_every,
+                     repeat_check=not args.no_repeat_check)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
@@ -355,9 +364,18 @@ def _defaults(cls: type) -> dict:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
+    from .batched import has_score_batch
+    from .repeat_check import check_repeatable
 
     cls = load_problem(args.problem)
     agent = _build(cls, dict(_parse_param(p) for p in args.param), args.seed)
+    problem = check_repeatable(agent, seed=args.seed)
+    if problem:
+        print(f"es-search check: {problem}", file=sys.stderr)
+        return 1
+    print(f"{args.problem}: scored twice under one task seed, the same score (repeatable)")
+    if not has_score_batch(agent):
+        return 0
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
     try:
         scores = check_score_batch(agent, population=args.population,

@@ -21,6 +21,7 @@ from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent, check_score_kwargs_pickle
 from .progress import ProgressBar
+from .repeat_check import UnrepeatableScoreWarning, check_repeatable
 from .result import Result
 from .search import Search
 from .settings import Settings
@@ -37,7 +38,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
         overwrite: bool = False, on_error: str = "raise", max_retries: int = 2,
         task_timeout: float | None = None, sequential_fallback: bool = True,
-        checkpoint_every: int = 1) -> Result:
+        checkpoint_every: int = 1, repeat_check: bool = True) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
     Each generation the strategy asks for ``population`` candidates around its centre
@@ -93,6 +94,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       to be faster than a round trip to the workers (same results either way). False
       keeps every generation in the workers, so that a ``score()`` that crashes the
       process kills a worker (retried), not this one; a ``task_timeout`` implies False.
+    - ``repeat_check``: before any work, score a copy of the starting agent twice in a
+      row under one task seed and warn (:class:`~es_search.UnrepeatableScoreWarning`)
+      when the two differ: a ``score()`` that depends on what the agent scored before
+      (state kept in ``self``) makes the run depend on ``n_jobs`` and scheduling
+      (:func:`es_search.check_repeatable`). False skips it (two ``score()`` calls).
 
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
@@ -107,7 +113,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
-        checkpoint_every=checkpoint_every)
+        checkpoint_every=checkpoint_every, repeat_check=repeat_check)
     options = dict(strategy_options or {})
     for name in ("population", "sigma"):
         if name in options:
@@ -125,6 +131,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
+        if settings.repeat_check:  # after the run folder's checks: they cost nothing
+            problem = check_repeatable(agent, seed=settings.seed,
+                                       score_kwargs=settings.score_kwargs)
+            if problem:
+                warn_user(problem, UnrepeatableScoreWarning)
         with Evaluator(agent, settings=settings) as evaluator:
             search = Search(strategy, evaluator, folder and folder.save_failures)
             if folder:

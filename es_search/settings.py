@@ -94,7 +94,9 @@ class Settings:
       it runs; ``on_error``, ``max_retries``, ``task_timeout``, ``sequential_fallback``:
       how failures and the in-process/parallel choice are handled;
     - ``progress``, ``out``, ``resume``, ``overwrite``, ``checkpoint_every``: the
-      progress bar and the run folder.
+      progress bar and the run folder;
+    - ``repeat_check``: score the starting agent twice under one task seed first
+      (:mod:`es_search.repeat_check`).
     """
 
     generations: int | None = None
@@ -111,6 +113,7 @@ class Settings:
     resume: bool = False
     overwrite: bool = False
     checkpoint_every: int = 1
+    repeat_check: bool = True
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalised values are set once, here
@@ -140,6 +143,7 @@ class Settings:
                                  "score() running in this process cannot be stopped")
         _check_bool("sequential_fallback", self.sequential_fallback)
         _check_bool("progress", self.progress)
+        _check_bool("repeat_check", self.repeat_check)
         _check_bool("resume", self.resume)
         _check_bool("overwrite", self.overwrite)
         if self.out is not None:

@@ -227,7 +227,6 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
                     "--out DIR`"),
     (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
-    (["check", "sphere"], "Sphere does not define score_batch(); there is nothing to check"),
     (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),
 ])
@@ -328,7 +327,9 @@ def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
 def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_path, capsys):
     pytest.importorskip("gymnasium")
     assert main(["check", "pendulum", "--population", "4", "--exact"]) == 0
-    out = capsys.readouterr().out
+    repeatable, out = capsys.readouterr().out.splitlines()
+    assert repeatable == ("pendulum: scored twice under one task seed, the same score "
+                          "(repeatable)")
     assert out.startswith("pendulum: 4 candidates get the same scores in one group, in "
                           "two groups, one by one (bit for bit): ")
     path = tmp_path / "normalised.py"
@@ -346,7 +347,8 @@ def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_pa
     """))
     assert main(["check", f"{path}:Normalised", "-p", "dim=2"]) == 1
     captured = capsys.readouterr()
-    assert captured.out == ""
+    assert captured.out.endswith("Normalised: scored twice under one task seed, the same "
+                                 "score (repeatable)\n")
     assert captured.err.startswith("es-search check: Normalised.score_batch() scores 8 of "
                                    "8 candidates differently")
     assert "candidate_rngs" in captured.err

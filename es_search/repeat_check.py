@@ -1,0 +1,174 @@
+"""``check_repeatable``: does an agent's score depend on what it scored before?
+
+es_search gives the same run for any ``n_jobs`` because a task's score depends on the
+candidate's weights and its task seed only. A worker keeps one agent for all its tasks,
+so an agent that keeps state in ``self`` from one ``score()`` call to the next (a call
+counter, statistics it updates and reads, an environment reset without a seed, so each
+episode continues its predecessor's random stream) scores a candidate differently
+depending on which tasks that worker ran before it: the run then changes with
+``n_jobs``, the backend and the scheduling, silently.
+
+This check scores one copy of the starting agent twice in a row under the same task
+seed (as a run's first task: generation -1, candidate 0; through ``score_batch``, as a
+group of one, when the run would batch it) and compares the two scores
+(and ``task_report()``, for agents with shared statistics) bit for bit. ``run()`` calls
+it before any work (``repeat_check=False`` skips it: two ``score()`` calls) and warns
+with :class:`UnrepeatableScoreWarning`, naming what changed in the agent between the
+calls.
+
+Example::
+
+    import warnings, torch, es_search
+
+    class Counter(es_search.Agent):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(2))
+            self.calls = 0
+        def score(self):
+            self.calls += 1                       # state kept between score() calls
+            return -float((self.w ** 2).sum()) - self.calls
+
+    problem = es_search.check_repeatable(Counter())
+    assert "calls" in problem                   # the message names what changed
+    from es_search.problems.sphere import Sphere
+    assert es_search.check_repeatable(Sphere()) is None
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
+    import cloudpickle
+except ImportError:  # pragma: no cover
+    from joblib.externals import cloudpickle
+
+from .candidates import Candidate
+from .checks import check_is_agent, check_seed
+from .seeding import preserved_global_rngs
+from .batched import group_size
+from .worker import Payload, has_hooks, run_group, run_task, single_torch_thread
+
+
+class UnrepeatableScoreWarning(RuntimeWarning):
+    """An agent scored the same candidate under the same task seed twice and got two
+    different results: the run's results depend on ``n_jobs`` and scheduling."""
+
+
+#: attributes of every ``nn.Module`` (torch's bookkeeping) and es_search's per-task seeds
+_INTERNAL = frozenset(vars(torch.nn.Module())) | {"task_seed", "generation_seed"}
+
+
+def check_repeatable(agent: Any, *, seed: int = 0,
+                     score_kwargs: Mapping[str, Any] | None = None) -> str | None:
+    """Score a copy of ``agent`` twice in a row as the task ``(seed, -1, 0)``; None when
+    both calls give the same score (and report), else a message saying what differed,
+    what changed in the agent between the calls and how to fix it.
+
+    ``agent`` and the global RNGs are left as they were. A ``score()`` that raises ends
+    the check with None: the run reports that error itself, with its task and seed.
+    """
+    check_is_agent(agent)
+    seed = check_seed(seed)
+    score_kwargs = dict(score_kwargs or {})
+    first = agent.clone()
+    try:
+        (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
+    except Exception:  # noqa: BLE001 - the run's own first task reports it in full
+        return None
+    same_score = a == b or (math.isnan(a) and math.isnan(b))
+    same_report = _digest(report_a) == _digest(report_b)
+    if same_score and same_report:
+        return None
+    # what the second call found changed: a copy after one call against ``first``
+    # after two (state created lazily by the first call is not blamed)
+    once = agent.clone()
+    try:
+        _score(once, seed, score_kwargs, times=1)
+        changed = [name for name, digest in _state(first).items()
+                   if _state(once).get(name) != digest]
+    except Exception:  # noqa: BLE001 - the message goes without the names
+        changed = []
+    return _message(type(agent).__name__, a, b, same_score, changed)
+
+
+def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:
+    """``times`` runs of task ``(seed, -1, 0)`` on ``agent``: (score, report) each,
+    through ``score_batch`` when the run would use it."""
+    shared = (dict(agent.shared_state()) or None) if has_hooks(agent) else None
+    payload = Payload(agent.get_flat(), score_kwargs, shared)
+    center = Candidate("center")
+    with preserved_global_rngs(), single_torch_thread():
+        if group_size(agent):  # as the run scores it: score_batch, here a group of one
+            return [(values[0], report) for values, report in (
+                run_group(agent, payload, [center], seed, -1, 0) for _ in range(times))]
+        return [run_task(agent, payload, center, seed, -1, 0) for _ in range(times)]
+
+
+def _digest(value: Any) -> bytes | None:
+    """A digest of ``value`` that equal values share: tensors and arrays by dtype, shape
+    and bytes (their pickles hold storage keys), containers item by item, anything else
+    by its pickle (None when it cannot be pickled: not compared)."""
+    h = hashlib.sha256()
+    try:
+        _feed(h, value)
+    except Exception:  # noqa: BLE001 - an unpicklable value is not compared
+        return None
+    return h.digest()
+
+
+def _feed(h: Any, value: Any) -> None:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy() if value.dtype != torch.bfloat16 else \
+            value.detach().cpu().float().numpy()
+    if isinstance(value, np.ndarray):
+        h.update(f"array {value.dtype.str} {value.shape}".encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, (list, tuple)):
+        h.update(f"{type(value).__name__} {len(value)}".encode())
+        for item in value:
+            _feed(h, item)
+    elif isinstance(value, dict):
+        h.update(f"dict {len(value)}".encode())
+        for key, item in value.items():
+            _feed(h, key)
+            _feed(h, item)
+    elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        h.update(f"{type(value).__name__} {value!r}".encode())
+    else:
+        h.update(cloudpickle.dumps(value))
+
+
+def _state(agent: torch.nn.Module) -> dict[str, bytes | None]:
+    """A digest per buffer and per plain attribute of every submodule (dotted names)."""
+    state: dict[str, bytes | None] = {}
+    for prefix, module in agent.named_modules():
+        dot = f"{prefix}." if prefix else ""
+        for name, buffer in module.named_buffers(recurse=False):
+            state[dot + name] = _digest(buffer)
+        for name, value in vars(module).items():
+            if name not in _INTERNAL:
+                state[dot + name] = _digest(value)
+    return state
+
+
+def _message(name: str, a: float, b: float, same_score: bool, changed: list[str]) -> str:
+    what = (f"its score() gave {a!r} and then {b!r}" if not same_score else
+            "its task_report() differed (the scores did not)")
+    text = (f"{name} is not repeatable: scored twice in a row under the same task seed "
+            f"(one copy of the starting agent), {what}. Its results depend on what the "
+            f"agent scored before, so this run will change with n_jobs, the backend and "
+            f"which worker scores which candidate (each worker keeps one agent for all "
+            f"its tasks). ")
+    if changed:
+        text += f"Changed in the agent between the two calls: {', '.join(changed)}. "
+    return text + (
+        "Fix: reset such state at the start of score() (or keep it in local variables), "
+        "and draw randomness from the seeded global RNGs or self.task_seed. If scores "
+        "are meant to vary, pass repeat_check=False (es-search run --no-repeat-check) to "
+        "skip this check (it costs two score() calls at the start).")

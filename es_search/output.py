@@ -137,6 +137,9 @@ def acquire(path: Any) -> str:
     ends (a SIGKILLed run leaves no stale lock).
     """
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
+                             f"folder (choose a folder path; it is created if missing)")
     try:
         path.mkdir(parents=True, exist_ok=True)
         key = str(path.resolve())
@@ -457,10 +460,11 @@ def read_result(out: Any, agent: Any = None) -> Any:
     if agent is not None:
         if not config["agent"].endswith("." + type(agent).__qualname__) or \
                 agent.num_evolved() != config["num_evolved"]:
-            raise ValueError(f"the run in {path} evolved a {config['agent']} with "
-                             f"{config['num_evolved']} evolved weights; the agent given is a "
-                             f"{type(agent).__qualname__} with {agent.num_evolved()}: pass "
-                             f"an agent built as the run's was, or none")
+            raise ValueError(f"the run in {path} evolved {config['agent']} "
+                             f"({config['num_evolved']} evolved weights); the agent given is "
+                             f"{type(agent).__module__}.{type(agent).__qualname__} "
+                             f"({agent.num_evolved()}): pass an agent built as the run's "
+                             f"was, or none")
     history = verified_history(path, saved["history_lines"], saved["history_sha256"])[0]
     end = json.loads((path / RESULT).read_text()) if (path / RESULT).is_file() else {}
     center = path / CENTER_WEIGHTS

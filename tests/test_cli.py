@@ -222,6 +222,9 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":SlowTest"],
      "SlowTest.__init__() missing 1 required positional argument: 'marker' (give it with "
      "-p NAME=VALUE)"),
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
+     "TakesData.score(data): missing a required argument: 'data', and the command line "
+     "passes score() no arguments: give them defaults, take them in __init__"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

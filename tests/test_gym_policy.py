@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import es_search
 from es_search.cli import main
 from es_search.moments import Moments
 from es_search.problems import BUILTINS, GymPolicy, ProblemError, load_problem
@@ -35,6 +36,16 @@ class _Asymmetric(gym.Env):
 
 
 gym.register("EsSearchTest/Asymmetric-v0", entry_point=_Asymmetric)
+
+
+class _Sequences(gym.Env):
+    """Observations of varying length: no fixed-size vector."""
+
+    observation_space = gym.spaces.Sequence(gym.spaces.Discrete(3))
+    action_space = gym.spaces.Discrete(2)
+
+
+gym.register("EsSearchTest/Sequences-v0", entry_point=_Sequences)
 
 
 class Recording(GymPolicy):
@@ -135,9 +146,41 @@ def test_bad_options_fail_at_construction(kwargs, error):
         GymPolicy("Pendulum-v1", **kwargs)
 
 
-def test_non_box_observations_are_refused():
-    with pytest.raises(ValueError, match="Box observation space"):
-        GymPolicy("FrozenLake-v1")
+def test_discrete_and_tuple_observations_are_flattened():
+    lake = GymPolicy("FrozenLake-v1")
+    assert lake.obs_dim == 16  # Discrete(16): one-hot
+    assert lake.flat_observation(np.int64(5)).tolist() == [0.0] * 5 + [1.0] + [0.0] * 10
+    blackjack = GymPolicy("Blackjack-v1", episodes=5)
+    assert blackjack.obs_dim == 32 + 11 + 2  # Tuple(Discrete(32), Discrete(11), Discrete(2))
+    assert np.isfinite(blackjack.score())
+    with pytest.raises(ValueError, match="observations that flatten to a vector of fixed "
+                                         "size .* EsSearchTest/Sequences-v0 has Sequence"):
+        GymPolicy("EsSearchTest/Sequences-v0")
+
+
+def test_env_kwargs_reach_gymnasium_make_in_every_worker():
+    """Non-slippery FrozenLake (a Discrete observation, one-hot) has a known optimum, a
+    return of 1 for reaching the goal: a short search finds it, and the run is the
+    same on 1 and 2 workers (each worker makes the environment with the kwargs)."""
+    def search(n_jobs):
+        policy = GymPolicy("FrozenLake-v1", env_kwargs={"is_slippery": False},
+                           greedy=True, episodes=1)
+        return es_search.run(policy, generations=30, population=16, sigma=0.5, seed=0,
+                             n_jobs=n_jobs, progress=False, sequential_fallback=False)
+    one, two = search(1), search(2)
+    assert one.history == [dict(h, seconds=one.history[i]["seconds"])
+                           for i, h in enumerate(two.history)]
+    assert one.best_agent().returns(episodes=3).tolist() == [1.0, 1.0, 1.0]
+    made = GymPolicy("FrozenLake-v1", env_kwargs={"is_slippery": False}).make_env()
+    assert made.spec.kwargs["is_slippery"] is False
+
+
+@pytest.mark.parametrize("env_kwargs,error,message", [
+    ({"slippery": False}, ValueError, "does not take env_kwargs {'slippery': False}"),
+    ("is_slippery=False", TypeError, "env_kwargs must be a dict")])
+def test_bad_env_kwargs_fail_at_construction(env_kwargs, error, message):
+    with pytest.raises(error, match=message):
+        GymPolicy("FrozenLake-v1", env_kwargs=env_kwargs)
 
 
 def test_normalize_true_and_false_keep_their_meaning():

@@ -165,6 +165,15 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(out, ca
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and out in err
 
 
+def test_an_out_that_is_a_file_is_named_as_one(tmp_path):
+    out = tmp_path / "results.csv"
+    out.write_text("mine")
+    with pytest.raises(OutFolderError, match="results.csv as the out folder: it is a file, "
+                                             "not a folder"):
+        es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out)
+    assert out.read_text() == "mine"
+
+
 def test_the_lock_is_taken_again_by_its_own_process(tmp_path):
     with claim(tmp_path / "run") as folder:
         (folder / "notes.txt").write_text("mine")
@@ -289,8 +298,8 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
     assert partial.center_weights is None
     assert partial.best_score == max(h["best_score"] for h in done.history[:4])
 
-    with pytest.raises(ValueError, match="evolved a .*Quadratic with 10 evolved weights; "
-                                         "the agent given is a Counting"):
+    with pytest.raises(ValueError, match=r"evolved .*Quadratic \(10 evolved weights\); "
+                                         "the agent given is .*Counting"):
         es_search.Result.load(out, Counting())
     with pytest.raises(es_search.OutFolderError, match="holds no run to load"):
         es_search.Result.load(tmp_path / "nothing")

@@ -55,9 +55,10 @@ def _extra_for_id(env_id: str) -> str:
     return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
 
 
-def make_env(env_id: str, spec: Any = None) -> Any:
-    """``gymnasium.make(env_id)``, or one clear error: an unknown id (ValueError) or a
-    missing extra (ImportError naming the ``pip install`` that fixes it). ``spec``: the
+def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``gymnasium.make(env_id, **kwargs)``, or one clear error: an unknown id
+    (ValueError), a missing extra (ImportError naming the ``pip install`` that fixes
+    it) or keyword arguments the environment does not take (ValueError). ``spec``: the
     id's ``EnvSpec`` where the agent was built, made when this process does not know the
     id (an environment the user's script registered, in a worker process)."""
     from ..extras import require
@@ -82,7 +83,12 @@ def make_env(env_id: str, spec: Any = None) -> Any:
         target = spec
     try:
         with _mujoco_warnings_to_python(spec.entry_point):
-            return gym.make(target)
+            return gym.make(target, **dict(kwargs or {}))
+    except TypeError as exc:
+        if not kwargs:
+            raise
+        raise ValueError(f"gymnasium environment {env_id!r} does not take env_kwargs "
+                         f"{dict(kwargs)}: {exc}") from None
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
         extra = _extra_for(spec.entry_point)
         raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
@@ -172,6 +178,11 @@ class GymPolicy(Agent):
       run is the same for any worker count. The statistics are buffers (``obs_mean``,
       ``obs_std``; running also ``obs_count``, ``obs_m2``): not evolved, saved with the
       weights.
+    - ``env_kwargs``: keyword arguments of ``gymnasium.make`` (e.g.
+      ``{"is_slippery": False}`` for FrozenLake; ``-p "env_kwargs={...}"`` on the
+      command line).
+    - Observations that are not a Box are flattened as ``gymnasium.spaces.flatten``
+      does (a Discrete one becomes one-hot; Tuple and Dict their parts in a row).
     - ``crn``: common random numbers: every candidate of a generation plays the same
       episode seeds (from ``self.generation_seed``, set by the engine; the task seed
       when it is None) and samples discrete actions from generators seeded by them.
@@ -189,7 +200,8 @@ class GymPolicy(Agent):
                  max_steps: int | None = None, greedy: bool = False,
                  normalize: Any = False, reward_offset: float = 0.0, crn: bool = False,
                  norm_episodes: int = 10, norm_seed: int = 12345,
-                 reward_clip: float | None = None):
+                 reward_clip: float | None = None,
+                 env_kwargs: Mapping[str, Any] | None = None):
         super().__init__()
         env_id = type(self).env_id if env_id is None else env_id
         if not isinstance(env_id, str) or not env_id:
@@ -208,7 +220,12 @@ class GymPolicy(Agent):
                 or not reward_clip > 0 or not math.isfinite(reward_clip)):
             raise ValueError(f"reward_clip must be a finite number > 0 (rewards are clipped "
                              f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
-        env = make_env(env_id)  # an unknown id or a missing extra fails here
+        if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
+            raise TypeError(f"env_kwargs must be a dict of gymnasium.make() keyword "
+                            f"arguments (e.g. {{'is_slippery': False}}), got {env_kwargs!r}")
+        self.env_kwargs = dict(env_kwargs or {})
+        # an unknown id, a missing extra or a keyword the environment refuses fails here
+        env = make_env(env_id, kwargs=self.env_kwargs)
         self.env_id = env_id
         # workers make it from the spec when they lack its registration (gym.register
         # in the user's script)
@@ -241,10 +258,16 @@ class GymPolicy(Agent):
     def _read_spaces(self, env: Any) -> None:
         import gymnasium as gym
         obs_space, space = env.observation_space, env.action_space
-        if not isinstance(obs_space, gym.spaces.Box):
-            raise ValueError(f"GymPolicy needs a Box observation space; {self.env_id} has "
-                             f"{obs_space}")
-        self.obs_dim = int(np.prod(obs_space.shape))
+        # other spaces are flattened as gymnasium.spaces.flatten does: a Discrete
+        # observation becomes a one-hot vector, a Tuple or Dict their parts in a row
+        self._obs_space = None if isinstance(obs_space, gym.spaces.Box) else obs_space
+        try:
+            self.obs_dim = int(gym.spaces.flatdim(obs_space))
+        except (ValueError, NotImplementedError, TypeError):
+            raise ValueError(f"GymPolicy needs observations that flatten to a vector of "
+                             f"fixed size (Box, Discrete, MultiDiscrete, MultiBinary, or a "
+                             f"Tuple or Dict of them); {self.env_id} has {obs_space}"
+                             ) from None
         if isinstance(space, gym.spaces.Discrete):
             self.discrete, self.act_dim = True, int(space.n)
             self.action_high = None
@@ -269,7 +292,7 @@ class GymPolicy(Agent):
             env.action_space.seed(seed + k)
             seen, steps = [], 0
             while True:
-                seen.append(np.asarray(obs, dtype=np.float64).reshape(-1))
+                seen.append(self.flat_observation(obs))
                 obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 steps += 1
                 if terminated or truncated or (self.max_steps and steps >= self.max_steps):
@@ -279,10 +302,20 @@ class GymPolicy(Agent):
         std = np.sqrt(stats.m2 / max(stats.count - 1, 1))
         return stats.mean, np.maximum(std, 1e-3)
 
+    def flat_observation(self, obs: Any) -> np.ndarray:
+        """An observation as the policy's flat float64 input (a Box's values; other
+        spaces flattened by ``gymnasium.spaces.flatten``: Discrete as one-hot)."""
+        space = self.__dict__.get("_obs_space")  # older pickles lack it: Box
+        if space is not None:
+            import gymnasium as gym
+            obs = gym.spaces.flatten(space, obs)
+        return np.asarray(obs, dtype=np.float64).reshape(-1)
+
     def make_env(self) -> Any:
         """A new environment of this policy's id (from its spec when this process does
         not know the id)."""
-        return make_env(self.env_id, getattr(self, "env_spec", None))  # older pickles lack it
+        state = self.__dict__  # older pickles lack env_spec and env_kwargs
+        return make_env(self.env_id, state.get("env_spec"), state.get("env_kwargs"))
 
     def __getstate__(self):  # the environment is rebuilt where the agent lands
         state = self.__dict__.copy()
@@ -354,7 +387,7 @@ class GymPolicy(Agent):
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
         while True:
-            x = np.asarray(obs, dtype=np.float64).reshape(-1)
+            x = self.flat_observation(obs)
             if keep:
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(act(x))

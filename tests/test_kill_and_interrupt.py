@@ -49,14 +49,16 @@ def wait_for_lines(path: Path, n: int, proc: subprocess.Popen, limit: float = 60
 
 def sigkill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the run and its workers (as when a spot instance goes), then remove what
-    their deaths left in /dev/shm: loky's semaphores and joblib's folders, named after
-    the run's process, which no process is left to unlink (a reboot would)."""
+    their deaths left in /dev/shm: loky's semaphores, joblib's folders and es_search's
+    own (the next run would sweep that one), named after the run's process, which no
+    process is left to unlink (a reboot would)."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
     shm = Path("/dev/shm")
     if shm.is_dir():
         for path in [*shm.glob(f"sem.loky-{proc.pid}-*"),
-                     *shm.glob(f"joblib_memmapping_folder_{proc.pid}_*")]:
+                     *shm.glob(f"joblib_memmapping_folder_{proc.pid}_*"),
+                     *shm.glob(f"es_search-{proc.pid}-*")]:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else \
                 path.unlink(missing_ok=True)
 

@@ -49,10 +49,15 @@ def check_positive_float(name: str, value: Any) -> float:
 
 
 def check_n_jobs(value: Any) -> int:
-    """joblib's meaning: -1 all cores, -2 all but one, 1 a plain loop; 0 is an error."""
+    """joblib's meaning: -1 all cores, -2 all but one, 1 a plain loop, None joblib's
+    default (the ``n_jobs`` of an enclosing ``joblib.parallel_config``, else 1, as in
+    scikit-learn); 0 is an error. None is resolved here, once, to that integer."""
+    if value is None:
+        import joblib
+        return int(joblib.Parallel(n_jobs=None).n_jobs)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"n_jobs must be an integer (-1 = all cores, 1 = no parallelism), "
-                        f"got {value!r}")
+        raise TypeError(f"n_jobs must be an integer (-1 = all cores, 1 = no parallelism) "
+                        f"or None (joblib.parallel_config's n_jobs, else 1), got {value!r}")
     if value == 0:
         raise ValueError("n_jobs=0 means no workers; use n_jobs=-1 for all cores or "
                          "n_jobs=1 for a plain loop in this process")

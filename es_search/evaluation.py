@@ -85,7 +85,7 @@ class Evaluator:
     #: in-process generations in a row after which one goes parallel again
     REPROBE_EVERY = 20
 
-    def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int = -1,
+    def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
                  on_error: str = "raise", max_retries: int = 2,
                  task_timeout: float | None = None, sequential_fallback: bool = True,
@@ -418,7 +418,7 @@ class Evaluator:
         return flat
 
 
-def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int = -1,
+def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,
              seed: int = 0, generation: int = 0, backend: Any = None,
              score_kwargs: Mapping[str, Any] | None = None) -> list[float]:
     """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.

@@ -167,6 +167,11 @@ def _message(name: str, a: float, b: float, same_score: bool, changed: list[str]
             f"its tasks). ")
     if changed:
         text += f"Changed in the agent between the two calls: {', '.join(changed)}. "
+    else:
+        text += ("Nothing in the agent changed between the two calls, so the score draws "
+                 "on something outside it: the clock, a random generator of its own that "
+                 "es_search does not seed (e.g. numpy.random.default_rng() without a "
+                 "seed), a file, another process. ")
     return text + (
         "Fix: reset such state at the start of score() (or keep it in local variables), "
         "and draw randomness from the seeded global RNGs or self.task_seed. If scores "

@@ -31,7 +31,7 @@ Callback = Callable[[dict], Any]
 
 
 def run(agent: Agent, *, generations: int, population: int | None = None,
-        sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int = -1,
+        sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int | None = -1,
         seed: int = 0, backend: Any = None, progress: bool = True,
         score_kwargs: Mapping[str, Any] | None = None, out: Any = None,
         callbacks: Iterable[Callback] = (),
@@ -53,7 +53,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     - ``population``, ``sigma`` (default: the strategy's; 16 and 0.1 for hill-climb) and
       ``strategy_options`` (e.g. ``{"reevaluate": True}``) configure a strategy given by
       name.
-    - ``n_jobs``: as in joblib: -1 all cores, 1 a plain loop in this process, 0 an error.
+    - ``n_jobs``: as in joblib: -1 all cores, 1 a plain loop in this process, None
+      the ``n_jobs`` of an enclosing ``joblib.parallel_config`` (else 1), 0 an error.
     - ``seed``: the run's seed. Task ``(generation, i)`` runs with
       ``es_search.task_seed(seed, generation, i)``, whatever worker runs it, so the same
       seed gives the same result with any ``n_jobs`` or backend.

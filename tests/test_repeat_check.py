@@ -88,6 +88,13 @@ class LeakyReports(RunningStats):
         return None if report is None else (report, self.leaked)
 
 
+class OwnGenerator(Quadratic):
+    """Draws from a generator es_search does not seed, made anew at every call."""
+
+    def score(self):
+        return super().score() + float(np.random.default_rng().random())
+
+
 class Raises(Quadratic):
     def score(self):
         raise RuntimeError("broken")
@@ -128,6 +135,12 @@ def test_state_reset_in_score_and_every_built_in_pass():
     pytest.importorskip("gymnasium")
     for name in ("sphere", "blog", "cartpole", "pendulum", "gym:Acrobot-v1"):
         assert es_search.check_repeatable(load_problem(name)()) is None, name
+
+
+def test_randomness_from_outside_the_agent_is_named_as_such():
+    message = es_search.check_repeatable(OwnGenerator())
+    assert "Nothing in the agent changed between the two calls" in message
+    assert "numpy.random.default_rng() without a seed" in message
 
 
 def test_reports_that_accumulate_are_caught_too():

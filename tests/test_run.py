@@ -64,6 +64,19 @@ def test_parallel_config_backend_is_respected_and_equal():
                                                               **kwargs))
 
 
+def test_n_jobs_none_is_joblibs_default_as_in_scikit_learn():
+    """None: the n_jobs of an enclosing parallel_config, else 1 (a plain loop)."""
+    kwargs = dict(generations=3, population=4, seed=2, progress=False)
+    alone = es_search.run(NoisyEverywhere(), n_jobs=None, **kwargs)
+    assert alone.config["n_jobs"] == 1
+    with joblib.parallel_config(n_jobs=2):
+        configured = es_search.run(NoisyEverywhere(), n_jobs=None, **kwargs)
+        with es_search.Evaluator(NoisyEverywhere(), n_jobs=None) as evaluator:
+            assert evaluator.n_workers == 2
+    assert configured.config["n_jobs"] == 2
+    assert comparable(configured) == comparable(alone)
+
+
 def test_quadratic_approaches_its_optimum():
     result = es_search.run(Quadratic(), generations=200, population=16, sigma=0.3, seed=0,
                            n_jobs=1, progress=False)

@@ -384,6 +384,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     cls = load_problem(args.problem)
     agent = _build(cls, dict(_parse_param(p) for p in args.param), args.seed)
+    _check_no_score_kwargs(agent)
     problem = check_repeatable(agent, seed=args.seed)
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)

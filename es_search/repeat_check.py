@@ -70,17 +70,15 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     both calls give the same score (and report), else a message saying what differed,
     what changed in the agent between the calls and how to fix it.
 
-    ``agent`` and the global RNGs are left as they were. A ``score()`` that raises ends
-    the check with None: the run reports that error itself, with its task and seed.
+    ``agent`` and the global RNGs are left as they were. What ``score()`` raises
+    propagates (``run()`` leaves it to its own first task, which reports it with its
+    task and seed).
     """
     check_is_agent(agent)
     seed = check_seed(seed)
     score_kwargs = dict(score_kwargs or {})
     first = agent.clone()
-    try:
-        (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
-    except Exception:  # noqa: BLE001 - the run's own first task reports it in full
-        return None
+    (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
     same_score = a == b or (math.isnan(a) and math.isnan(b))
     same_report = _digest(report_a) == _digest(report_b)
     if same_score and same_report:

@@ -133,8 +133,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
         if settings.repeat_check:  # after the run folder's checks: they cost nothing
-            problem = check_repeatable(agent, seed=settings.seed,
-                                       score_kwargs=settings.score_kwargs)
+            try:
+                problem = check_repeatable(agent, seed=settings.seed,
+                                           score_kwargs=settings.score_kwargs)
+            except Exception:  # noqa: BLE001 - the first task reports it, with its seed
+                problem = None
             if problem:
                 warn_user(problem, UnrepeatableScoreWarning)
         with Evaluator(agent, settings=settings) as evaluator:

@@ -225,6 +225,9 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
      "TakesData.score(data): missing a required argument: 'data', and the command line "
      "passes score() no arguments: give them defaults, take them in __init__"),
+    (["check", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
+     "TakesData.score(data): missing a required argument: 'data', and the command line "
+     "passes score() no arguments"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

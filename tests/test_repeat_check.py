@@ -172,10 +172,12 @@ def test_run_warns_at_the_start_once_and_repeat_check_false_skips_it():
         es_search.run(Quadratic(), generations=1, repeat_check="no")
 
 
-def test_a_score_that_raises_is_left_to_the_run():
-    assert es_search.check_repeatable(Raises()) is None
-    with pytest.raises(es_search.ScoreError, match="broken"):
+def test_a_score_that_raises_propagates_and_run_leaves_it_to_its_first_task():
+    with pytest.raises(RuntimeError, match="broken"):
+        es_search.check_repeatable(Raises())
+    with pytest.raises(es_search.ScoreError, match="broken") as info:
         es_search.run(Raises(), generations=1, n_jobs=1, progress=False)
+    assert info.value.generation == -1 and info.value.index == 0  # the task, named
 
 
 def test_the_command_line_check_and_flag(tmp_path, capsys):

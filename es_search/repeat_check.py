@@ -88,8 +88,9 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     once = agent.clone()
     try:
         _score(once, seed, score_kwargs, times=1)
+        before = _state(once)
         changed = [name for name, digest in _state(first).items()
-                   if _state(once).get(name) != digest]
+                   if before.get(name) != digest]
     except Exception:  # noqa: BLE001 - the message goes without the names
         changed = []
     return _message(type(agent).__name__, a, b, same_score, changed)
@@ -159,8 +160,8 @@ def _message(name: str, a: float, b: float, same_score: bool, changed: list[str]
     what = (f"its score() gave {a!r} and then {b!r}" if not same_score else
             "its task_report() differed (the scores did not)")
     text = (f"{name} is not repeatable: scored twice in a row under the same task seed "
-            f"(one copy of the starting agent), {what}. Its results depend on what the "
-            f"agent scored before, so this run will change with n_jobs, the backend and "
+            f"(one copy of the starting agent), {what}. Its scores depend on what the "
+            f"agent scored before, so its runs change with n_jobs, the backend and "
             f"which worker scores which candidate (each worker keeps one agent for all "
             f"its tasks). ")
     if changed:

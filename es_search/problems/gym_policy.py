@@ -386,8 +386,10 @@ class GymPolicy(Agent):
         limit = self.max_steps or math.inf
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
+        flat = self.__dict__.get("_obs_space") is not None  # a Box needs no flattening
         while True:
-            x = self.flat_observation(obs)
+            x = self.flat_observation(obs) if flat else \
+                np.asarray(obs, dtype=np.float64).reshape(-1)
             if keep:
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(act(x))

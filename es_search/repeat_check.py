@@ -18,7 +18,7 @@ calls.
 
 Example::
 
-    import warnings, torch, es_search
+    import torch, es_search
 
     class Counter(es_search.Agent):
         def __init__(self):

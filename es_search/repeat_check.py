@@ -18,21 +18,23 @@ calls.
 
 Example::
 
-    import torch, es_search
-
-    class Counter(es_search.Agent):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(2))
-            self.calls = 0
-        def score(self):
-            self.calls += 1                       # state kept between score() calls
-            return -float((self.w ** 2).sum()) - self.calls
-
-    problem = es_search.check_repeatable(Counter())
-    assert "calls" in problem                   # the message names what changed
-    from es_search.problems.sphere import Sphere
-    assert es_search.check_repeatable(Sphere()) is None
+    >>> import torch, es_search
+    >>> class Counter(es_search.Agent):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = torch.nn.Parameter(torch.zeros(2))
+    ...         self.calls = 0
+    ...     def score(self):
+    ...         self.calls += 1                  # state kept between score() calls
+    ...         return -float((self.w ** 2).sum()) - self.calls
+    >>> problem = es_search.check_repeatable(Counter())
+    >>> problem.split(":")[0]
+    'Counter is not repeatable'
+    >>> "Changed in the agent between the two calls: calls." in problem
+    True
+    >>> from es_search.problems.sphere import Sphere
+    >>> es_search.check_repeatable(Sphere()) is None
+    True
 """
 from __future__ import annotations
 

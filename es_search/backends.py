@@ -237,7 +237,9 @@ class Pool:
       raised after all have finished; ``done`` (a dict) receives each result by
       position as it arrives, so a retry can skip them;
     - ``abort()``: stop running chunks now (Ctrl-C); ``close()``: release the workers'
-      files (the workers themselves persist across runs where the backend allows).
+      files (the workers themselves persist across runs where the backend allows);
+    - ``live_workers()``: the worker processes there are now, at most ``n_workers``
+      (fewer when another run in this process shrank a pool they share).
     """
 
     n_workers = 1
@@ -261,6 +263,9 @@ class Pool:
 
     def abort(self) -> None:
         """Stop the running chunks (best effort)."""
+
+    def live_workers(self) -> int:
+        return self.n_workers
 
     def close(self) -> None:
         if self.files is not None:
@@ -306,6 +311,15 @@ class JoblibPool(Pool):
 class LokyPool(JoblibPool):
     """loky without a task timeout: chunks go straight to the executor and their futures
     are waited on (joblib's result loop polls every 10 ms, a floor on each round)."""
+
+    def live_workers(self) -> int:
+        """loky keeps one executor per process: a run in another thread that asks for
+        fewer workers resizes it under this one (loky warns "Trying to resize an
+        executor with running jobs")."""
+        executor = getattr(self._parallel._backend, "_workers", None)
+        size = getattr(executor, "_max_workers", None)
+        return self.n_workers if not isinstance(size, int) else max(1, min(self.n_workers,
+                                                                             size))
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:

@@ -204,10 +204,12 @@ class Evaluator:
             sigterm.__exit__()
 
     def _warm_up(self, timeout: float = 120.0) -> None:
-        """Run start-up tasks until every worker has answered (or ``timeout``)."""
+        """Run start-up tasks until every worker there is has answered (or
+        ``timeout``): fewer than ``n_workers`` when a run in another thread shrank
+        loky's shared executor meanwhile."""
         seen: set[int] = set()
         deadline = time.perf_counter() + timeout
-        while len(seen) < self.n_workers and time.perf_counter() < deadline:
+        while len(seen) < self.pool.live_workers() and time.perf_counter() < deadline:
             seen.update(self.pool.run_chunks(
                 warm_chunk, [(self._token, self._skeleton)] * self.n_workers))
         self.worker_pids = seen

@@ -96,6 +96,52 @@ def test_runs_in_several_threads_give_their_sequential_results():
         assert list(pool.map(one, range(4))) == alone
 
 
+def test_runs_in_two_threads_with_workers_of_their_own_sizes_give_their_own_results():
+    """Two threads run with n_jobs 2 and 3: loky's one executor per process is resized
+    between them (loky may warn), and each run equals its plain loop. A run whose
+    workers another run removed used to wait 120 s for them in its warm-up; each run
+    here takes about a second (60 s: hung)."""
+    import concurrent.futures
+    import warnings
+    from agents import NoisyEverywhere
+    made = {(k, n): NoisyEverywhere() for k in range(2) for n in (1, 2, 3)}  # its
+    # constructor seeds torch: built here, not in the threads
+
+    def one(k, n_jobs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # loky: resizing an executor
+            return comparable(es_search.run(made[k, n_jobs], generations=6, population=8,
+                                            seed=k, n_jobs=n_jobs, progress=False,
+                                            sequential_fallback=False))
+    alone = [one(k, 1) for k in range(2)]
+    for _ in range(3):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            runs = [pool.submit(one, k, n) for k, n in ((0, 2), (1, 3))]
+            assert [run.result(timeout=60) for run in runs] == alone
+
+
+def test_a_pool_another_run_shrank_is_warmed_with_the_workers_left():
+    """An Evaluator of 3 workers; another, of 2, opened in the same process resizes
+    loky's shared executor: the first counts the workers there are, warms them up
+    without waiting for the third, and scores as before."""
+    import warnings
+    from agents import NoisyEverywhere
+    weights = [NoisyEverywhere().get_weights() for _ in range(6)]
+    expected = es_search.evaluate(NoisyEverywhere(), weights, n_jobs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # loky: resizing an executor
+        with es_search.Evaluator(NoisyEverywhere(), n_jobs=3,
+                                 sequential_fallback=False) as three:
+            with es_search.Evaluator(NoisyEverywhere(), n_jobs=2,
+                                     sequential_fallback=False):
+                assert three.pool.live_workers() == 2
+                began = time.perf_counter()
+                three._warm_up(timeout=30.0)
+                assert time.perf_counter() - began < 30.0  # not waiting out the deadline
+                assert len(three.worker_pids) == 2
+                assert three.evaluate(weights, 0) == expected
+
+
 def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do():
     """torch's thread count is the process's: a second thread's block waits, so it
     cannot set the count back in the middle of the first one's tasks."""

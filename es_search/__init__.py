@@ -24,5 +24,6 @@ __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError
            "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
            "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",
            "__version__",
-           "check_repeatable", "check_score_batch", "evaluate", "make_strategy", "replay_task", "run",
+           "check_repeatable", "check_score_batch", "evaluate", "make_strategy", "replay_task",
+           "run",
            "task_seed"]

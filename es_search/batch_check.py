@@ -29,6 +29,7 @@ from .batched import has_score_batch
 from .candidates import Candidate
 from .checks import (check_int, check_is_agent, check_positive_float, check_score_kwargs,
                      check_seed)
+from .scores import same_score
 from .seeding import preserved_global_rngs, task_seed
 from .worker import Payload, run_group, score_alone
 
@@ -107,6 +108,6 @@ def has_own_score(agent: Agent) -> bool:
 
 
 def _close(a: float, b: float, rtol: float, atol: float) -> bool:
-    if a == b or (math.isnan(a) and math.isnan(b)):
+    if same_score(a, b):
         return True
     return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= atol + rtol * abs(b)

@@ -78,26 +78,34 @@ def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
     """``score_kwargs`` must fit each scoring method ``agent``'s class defines itself
     (``score(**kw)``, ``score_batch(params, seeds, **kw)``): a keyword it does not take,
     or a required one left out, fails here, before any work, not in the first task."""
+    misfit = score_kwargs_misfit(agent, score_kwargs)
+    if misfit is not None:
+        given = ", ".join(map(repr, score_kwargs)) or "none"
+        raise TypeError(f"score_kwargs do not fit {misfit} (score_kwargs given: {given}); "
+                        f"pass only the keywords it takes, or add them to its "
+                        f"signature")
+
+
+def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
+    """Why ``score_kwargs`` do not fit a scoring method ``agent``'s class defines
+    itself, e.g. "NeedsData.score(data): missing a required argument: 'data'"; None
+    when they fit (or the methods cannot be introspected: the first call will tell)."""
     import inspect
 
     from .agent import Agent  # lazily: checks.py imports nothing of es_search at load
     for name in ("score", "score_batch"):
         if getattr(type(agent), name, None) is getattr(Agent, name):
             continue
-        method = getattr(agent, name)
         try:
-            signature = inspect.signature(method)
-        except (TypeError, ValueError):  # not introspectable: the first call will tell
+            signature = inspect.signature(getattr(agent, name))
+        except (TypeError, ValueError):
             continue
         leading = (None, None) if name == "score_batch" else ()
         try:
             signature.bind(*leading, **score_kwargs)
         except TypeError as exc:
-            given = ", ".join(map(repr, score_kwargs)) or "none"
-            raise TypeError(f"score_kwargs do not fit {type(agent).__name__}.{name}"
-                            f"{signature}: {exc} (score_kwargs given: {given}); pass only "
-                            f"the keywords {name}() takes, or add them to its signature"
-                            ) from None
+            return f"{type(agent).__name__}.{name}{signature}: {exc}"
+    return None
 
 
 def keyword_parameters(cls: type) -> list[Any] | None:

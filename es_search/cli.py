@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from . import __version__
-from .checks import (check_int, check_n_jobs, check_positive_float, check_score_kwargs,
-                     check_seed, did_you_mean, keyword_names, keyword_parameters)
+from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
+                     keyword_names, keyword_parameters, score_kwargs_misfit)
 from .interrupt import Terminated, sigterm_as_interrupt
 from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
@@ -359,15 +359,12 @@ def _build(cls: type, params: dict, seed: int) -> Any:
 def _check_no_score_kwargs(agent: Any) -> None:
     """The command line gives ``score()`` no keyword arguments: one it requires is a
     usage error, with the ways to give it."""
-    try:
-        check_score_kwargs(agent, {})
-    except TypeError as exc:
-        reason = re.sub(r" \(score_kwargs given.*", "", str(exc)).replace(
-            "score_kwargs do not fit ", "")
+    misfit = score_kwargs_misfit(agent, {})
+    if misfit is not None:
         raise UsageError(
-            f"{reason}, and the command line passes score() no arguments: give them "
+            f"{misfit}, and the command line passes score() no arguments: give them "
             f"defaults, take them in __init__ (set with -p NAME=VALUE), or call "
-            f"es_search.run(agent, score_kwargs={{...}}) from Python") from None
+            f"es_search.run(agent, score_kwargs={{...}}) from Python")
 
 
 def _defaults(cls: type) -> dict:

@@ -39,10 +39,8 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any, Mapping
 
-import numpy as np
 import torch
 
 try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
@@ -50,10 +48,12 @@ try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
 except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
+from .batched import group_size
 from .candidates import Candidate
 from .checks import check_is_agent, check_seed
+from .scores import same_score
 from .seeding import preserved_global_rngs
-from .batched import group_size
+from .settings import describe
 from .worker import Payload, has_hooks, run_group, run_task, single_torch_thread
 
 
@@ -81,9 +81,9 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     score_kwargs = dict(score_kwargs or {})
     first = agent.clone()
     (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
-    same_score = a == b or (math.isnan(a) and math.isnan(b))
+    same = same_score(a, b)
     same_report = _digest(report_a) == _digest(report_b)
-    if same_score and same_report:
+    if same and same_report:
         return None
     # what the second call found changed: a copy after one call against ``first``
     # after two (state created lazily by the first call is not blamed)
@@ -95,7 +95,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
                    if before.get(name) != digest]
     except Exception:  # noqa: BLE001 - the message goes without the names
         changed = []
-    return _message(type(agent).__name__, a, b, same_score, changed)
+    return _message(type(agent).__name__, a, b, same, changed)
 
 
 def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:
@@ -112,37 +112,14 @@ def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[
 
 
 def _digest(value: Any) -> bytes | None:
-    """A digest of ``value`` that equal values share: tensors and arrays by dtype, shape
-    and bytes (their pickles hold storage keys), containers item by item, anything else
-    by its pickle (None when it cannot be pickled: not compared)."""
-    h = hashlib.sha256()
+    """A digest of ``value`` that equal values share: tensors and arrays as
+    ``settings.describe`` records them (dtype, shape, SHA-256 of the bytes: their
+    pickles hold storage keys), the rest by its pickle (None when it cannot be
+    pickled: not compared)."""
     try:
-        _feed(h, value)
+        return hashlib.sha256(cloudpickle.dumps(describe(value))).digest()
     except Exception:  # noqa: BLE001 - an unpicklable value is not compared
         return None
-    return h.digest()
-
-
-def _feed(h: Any, value: Any) -> None:
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy() if value.dtype != torch.bfloat16 else \
-            value.detach().cpu().float().numpy()
-    if isinstance(value, np.ndarray):
-        h.update(f"array {value.dtype.str} {value.shape}".encode())
-        h.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, (list, tuple)):
-        h.update(f"{type(value).__name__} {len(value)}".encode())
-        for item in value:
-            _feed(h, item)
-    elif isinstance(value, dict):
-        h.update(f"dict {len(value)}".encode())
-        for key, item in value.items():
-            _feed(h, key)
-            _feed(h, item)
-    elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        h.update(f"{type(value).__name__} {value!r}".encode())
-    else:
-        h.update(cloudpickle.dumps(value))
 
 
 def _state(agent: torch.nn.Module) -> dict[str, bytes | None]:
@@ -158,8 +135,8 @@ def _state(agent: torch.nn.Module) -> dict[str, bytes | None]:
     return state
 
 
-def _message(name: str, a: float, b: float, same_score: bool, changed: list[str]) -> str:
-    what = (f"its score() gave {a!r} and then {b!r}" if not same_score else
+def _message(name: str, a: float, b: float, same: bool, changed: list[str]) -> str:
+    what = (f"its score() gave {a!r} and then {b!r}" if not same else
             "its task_report() differed (the scores did not)")
     text = (f"{name} is not repeatable: scored twice in a row under the same task seed "
             f"(one copy of the starting agent), {what}. Its scores depend on what the "

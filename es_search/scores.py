@@ -31,6 +31,15 @@ def as_score(value: Any, agent: Any, method: str = "score") -> float:
     return float(value)
 
 
+def same_score(a: float, b: float) -> bool:
+    """Whether two scores are the same: equal, or both NaN.
+
+    >>> same_score(1.0, 1.0), same_score(float("nan"), float("nan")), same_score(0.0, 1.0)
+    (True, True, False)
+    """
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
 def best_index(scores: Sequence[float]) -> int | None:
     """Index of the highest finite score (the first on ties); None if none is finite.
 

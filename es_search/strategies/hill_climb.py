@@ -9,7 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
-from ..scores import best_index
+from ..scores import best_index, same_score
 from .base import Rebuild, Strategy
 
 
@@ -105,9 +105,7 @@ def resolve_reevaluate(setting: bool | str, scores: Sequence[float]) -> bool:
         return bool(setting)
     if len(scores) < 2:
         return False
-    a, b = scores[0], scores[1]
-    both_nan = math.isnan(a) and math.isnan(b)
-    return not (a == b or both_nan)
+    return not same_score(scores[0], scores[1])
 
 
 def jittered_candidates(population: int, sigma: float, reevaluate: bool) -> list[Candidate]:

@@ -44,6 +44,7 @@ from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges, warn_user
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle
+from .repeat_check import UnrepeatableScoreWarning, check_repeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
@@ -65,8 +66,11 @@ class Evaluator:
     A run makes its own; in a loop of your own, :meth:`evaluate` scores weight dicts on
     workers kept open between calls.
 
-    Entering starts the workers and caches the agent in each (``startup_seconds``), then
-    times empty round trips: the first overhead estimates of the dispatch policy.
+    Entering first checks that the agent's score is repeatable (``repeat_check=True``:
+    :func:`~es_search.check_repeatable`, two ``score()`` calls in this process; a warning,
+    :class:`~es_search.UnrepeatableScoreWarning`, when it is not), then starts the
+    workers and caches the agent in each (``startup_seconds``), then times empty round
+    trips: the first overhead estimates of the dispatch policy.
 
     Sequential fallback (``sequential_fallback=True``): a generation is scored in this
     process when the :class:`~es_search.dispatch.DispatchPolicy` predicts that to be
@@ -89,13 +93,14 @@ class Evaluator:
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
                  on_error: str = "raise", max_retries: int = 2,
                  task_timeout: float | None = None, sequential_fallback: bool = True,
-                 settings: Settings | None = None):
+                 repeat_check: bool = True, settings: Settings | None = None):
         check_is_agent(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
                                 score_kwargs=score_kwargs, on_error=on_error,
                                 max_retries=max_retries, task_timeout=task_timeout,
-                                sequential_fallback=sequential_fallback)
+                                sequential_fallback=sequential_fallback,
+                                repeat_check=repeat_check)
         elif not isinstance(settings, Settings):
             raise TypeError(f"settings must be an es_search.settings.Settings, got "
                             f"{type(settings).__name__}")
@@ -141,6 +146,8 @@ class Evaluator:
         return None if self.pool is None else self.pool.files
 
     def __enter__(self) -> "Evaluator":
+        if self.settings.repeat_check:
+            self._check_repeatable()
         self._warm_here()
         if self.n_jobs == 1:
             return self
@@ -174,6 +181,18 @@ class Evaluator:
             self.close()
             raise
         return self
+
+    def _check_repeatable(self) -> None:
+        """Warn when scoring the starting agent twice under one task seed gives two
+        results (:mod:`es_search.repeat_check`). What ``score()`` raises is left to the
+        first task, which reports it with its task and seed."""
+        try:
+            problem = check_repeatable(self.local, seed=self.seed,
+                                       score_kwargs=self.score_kwargs)
+        except Exception:  # noqa: BLE001 - the first task reports it, with its seed
+            return
+        if problem:
+            warn_user(problem, UnrepeatableScoreWarning)
 
     def _warm_here(self) -> None:
         """The first seeding, building and drawing in a process cost ~5 ms: not to be
@@ -422,13 +441,16 @@ class Evaluator:
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,
              seed: int = 0, generation: int = 0, backend: Any = None,
-             score_kwargs: Mapping[str, Any] | None = None) -> list[float]:
+             score_kwargs: Mapping[str, Any] | None = None,
+             repeat_check: bool = True) -> list[float]:
     """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.
 
     Each dict is loaded over the agent's own weights (a subset of names is fine). Task
     ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
     modified. Workers start and stop with each call (~12 ms on 2 cores): in a loop of
-    your own, keep them with :meth:`Evaluator.evaluate`.
+    your own, keep them with :meth:`Evaluator.evaluate`. ``repeat_check``: first score
+    the agent twice in this process and warn if its score depends on its past
+    (:func:`~es_search.check_repeatable`); False saves those two ``score()`` calls.
 
     The blog post's whole example::
 
@@ -440,7 +462,7 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
     if not weights:
         return []
     with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
-                   score_kwargs=score_kwargs) as evaluator:
+                   score_kwargs=score_kwargs, repeat_check=repeat_check) as evaluator:
         return evaluator.evaluate(weights, generation)
 
 

@@ -11,10 +11,10 @@ depending on which tasks that worker ran before it: the run then changes with
 This check scores one copy of the starting agent twice in a row under the same task
 seed (as a run's first task: generation -1, candidate 0; through ``score_batch``, as a
 group of one, when the run would batch it) and compares the two scores
-(and ``task_report()``, for agents with shared statistics) bit for bit. ``run()`` calls
-it before any work (``repeat_check=False`` skips it: two ``score()`` calls) and warns
-with :class:`UnrepeatableScoreWarning`, naming what changed in the agent between the
-calls.
+(and ``task_report()``, for agents with shared statistics) bit for bit. ``run()``,
+``Evaluator`` and ``evaluate()`` call it before any work (``repeat_check=False`` skips
+it: two ``score()`` calls) and warn with :class:`UnrepeatableScoreWarning`, naming what
+changed in the agent between the calls.
 
 Example::
 
@@ -73,8 +73,8 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     what changed in the agent between the calls and how to fix it.
 
     ``agent`` and the global RNGs are left as they were. What ``score()`` raises
-    propagates (``run()`` leaves it to its own first task, which reports it with its
-    task and seed).
+    propagates (``run()`` and ``Evaluator`` leave it to their first task, which reports
+    it with its task and seed).
     """
     check_is_agent(agent)
     seed = check_seed(seed)

@@ -21,7 +21,6 @@ from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent, check_score_kwargs_pickle
 from .progress import ProgressBar
-from .repeat_check import UnrepeatableScoreWarning, check_repeatable
 from .result import Result
 from .search import Search
 from .settings import Settings
@@ -132,14 +131,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
-        if settings.repeat_check:  # after the run folder's checks: they cost nothing
-            try:
-                problem = check_repeatable(agent, seed=settings.seed,
-                                           score_kwargs=settings.score_kwargs)
-            except Exception:  # noqa: BLE001 - the first task reports it, with its seed
-                problem = None
-            if problem:
-                warn_user(problem, UnrepeatableScoreWarning)
         with Evaluator(agent, settings=settings) as evaluator:
             search = Search(strategy, evaluator, folder and folder.save_failures)
             if folder:

@@ -159,17 +159,48 @@ def test_the_check_leaves_the_agent_and_the_global_rngs_alone():
     assert agent.calls == 0
 
 
+def unrepeatable_warnings(caught) -> list:
+    return [w for w in caught if w.category is es_search.UnrepeatableScoreWarning]
+
+
 def test_run_warns_at_the_start_once_and_repeat_check_false_skips_it():
-    with pytest.warns(es_search.UnrepeatableScoreWarning, match="Counts is not repeatable"):
-        es_search.run(Counts(), generations=1, population=4, n_jobs=1, progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        es_search.run(Counts(), generations=3, population=4, n_jobs=1, progress=False)
+    (warning,) = unrepeatable_warnings(caught)  # once, not per generation
+    assert "Counts is not repeatable" in str(warning.message)
+    assert warning.filename == __file__  # shown at the user's line
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         es_search.run(Counts(), generations=1, population=4, n_jobs=1, progress=False,
                       repeat_check=False)
         es_search.run(Quadratic(), generations=1, population=4, n_jobs=1, progress=False)
-    assert not [w for w in caught if w.category is es_search.UnrepeatableScoreWarning]
+    assert not unrepeatable_warnings(caught)
     with pytest.raises(TypeError, match="repeat_check must be True or False"):
         es_search.run(Quadratic(), generations=1, repeat_check="no")
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_evaluate_and_an_evaluator_warn_once_as_they_start(n_jobs):
+    weights = [{"w": torch.full((3,), float(k))} for k in range(4)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        es_search.evaluate(Counts(), weights, n_jobs=n_jobs)
+        with es_search.Evaluator(Counts(), n_jobs=n_jobs) as evaluator:
+            for generation in range(3):
+                evaluator.evaluate(weights, generation)
+    assert [str(w.message).split(":")[0] for w in unrepeatable_warnings(caught)] == \
+        ["Counts is not repeatable"] * 2
+    assert {w.filename for w in unrepeatable_warnings(caught)} == {__file__}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        es_search.evaluate(Counts(), weights, n_jobs=n_jobs, repeat_check=False)
+        with es_search.Evaluator(Counts(), n_jobs=n_jobs, repeat_check=False) as evaluator:
+            evaluator.evaluate(weights)
+        es_search.evaluate(Quadratic(dim=3), weights, n_jobs=n_jobs)
+    assert not unrepeatable_warnings(caught)
+    with pytest.raises(TypeError, match="repeat_check must be True or False"):
+        es_search.Evaluator(Quadratic(), repeat_check=None)
 
 
 def test_a_score_that_raises_propagates_and_run_leaves_it_to_its_first_task():

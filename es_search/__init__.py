@@ -20,6 +20,17 @@ from .strategies import STRATEGIES, Strategy, make_strategy
 
 __version__ = "0.1.0"
 
+#: subpackages loaded on first use, so that ``es_search.problems.Function`` works after a
+#: bare ``import es_search`` (which stays light: no gymnasium, no callbacks' extras)
+_SUBMODULES = ("batched", "callbacks", "problems", "strategies")
+
+
+def __getattr__(name: str):
+    if name in _SUBMODULES:
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'es_search' has no attribute {name!r}")
+
 __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result",
            "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
            "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",

@@ -5,6 +5,8 @@ import math
 import numbers
 from typing import Any, Mapping
 
+import torch
+
 from .agent import Agent
 
 
@@ -21,6 +23,48 @@ def check_is_agent(agent: Any) -> None:
                         f"itself: pass {agent.__name__}(...)")
     raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                     f"score() method), got {type(agent).__name__}")
+
+
+def check_evolved(agent: Agent) -> None:
+    """Refuse an agent with nothing to evolve, or whose ``evolved_parameters()`` are not
+    ``(name, tensor)`` pairs of its own floating-point ``state_dict()`` entries (the
+    names that best weights are saved and loaded under)."""
+    cls = type(agent).__name__
+    try:
+        pairs = list(agent.evolved_parameters())
+    except TypeError:
+        pairs = None
+    if pairs is None or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+        raise TypeError(f"{cls}.evolved_parameters() must return a list of (name, "
+                        f"parameter) pairs, as named_parameters() gives them")
+    state = agent.state_dict(keep_vars=True)
+    names = [name for name, _ in pairs]
+    for name, tensor in pairs:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{cls}.evolved_parameters() gave {name!r}: "
+                            f"{type(tensor).__name__}, not a tensor")
+        if state.get(name) is not tensor:
+            owner = next((key for key, value in state.items() if value is tensor), None)
+            fix = (f"it is {owner!r} there (e.g. self.a.named_parameters(prefix='a'))"
+                   if owner else "register it as a Parameter or a buffer of the agent")
+            raise ValueError(f"{cls}.evolved_parameters() names a tensor {name!r}, which "
+                             f"is not the agent's state_dict() entry of that name: best "
+                             f"weights are saved and loaded by these names, so give each "
+                             f"its state_dict() name ({fix})")
+        if not tensor.is_floating_point():
+            raise TypeError(f"{cls}.evolved_parameters() gives {name!r}, a {tensor.dtype} "
+                            f"tensor: only floating-point tensors can evolve")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{cls}.evolved_parameters() gives {repeated} more than once")
+    if not pairs or sum(t.numel() for _, t in pairs) == 0:
+        skipped = [f"{name} ({p.dtype})" for name, p in agent.named_parameters()
+                   if not p.is_floating_point()]
+        also = (f"; its parameters {', '.join(skipped)} are not floating-point, and only "
+                f"those evolve" if skipped else "")
+        raise ValueError(f"{cls} has no evolved parameters, so there is nothing to "
+                         f"search: give it a floating-point torch.nn.Parameter (or "
+                         f"override evolved_parameters()){also}")
 
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",

@@ -130,6 +130,7 @@ class Evaluator:
         self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
         self._counter: Counter | None = None  # loky: the workers claim long tasks
         self._sigterm: sigterm_as_interrupt | None = None
+        self._open = False  # between __enter__ and close()
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
@@ -146,11 +147,16 @@ class Evaluator:
         return None if self.pool is None else self.pool.files
 
     def __enter__(self) -> "Evaluator":
+        self._start()
+        self._open = True
+        return self
+
+    def _start(self) -> None:
         if self.settings.repeat_check:
             self._check_repeatable()
         self._warm_here()
         if self.n_jobs == 1:
-            return self
+            return
         began = time.perf_counter()
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
@@ -161,7 +167,7 @@ class Evaluator:
             raise
         if self.pool is None:
             self.close()
-            return self
+            return
         self.n_workers = self.pool.n_workers
         if isinstance(self.pool, _backends.LokyPool) and claims.AVAILABLE:
             self._counter = Counter(self.pool.files.folder)
@@ -180,7 +186,6 @@ class Evaluator:
         except BaseException:
             self.close()
             raise
-        return self
 
     def _check_repeatable(self) -> None:
         """Warn when scoring the starting agent twice under one task seed gives two
@@ -212,6 +217,7 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
+        self._open = False
         if self._counter is not None:
             counter, self._counter = self._counter, None
             counter.close()
@@ -245,6 +251,11 @@ class Evaluator:
               candidates: Sequence[Candidate]) -> list[float]:
         """The scores of ``candidates``, in order (a failed task: -inf, see
         ``failures``, under ``on_error="worst"``)."""
+        if not self._open:
+            raise RuntimeError(
+                "this Evaluator is not open: use it as a context manager, `with "
+                "es_search.Evaluator(agent, ...) as evaluator:`, which starts its workers "
+                "on entering and stops them on leaving")
         candidates = list(candidates)
         n = len(candidates)
         self.last_shared = shared = self._shared()

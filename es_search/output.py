@@ -38,6 +38,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -124,27 +125,40 @@ def failure_generations(out: Any) -> list[int]:
                   for p in (Path(out) / FAILURES).glob("generation-*.pkl"))
 
 
-_HELD: dict[str, list] = {}  # folder -> [open lock file, claims by this process]
+_HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]
+_HELD_LOCK = threading.Lock()
 
 
 def acquire(path: Any) -> str:
-    """Create the folder ``path`` if needed and take its lock (a process that holds it
-    already may take it again); the key to :func:`release` it with.
+    """Create the folder ``path`` if needed and take its lock (the thread that holds it
+    already may take it again, e.g. ``run()`` inside :func:`claim`); the key to
+    :func:`release` it with.
 
     :class:`OutFolderError`, before anything is written, when the folder cannot be
-    created or written, or when another process holds the lock. The lock is an
-    ``fcntl.flock`` on ``.lock``: the kernel drops it when the process ends, however it
-    ends (a SIGKILLed run leaves no stale lock).
+    created or written, or when another process, or another thread of this one, holds
+    the lock. The lock is an ``fcntl.flock`` on ``.lock``: the kernel drops it when the
+    process ends, however it ends (a SIGKILLed run leaves no stale lock).
     """
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
                              f"folder (choose a folder path; it is created if missing)")
+    with _HELD_LOCK:
+        return _acquire(path)
+
+
+def _acquire(path: Path) -> str:
     try:
         path.mkdir(parents=True, exist_ok=True)
         key = str(path.resolve())
-        if key in _HELD:
-            _HELD[key][1] += 1
+        held = _HELD.get(key)
+        if held is not None:
+            if held[2] != threading.get_ident():
+                raise OutFolderError(
+                    f"the out folder {path} is in use by another es_search run of this "
+                    f"process (in another thread); wait for it to finish, or choose "
+                    f"another out folder")
+            held[1] += 1
             return key
         handle = open(path / LOCK, "a+")
     except OSError as exc:
@@ -164,19 +178,20 @@ def acquire(path: Any) -> str:
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")
     handle.flush()
-    _HELD[key] = [handle, 1]
+    _HELD[key] = [handle, 1, threading.get_ident()]
     return key
 
 
 def release(key: str) -> None:
     """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
-    held = _HELD.get(key)
-    if held is None:
-        return
-    held[1] -= 1
-    if held[1] == 0:
-        del _HELD[key]
-        held[0].close()  # releases the flock
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            held[0].close()  # releases the flock
 
 
 @contextlib.contextmanager
@@ -468,12 +483,28 @@ def read_result(out: Any, agent: Any = None) -> Any:
     history = verified_history(path, saved["history_lines"], saved["history_sha256"])[0]
     end = json.loads((path / RESULT).read_text()) if (path / RESULT).is_file() else {}
     center = path / CENTER_WEIGHTS
+    if center.is_file():
+        center_weights = load_weights(center)
+    elif agent is not None:  # not ended: the centre as of the checkpoint, as run() gives it
+        center_weights = _weights_of(agent, saved["strategy"].center(saved["state"]),
+                                     saved.get("shared"))
+    else:
+        center_weights = None
     return Result(best_score=saved["best_score"], best_weights=load_weights(
                       path / BEST_WEIGHTS), evaluations=saved["evaluations"],
                   history=history, seed=config["seed"], config=config, agent=(
                       agent.clone() if agent is not None else None),
-                  stopped_by=end.get("stopped_by"),
-                  center_weights=load_weights(center) if center.is_file() else None)
+                  stopped_by=end.get("stopped_by"), center_weights=center_weights)
+
+
+def _weights_of(agent: Any, flat: Any, shared: dict | None) -> dict:
+    """``agent``'s weights dict for the flat vector ``flat``, with the shared state
+    ``shared`` (``agent`` is not changed)."""
+    agent = agent.clone()
+    agent.set_flat(flat)
+    weights = agent.get_weights()
+    weights.update(copy.deepcopy(shared or {}))
+    return weights
 
 
 def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:

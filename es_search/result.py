@@ -65,9 +65,13 @@ class Result:
 
     def _agent_with(self, name: str) -> Agent:
         weights = getattr(self, name)
-        if self.agent is None or weights is None:
-            raise ValueError(f"this Result holds no agent or no {name}; load them into "
-                             f"yours with agent.set_weights(result.{name})")
+        if self.agent is None:
+            hint = (f", or load them into yours with agent.set_weights(result.{name})"
+                    if weights is not None else "")
+            raise ValueError(f"this Result holds no agent: pass one built as the run's "
+                             f"was, es_search.Result.load(out, agent){hint}")
+        if weights is None:
+            raise ValueError(f"this Result holds no {name}")
         agent = self.agent.clone()
         agent.set_weights(weights)
         return agent
@@ -78,7 +82,9 @@ class Result:
         --out DIR``), as of its last checkpoint: finished, stopped or interrupted.
         ``agent``, one built as the run's was (its class and evolved parameters are
         checked), makes :meth:`best_agent` and :meth:`center_agent` work.
-        ``center_weights`` is None until the run has ended.
+        ``center_weights`` is the final centre of a run that has ended; of one that has
+        not, the strategy's centre as of the last checkpoint (what a resume starts
+        from), given ``agent`` (without one: None).
 
         >>> import es_search, torch, tempfile
         >>> class Quadratic(es_search.Agent):

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_is_agent, check_score_kwargs
+from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -104,10 +104,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
     """
     check_is_agent(agent)
-    if agent.num_evolved() == 0:
-        raise ValueError(f"{type(agent).__name__} has no evolved parameters, so there is "
-                         f"nothing to search: give it a floating-point torch.nn.Parameter "
-                         f"(or override evolved_parameters())")
+    check_evolved(agent)
     settings = Settings.for_run(
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
@@ -120,6 +117,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
             raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
                             f"strategy_options")
     strategy = make_strategy(strategy, population, sigma, **options)
+    strategy.check_size(agent.num_evolved())
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     check_score_kwargs(agent, settings.score_kwargs)

@@ -8,6 +8,7 @@ what a checkpoint saves (:meth:`Search.checkpoint`) and restores
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -49,7 +50,9 @@ class Search:
         scores = self._score(-1, center, [Candidate("center")] * count)
         self.evaluations = count
         self.state = self.strategy.init_from(center, scores, seed)
-        self.best_score, self.best_flat = scores[0], center
+        # a non-finite start never counts as the best: NaN until a finite score comes
+        self.best_score = scores[0] if math.isfinite(scores[0]) else math.nan
+        self.best_flat = center
         self.best_shared = self.evaluator.last_shared
         self._merge()
 

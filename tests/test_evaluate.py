@@ -114,6 +114,20 @@ def test_an_evaluator_refuses_bad_weights_and_generations_before_scoring():
         es_search.evaluate(BlogAgent(work=0), [{}], generation=1.5)
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_an_evaluator_scores_only_while_open(n_jobs):
+    """Not entered (or closed), it would score in this process, silently: refused."""
+    weights = [{"fc1.weight": torch.ones(1, 3)}]
+    evaluator = es_search.Evaluator(BlogAgent(work=0), n_jobs=n_jobs)
+    with pytest.raises(RuntimeError, match="this Evaluator is not open: use it as a "
+                                           "context manager, `with es_search.Evaluator"):
+        evaluator.evaluate(weights)
+    with evaluator:
+        assert evaluator.evaluate(weights) == [3.0]
+    with pytest.raises(RuntimeError, match="not open"):
+        evaluator.evaluate(weights)
+
+
 def test_the_evaluate_calls_benchmark_runs_and_checks_its_scores():
     """benchmarks/evaluate_calls.py times both kinds of call on the same weights and
     raises if their scores differ."""

@@ -1,12 +1,14 @@
 """The run folder (es_search.output): what a run writes and when; one run at a time (a
 lock that a killed run does not leave behind); folders that cannot be used are refused
 before any work."""
+import concurrent.futures
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import es_search
 from es_search.cli import main
 from es_search.output import LOCK, OutFolderError, claim, read_history
 
-from agents import Quadratic
+from agents import Quadratic, RunningStats
 
 
 def test_out_writes_config_history_weights_and_plot(tmp_path):
@@ -183,6 +185,34 @@ def test_the_lock_is_taken_again_by_its_own_process(tmp_path):
     assert (folder / "notes.txt").read_text() == "mine"
 
 
+def test_a_second_run_into_a_folder_in_use_by_another_thread_fails_at_once(tmp_path):
+    out, started, go_on = tmp_path / "run", threading.Event(), threading.Event()
+
+    def hold(record):  # the first run waits, its folder held, until the others tried
+        started.set()
+        assert go_on.wait(60)
+
+    def first():
+        return es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out,
+                             callbacks=[hold])
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        running = pool.submit(first)
+        assert started.wait(60)
+        for options in ({"overwrite": True}, {"resume": True}, {}):
+            trying = pool.submit(es_search.run, Counting(), generations=5, n_jobs=1,
+                                 progress=False, out=out, **options)
+            with pytest.raises(OutFolderError, match="in use by another es_search run of "
+                                                     "this process \\(in another thread\\)"):
+                trying.result(60)
+        go_on.set()
+        assert running.result(60).generations == 3
+    history = read_history(out / "history.jsonl")  # the first run's, whole
+    assert [r["generation"] for r in history] == [0, 1, 2]
+    es_search.run(Counting(), generations=4, n_jobs=1, progress=False, out=out,
+                  resume=True)  # the lock was given back
+
+
 def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
     out = tmp_path / "run"
     es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out)
@@ -295,14 +325,37 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
     def timeless(history):
         return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
     assert timeless(partial.history) == timeless(done.history[:4])
-    assert partial.center_weights is None
     assert partial.best_score == max(h["best_score"] for h in done.history[:4])
+    # not ended: the centre a resume would start from, the same as a run of 4 ends with
+    four = es_search.run(Quadratic(), generations=4, n_jobs=1, progress=False,
+                         strategy="pgpe", population=4, seed=3)
+    assert torch.equal(partial.center_weights["w"], four.center_weights["w"])
+    assert torch.equal(partial.center_agent().w, four.center_weights["w"])
+    assert not torch.equal(four.center_weights["w"], done.center_weights["w"])
+    assert es_search.Result.load(cut).center_weights is None  # no agent to lay it out
+    with pytest.raises(ValueError, match=r"this Result holds no agent: pass one built as "
+                                         r"the run's was, es_search.Result.load\(out, agent\)$"):
+        es_search.Result.load(cut).center_agent()
 
     with pytest.raises(ValueError, match=r"evolved .*Quadratic \(10 evolved weights\); "
                                          "the agent given is .*Counting"):
         es_search.Result.load(out, Counting())
     with pytest.raises(es_search.OutFolderError, match="holds no run to load"):
         es_search.Result.load(tmp_path / "nothing")
+
+
+def test_an_unended_runs_centre_carries_the_shared_state_of_its_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(RunningStats(), generations=6, n_jobs=1, progress=False, out=out,
+                      strategy="openai-es", population=4, callbacks=[_interrupt_at(2)])
+    three = es_search.run(RunningStats(), generations=3, n_jobs=1, progress=False,
+                          strategy="openai-es", population=4)
+    loaded = es_search.Result.load(out, RunningStats()).center_weights
+    assert sorted(loaded) == sorted(three.center_weights) == ["count", "m2", "mean", "w"]
+    for name, value in three.center_weights.items():
+        assert torch.equal(loaded[name], value), name
+    assert float(loaded["count"]) > 0
 
 
 def test_a_path_that_starts_with_a_tilde_is_in_the_home_folder(tmp_path, monkeypatch):

@@ -49,3 +49,20 @@ def test_the_score_batch_example_scores_each_row_on_its_own(tmp_path):
     best, evaluations = last.split()
     # the starting agent twice (reevaluate="auto" checks for noise), then 3 x 16
     assert 0.0 <= float(best) <= 1.0 and int(evaluations) == 2 + 3 * 16
+
+
+def test_the_dotted_names_the_readme_uses_work_after_a_bare_import(tmp_path):
+    """``es_search.problems.Function(f, x0)``, ``es_search.callbacks.Callback`` and the
+    like, after ``import es_search`` alone (which loads neither the problems nor
+    gymnasium)."""
+    text = (ROOT / "README.md").read_text()
+    names = sorted(set(re.findall(r"\bes_search((?:\.[A-Za-z_]\w*)+)", text)))
+    assert ".problems.Function" in names and ".callbacks.Callback" in names
+    printed = run_script(tmp_path, "import sys, es_search\n"
+                         "print(sorted(m for m in sys.modules if m.startswith("
+                         "('gymnasium', 'es_search.problems'))))\n"
+                         f"for name in {names!r}:\n"
+                         "    obj = es_search\n"
+                         "    for part in name.strip('.').split('.'):\n"
+                         "        obj = getattr(obj, part)\n")
+    assert printed.strip() == "[]"

@@ -264,8 +264,56 @@ class NothingToEvolve(es_search.Agent):
 
 def test_an_agent_with_nothing_to_evolve_is_refused():
     with pytest.raises(ValueError, match="NothingToEvolve has no evolved parameters, so "
-                                         "there is nothing to search"):
+                                         "there is nothing to search.*its parameters "
+                                         "steps \\(torch.int64\\) are not floating-point"):
         es_search.run(NothingToEvolve(), generations=1)
+
+
+class Evolves(es_search.Agent):
+    """Evolves ``a`` only; ``pairs`` is what evolved_parameters() gives."""
+
+    def __init__(self, pairs):
+        super().__init__()
+        self.a, self.frozen = torch.nn.Linear(3, 3), torch.nn.Linear(3, 3)
+        self.register_buffer("level", torch.zeros(2))
+        self.register_buffer("count", torch.zeros(2, dtype=torch.int64))
+        self.pairs = pairs
+
+    def evolved_parameters(self):
+        return self.pairs(self)
+
+    def score(self):
+        return -float((self.a.weight - 1).pow(2).sum())
+
+
+@pytest.mark.parametrize("pairs, error, match", [
+    (lambda m: list(m.a.named_parameters()), ValueError,
+     "names a tensor 'weight', which is not the agent's state_dict\\(\\) entry of that "
+     "name.*it is 'a.weight' there"),
+    (lambda m: [("t", torch.nn.Parameter(torch.zeros(3)))], ValueError,
+     "names a tensor 't'.*register it as a Parameter or a buffer"),
+    (lambda m: [("frozen.weight", m.a.weight)], ValueError,
+     "'frozen.weight'.*it is 'a.weight' there"),
+    (lambda m: [("a.weight", m.a.weight)] * 2, ValueError, "\\['a.weight'\\] more than once"),
+    (lambda m: [("count", m.count)], TypeError, "'count', a torch.int64 tensor"),
+    (lambda m: [("a.weight", [1.0])], TypeError, "gave 'a.weight': list, not a tensor"),
+    (lambda m: [m.a.weight], TypeError, "must return a list of \\(name, parameter\\) pairs"),
+    (lambda m: None, TypeError, "must return a list of \\(name, parameter\\) pairs"),
+])
+def test_evolved_parameters_must_be_the_agents_own_named_entries(pairs, error, match, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(error, match=f"Evolves.*{match}"):
+        es_search.run(Evolves(pairs), generations=1, n_jobs=1, progress=False, out=out)
+    assert not out.exists()  # refused before any work
+
+
+def test_evolved_parameters_may_be_a_subset_or_a_buffer_and_load_back(tmp_path):
+    pairs = lambda m: list(m.a.named_parameters(prefix="a")) + [("level", m.level)]
+    result = es_search.run(Evolves(pairs), generations=3, n_jobs=1, progress=False,
+                           out=tmp_path / "run")
+    loaded = es_search.Result.load(tmp_path / "run", Evolves(pairs)).best_agent()
+    assert set(result.best_weights) == {"a.weight", "a.bias", "level"}
+    assert torch.equal(loaded.a.weight, result.best_weights["a.weight"])
 
 
 def test_progress_bar_on_and_off(capsys):

@@ -6,6 +6,7 @@ import math
 import warnings
 
 import cloudpickle
+import numpy as np
 import pytest
 import torch
 
@@ -91,6 +92,20 @@ def test_nonfinite_scores_warn_once_are_counted_and_never_best():
                       for r in result.history]
     assert sum(counts) > 1  # several, yet one warning
     assert math.isfinite(result.best_score)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_with_no_finite_score_at_all_the_best_score_is_nan(value):
+    """Not +inf (a perfect score, on a minimised function that returns -inf) nor -inf."""
+    function = es_search.problems.Function(lambda x: -value, np.ones(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = es_search.run(function, generations=2, population=4, n_jobs=1,
+                               progress=False)
+    assert math.isnan(result.best_score)
+    assert all(math.isnan(r["best_score"]) for r in result.history)
+    assert torch.equal(result.best_weights["x"], torch.ones(3, dtype=torch.float64))
+
 
 def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(tmp_path):
     fail = {task_seed(SEED, 1, 0)}

@@ -307,6 +307,14 @@ def test_cma_es_tells_pycma_minus_the_score():
     assert state.center.sum() > 5.0
 
 
+def test_cma_es_on_one_weight_is_refused_at_the_call(tmp_path):
+    calls = []
+    with pytest.raises(ValueError, match="cma-es needs at least 2 evolved values"):
+        es_search.run(Sphere(dim=1), generations=3, strategy="cma-es", n_jobs=1,
+                      progress=False, out=tmp_path / "run", callbacks=[calls.append])
+    assert not calls and not (tmp_path / "run").exists()  # before any work
+
+
 def test_cma_es_all_non_finite_generation_keeps_the_state():
     strategy = CMAES(population=4, sigma=0.5)
     state = strategy.init(np.zeros(3), 0.0, seed=0)

@@ -22,6 +22,16 @@ from .gym_policy import GymPolicy
 __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
            "load_problem", "load_run", "resolve_spec", "run_agent"]
 
+#: the built-ins' modules, loaded on first use (``es_search.problems.blog.BlogAgent``)
+_SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: name -> (import path, one-line description)
 BUILTINS: dict[str, tuple[str, str]] = {
     "blog": ("es_search.problems.blog:BlogAgent",

@@ -28,6 +28,10 @@ class Strategy:
     name: ClassVar[str] = ""
     population: int
 
+    def check_size(self, n: int) -> None:
+        """Raise a ValueError when this strategy cannot search ``n`` evolved values;
+        ``run()`` calls it before any work."""
+
     def init(self, center: np.ndarray, center_score: float, seed: int) -> Any:
         """The state before generation 0, from the starting weights and their score."""
         raise NotImplementedError

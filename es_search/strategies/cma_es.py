@@ -166,11 +166,14 @@ class CMAES(Strategy):
         """Candidates per generation for ``n`` evolved values."""
         return self.population or 4 + int(3 * math.log(n))
 
-    def init(self, center: np.ndarray, center_score: float, seed: int) -> CMAESState:
-        center = np.array(center, dtype=np.float64)
-        if center.size < 2:
+    def check_size(self, n: int) -> None:
+        if n < 2:
             raise ValueError("cma-es needs at least 2 evolved values (pycma's limit); "
                              "use adaptive-hill-climb for a single one")
+
+    def init(self, center: np.ndarray, center_score: float, seed: int) -> CMAESState:
+        center = np.array(center, dtype=np.float64)
+        self.check_size(center.size)
         es = self._new_es(center, self.initial_sigma, self._pycma_options(),
                           stream_seed(seed, _STREAM))
         state = CMAESState(pickle.dumps(es), np.array(es.mean, dtype=np.float64),

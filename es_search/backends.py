@@ -55,6 +55,13 @@ def prepare(backend: Any) -> Any:
     elif backend == "dask":
         from .pools.dask_pool import get_client
         get_client(backend)  # a clear error now if there is no client
+    elif isinstance(backend, str):
+        from joblib.parallel import BACKENDS
+        if backend not in BACKENDS:
+            known = ", ".join(repr(b) for b in sorted(set(BACKENDS) | {"dask", "ray"}))
+            raise ValueError(f"unknown backend {backend!r}: use one of {known}, or None "
+                             f"(loky, or the backend of an enclosing "
+                             f"joblib.parallel_config)")
     return backend
 
 
@@ -373,6 +380,8 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> P
         return _cluster_pool(chosen.client, n_jobs)
     if type(chosen).__name__ == "RayBackend":  # parallel_config("ray")
         return _cluster_pool("ray", n_jobs)
+    if type(chosen).__name__ == "SequentialBackend":  # in this process, as n_jobs=1
+        return None
     if getattr(chosen, "uses_threads", False):
         if backend is None and (getattr(chosen, "nesting_level", None) or 0) >= 1:
             # inside another joblib worker (a sweep over seeds), where joblib makes
@@ -384,8 +393,6 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> P
             f"generators (random, numpy, torch), which threads share, so results "
             f"would depend on timing. Use a process backend (loky, the default; "
             f"multiprocessing; dask; ray) or n_jobs=1.")
-    if type(chosen).__name__ == "SequentialBackend":
-        return None
     if getattr(chosen, "supports_return_generator", False):
         # chunks finished before a worker died are kept (a retry skips them)
         parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes",

@@ -64,7 +64,9 @@ def group_size(agent: Any) -> int:
         return 0
     size = getattr(agent, "score_batch_size", 0)
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-        raise ValueError(f"{type(agent).__name__}.score_batch_size must be an integer >= 0 "
+        error = ValueError if isinstance(size, (int, np.integer)) and \
+            not isinstance(size, bool) else TypeError
+        raise error(f"{type(agent).__name__}.score_batch_size must be an integer >= 0 "
                          f"(candidates per score_batch() call; 0 scores them one by one), "
                          f"got {size!r}")
     return int(size)

@@ -24,16 +24,26 @@ class ScoreError(RuntimeError):
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
-                 out: str | None = None):
+                 out: str | None = None, group_end: int | None = None):
         super().__init__(agent_class, generation, index, seed)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
         self.remote_traceback = remote_traceback
         self.cause, self.out = cause, out
+        #: set when ``score_batch()`` raised on candidates ``index`` to ``group_end - 1``
+        #: that each score alone: then the group is the task, not one candidate
+        self.group_end = group_end
         if cause is not None and self.__cause__ is None:
             self.__cause__ = cause
 
     def __str__(self) -> str:
+        if self.group_end is not None:
+            return (f"{self.agent_class}.score_batch() failed on candidates {self.index}-"
+                    f"{self.group_end - 1} of generation {self.generation} (the first's "
+                    f"task seed {self.seed}), though each of them scores alone through "
+                    f"score(). Check score_batch() with es_search.check_score_batch(agent) "
+                    f"(es-search check PROBLEM), or score one candidate per call "
+                    f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}")
         where = "the starting agent" if self.generation < 0 else (
             f"generation {self.generation}, candidate {self.index}")
         source = (f"out={self.out!r}" if self.out is not None else
@@ -50,7 +60,8 @@ class ScoreError(RuntimeError):
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
-                             self.remote_traceback, _picklable(self.cause), self.out))
+                             self.remote_traceback, _picklable(self.cause), self.out,
+                             self.group_end))
 
 
 def _picklable(exc: BaseException | None) -> BaseException | None:

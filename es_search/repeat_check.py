@@ -78,6 +78,9 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     """
     check_is_agent(agent)
     seed = check_seed(seed)
+    if score_kwargs is not None and not isinstance(score_kwargs, Mapping):
+        raise TypeError(f"score_kwargs must be a dict of keyword arguments for score(), "
+                        f"got {type(score_kwargs).__name__}")
     score_kwargs = dict(score_kwargs or {})
     first = agent.clone()
     (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)

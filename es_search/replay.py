@@ -12,6 +12,7 @@ generation's centre vector and the candidate's description (see
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -20,8 +21,8 @@ import numpy as np
 from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_is_agent, check_seed
-from .output import CHECKPOINT, failure_generations, failure_path, read_score_kwargs
+from .checks import check_int, check_is_agent, check_seed
+from .output import CHECKPOINT, CONFIG, failure_generations, failure_path, read_score_kwargs
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
@@ -37,6 +38,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         center = record["center"]
         seed, recorded = record["seed"], record.get("score_kwargs", {})
         shared = record.get("shared")
+        name = _agent_name(out)
     else:
         ckpt_path = Path(out) / CHECKPOINT
         if not ckpt_path.exists():
@@ -56,11 +58,20 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         candidates = strategy.ask(state, generation)
         seed, recorded = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
         shared = ckpt.get("shared")
+        name = ckpt["config"].get("agent", "another agent")
     if not 0 <= index < len(candidates):
         raise IndexError(f"generation {generation} of the run in {out} has "
                          f"{len(candidates)} candidates; index {index} is out of range")
     return {"seed": seed, "center": center, "candidate": candidates[index],
-            "recorded_kwargs": recorded, "shared": shared}
+            "recorded_kwargs": recorded, "shared": shared, "agent": name}
+
+
+def _agent_name(out: Any) -> str:
+    """The agent class the run in ``out`` recorded (config.json), or a placeholder."""
+    try:
+        return json.loads((Path(out) / CONFIG).read_text())["agent"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another agent"
 
 
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
@@ -107,6 +118,9 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         True
     """
     check_is_agent(agent)
+    generation = check_int("generation", generation, -1, " (-1: the starting agent's "
+                           "evaluation)")
+    index = check_int("index", index, 0, " (the candidate's index in its generation)")
     if out is not None:
         if seed is not None or center is not None or candidate is not None:
             raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "
@@ -115,6 +129,11 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         task = _from_run_dir(out, generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
         shared = task["shared"]
+        if agent.num_evolved() != np.size(center):
+            raise ValueError(f"the run in {out} evolved {task['agent']} ({np.size(center)} "
+                             f"evolved values); the agent given is "
+                             f"{type(agent).__module__}.{type(agent).__qualname__} "
+                             f"({agent.num_evolved()}): pass an agent built as the run's was")
         if score_kwargs is None:
             score_kwargs = read_score_kwargs(out, task["recorded_kwargs"])
     else:

@@ -111,6 +111,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check)
+    if strategy_options is not None and not isinstance(strategy_options, Mapping):
+        raise TypeError(f"strategy_options must be a dict of the strategy's own options "
+                        f"(e.g. {{'reevaluate': True}}), got {strategy_options!r}")
     options = dict(strategy_options or {})
     for name in ("population", "sigma"):
         if name in options:

@@ -14,6 +14,7 @@ gives one at a time (a chunk's task seeds, a group's streams, a generation's noi
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import random
 import threading
@@ -34,8 +35,26 @@ def task_seed(seed: int, generation: int, index: int) -> int:
     >>> len({task_seed(0, g, i) for g in range(3) for i in range(3)})
     9
     """
+    if not (type(seed) is type(generation) is type(index) is int
+            and seed >= 0 and generation >= -1 and index >= 0):
+        seed, generation, index = _task(seed, generation, index)
     sequence = np.random.SeedSequence(seed, spawn_key=(generation + 1, index))
     return int(sequence.generate_state(1, np.uint64)[0])
+
+
+def _task(seed: Any, generation: Any, index: Any) -> tuple[int, int, int]:
+    """``task_seed``'s arguments as ints, or an error naming the one that is wrong."""
+    values = []
+    for name, value, low, note in (
+            ("seed", seed, 0, "the run's seed"),
+            ("generation", generation, -1, "-1 is the starting agent's evaluation"),
+            ("index", index, 0, "the candidate's index in its generation")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer >= {low} ({note}), got {value!r}")
+        if value < low:
+            raise ValueError(f"{name} must be an integer >= {low} ({note}), got {value}")
+        values.append(int(value))
+    return values[0], values[1], values[2]
 
 
 def build_seed(seed: int) -> int:

@@ -247,13 +247,13 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
                 scores += alone
                 reports += alone_reports
                 continue
+            if on_error != "worst":
+                raise ScoreError(type(agent).__name__, generation, a,
+                                 task_seed(seed, generation, a), batch_trace,
+                                 batch_error, group_end=b) from batch_error
             note = (f"score_batch() raised on candidates {a}-{b - 1} of generation "
                     f"{generation}, though each of them scores alone through score():\n"
                     f"{batch_trace}")
-            if on_error != "worst":
-                raise ScoreError(type(agent).__name__, generation, a,
-                                 task_seed(seed, generation, a), note,
-                                 batch_error) from batch_error
             scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note)
                        for i in range(a, b)]
             reports += [None] * (b - a)

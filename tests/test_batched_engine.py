@@ -141,10 +141,17 @@ def test_a_batch_that_fails_as_a_whole_is_reported_for_its_group():
     # so generation 0 holds the first group of several candidates
     kwargs = dict(generations=2, population=6, sigma=0.3, seed=1, n_jobs=1, progress=False,
                   strategy_options={"reevaluate": False})
-    with pytest.raises(es_search.ScoreError, match="each of them scores alone") as info:
-        es_search.run(RowExact(batch_only_fault=True), **kwargs)
-    assert (info.value.generation, info.value.index) == (0, 0)
-    assert isinstance(info.value.__cause__, MemoryError)
+    for n_jobs in (1, 2):  # the same message from a worker
+        with pytest.raises(es_search.ScoreError) as info:
+            es_search.run(RowExact(batch_only_fault=True), **{**kwargs, "n_jobs": n_jobs})
+        assert (info.value.generation, info.value.index, info.value.group_end) == (0, 0, 4)
+        assert isinstance(info.value.__cause__, MemoryError)
+        message = str(info.value)
+        assert message.startswith(
+            "RowExact.score_batch() failed on candidates 0-3 of generation 0 (the first's "
+            "task seed ") and "though each of them scores alone through score()" in message
+        assert "es_search.check_score_batch(agent)" in message and "MemoryError" in message
+        assert "replay_task" not in message  # replaying one candidate reproduces nothing
     with pytest.warns(RuntimeWarning, match="raised on 6 candidate"):
         worst = es_search.run(RowExact(batch_only_fault=True), on_error="worst", **kwargs)
     assert worst.history[0]["scores"] == [-math.inf] * 6
@@ -219,7 +226,7 @@ def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
 def test_a_bad_group_size_fails_before_the_run():
     agent = RowExact()
     agent.score_batch_size = 2.5
-    with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
+    with pytest.raises(TypeError, match="score_batch_size must be an integer >= 0"):
         es_search.run(agent, generations=1, population=4, n_jobs=1, progress=False)
 
 

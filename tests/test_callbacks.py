@@ -48,6 +48,13 @@ def test_a_plain_callable_and_a_duck_typed_object_work():
 def test_a_bad_callback_is_refused_before_any_work():
     with pytest.raises(TypeError, match="callbacks must be callables"):
         es_search.run(Quadratic(), generations=2, callbacks=[42], **KW)
+    for value in (3, "abc"):  # not a list at all: named as given
+        with pytest.raises(TypeError, match=f"callbacks must be a list of callables .*"
+                                            f"got {value!r}"):
+            es_search.run(Quadratic(), generations=2, callbacks=value, **KW)
+    with pytest.raises(TypeError, match="strategy_options must be a dict of the "
+                                        "strategy's own options .*got 'x'"):
+        es_search.run(Quadratic(), generations=2, strategy_options="x", **KW)
 
 
 @pytest.mark.parametrize("name", ["CSV", "EarlyStopping", "TensorBoard"])

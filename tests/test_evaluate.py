@@ -54,6 +54,22 @@ def test_each_task_gets_its_documented_seed(n, n_jobs):
     assert scores == [es_search.task_seed(7, 0, i) % 1000003 for i in range(n)]
 
 
+def test_task_seed_names_a_bad_argument_and_takes_numpy_integers():
+    import numpy as np
+    assert es_search.task_seed(np.int64(3), np.int32(-1), np.uint8(2)) == \
+        es_search.task_seed(3, -1, 2)
+    for args, error, match in (
+            (("0", 0, 0), TypeError, "seed must be an integer >= 0 \\(the run's seed\\), "
+                                     "got '0'"),
+            ((0, -2, 0), ValueError, "generation must be an integer >= -1 \\(-1 is the "
+                                     "starting agent's evaluation\\), got -2"),
+            ((0, 0, -1), ValueError, "index must be an integer >= 0"),
+            ((0, 1.0, 0), TypeError, "generation must be an integer >= -1 .*got 1.0"),
+            ((0, 0, True), TypeError, "index must be an integer >= 0 .*got True")):
+        with pytest.raises(error, match=match):
+            es_search.task_seed(*args)
+
+
 def test_bad_weights_fail_before_scoring():
     with pytest.raises(KeyError, match="no weight named 'fc2.weight'"):
         es_search.evaluate(BlogAgent(work=0), [{"fc2.weight": torch.zeros(1, 3)}])

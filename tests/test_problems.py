@@ -2,6 +2,7 @@
 import math
 
 import pytest
+import torch
 
 import es_search
 from es_search.problems import BUILTINS, load_problem
@@ -118,6 +119,18 @@ def test_a_function_can_be_maximised_and_checks_its_input():
             (dict(fn=sum, x0=[1.0], minimize="yes"), TypeError, "minimize must be True or")]:
         with pytest.raises(error, match=message):
             Function(**bad)
-    with pytest.raises(es_search.ScoreError, match="fn returned ndarray"):
-        es_search.run(Function(lambda x: x, [1.0, 2.0]), generations=1, n_jobs=1,
-                      progress=False)
+    # what fn may return: what score() may (a one-element array or tensor; no text)
+    assert Function(lambda x: x[:1] * 2, [1.5, 0.0]).score() == -3.0
+    assert Function(lambda x: torch.tensor([x.sum()]), [1.5, 1.0]).score() == -2.5
+    with pytest.raises(TypeError, match="fn returned str '1.5'; it must return a real"):
+        Function(lambda x: "1.5", [1.0]).score()
+    for on_error in ("raise", "worst"):  # a bug in fn, as score()'s: never scored -inf
+        with pytest.raises(TypeError, match="fn returned ndarray array\\(\\[1., 2.\\]\\); it "
+                                            "must return a real number"):
+            es_search.run(Function(lambda x: x, [1.0, 2.0]), generations=1, n_jobs=1,
+                          progress=False, on_error=on_error)
+    result = es_search.run(Function(lambda x: float(x.sum()), [1.0, 2.0]), generations=1,
+                           n_jobs=1, progress=False)
+    with pytest.raises(TypeError, match="x_of takes a weights dict \\(result.best_weights "
+                                        "or result.center_weights\\), got Result"):
+        Function.x_of(result)

@@ -203,6 +203,14 @@ def test_evaluate_and_an_evaluator_warn_once_as_they_start(n_jobs):
         es_search.Evaluator(Quadratic(), repeat_check=None)
 
 
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="score_kwargs must be a dict of keyword arguments "
+                                        "for score\\(\\), got int"):
+        es_search.check_repeatable(Quadratic(), score_kwargs=3)
+    with pytest.raises(TypeError, match="agent must be an es_search.Agent"):
+        es_search.check_repeatable(object())
+
+
 def test_a_score_that_raises_propagates_and_run_leaves_it_to_its_first_task():
     with pytest.raises(RuntimeError, match="broken"):
         es_search.check_repeatable(Raises())

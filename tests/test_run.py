@@ -218,6 +218,18 @@ def test_a_run_inside_a_joblib_worker_scores_in_that_worker():
             agents.sweep_seed(0, n_jobs=2)
 
 
+def test_backend_names_joblib_does_not_know_are_refused_at_the_call_and_sequential_works():
+    for n_jobs in (1, 2):
+        with pytest.raises(ValueError, match="unknown backend 'nonsense': use one of .*'dask'"
+                                             ".*'loky'.*'ray'"):
+            es_search.run(Quadratic(), generations=1, n_jobs=n_jobs, backend="nonsense")
+    sequential = es_search.run(Quadratic(), generations=3, population=4, n_jobs=2,
+                               backend="sequential", progress=False)
+    plain = es_search.run(Quadratic(), generations=3, population=4, n_jobs=1,
+                          progress=False)
+    assert sequential.history[-1]["scores"] == plain.history[-1]["scores"]
+
+
 def test_a_non_agent_is_refused():
     with pytest.raises(TypeError, match="must be an es_search.Agent"):
         es_search.run(torch.nn.Linear(2, 2), generations=1)

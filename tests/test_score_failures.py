@@ -78,6 +78,15 @@ def test_replay_task_from_the_checkpoint_and_by_hand(tmp_path):
                                  candidate=jitter) == result.history[0]["scores"][2]
     with pytest.raises(ValueError, match="checkpoint is before generation 2"):
         es_search.replay_task(agents.Vec(), out=tmp_path, generation=1, index=0)
+    # bad arguments, named before anything is read
+    with pytest.raises(TypeError, match="index must be an integer >= 0 .*got '1'"):
+        es_search.replay_task(agents.Vec(), out=tmp_path, generation=2, index="1")
+    with pytest.raises(TypeError, match="generation must be an integer >= -1 .*got 2.0"):
+        es_search.replay_task(agents.Vec(), out=tmp_path, generation=2.0, index=1)
+    with pytest.raises(ValueError, match=r"the run in .* evolved .*reliability_agents.Vec "
+                                         r"\(4 evolved values\); the agent given is "
+                                         r".*Vec \(6\): pass an agent built as the run's was"):
+        es_search.replay_task(agents.Vec(dim=6), out=tmp_path, generation=2, index=1)
 
 
 # ----------------------------------------------------------------- non-finite scores

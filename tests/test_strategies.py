@@ -161,6 +161,8 @@ def test_config_names_the_strategy_and_its_settings(name):
     ("openai-es", {"learning_rate": 0.0}, ValueError),
     ("openai-es", {"weight_decay": -0.1}, ValueError),
     ("openai-es", {"beta1": 1.0}, ValueError),
+    ("openai-es", {"weight_decay": "0"}, TypeError),
+    ("openai-es", {"beta2": "0.9"}, TypeError),
     ("ars", {"population": 7}, ValueError),
     ("ars", {"population": 8, "directions": 3}, ValueError),
     ("ars", {"directions": 0}, ValueError),

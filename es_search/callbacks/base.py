@@ -80,6 +80,10 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
     """Check and wrap ``callbacks`` (at the call, before any work)."""
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = [callbacks]
+    if isinstance(callbacks, (str, bytes)) or not hasattr(callbacks, "__iter__"):
+        raise TypeError(f"callbacks must be a list of callables taking the generation's "
+                        f"record (a dict) or of es_search.callbacks.Callback objects, got "
+                        f"{callbacks!r}")
     wrapped: list[Callback] = []
     for i, cb in enumerate(callbacks):
         if isinstance(cb, type):  # callable, and has the methods: it would fail later

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+import numbers
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from ..agent import Agent
+from ..scores import NotAScore
 
 
 class Function(Agent):
@@ -45,14 +47,22 @@ class Function(Agent):
 
     def score(self, **kwargs: Any) -> float:
         value = self.fn(self.x.detach().numpy().copy(), **kwargs)
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise TypeError(f"fn returned {type(value).__name__} {value!r:.60}; it must "
-                            f"return a number") from None
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            shown = repr(value)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise NotAScore(f"fn returned {type(value).__name__} {shown}; it must return a "
+                            f"real number (a float)")
+        value = float(value)
         return -value if self.minimize and not math.isnan(value) else value
 
     @staticmethod
-    def x_of(weights: dict) -> np.ndarray:
+    def x_of(weights: Mapping[str, Any]) -> np.ndarray:
         """The vector in a weights dict (``result.best_weights``, ``center_weights``)."""
+        if not isinstance(weights, Mapping):
+            raise TypeError(f"x_of takes a weights dict (result.best_weights or "
+                            f"result.center_weights), got {type(weights).__name__}")
         return weights["x"].detach().numpy().copy()

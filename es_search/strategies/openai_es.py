@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -95,13 +96,15 @@ class OpenAIES(Strategy):
                              f"even; got {self.population} (use {self.population + 1})")
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.learning_rate = check_positive_float("learning_rate", learning_rate)
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) \
-                or not math.isfinite(weight_decay) or weight_decay < 0:
+        if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real):
+            raise TypeError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        if not math.isfinite(weight_decay) or weight_decay < 0:
             raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
         self.weight_decay = float(weight_decay)
         for name, value in (("beta1", beta1), ("beta2", beta2)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0.0 <= value < 1.0:
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
+            if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value!r}")
         self.beta1, self.beta2 = float(beta1), float(beta2)
         self.epsilon = check_positive_float("epsilon", epsilon)

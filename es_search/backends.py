@@ -367,11 +367,14 @@ def _in_order(done: dict, n: int) -> list:
     return results
 
 
-def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> Pool | None:
+def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None,
+              max_workers: int | None = None) -> Pool | None:
     """A started pool for ``n_jobs`` workers on ``backend`` (a name prepared by
     :func:`prepare`, an instance, or None for ``joblib.parallel_config``'s choice), or
     None when that means a single worker (score in this process). Dask and Ray (by name,
-    as a Client, or chosen with ``joblib.parallel_config``) get es_search's own pools."""
+    as a Client, or chosen with ``joblib.parallel_config``) get es_search's own pools.
+    On this machine's backends no more than ``max_workers`` processes start (a run's
+    largest generation: more would only cost start-up time and memory)."""
     if is_cluster(backend):
         return _cluster_pool(backend, n_jobs)
     parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes")
@@ -393,6 +396,10 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None) -> P
             f"generators (random, numpy, torch), which threads share, so results "
             f"would depend on timing. Use a process backend (loky, the default; "
             f"multiprocessing; dask; ray) or n_jobs=1.")
+    if max_workers is not None and is_local(parallel) and \
+            max_workers < parallel._effective_n_jobs():
+        n_jobs = max_workers
+        parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes")
     if getattr(chosen, "supports_return_generator", False):
         # chunks finished before a worker died are kept (a retry skips them)
         parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes",

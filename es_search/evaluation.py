@@ -66,6 +66,10 @@ class Evaluator:
     A run makes its own; in a loop of your own, :meth:`evaluate` scores weight dicts on
     workers kept open between calls.
 
+    ``max_workers``: start no more worker processes than this on this machine (a
+    run's largest generation; ``n_jobs`` beyond it would only add start-up time and
+    memory).
+
     Entering first checks that the agent's score is repeatable (``repeat_check=True``:
     :func:`~es_search.check_repeatable`, two ``score()`` calls in this process; a warning,
     :class:`~es_search.UnrepeatableScoreWarning`, when it is not), then starts the
@@ -93,7 +97,8 @@ class Evaluator:
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
                  on_error: str = "raise", max_retries: int = 2,
                  task_timeout: float | None = None, sequential_fallback: bool = True,
-                 repeat_check: bool = True, settings: Settings | None = None):
+                 repeat_check: bool = True, settings: Settings | None = None,
+                 max_workers: int | None = None):
         check_is_agent(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
@@ -110,6 +115,7 @@ class Evaluator:
         self.max_retries, self.task_timeout = settings.max_retries, settings.task_timeout
         self.sequential_fallback = settings.fallback
         self.backend = _backends.prepare(settings.backend)
+        self.max_workers = check_int("max_workers", max_workers, 1, none_ok=True)
         self.failures: list[TaskFailure] = []
         self.reports: list[Any] = []
         #: the shared state the last ``score()`` call's tasks loaded (None: none)
@@ -161,7 +167,8 @@ class Evaluator:
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
-            self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout)
+            self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout,
+                                            self.max_workers)
         except BaseException:
             self.close()
             raise

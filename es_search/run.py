@@ -132,7 +132,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
     try:
-        with Evaluator(agent, settings=settings) as evaluator:
+        # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
+        with Evaluator(agent, settings=settings,
+                       max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
             search = Search(strategy, evaluator, folder and folder.save_failures)
             if folder:
                 folder.track(search)

@@ -2,6 +2,7 @@
 the progress bar."""
 import math
 import random
+import sys
 
 import joblib
 import numpy as np
@@ -228,6 +229,30 @@ def test_backend_names_joblib_does_not_know_are_refused_at_the_call_and_sequenti
     plain = es_search.run(Quadratic(), generations=3, population=4, n_jobs=1,
                           progress=False)
     assert sequential.history[-1]["scores"] == plain.history[-1]["scores"]
+
+
+def test_a_run_starts_no_more_workers_than_its_largest_generation(monkeypatch):
+    run_module = sys.modules["es_search.run"]  # (es_search.run is the function)
+    opened = []
+
+    class Recording(es_search.Evaluator):
+        def __enter__(self):
+            entered = super().__enter__()
+            opened.append((self.n_workers, len(self.worker_pids)))
+            return entered
+
+    monkeypatch.setattr(run_module, "Evaluator", Recording)
+    kwargs = dict(generations=2, sigma=0.3, n_jobs=8, progress=False,
+                  sequential_fallback=False)
+    capped = es_search.run(Quadratic(), population=2, strategy_options={"reevaluate": False},
+                           **kwargs)
+    es_search.run(Quadratic(), population=3, strategy_options={"reevaluate": True}, **kwargs)
+    assert opened == [(2, 2), (4, 4)]  # 2 candidates; 3 and the parent
+    plain = es_search.run(Quadratic(), population=2, strategy_options={"reevaluate": False},
+                          **{**kwargs, "n_jobs": 1})
+    assert [h["scores"] for h in capped.history] == [h["scores"] for h in plain.history]
+    with pytest.raises(ValueError, match="max_workers must be >= 1"):
+        es_search.Evaluator(Quadratic(), max_workers=0)
 
 
 def test_a_non_agent_is_refused():

@@ -72,6 +72,23 @@ def test_ask_returns_population_candidates(name):
     assert strategy.sigma(state) > 0
 
 
+@pytest.mark.parametrize("name, options", [(n, None) for n in NAMES] + [
+    ("hill-climb", {"reevaluate": True}), ("adaptive-hill-climb", {"reevaluate": True}),
+    ("hill-climb", {"reevaluate": False})])
+def test_no_generation_scores_more_than_max_tasks(name, options):
+    """A run starts at most max_tasks workers: every generation must fit."""
+    strategy = _strategy(name, population=6, **(options or {}))
+    bound = strategy.max_tasks(DIM)
+    assert bound >= strategy.initial_evaluations
+    sizes = []
+    _run(name, generations=4, strategy_options=options,
+         callbacks=[lambda record: sizes.append(len(record["scores"]))])
+    assert sizes and max(sizes) <= bound
+    if options and options.get("reevaluate") is True:
+        assert max(sizes) == bound == 7  # the parent, scored again
+    assert _strategy("cma-es", population=6, restarts="ipop").max_tasks(DIM) is None
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_tell_returns_a_new_state_and_leaves_the_old_one_alone(name):
     strategy = _strategy(name)

@@ -112,6 +112,10 @@ class AdaptiveHillClimb(Strategy):
         """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
         return 2 if self.reevaluate == "auto" else 1
 
+    def max_tasks(self, n: int) -> int:
+        """The population, and the parent when it may be re-evaluated."""
+        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
+
     def init_from(self, center: np.ndarray, scores: Sequence[float],
                   seed: int) -> AdaptiveHillClimbState:
         return replace(self.init(center, scores[0], seed),

@@ -28,6 +28,12 @@ class Strategy:
     name: ClassVar[str] = ""
     population: int
 
+    def max_tasks(self, n: int) -> int | None:
+        """The most candidates one generation scores for ``n`` evolved values (the
+        starting agent's evaluations included), or None when there is no bound: a run
+        starts no more worker processes than that."""
+        return max(self.population, self.initial_evaluations)
+
     def check_size(self, n: int) -> None:
         """Raise a ValueError when this strategy cannot search ``n`` evolved values;
         ``run()`` calls it before any work."""

@@ -166,6 +166,10 @@ class CMAES(Strategy):
         """Candidates per generation for ``n`` evolved values."""
         return self.population or 4 + int(3 * math.log(n))
 
+    def max_tasks(self, n: int) -> int | None:
+        """pycma's population; None with restarts (IPOP and BIPOP grow it)."""
+        return None if self.restarts is not None else self.popsize(n)
+
     def check_size(self, n: int) -> None:
         if n < 2:
             raise ValueError("cma-es needs at least 2 evolved values (pycma's limit); "

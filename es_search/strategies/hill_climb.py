@@ -61,6 +61,10 @@ class HillClimb(Strategy):
         """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
         return 2 if self.reevaluate == "auto" else 1
 
+    def max_tasks(self, n: int) -> int:
+        """The population, and the parent when it may be re-evaluated."""
+        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
+
     def init(self, center: np.ndarray, center_score: float, seed: int) -> HillClimbState:
         return HillClimbState(np.array(center, dtype=np.float64), center_score,
                               self.initial_sigma, self.reevaluate is True)

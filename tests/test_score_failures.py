@@ -3,7 +3,11 @@ on_error="worst", failure records and replay_task."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import cloudpickle
 import numpy as np
@@ -15,6 +19,8 @@ from es_search import checkpoint
 from es_search.seeding import task_seed
 
 import reliability_agents as agents
+
+ROOT = Path(__file__).resolve().parents[1]
 
 cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
@@ -43,6 +49,32 @@ def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
     with pytest.raises(ValueError) as replayed:  # unwrapped, for a debugger
         es_search.replay_task(agents.Raises({seed}), out=tmp_path, generation=1, index=3)
     assert str(replayed.value) == str(err.__cause__)  # the same weights, too
+
+
+def test_a_class_of_the_users_script_is_explained_in_a_workers_traceback(tmp_path):
+    """cloudpickle sends a script's class by value, with "<dynamic-code>" for its file."""
+    script = tmp_path / "mine.py"
+    script.write_text(
+        "import torch, es_search\n"
+        "class Mine(es_search.Agent):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.w = torch.nn.Parameter(torch.zeros(3))\n"
+        "    def score(self):\n"
+        "        raise ValueError('in my script')\n"
+        "if __name__ == '__main__':\n"
+        "    try:\n"
+        "        es_search.run(Mine(), generations=1, n_jobs=2, progress=False,\n"
+        "                      sequential_fallback=False, repeat_check=False)\n"
+        "    except es_search.ScoreError as error:\n"
+        "        print(error)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    printed = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300).stdout
+    assert 'File "<dynamic-code>", line 7, in score' in printed  # the script's line 7
+    assert printed.rstrip().endswith(
+        'code sent to the workers by value, such as a class of your script or notebook; '
+        'its line numbers are the source\'s, and replay_task shows the file.)')
 
 
 def test_on_error_worst_counts_failures_and_goes_on(tmp_path):

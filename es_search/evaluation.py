@@ -465,7 +465,7 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
 
     Each dict is loaded over the agent's own weights (a subset of names is fine). Task
     ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
-    modified. Workers start and stop with each call (~12 ms on 2 cores): in a loop of
+    modified. Workers start and stop with each call (~13 ms on 2 cores): in a loop of
     your own, keep them with :meth:`Evaluator.evaluate`. ``repeat_check``: first score
     the agent twice in this process and warn if its score depends on its past
     (:func:`~es_search.check_repeatable`); False saves those two ``score()`` calls.

@@ -24,7 +24,7 @@ from .progress import ProgressBar
 from .result import Result
 from .search import Search
 from .settings import Settings
-from .strategies import DEFAULT, make_strategy
+from .strategies import DEFAULT, Strategy, make_strategy
 
 Callback = Callable[[dict], Any]
 
@@ -111,16 +111,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check)
-    if strategy_options is not None and not isinstance(strategy_options, Mapping):
-        raise TypeError(f"strategy_options must be a dict of the strategy's own options "
-                        f"(e.g. {{'reevaluate': True}}), got {strategy_options!r}")
-    options = dict(strategy_options or {})
-    for name in ("population", "sigma"):
-        if name in options:
-            raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
-                            f"strategy_options")
-    strategy = make_strategy(strategy, population, sigma, **options)
-    strategy.check_size(agent.num_evolved())
+    strategy = _make_strategy(strategy, population, sigma, strategy_options,
+                              agent.num_evolved())
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     check_score_kwargs(agent, settings.score_kwargs)
@@ -168,6 +160,22 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if folder is not None:
             folder.close()
     return result
+
+
+def _make_strategy(strategy: Any, population: int | None, sigma: float | None,
+                   strategy_options: Any, n: int) -> Strategy:
+    """The run's strategy, checked against ``n`` evolved values (at the call)."""
+    if strategy_options is not None and not isinstance(strategy_options, Mapping):
+        raise TypeError(f"strategy_options must be a dict of the strategy's own options "
+                        f"(e.g. {{'reevaluate': True}}), got {strategy_options!r}")
+    options = dict(strategy_options or {})
+    for name in ("population", "sigma"):
+        if name in options:
+            raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
+                            f"strategy_options")
+    made = make_strategy(strategy, population, sigma, **options)
+    made.check_size(n)
+    return made
 
 
 def _stop_reason(callbacks: list, record: dict) -> str | None:

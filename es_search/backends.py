@@ -289,6 +289,16 @@ class JoblibPool(Pool):
         self.n_workers = n_workers
         self.is_local = is_local(parallel)
         self.files = SharedFiles() if self.is_local else None
+        backend = parallel._backend
+        if hasattr(getattr(backend, "_pool", None), "_inqueue"):  # multiprocessing's
+            # joblib aborts the pool itself when a call is interrupted: unjam it first
+            abort_everything = backend.abort_everything
+
+            def unjammed(*args: Any, **kwargs: Any) -> Any:
+                _unjam_multiprocessing_pool(getattr(backend, "_pool", None))
+                return abort_everything(*args, **kwargs)
+
+            backend.abort_everything = unjammed
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
@@ -313,6 +323,31 @@ class JoblibPool(Pool):
         if parallel is not None:
             parallel.__exit__(None, None, None)
         super().close()
+
+
+def _unjam_multiprocessing_pool(pool: Any) -> None:
+    """Before a ``multiprocessing.pool.Pool`` is terminated: kill its workers and free
+    its task queue's read lock. A SIGTERM sent to the whole process group (``timeout``,
+    Slurm, systemd) can kill a worker while it holds that lock, and ``terminate()``
+    then waits for it forever (``Pool._help_stuff_finish``)."""
+    workers, inqueue = getattr(pool, "_pool", None), getattr(pool, "_inqueue", None)
+    if not workers or inqueue is None:
+        return
+    for worker in list(workers):
+        try:
+            worker.kill()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    for worker in list(workers):
+        worker.join(timeout=5)
+    lock = getattr(inqueue, "_rlock", None)
+    if lock is not None and not lock.acquire(timeout=0.1):
+        try:  # held by a worker that is dead now: nobody else will release it
+            lock.release()
+        except ValueError:  # pragma: no cover - released meanwhile
+            pass
+    elif lock is not None:
+        lock.release()
 
 
 class LokyPool(JoblibPool):

@@ -144,6 +144,29 @@ def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
+@pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
+def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
+    """As ``timeout``, Slurm and systemd stop a job: every process of the group at once.
+    A multiprocessing worker killed while it holds its pool's task-queue lock (an idle
+    one waits holding it) made the pool's terminate wait forever."""
+    out = tmp_path / "run"
+    argv = ["run", f"{AGENTS}:Vec", "--generations", "1000", "--n-jobs", "2",
+            "--backend", backend, "--out", str(out), "--population", "16", "--seed", "5",
+            "--no-progress", "-p", "delay=0.001"]  # short tasks: workers often idle
+    proc = cli(*argv, start_new_session=True)
+    try:
+        wait_for_lines(out / "history.jsonl", 3, proc)
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            sigkill_group(proc)
+    assert proc.returncode == 143, stderr
+    assert "es-search " + shlex.join(argv) + " --resume" in stderr
+    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)
+    assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
+
+
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status):
     """The run is whole once it has ended: the message points at ``es-search test``,

@@ -5,6 +5,7 @@ import math
 import numbers
 from typing import Any, Mapping
 
+import numpy as np
 import torch
 
 from .agent import Agent
@@ -65,6 +66,14 @@ def check_evolved(agent: Agent) -> None:
         raise ValueError(f"{cls} has no evolved parameters, so there is nothing to "
                          f"search: give it a floating-point torch.nn.Parameter (or "
                          f"override evolved_parameters()){also}")
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is True or False (a NumPy bool too), else a TypeError naming
+    ``name``: a string such as "false" is not read as True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",

@@ -39,6 +39,8 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     key, sep, raw = text.partition("=")
     if not sep or not key.isidentifier():
         raise UsageError(f"{flag} expects NAME=VALUE (e.g. {flag} {example}), got {text!r}")
+    if raw.lower() in ("true", "false"):  # as a shell user writes them, not only True
+        return key, raw.lower() == "true"
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import check_int, check_n_jobs, check_positive_float, check_seed
+from .checks import check_bool, check_int, check_n_jobs, check_positive_float, check_seed
 from .errors import check_on_error
 
 
@@ -72,12 +72,6 @@ def has_digest(description: Any) -> bool:
     if isinstance(description, (list, tuple)):
         return any(map(has_digest, description))
     return False
-
-
-def _check_bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 def _is_client(backend: Any) -> bool:
@@ -141,11 +135,11 @@ class Settings:
             if self.n_jobs == 1:
                 raise ValueError("task_timeout needs worker processes (n_jobs != 1): a "
                                  "score() running in this process cannot be stopped")
-        _check_bool("sequential_fallback", self.sequential_fallback)
-        _check_bool("progress", self.progress)
-        _check_bool("repeat_check", self.repeat_check)
-        _check_bool("resume", self.resume)
-        _check_bool("overwrite", self.overwrite)
+        check_bool("sequential_fallback", self.sequential_fallback)
+        check_bool("progress", self.progress)
+        check_bool("repeat_check", self.repeat_check)
+        check_bool("resume", self.resume)
+        check_bool("overwrite", self.overwrite)
         if self.out is not None:
             if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__"):
                 raise TypeError(f"out must be a folder path (str or pathlib.Path), got "

@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from es_search.cli import main, resume_command
+from es_search.output import read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -228,6 +229,12 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["check", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
      "TakesData.score(data): missing a required argument: 'data', and the command line "
      "passes score() no arguments"),
+    (["run", "cartpole", "-p", "greedy=banana"],
+     "cannot build CartPole with {'greedy': 'banana'}: greedy must be True or False"),
+    (["run", "gym:CartPole-v1", "-p", "crn=yes"], "crn must be True or False, got 'yes'"),
+    (["run", "acrobot", "-p", "env_id=CartPole-v1"],
+     "Acrobot is a policy for Acrobot-v1, not 'CartPole-v1': for another environment use "
+     "GymPolicy('CartPole-v1') (es-search run gym:CartPole-v1)"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
@@ -241,6 +248,19 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     err = capsys.readouterr().err
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_true_and_false_are_read_as_a_shell_user_writes_them(tmp_path):
+    """-p greedy=false was the string 'false', which the policy read as True."""
+    def scores(*params):
+        out = tmp_path / "-".join(params or ("default",))
+        assert main(["run", "cartpole", *sum((["-p", p] for p in params), []),
+                     "--generations", "1", "--no-progress", "--no-test", "--n-jobs", "1",
+                     "--out", str(out)]) == 0
+        return [r["scores"] for r in read_history(out / "history.jsonl")]
+    default = scores()
+    assert scores("greedy=false") == scores("greedy=False") == default
+    assert scores("greedy=TRUE") == scores("greedy=True") != default
 
 
 def test_errors_through_the_console_entry_point_have_no_traceback():

@@ -23,7 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
-from ..checks import check_int
+from ..checks import check_bool, check_int
 from ..extras import require
 from .gym_policy import TEST_SEED, return_figures
 
@@ -126,7 +126,8 @@ class BatchedPolicy(Agent):
         super().__init__()
         require("gymnasium", "gym")
         hidden = check_int("hidden", hidden, 0, " (0: a linear policy)")
-        self.episodes, self.greedy = check_int("episodes", episodes, 1), bool(greedy)
+        self.episodes = check_int("episodes", episodes, 1)
+        self.greedy = check_bool("greedy", greedy)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")

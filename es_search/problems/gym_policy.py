@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_int
+from ..checks import check_bool, check_int
 from ..moments import Moments
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
@@ -203,7 +203,13 @@ class GymPolicy(Agent):
                  reward_clip: float | None = None,
                  env_kwargs: Mapping[str, Any] | None = None):
         super().__init__()
-        env_id = type(self).env_id if env_id is None else env_id
+        fixed = type(self).env_id
+        if fixed and env_id is not None and env_id != fixed:
+            raise ValueError(f"{type(self).__name__} is a policy for {fixed}, not {env_id!r}: "
+                             f"for another environment use GymPolicy({env_id!r}) "
+                             f"(es-search run gym:{env_id})")
+        env_id = fixed if env_id is None else env_id
+        greedy, crn = check_bool("greedy", greedy), check_bool("crn", crn)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
@@ -232,8 +238,8 @@ class GymPolicy(Agent):
         self.env_spec = env.spec
         self._read_spaces(env)
         env.close()
-        self.episodes, self.max_steps, self.greedy = int(episodes), max_steps, bool(greedy)
-        self.reward_offset, self.crn = float(reward_offset), bool(crn)
+        self.episodes, self.max_steps = int(episodes), max_steps
+        self.greedy, self.reward_offset, self.crn = greedy, float(reward_offset), crn
         self.reward_clip = None if reward_clip is None else float(reward_clip)
         self.hidden, self.normalize = sizes, mode
         dims = [self.obs_dim, *sizes, self.act_dim]

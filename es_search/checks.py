@@ -26,6 +26,15 @@ def check_is_agent(agent: Any) -> None:
                     f"score() method), got {type(agent).__name__}")
 
 
+def check_scores(agent: Agent) -> None:
+    """Refuse an agent that defines neither ``score()`` nor ``score_batch()``."""
+    from .batched import has_score_batch
+    if getattr(type(agent), "score", None) is Agent.score and not has_score_batch(agent):
+        raise TypeError(f"{type(agent).__name__} does not define score(): write "
+                        f"score(self) returning a number, higher is better (or "
+                        f"score_batch(self, params, seeds) for groups of candidates)")
+
+
 def check_evolved(agent: Agent) -> None:
     """Refuse an agent with nothing to evolve, or whose ``evolved_parameters()`` are not
     ``(name, tensor)`` pairs of its own floating-point ``state_dict()`` entries (the

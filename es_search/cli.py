@@ -4,19 +4,21 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
 import os
 import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
+from .errors import ScoreError, WorkerError
 from .interrupt import Terminated, sigterm_as_interrupt
 from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
@@ -91,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem")
     run.add_argument("--generations", type=_checked(int, lambda v: check_int("generations", v, 1)),
-                     help="default: the problem's")
+                     help="default: the problem's; with --resume, the run's own")
     run.add_argument("--population",
                      type=_checked(int, lambda v: check_int("population", v, 1)),
                      help="default: the problem's")
@@ -299,7 +301,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     agent = _build(cls, params, args.seed)
     _check_no_score_kwargs(agent)
     defaults = _defaults(cls)
-    generations = args.generations or defaults["generations"]
+    generations = args.generations or (args.resume and _saved_generations(args.out)) or \
+        defaults["generations"]
     strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
         strategy == defaults.get("strategy", DEFAULT)) else {}
@@ -334,11 +337,30 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
             _report_test(result.agent, result.best_weights, result.center_weights, args.out)
         except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
             raise InterruptedTesting(exc) from exc
+        except TestScoresError as exc:
+            where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
+                     f"fixed, test it with: {shlex.join(['es-search', 'test', args.out])}"
+                     if args.out else " (the run's result was not saved: pass --out DIR)")
+            raise TestScoresError(f"{exc}{where}") from exc.__cause__
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
         print(f"results written to {args.out}/ ({', '.join(files)})")
     return 0
+
+
+def _saved_generations(out: str) -> int | None:
+    """The generations the run in ``out`` was asked for (its config.json), if any: what
+    ``--resume`` without ``--generations`` continues to."""
+    from .output import CONFIG
+    try:
+        return int(json.loads((Path(out) / CONFIG).read_text())["generations"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class TestScoresError(RuntimeError):
+    """The agent's ``test_scores()`` raised or returned something that is not a dict."""
 
 
 def _build(cls: type, params: dict, seed: int) -> Any:
@@ -414,8 +436,17 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
     def scores(weights: dict) -> dict:
         tested = agent.clone()
         tested.set_weights(weights)
-        with torch.no_grad():  # as score(): no gradients are used
-            return tested.test_scores()
+        name = f"{type(agent).__name__}.test_scores()"
+        try:
+            with torch.no_grad():  # as score(): no gradients are used
+                figures = tested.test_scores()
+        except Exception as exc:  # noqa: BLE001 - the user's code: named, in one line
+            raise TestScoresError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(figures, Mapping):
+            raise TestScoresError(f"{name} returned {type(figures).__name__} "
+                                  f"{figures!r:.60}; it must return a dict of name -> number "
+                                  f"(or {{}} for none)")
+        return dict(figures)
 
     figures = {"best": scores(best)}
     if not figures["best"]:
@@ -451,7 +482,7 @@ def _load_weights(path: Path) -> dict:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError
+    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, acquire, release
     from .problems import run_agent
     out = Path(args.out)
     try:
@@ -461,12 +492,19 @@ def _cmd_test(args: argparse.Namespace) -> int:
     if not (out / BEST_WEIGHTS).is_file():
         raise UsageError(f"{out} has no {BEST_WEIGHTS}: its run stopped before its first "
                          f"generation")
-    best = _load_weights(out / BEST_WEIGHTS)
-    center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
-        else None  # written at the end of a run: none while one is interrupted
-    if not _report_test(agent, best, center, str(out)):
-        print(f"{out}: {type(agent).__name__} defines no test figures (override "
-              f"Agent.test_scores() to have some)")
+    try:  # not while a run goes on in it: its best weights change, test.json would stay
+        key = acquire(out)
+    except OutFolderError as exc:
+        raise UsageError(f"{exc} (test it once the run has ended)") from None
+    try:
+        best = _load_weights(out / BEST_WEIGHTS)
+        center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
+            else None  # written at the end of a run: none while one is interrupted
+        if not _report_test(agent, best, center, str(out)):
+            print(f"{out}: {type(agent).__name__} defines no test figures (override "
+                  f"Agent.test_scores() to have some)")
+    finally:
+        release(key)
     return 0
 
 
@@ -513,8 +551,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = parser.parse_args(argv)
-        with sigterm_as_interrupt():  # a job scheduler's stop: the Ctrl-C way, anywhere
-            status = _VERBS[args.verb](args)
+        with sigterm_as_interrupt(), _command_line_warnings():  # a scheduler's stop:
+            status = _VERBS[args.verb](args)                    # the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
     except (UsageError, ProblemError) as exc:
@@ -524,6 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError) as exc:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
+    except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
+        print(f"es-search: error: {exc}", file=sys.stderr)  # of es_search's own
+        return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         _silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
@@ -531,6 +572,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(interrupted_message(args, argv, exc), file=sys.stderr)
         terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
         return 143 if terminated else 130
+
+
+@contextlib.contextmanager
+def _command_line_warnings() -> Iterator[None]:
+    """es_search's warnings as ``es-search: RuntimeWarning: ...``: they are attributed to
+    the caller's line, which here is the console script's ``sys.exit(main())``."""
+    import warnings
+    package = os.path.dirname(os.path.abspath(__file__))
+    ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", package}
+    default = warnings.formatwarning
+
+    def formatwarning(message: Any, category: type, filename: str, lineno: int,
+                      line: str | None = None) -> str:
+        where = os.path.abspath(filename)
+        if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
+            return f"es-search: {category.__name__}: {message}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
 
 
 def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],

@@ -36,13 +36,12 @@ class ScoreError(RuntimeError):
         if cause is not None and self.__cause__ is None:
             self.__cause__ = cause
 
-    @property
-    def _dynamic_note(self) -> str:
+    def _dynamic_note(self, replay: bool = True) -> str:
         if '"<dynamic-code>"' not in self.remote_traceback:
             return ""
         return ("(File \"<dynamic-code>\": code sent to the workers by value, such as a class "
-                "of your script or notebook; its line numbers are the source's, and "
-                "replay_task shows the file.)\n")
+                "of your script or notebook; its line numbers are the source's"
+                + (", and replay_task shows the file.)\n" if replay else ".)\n"))
 
     def __str__(self) -> str:
         if self.group_end is not None:
@@ -52,7 +51,7 @@ class ScoreError(RuntimeError):
                     f"score(). Check score_batch() with es_search.check_score_batch(agent) "
                     f"(es-search check PROBLEM), or score one candidate per call "
                     f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}"
-                    + self._dynamic_note)
+                    + self._dynamic_note(replay=False))
         where = "the starting agent" if self.generation < 0 else (
             f"generation {self.generation}, candidate {self.index}")
         source = (f"out={self.out!r}" if self.out is not None else
@@ -65,7 +64,7 @@ class ScoreError(RuntimeError):
                    f"or, without an out folder, replay_task(agent, seed=<run seed>, "
                    f"generation={self.generation}, index={self.index}, center=..., "
                    f"candidate=...).\n")
-                + f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note)
+                + f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,

@@ -37,7 +37,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
-from .checks import check_int, check_is_agent, check_score_kwargs
+from .checks import check_int, check_is_agent, check_score_kwargs, check_scores
 from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -100,6 +100,7 @@ class Evaluator:
                  repeat_check: bool = True, settings: Settings | None = None,
                  max_workers: int | None = None):
         check_is_agent(agent)
+        check_scores(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
                                 score_kwargs=score_kwargs, on_error=on_error,

@@ -385,3 +385,103 @@ def test_a_bare_command_prints_the_verbs(capsys):
     err = capsys.readouterr().err
     assert err.startswith("usage: es-search")
     assert all(verb in err for verb in ("run", "test", "check", "list", "bench"))
+
+
+USER_AGENTS = '''
+import torch, es_search
+
+class NoScore(es_search.Agent):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3))
+
+class ListTest(NoScore):
+    def score(self):
+        return -float((self.w - 1).pow(2).sum())
+    def test_scores(self):
+        return [1, 2]
+
+class RaisingTest(ListTest):
+    def test_scores(self):
+        raise ValueError("no test set")
+
+class Raises(ListTest):
+    def score(self):
+        raise ValueError("boom")
+
+class Counts(ListTest):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+    def score(self):
+        self.calls += 1
+        return super().score() + 0.01 * self.calls
+'''
+
+
+def test_a_failing_agent_is_one_message_with_the_right_exit_status(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(USER_AGENTS)
+    spec = str(tmp_path / "mine.py")
+    common = ["--generations", "2", "--n-jobs", "1", "--no-progress"]
+    assert main(["run", f"{spec}:NoScore", *common]) == 2  # refused before any work
+    err = capsys.readouterr().err
+    assert err.strip() == ("es-search: error: NoScore does not define score(): write "
+                           "score(self) returning a number, higher is better (or "
+                           "score_batch(self, params, seeds) for groups of candidates)")
+    assert main(["run", f"{spec}:Raises", *common]) == 1  # the run failed: its message,
+    err = capsys.readouterr().err                       # no frames of es_search's own
+    assert err.startswith("es-search: error: Raises.score() failed on the starting agent")
+    assert err.count("Traceback") == 1 and "ValueError: boom" in err
+    for name, what in (("ListTest", "returned list [1, 2]; it must return a dict of name "
+                                    "-> number"),
+                       ("RaisingTest", "raised ValueError: no test set")):
+        out = tmp_path / name
+        assert main(["run", f"{spec}:{name}", *common, "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.strip() == (f"es-search: error: {name}.test_scores() {what}"
+                               + (" (or {} for none)" if name == "ListTest" else "")
+                               + f"; the run itself is complete in {out}/: once "
+                               f"test_scores() is fixed, test it with: es-search test {out}")
+        assert (out / "result.json").exists()
+        assert main(["test", str(out)]) == 1
+        assert f"{name}.test_scores() {what}" in capsys.readouterr().err
+
+
+def test_warnings_read_as_the_command_lines(tmp_path, capsys):
+    (tmp_path / "mine.py").write_text(USER_AGENTS)
+    script = tmp_path / "es-search"  # as pip's console script calls main()
+    script.write_text("import sys\nfrom es_search.cli import main\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for command in ([sys.executable, str(script)], [sys.executable, "-m", "es_search"]):
+        done = subprocess.run([*command, "run", f"{tmp_path / 'mine.py'}:Counts",
+                               "--generations", "1", "--no-progress", "--n-jobs", "1",
+                               "--no-test"],
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.startswith("es-search: UnrepeatableScoreWarning: Counts is not "
+                                      "repeatable"), done.stderr
+        assert "sys.exit(main())" not in done.stderr
+
+
+def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
+    out = tmp_path / "run"
+    common = ["run", "sphere", "--n-jobs", "1", "--no-progress", "--out", str(out)]
+    assert main([*common, "--generations", "60", "--stop-at=-1e9"]) == 0  # stops at 0
+    assert len(read_history(out / "history.jsonl")) == 1
+    assert main([*common, "--resume"]) == 0  # the problem's default would be 100: no,
+    assert len(read_history(out / "history.jsonl")) == 60  # the run's own 60
+
+
+def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
+    from es_search.output import claim
+    out = tmp_path / "run"
+    assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
+                 "--out", str(out)]) == 0
+    capsys.readouterr()
+    with claim(out):  # what a run going on in it holds (here: this thread)
+        thread = __import__("concurrent.futures").futures.ThreadPoolExecutor(1)
+        assert thread.submit(main, ["test", str(out)]).result(60) == 2
+        thread.shutdown()
+    err = capsys.readouterr().err
+    assert "in use by another es_search run" in err and "test it once the run has ended" in err

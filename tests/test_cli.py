@@ -235,6 +235,15 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["run", "acrobot", "-p", "env_id=CartPole-v1"],
      "Acrobot is a policy for Acrobot-v1, not 'CartPole-v1': for another environment use "
      "GymPolicy('CartPole-v1') (es-search run gym:CartPole-v1)"),
+    (["run", "sphere", "--csv", os.path.join(ROOT, "README.md", "x.csv")],
+     "README.md/x.csv' cannot be written: '" + os.path.join(ROOT, "README.md")
+     + "' is a file, not a folder"),
+    (["bench", "--quick", "--out", os.path.join(ROOT, "README.md")],
+     "README.md is a file, not a folder (choose a folder; it is created if missing)"),
+    (["bench", "--render", "/no/such/scaling.json"],
+     "--render: cannot read /no/such/scaling.json: No such file or directory"),
+    (["bench", "--render", os.path.join(ROOT, "README.md")], "README.md is not JSON"),
+    (["bench", "--workers", "4"], "--workers sizes the LocalCluster of --backend dask"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

@@ -18,8 +18,16 @@ def benchmark(mode: str = "quick", n_values: Iterable[int] | None = None,
 
 def load(path: str) -> dict:
     """A saved ``scaling.json``, its predictions recomputed from its fitted model."""
-    with open(path) as f:
-        result = json.load(f)
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"--render: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise ValueError(f"--render: {path} is not JSON; pass the scaling.json of a "
+                         f"benchmark run") from None
+    if not isinstance(result, dict):
+        result = {}
     for key in ("rows", "ceiling", "model", "n_values", "payload"):
         if key not in result:
             raise ValueError(f"{path} is not a scaling.json written by es-search bench "
@@ -41,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="dask: Dask and loky side by side (generation time, overheads, "
                              "bytes, cost model checked on a simulated cluster) into "
                              "cluster.md / cluster.json")
-    parser.add_argument("--workers", type=int, default=2, metavar="N",
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="--backend dask: worker processes of the LocalCluster (and of "
                              "loky) (default 2)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -88,7 +96,26 @@ def report(result: dict, out: str, sections: Sequence[str] = ()) -> int:
     return 0
 
 
+def check_out(out: str) -> None:
+    """--out: a folder that is, or can be, created (checked before measuring)."""
+    import os
+    from pathlib import Path
+    path = Path(out)
+    blocking = next((p for p in (path, *path.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ValueError(f"--out {out}: {blocking} is a file, not a folder (choose a "
+                         f"folder; it is created if missing)")
+    if blocking is not None and not os.access(blocking, os.W_OK):
+        raise ValueError(f"--out {out}: {blocking} cannot be written (choose a folder you "
+                         f"can write)")
+
+
 def run_from_args(args: argparse.Namespace) -> int:
+    check_out(args.out)
+    dask = getattr(args, "backend", None) == "dask" or getattr(args, "scheduler", None)
+    if getattr(args, "workers", None) is not None and not dask:
+        raise ValueError("--workers sizes the LocalCluster of --backend dask; the core-"
+                         "scaling benchmark takes --n-jobs LIST")
     if getattr(args, "batching", False):
         if getattr(args, "backend", None) or getattr(args, "render", None):
             raise ValueError("--batching runs on loky and measures: it takes neither "
@@ -106,8 +133,9 @@ def cluster_from_args(args: argparse.Namespace, log: Any = print) -> int:
     from ..extras import require
     from .cluster import measure_cluster
     from .cluster_model import analyse as analyse_cluster, markdown as cluster_markdown
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    workers = 2 if args.workers is None else args.workers
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
     distributed = require("distributed", "dask")
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     counts = {"tiny": (1, 2), "quick": (2, 4, 8, 16), "full": (2, 4, 8, 16, 32, 64)}[mode]
@@ -116,10 +144,10 @@ def cluster_from_args(args: argparse.Namespace, log: Any = print) -> int:
         cluster = None
         n = len(client.nthreads())
     else:
-        cluster = distributed.LocalCluster(n_workers=args.workers, processes=True,
+        cluster = distributed.LocalCluster(n_workers=workers, processes=True,
                                            threads_per_worker=1, dashboard_address=":0")
         client = distributed.Client(cluster)
-        n = args.workers
+        n = workers
     try:
         result = measure_cluster(client, client, n, mode, simulate_counts=counts, log=log)
     finally:

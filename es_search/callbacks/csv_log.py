@@ -65,6 +65,10 @@ class CSV(Callback):
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")
+        blocking = next((p for p in self.path.parents if p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise ValueError(f"CSV path {str(self.path)!r} cannot be written: "
+                             f"{str(blocking)!r} is a file, not a folder")
         self._file: Any = None
         self._writer: Any = None
         self._columns: list[str] | None = None

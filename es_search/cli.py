@@ -271,11 +271,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .callbacks.options import from_args
     callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
-        if args.out:  # the problem and -p values, which run() cannot see
-            check_replaceable(args.out, args.resume, args.overwrite)
-            record_command(args.out, {"problem": args.problem, "params": params,
-                                      "cwd": os.getcwd()}, args.resume, _defining(cls))
+        if args.out:  # the problem and -p values, which run() cannot see: checked now,
+            check_replaceable(args.out, args.resume, args.overwrite)  # written once run()
+            command = {"problem": args.problem, "params": params, "cwd": os.getcwd()}
+            record_command(args.out, command, args.resume, _defining(cls), write=False)
+            callbacks = [_CommandFile(args.out, command), *callbacks]  # accepted the run
         return _build_and_run(args, cls, params, callbacks)
+
+
+class _CommandFile:
+    """Writes ``command.json`` when the run starts, after ``run()``'s own checks: a run
+    refused (say, a resume of another agent's run) leaves the folder as it was."""
+
+    def __init__(self, out: str, command: dict):
+        self.out, self.command = out, command
+
+    def on_start(self, info: Any) -> None:
+        from .output import record_command
+        record_command(self.out, self.command, resume=False)
 
 
 def _defining(cls: type) -> Callable[[dict], dict]:

@@ -437,10 +437,11 @@ def read_score_kwargs(out: Any, recorded: dict) -> dict:
 
 
 def record_command(out: Any, command: dict, resume: bool,
-                   defining: Callable[[dict], dict] | None = None) -> None:
-    """Write ``command.json``; on a resume of a checkpointed run, first refuse
-    (:class:`~es_search.CheckpointError`) a ``command`` other than the saved one, as
-    compared by ``defining(command)`` (default: the whole command)."""
+                   defining: Callable[[dict], dict] | None = None, write: bool = True) -> None:
+    """Write ``command.json`` (unless not ``write``: the check alone); on a resume of a
+    checkpointed run, first refuse (:class:`~es_search.CheckpointError`) a ``command``
+    other than the saved one, as compared by ``defining(command)`` (default: the whole
+    command)."""
     path = Path(out) / COMMAND
     if resume and path.exists() and (Path(out) / CHECKPOINT).exists():
         defining = defining or (lambda command: command)
@@ -451,7 +452,8 @@ def record_command(out: Any, command: dict, resume: bool,
             raise _checkpoint.CheckpointError(
                 f"cannot resume the run in {out}: " + "; ".join(diff) + " (use the same "
                 "problem and -p values, or another --out)")
-    dump_json(path, command)
+    if write:
+        dump_json(path, command)
 
 
 def load_weights(path: Any) -> dict:

@@ -158,9 +158,10 @@ def test_an_error_in_a_callback_names_it_and_keeps_what_was_done(tmp_path):
         "names_it_and_keeps_what_was_done.<locals>.breaks) in on_generation()"]
     done = evolve(3)  # generation 2 was saved before the callbacks ran
     assert comparable(es_search.Result.load(tmp_path / "run"))[0] == comparable(done)[0]
-    (tmp_path / "a-file").write_text("")
+    csv = CSV(tmp_path / "a-file" / "log.csv")
+    (tmp_path / "a-file").write_text("")  # after CSV() checked the path: fails on start
     with pytest.raises(OSError) as caught:
-        evolve(2, callbacks=[CSV(tmp_path / "a-file" / "log.csv")])
+        evolve(2, callbacks=[csv])
     assert caught.value.__notes__ == [f"es_search: raised by the callback CSV("
                                       f"'{tmp_path}/a-file/log.csv') in on_start()"]
 

@@ -494,3 +494,16 @@ def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
         thread.shutdown()
     err = capsys.readouterr().err
     assert "in use by another es_search run" in err and "test it once the run has ended" in err
+
+
+def test_a_refused_resume_leaves_the_folder_as_it_was(tmp_path, capsys):
+    import es_search
+    from es_search.problems.sphere import Sphere
+    out = tmp_path / "api"
+    es_search.run(Sphere(dim=3), generations=2, n_jobs=1, progress=False, out=out)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main(["run", "sphere", "--out", str(out), "--resume", "--no-progress",
+                 "--n-jobs", "1"]) == 2  # dim 10, not the run's 3: refused by run()
+    assert "cannot resume" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert not (out / "command.json").exists()

@@ -241,10 +241,11 @@ def test_a_run_stopped_before_its_first_generation_may_be_started_again(tmp_path
     with no generation: the same call, mended, starts the run, no overwrite needed."""
     from es_search.callbacks import CSV
     out = tmp_path / "run"
-    (tmp_path / "a-file").write_text("")
+    csv = CSV(tmp_path / "a-file" / "log.csv")
+    (tmp_path / "a-file").write_text("")  # after CSV() checked the path: fails on start
     with pytest.raises(OSError):
         es_search.run(Counting(), generations=2, n_jobs=1, progress=False, out=out,
-                      callbacks=[CSV(tmp_path / "a-file" / "log.csv")])
+                      callbacks=[csv])
     assert (out / "checkpoint.pkl").exists()
     with pytest.raises(es_search.OutFolderError, match="stopped before its first generation"):
         es_search.Result.load(out)

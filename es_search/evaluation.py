@@ -398,17 +398,21 @@ class Evaluator:
 
     def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
                         attempt: int) -> None:
+        timed_out = not isinstance(exc, BrokenExecutor)
         what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
-                if not isinstance(exc, BrokenExecutor) else
+                if timed_out else
                 f"a worker process died ({type(exc).__name__}: "
                 f"{str(exc).splitlines()[0] if str(exc) else ''})")
+        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+               "that hangs can be stopped under a debugger" if timed_out else
+               "A worker that dies is often killed for memory (the kernel's OOM killer) "
+               "or crashed in native code")
         if attempt == self.max_retries:
             raise WorkerError(
                 f"generation {generation}: candidates {_ranges(lost)} could not be "
                 f"scored: {what}, {attempt + 1} time(s) (max_retries={self.max_retries}). "
-                f"A worker that dies is often killed for memory (the kernel's OOM killer) "
-                f"or crashed in native code; replay one of these tasks in this process "
-                f"with es_search.replay_task to see it.", generation, lost) from exc
+                f"{why}; replay one of these tasks in this process with "
+                f"es_search.replay_task to see it.", generation, lost) from exc
         warn_user(
             f"generation {generation}: {what}; scoring candidates {_ranges(lost)} again "
             f"on fresh workers with the same seeds (retry {attempt + 1} of "

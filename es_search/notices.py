@@ -57,11 +57,17 @@ def explain(exc: Exception, out: Any, generation: int) -> None:
     exc.args = (str(exc.args[0]) + note,) + exc.args[1:]
 
 
-def interrupted(out: Any, completed: int) -> None:
+def interrupted(exc: BaseException, out: Any, completed: int) -> None:
+    """Add to ``exc`` (Ctrl-C, SIGTERM) what was saved and how to continue: a note, shown
+    under the traceback (the command line prints its own resume command instead)."""
     if out is None:
-        print(f"es_search: interrupted after {completed} completed generation(s); nothing "
-              f"was saved (pass out=DIR to checkpoint a run).", file=sys.stderr)
-        return
-    print(f"es_search: interrupted after {completed} completed generation(s), all saved in "
-          f"{out}; continue with run(..., out={str(out)!r}, resume=True) and the same "
-          f"settings.", file=sys.stderr)
+        note = (f"es_search: interrupted after {completed} completed generation(s); "
+                f"nothing was saved (pass out=DIR to checkpoint a run).")
+    else:
+        note = (f"es_search: interrupted after {completed} completed generation(s), all "
+                f"saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
+                f"and the same settings.")
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10: printed, as a note would be
+        print(note, file=sys.stderr)

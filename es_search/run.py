@@ -154,7 +154,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if isinstance(exc, (ScoreError, WorkerError)):
             explain(exc, settings.out, exc.generation)
         elif isinstance(exc, KeyboardInterrupt):
-            interrupted(settings.out, len(search.history) if search is not None else 0)
+            interrupted(exc, settings.out, len(search.history) if search is not None else 0)
         raise
     finally:
         bar.close()

@@ -51,7 +51,9 @@ def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(
 
 def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
     agent = agents.Hangs(task_seed(SEED, 0, 1))
-    with pytest.raises(es_search.WorkerError, match="task_timeout=1.0"):
+    with pytest.raises(es_search.WorkerError, match="task_timeout=1.0") as info:
         es_search.run(agent, generations=2, n_jobs=2, task_timeout=1.0, max_retries=0,
                       out=tmp_path, **KW)
+    assert "needs a larger task_timeout" in str(info.value)
+    assert "killed for memory" not in str(info.value)  # that is for dead workers
     assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 0

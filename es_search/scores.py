@@ -17,6 +17,12 @@ class NotAScore(TypeError):
 def as_score(value: Any, agent: Any, method: str = "score") -> float:
     """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class
     and the ``method`` that returned it."""
+    return as_real(value, f"{type(agent).__name__}.{method}()", ", higher is better")
+
+
+def as_real(value: Any, source: str, note: str = "") -> float:
+    """``value`` (a number, or a one-element tensor or array) as a float, or a
+    :class:`NotAScore` saying that ``source`` returned what it did."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
@@ -25,9 +31,8 @@ def as_score(value: Any, agent: Any, method: str = "score") -> float:
         shown = repr(value)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         hint = " (is a return statement missing?)" if value is None else ""
-        raise NotAScore(f"{type(agent).__name__}.{method}() returned {type(value).__name__} "
-                        f"{shown}{hint}; it must return a real number (a float), higher is "
-                        f"better")
+        raise NotAScore(f"{source} returned {type(value).__name__} {shown}{hint}; it must "
+                        f"return a real number (a float){note}")
     return float(value)
 
 

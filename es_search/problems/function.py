@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from ..agent import Agent
-from ..scores import NotAScore
+from ..scores import as_real
 
 
 class Function(Agent):
@@ -46,17 +45,7 @@ class Function(Agent):
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
 
     def score(self, **kwargs: Any) -> float:
-        value = self.fn(self.x.detach().numpy().copy(), **kwargs)
-        if isinstance(value, torch.Tensor) and value.numel() == 1:
-            value = value.item()
-        elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
-            value = value.item()
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            shown = repr(value)
-            shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            raise NotAScore(f"fn returned {type(value).__name__} {shown}; it must return a "
-                            f"real number (a float)")
-        value = float(value)
+        value = as_real(self.fn(self.x.detach().numpy().copy(), **kwargs), "fn")
         return -value if self.minimize and not math.isnan(value) else value
 
     @staticmethod

@@ -5,6 +5,7 @@ import argparse
 import ast
 import contextlib
 import json
+import math
 import os
 import re
 import shlex
@@ -227,6 +228,8 @@ def _describe_problem(spec: str) -> int:
         text = " ".join(doc.split("\n\n")[0].split()).replace("``", "")
         print("  " + re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
     parameters = keyword_parameters(cls)
+    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
+        parameters = [p for p in parameters if p.name != "env_id"]
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
         map(_shown, parameters)) or "none"
     print(f"  parameters (-p NAME=VALUE): {shown}")
@@ -342,6 +345,11 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
           f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+    if not math.isfinite(result.best_score):  # nothing to keep: say so, and fail
+        print(f"es-search: error: no finite score in {result.evaluations} evaluations "
+              f"(every score() was NaN or infinite, or failed under --on-error worst)",
+              file=sys.stderr)
+        return 1
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))

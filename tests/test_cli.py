@@ -50,6 +50,34 @@ def test_list_problem_shows_its_parameters_and_run_defaults(tmp_path, capsys):
                        f"  es-search run {path}:Mine uses: strategy pgpe, population 16, "
                        f"sigma 0.1, generations 50, -o step_size=0.2"]
     assert main(["list", "nope"]) == 2
+    for spec in ("acrobot", "gym:CartPole-v1"):  # their environment is fixed
+        assert main(["list", spec]) == 0
+        parameters = capsys.readouterr().out.splitlines()[-2]
+        assert "hidden=" in parameters and "env_id" not in parameters
+    assert main(["run", "acrobot", "-p", "env_id=Acrobot-v1", "--generations", "1",
+                 "--no-progress", "--no-test", "--n-jobs", "1"]) == 0  # its own: fine
+
+
+def test_a_run_with_no_finite_score_fails(tmp_path, capsys):
+    (tmp_path / "nan.py").write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class NaN(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+            def score(self):
+                return float("nan")
+    """))
+    with pytest.warns(RuntimeWarning, match="non-finite"):
+        assert main(["run", f"{tmp_path / 'nan.py'}:NaN", "--generations", "2", "--n-jobs",
+                     "1", "--no-progress", "--out", str(tmp_path / "run")]) == 1
+    captured = capsys.readouterr()
+    assert "best score nan after 2 generations" in captured.out
+    assert captured.err.strip().endswith("es-search: error: no finite score in 34 "
+                                         "evaluations (every score() was NaN or infinite, "
+                                         "or failed under --on-error worst)")
+    assert (tmp_path / "run" / "result.json").exists()  # what was done is kept
 
 
 def test_blog_run_writes_results(tmp_path):

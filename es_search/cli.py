@@ -51,6 +51,20 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     return key, value
 
 
+def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=100"
+                  ) -> dict[str, Any]:
+    """Every ``flag NAME=VALUE`` as a dict; a NAME given twice is refused (which one
+    was meant?)."""
+    params: dict[str, Any] = {}
+    for text in texts:
+        key, value = _parse_param(text, flag, example)
+        if key in params:
+            raise UsageError(f"{flag} {key} is given twice ({key}={params[key]!r} and "
+                             f"{key}={value!r}); give it once")
+        params[key] = value
+    return params
+
+
 def _folder(text: str) -> str:
     """--out's type: a folder's name (an empty one, e.g. an unset variable, would be the
     current folder)."""
@@ -262,7 +276,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .output import check_replaceable, claim, record_command
 
     cls = load_problem(args.problem)
-    params = dict(_parse_param(p) for p in args.param)
+    params = _parse_params(args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
     if args.checkpoint_every != 1 and not args.out:
@@ -322,8 +336,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
         strategy == defaults.get("strategy", DEFAULT)) else {}
-    strategy_options.update(_parse_param(o, "-o", "reevaluate=True")
-                            for o in args.strategy_option)
+    strategy_options.update(_parse_params(args.strategy_option, "-o", "reevaluate=True"))
     backend = args.backend
     if args.scheduler is not None:
         if backend not in (None, "dask"):
@@ -425,7 +438,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .repeat_check import check_repeatable
 
     cls = load_problem(args.problem)
-    agent = _build(cls, dict(_parse_param(p) for p in args.param), args.seed)
+    agent = _build(cls, _parse_params(args.param), args.seed)
     _check_no_score_kwargs(agent)
     problem = check_repeatable(agent, seed=args.seed)
     if problem:
@@ -482,13 +495,13 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
         else:
             figures["center"] = scores(center)
             shown.append(("the final centre", figures["center"]))
+    if out:  # saved before printing: a reader that leaves early (| head) loses nothing
+        from .output import TEST, dump_json
+        dump_json(Path(out) / TEST, figures)
     for label, values in shown:
         text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
                          else f"{name} {value}" for name, value in values.items())
         print(f"test of {label}, outside the search: {text}")
-    if out:
-        from .output import TEST, dump_json
-        dump_json(Path(out) / TEST, figures)
     return figures
 
 
@@ -498,6 +511,8 @@ def _load_weights(path: Path) -> dict:
         return load_weights(path)
     except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "weights_only" in first or "Weights only load failed" in first:
+            first = "not tensors as es_search saves them: a torn or foreign file"
         raise UsageError(f"cannot load {path} as saved weights "
                          f"({type(exc).__name__}: {first})") from None
 

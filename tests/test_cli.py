@@ -217,6 +217,22 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     assert err == ""
 
 
+def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
+    """`es-search run ... | head -1`: the test's figures are saved before they are printed."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "es_search", "run", "cartpole",
+                             "--generations", "1", "--no-progress", "--n-jobs", "1",
+                             "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.readline()  # the run's summary line, then the reader leaves
+    proc.stdout.close()
+    proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=300) == 141
+    assert set(json.loads((out / "test.json").read_text())) >= {"best"}
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
     (["run", "sphere", "--out", ""], "--out: must name a folder, got an empty string"),
@@ -272,6 +288,10 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
      "--render: cannot read /no/such/scaling.json: No such file or directory"),
     (["bench", "--render", os.path.join(ROOT, "README.md")], "README.md is not JSON"),
     (["bench", "--workers", "4"], "--workers sizes the LocalCluster of --backend dask"),
+    (["run", "sphere", "-p", "dim=3", "-p", "dim=4"],
+     "-p dim is given twice (dim=3 and dim=4); give it once"),
+    (["run", "sphere", "-o", "reevaluate=True", "-o", "reevaluate=False"],
+     "-o reevaluate is given twice"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
@@ -333,6 +353,7 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     assert main(["test", str(out)]) == 2
     err = capsys.readouterr().err
     assert "cannot load" in err and "best_weights.pt" in err and len(err.splitlines()) == 1
+    assert "weights_only" not in err  # torch's advice to unpickle anything: not for a torn file
     # a hill climber whose parent is still its best: one line, one test
     out = tmp_path / "hc"
     assert main(["run", "cartpole", "--generations", "2", "--population", "4", "--n-jobs",

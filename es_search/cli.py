@@ -436,6 +436,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
     from .repeat_check import check_repeatable
+    from .replay import replay_task
 
     cls = load_problem(args.problem)
     agent = _build(cls, _parse_params(args.param), args.seed)
@@ -444,7 +445,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)
         return 1
-    print(f"{args.problem}: scored twice under one task seed, the same score (repeatable)")
+    start = replay_task(agent, seed=args.seed, generation=-1, index=0)
+    if not math.isfinite(start):
+        print(f"es-search check: {type(agent).__name__}'s score is {start} for the "
+              f"starting agent: not a finite number, so it can never be kept as the best "
+              f"(a score must be a finite float, higher is better)", file=sys.stderr)
+        return 1
+    print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
+          f"(repeatable)")
     if not has_score_batch(agent):
         return 0
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}

@@ -58,6 +58,19 @@ def test_list_problem_shows_its_parameters_and_run_defaults(tmp_path, capsys):
                  "--no-progress", "--no-test", "--n-jobs", "1"]) == 0  # its own: fine
 
 
+def test_check_refuses_a_score_that_is_not_finite(tmp_path, capsys):
+    (tmp_path / "nan.py").write_text("import torch, es_search\n"
+                                     "class NaN(es_search.Agent):\n"
+                                     "    def __init__(self):\n"
+                                     "        super().__init__()\n"
+                                     "        self.w = torch.nn.Parameter(torch.zeros(2))\n"
+                                     "    def score(self):\n"
+                                     "        return float('nan')\n")
+    assert main(["check", f"{tmp_path / 'nan.py'}:NaN"]) == 1  # repeatable, yet useless
+    assert capsys.readouterr().err.startswith("es-search check: NaN's score is nan for the "
+                                              "starting agent: not a finite number")
+
+
 def test_a_run_with_no_finite_score_fails(tmp_path, capsys):
     (tmp_path / "nan.py").write_text(textwrap.dedent("""
         import torch, es_search
@@ -412,8 +425,8 @@ def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_pa
     pytest.importorskip("gymnasium")
     assert main(["check", "pendulum", "--population", "4", "--exact"]) == 0
     repeatable, out = capsys.readouterr().out.splitlines()
-    assert repeatable == ("pendulum: scored twice under one task seed, the same score "
-                          "(repeatable)")
+    assert repeatable.startswith("pendulum: scored twice under one task seed, the same "
+                                 "score, -") and repeatable.endswith(" (repeatable)")
     assert out.startswith("pendulum: 4 candidates get the same scores in one group, in "
                           "two groups, one by one (bit for bit): ")
     path = tmp_path / "normalised.py"
@@ -432,7 +445,7 @@ def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_pa
     assert main(["check", f"{path}:Normalised", "-p", "dim=2"]) == 1
     captured = capsys.readouterr()
     assert captured.out.endswith("Normalised: scored twice under one task seed, the same "
-                                 "score (repeatable)\n")
+                                 "score, 0 (repeatable)\n")
     assert captured.err.startswith("es-search check: Normalised.score_batch() scores 8 of "
                                    "8 candidates differently")
     assert "candidate_rngs" in captured.err

@@ -240,7 +240,7 @@ def test_the_command_line_check_and_flag(tmp_path, capsys):
     assert "Changed in the agent between the two calls: episodes." in err
     assert main(["check", "sphere"]) == 0
     assert capsys.readouterr().out == ("sphere: scored twice under one task seed, the same "
-                                       "score (repeatable)\n")
+                                       "score, -90 (repeatable)\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main(["run", f"{path}:Stateful", "--generations", "1", "--n-jobs", "1",

@@ -305,6 +305,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "-p dim is given twice (dim=3 and dim=4); give it once"),
     (["run", "sphere", "-o", "reevaluate=True", "-o", "reevaluate=False"],
      "-o reevaluate is given twice"),
+    (["run", "sphere", "-p", "start=nan"], "start must be a finite number, got 'nan'"),
+    (["run", "sphere", "-p", "optimum=1e400"], "optimum must be a finite number, got inf"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

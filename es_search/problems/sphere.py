@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import numbers
+from typing import Any
 
 import torch
 
@@ -21,8 +23,9 @@ class Sphere(Agent):
     def __init__(self, dim: int = 10, start: float = 0.0, optimum: float = 3.0):
         super().__init__()
         dim = check_int("dim", dim, 1)
-        self.optimum = float(optimum)
-        self.x = torch.nn.Parameter(torch.full((int(dim),), float(start), dtype=torch.float64),
+        start, optimum = _finite("start", start), _finite("optimum", optimum)
+        self.optimum = optimum
+        self.x = torch.nn.Parameter(torch.full((int(dim),), start, dtype=torch.float64),
                                     requires_grad=False)
 
     def score(self, **kwargs) -> float:
@@ -59,3 +62,12 @@ class Rosenbrock(Sphere):
     def score(self, **kwargs) -> float:
         x = self.x
         return -float((100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2).sum())
+
+
+def _finite(name: str, value: Any) -> float:
+    """``value`` as a finite float, else an error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a finite number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)

@@ -242,7 +242,9 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     proc.stdout.close()
     proc.stderr.read()
     proc.stderr.close()
-    assert proc.wait(timeout=300) == 141
+    # 141: the print after the reader left failed (0 only if every line was written
+    # into the pipe before it closed, which the test's episodes make unlikely)
+    assert proc.wait(timeout=300) in (141, 0)
     assert set(json.loads((out / "test.json").read_text())) >= {"best"}
 
 

@@ -237,3 +237,16 @@ class Agent(torch.nn.Module):
         """An independent deep copy."""
         return copy.deepcopy(self)
 
+
+def weights_of(agent: Agent, flat: Any, shared: Mapping[str, Any] | None = None
+               ) -> dict[str, torch.Tensor]:
+    """``agent``'s weights dict for the flat vector ``flat`` (as ``get_flat()`` lays it
+    out), with copies of the ``shared`` state added; ``agent`` is left as it was."""
+    current = agent.get_flat()
+    agent.set_flat(flat)
+    weights = agent.get_weights()
+    agent.set_flat(current)
+    if shared:
+        weights.update({k: v.clone() if hasattr(v, "clone") else copy.deepcopy(v)
+                        for k, v in shared.items()})
+    return weights

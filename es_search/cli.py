@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
-import json
 import math
 import os
 import re
@@ -331,7 +330,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     agent = _build(cls, params, args.seed)
     _check_no_score_kwargs(agent)
     defaults = _defaults(cls)
-    generations = args.generations or (args.resume and _saved_generations(args.out)) or \
+    generations = args.generations or (args.resume and _target_generations(args.out)) or \
         defaults["generations"]
     strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
@@ -383,14 +382,11 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     return 0
 
 
-def _saved_generations(out: str) -> int | None:
+def _target_generations(out: str) -> int | None:
     """The generations the run in ``out`` was asked for (its config.json), if any: what
     ``--resume`` without ``--generations`` continues to."""
-    from .output import CONFIG
-    try:
-        return int(json.loads((Path(out) / CONFIG).read_text())["generations"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    from .output import read_config
+    return read_config(out).get("generations")
 
 
 class TestScoresError(RuntimeError):
@@ -526,7 +522,7 @@ def _load_weights(path: Path) -> dict:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, acquire, release
+    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, claim
     from .problems import run_agent
     out = Path(args.out)
     try:
@@ -537,18 +533,15 @@ def _cmd_test(args: argparse.Namespace) -> int:
         raise UsageError(f"{out} has no {BEST_WEIGHTS}: its run stopped before its first "
                          f"generation")
     try:  # not while a run goes on in it: its best weights change, test.json would stay
-        key = acquire(out)
+        with claim(out):
+            best = _load_weights(out / BEST_WEIGHTS)
+            center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
+                else None  # written at the end of a run: none while one is interrupted
+            if not _report_test(agent, best, center, str(out)):
+                print(f"{out}: {type(agent).__name__} defines no test figures (override "
+                      f"Agent.test_scores() to have some)")
     except OutFolderError as exc:
         raise UsageError(f"{exc} (test it once the run has ended)") from None
-    try:
-        best = _load_weights(out / BEST_WEIGHTS)
-        center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
-            else None  # written at the end of a run: none while one is interrupted
-        if not _report_test(agent, best, center, str(out)):
-            print(f"{out}: {type(agent).__name__} defines no test figures (override "
-                  f"Agent.test_scores() to have some)")
-    finally:
-        release(key)
     return 0
 
 

@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from . import checkpoint as _checkpoint
+from .agent import weights_of
 from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
 from .errors import warn_user
 from .interrupt import deferred_sigint
@@ -84,6 +85,16 @@ __all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAN
 class OutFolderError(ValueError):
     """The out folder cannot be used: it cannot be created or written, another run is
     writing it, or it holds a run that would be replaced without ``overwrite``."""
+
+
+def read_config(path: Any) -> dict:
+    """The ``config.json`` of the run in folder ``path``; {} when there is none (or it
+    cannot be read)."""
+    try:
+        config = json.loads((Path(path) / CONFIG).read_text())
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def saved_generations(path: Any) -> int | None:
@@ -488,8 +499,8 @@ def read_result(out: Any, agent: Any = None) -> Any:
     if center.is_file():
         center_weights = load_weights(center)
     elif agent is not None:  # not ended: the centre as of the checkpoint, as run() gives it
-        center_weights = _weights_of(agent, saved["strategy"].center(saved["state"]),
-                                     saved.get("shared"))
+        center_weights = weights_of(agent, saved["strategy"].center(saved["state"]),
+                                    saved.get("shared"))
     else:
         center_weights = None
     return Result(best_score=saved["best_score"], best_weights=load_weights(
@@ -497,16 +508,6 @@ def read_result(out: Any, agent: Any = None) -> Any:
                   history=history, seed=config["seed"], config=config, agent=(
                       agent.clone() if agent is not None else None),
                   stopped_by=end.get("stopped_by"), center_weights=center_weights)
-
-
-def _weights_of(agent: Any, flat: Any, shared: dict | None) -> dict:
-    """``agent``'s weights dict for the flat vector ``flat``, with the shared state
-    ``shared`` (``agent`` is not changed)."""
-    agent = agent.clone()
-    agent.set_flat(flat)
-    weights = agent.get_weights()
-    weights.update(copy.deepcopy(shared or {}))
-    return weights
 
 
 def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:

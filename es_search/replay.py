@@ -12,7 +12,6 @@ generation's centre vector and the candidate's description (see
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,7 +21,8 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int, check_is_agent, check_seed
-from .output import CHECKPOINT, CONFIG, failure_generations, failure_path, read_score_kwargs
+from .output import (CHECKPOINT, failure_generations, failure_path, read_config,
+                     read_score_kwargs)
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
@@ -38,7 +38,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         center = record["center"]
         seed, recorded = record["seed"], record.get("score_kwargs", {})
         shared = record.get("shared")
-        name = _agent_name(out)
+        name = read_config(out).get("agent", "another agent")
     else:
         ckpt_path = Path(out) / CHECKPOINT
         if not ckpt_path.exists():
@@ -64,14 +64,6 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
                          f"{len(candidates)} candidates; index {index} is out of range")
     return {"seed": seed, "center": center, "candidate": candidates[index],
             "recorded_kwargs": recorded, "shared": shared, "agent": name}
-
-
-def _agent_name(out: Any) -> str:
-    """The agent class the run in ``out`` recorded (config.json), or a placeholder."""
-    try:
-        return json.loads((Path(out) / CONFIG).read_text())["agent"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another agent"
 
 
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .agent import weights_of
 from .candidates import Candidate
 from .errors import ScoreError, WorkerError
 from .record import make_record
@@ -126,15 +127,7 @@ class Search:
 
     def weights_of(self, flat: np.ndarray, shared: dict | None) -> dict:
         """The agent's weights dict for the flat vector ``flat``, with ``shared``."""
-        local = self.evaluator.local
-        current = local.get_flat()
-        local.set_flat(flat)
-        weights = local.get_weights()
-        local.set_flat(current)
-        if shared:
-            weights.update({k: v.clone() if hasattr(v, "clone") else v
-                            for k, v in shared.items()})
-        return weights
+        return weights_of(self.evaluator.local, flat, shared)
 
     # ------------------------------------------------------------------ helpers
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> list[float]:

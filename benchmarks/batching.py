@@ -73,8 +73,10 @@ def report(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run")
-    parser.add_argument("--out", default=os.path.join(HERE, "results"),
-                        help="folder for batching.{md,json}")
+    parser.add_argument("--out", default=None,
+                        help="folder for batching.{md,json} (default: benchmarks/results; "
+                             "with --quick, bench-results in the current folder, so that a "
+                             "smoke run never replaces the committed tables)")
     parser.add_argument("--no-digits", action="store_true", help="skip the digits runs")
     parser.add_argument("--only-runs", action="store_true",
                         help="the whole runs only (no generation blocks, no digits)")
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--render", action="store_true",
                         help="rewrite batching.md from the saved batching.json")
     args = parser.parse_args(argv)
+    args.out = args.out or ("bench-results" if args.quick else os.path.join(HERE, "results"))
     if args.render:
         with open(os.path.join(args.out, "batching.json")) as f:
             result = json.load(f)

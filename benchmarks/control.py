@@ -77,7 +77,9 @@ class Args:
     """also write the median table between this README's control-table markers"""
     append: bool = False
     """keep the rows of an earlier control.json (same task, framework, seed replaced)"""
-    out: str = str(HERE / "results")
+    out: str = ""
+    """default: benchmarks/results; with --quick, bench-results in the current folder
+    (a smoke run never replaces the committed tables)"""
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,8 @@ def main(argv=None) -> int:
     if not args.tasks:
         names = [t for t in names if not (args.quick and LADDER[t].full_only)]
     seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
-    out = Path(args.out)
+    out = Path(args.out or ("bench-results" if args.quick and not args.render
+                            else HERE / "results"))
     out.mkdir(parents=True, exist_ok=True)
     if args.render:
         if not (out / "control.json").exists():

@@ -432,8 +432,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated methods for every section (default: "
                              "black-box and pendulum: " + ",".join(METHODS) + "; cartpole "
                              "also " + ",".join(CONTROL_ONLY) + ")")
-    parser.add_argument("--out", default="benchmarks/results")
+    parser.add_argument("--out", default=None,
+                        help="folder for strategies.{md,json} (default: benchmarks/results; "
+                             "with --quick, bench-results in the current folder, so that a "
+                             "smoke run never replaces the committed tables)")
     args = parser.parse_args(argv)
+    args.out = args.out or ("bench-results" if args.quick else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "results"))
     seeds = list(range(args.seeds if args.seeds else (2 if args.quick else 5)))
     sections = set(args.only.split(","))
     chosen = None if args.methods is None else args.methods.split(",")

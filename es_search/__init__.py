@@ -5,7 +5,7 @@ Subclass :class:`Agent`, write ``score()``, call :func:`run`.
 from .agent import Agent
 from .batch_check import ScoreBatchMismatch, check_score_batch
 from .candidates import Candidate
-from .checkpoint import CheckpointError
+from .checkpoint import CheckpointError, ResumeWarning
 from .errors import ScoreError, WorkerError
 from .evaluation import Evaluator, evaluate
 from .interrupt import Terminated
@@ -31,7 +31,7 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'es_search' has no attribute {name!r}")
 
-__all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result",
+__all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result", "ResumeWarning",
            "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
            "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",
            "__version__",

@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
@@ -45,11 +46,12 @@ def is_cluster(backend: Any) -> bool:
     return (isinstance(backend, str) and backend in CLUSTERS) or is_client(backend)
 
 
-def prepare(backend: Any) -> Any:
+def prepare(backend: Any, n_jobs: int | None = None) -> Any:
     """Check a backend at construction time: ``"dask"`` needs dask.distributed and an
     active ``Client`` (or a Client given as the backend), ``"ray"`` needs ray (a local
     Ray starts if none runs). Missing packages raise an ``ImportError`` naming the
-    extra. Returns what :func:`open_pool` takes."""
+    extra; a thread-based backend (by name or from ``joblib.parallel_config``) for
+    ``n_jobs`` other than 1 is refused. Returns what :func:`open_pool` takes."""
     if backend == "ray":
         require("ray", "ray")
     elif backend == "dask":
@@ -58,11 +60,36 @@ def prepare(backend: Any) -> Any:
     elif isinstance(backend, str):
         from joblib.parallel import BACKENDS
         if backend not in BACKENDS:
-            known = ", ".join(repr(b) for b in sorted(set(BACKENDS) | {"dask", "ray"}))
+            usable = {b for b, cls in BACKENDS.items() if b == "sequential"
+                      or not getattr(cls, "uses_threads", False)}
+            known = ", ".join(repr(b) for b in sorted(usable | {"dask", "ray"}))
             raise ValueError(f"unknown backend {backend!r}: use one of {known}, or None "
                              f"(loky, or the backend of an enclosing "
                              f"joblib.parallel_config)")
+    if n_jobs is not None and n_jobs != 1 and not is_cluster(backend):
+        chosen = joblib.Parallel(n_jobs=n_jobs, backend=backend, prefer="processes")._backend
+        if _scores_on_threads(chosen, backend):
+            raise _thread_backend_error(chosen)
     return backend
+
+
+def _scores_on_threads(chosen: Any, backend: Any) -> bool:
+    """True when joblib's ``chosen`` backend would run the tasks on threads of this
+    process; not inside another joblib worker (a sweep over seeds), where joblib makes
+    nested calls use threads and a run scores in that worker, as n_jobs=1 would."""
+    if not getattr(chosen, "uses_threads", False) or \
+            type(chosen).__name__ == "SequentialBackend":  # in this process, as n_jobs=1
+        return False
+    return not (backend is None and (getattr(chosen, "nesting_level", None) or 0) >= 1)
+
+
+def _thread_backend_error(chosen: Any) -> ValueError:
+    return ValueError(
+        f"es_search cannot score on a thread-based joblib backend "
+        f"({type(chosen).__name__}): each task seeds the process-wide random "
+        f"generators (random, numpy, torch), which threads share, so results "
+        f"would depend on timing. Use a process backend (loky, the default; "
+        f"multiprocessing; dask; ray) or n_jobs=1.")
 
 
 def is_local(parallel: joblib.Parallel) -> bool:
@@ -231,6 +258,42 @@ def _tagged(position: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any
     return position, _capture(fn, *args)
 
 
+def _capture_local(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    """:func:`_capture` in a worker process of this machine, which first makes sure the
+    worker ends with the process that started it."""
+    watch_parent()
+    return _capture(fn, *args)
+
+
+def _tagged_local(position: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any]:
+    return position, _capture_local(fn, *args)
+
+
+#: the worker process whose parent a thread watches (a forked child starts its own)
+_watched_pid: int | None = None
+PARENT_POLL_SECONDS = 1.0
+
+
+def watch_parent() -> None:
+    """In a local worker: end this process within ``PARENT_POLL_SECONDS`` of its parent's
+    death. Ctrl-C and SIGTERM stop the workers themselves, but a ``kill -9`` or the OOM
+    killer gives the run no chance to: its loky workers would finish their chunk, then
+    idle for loky's 300 s timeout, holding their memory. One daemon thread per worker
+    process polls ``os.getppid()`` (a dead parent's children are adopted by another)."""
+    global _watched_pid
+    pid = os.getpid()
+    if _watched_pid == pid:
+        return
+    _watched_pid, parent = pid, os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)  # nobody is left to read what this worker would compute
+
+    threading.Thread(target=watch, name="es_search-parent-watch", daemon=True).start()
+
+
 class Pool:
     """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
 
@@ -305,7 +368,7 @@ class JoblibPool(Pool):
         done = {} if done is None else done
         self._parallel.timeout = timeout
         todo = [(i, args) for i, args in enumerate(args_list) if i not in done]
-        call = joblib.delayed(_tagged)
+        call = joblib.delayed(_tagged_local if self.is_local else _tagged)
         for position, outcome in self._parallel(call(i, fn, *args) for i, args in todo):
             done[position] = outcome
         return _in_order(done, len(args_list))
@@ -370,7 +433,7 @@ class LokyPool(JoblibPool):
         done = {} if done is None else done
         backend = self._parallel._backend
         try:
-            futures = {i: backend.submit(functools.partial(_capture, fn, *args))
+            futures = {i: backend.submit(functools.partial(_capture_local, fn, *args))
                        for i, args in enumerate(args_list) if i not in done}
         except BrokenExecutor:
             backend.abort_everything(ensure_ready=True)
@@ -421,16 +484,9 @@ def open_pool(n_jobs: int, backend: Any, task_timeout: float | None = None,
     if type(chosen).__name__ == "SequentialBackend":  # in this process, as n_jobs=1
         return None
     if getattr(chosen, "uses_threads", False):
-        if backend is None and (getattr(chosen, "nesting_level", None) or 0) >= 1:
-            # inside another joblib worker (a sweep over seeds), where joblib makes
-            # nested calls use threads: score in this worker, as n_jobs=1 would
-            return None
-        raise ValueError(
-            f"es_search cannot score on a thread-based joblib backend "
-            f"({type(chosen).__name__}): each task seeds the process-wide random "
-            f"generators (random, numpy, torch), which threads share, so results "
-            f"would depend on timing. Use a process backend (loky, the default; "
-            f"multiprocessing; dask; ray) or n_jobs=1.")
+        if not _scores_on_threads(chosen, backend):  # in another joblib worker: score
+            return None                               # in this one, as n_jobs=1 would
+        raise _thread_backend_error(chosen)
     if max_workers is not None and is_local(parallel) and \
             max_workers < parallel._effective_n_jobs():
         n_jobs = max_workers

@@ -94,10 +94,19 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
                  + ", ".join(f"{s[i]!r} in {name}" for name, s in scored.items())
                  for i in differ[:3]]
         more = f"\n  ... and {len(differ) - 3} more" if len(differ) > 3 else ""
-        raise ScoreBatchMismatch(
-            f"{type(agent).__name__}.score_batch() scores {len(differ)} of {population} "
-            f"candidates differently depending on the rest of the call:\n"
-            + "\n".join(lines) + more + "\n" + _HOW_TO_FIX)
+        grouped = [s for name, s in scored.items() if name != "score()"]
+        if all(_close(s[i], reference[i], rtol, atol) for s in grouped for i in differ):
+            headline = (f"{type(agent).__name__}.score_batch() and its score() disagree on "
+                        f"{len(differ)} of {population} candidates (score_batch gives each "
+                        f"the same score in every grouping):\n")
+            fix = ("Make score() compute what score_batch() computes for one row (or "
+                   "delete score(): a group of one is then scored through score_batch()).")
+        else:
+            headline = (f"{type(agent).__name__}.score_batch() scores {len(differ)} of "
+                        f"{population} candidates differently depending on the rest of "
+                        f"the call:\n")
+            fix = _HOW_TO_FIX
+        raise ScoreBatchMismatch(headline + "\n".join(lines) + more + "\n" + fix)
     return reference
 
 

@@ -150,6 +150,11 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+class ResumeWarning(RuntimeWarning):
+    """A run resumed with an agent whose plain settings (``config.json``'s
+    ``agent_settings``) differ from those it started with."""
+
+
 def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
                     where: str) -> None:
     """Refuse (:class:`CheckpointError`) a resume whose config would change the result."""
@@ -157,6 +162,16 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
     if "score_kwargs" in saved:  # a checkpoint before es_search.settings.describe held values
         saved = {**saved, "score_kwargs": describe(saved["score_kwargs"])}
     diff = differences(saved, current, keys)
+    settings = differences(saved, current, ["agent_settings"]) if isinstance(
+        saved.get("agent_settings"), Mapping) else []  # (older configs lack them)
+    if settings and not diff:
+        from .errors import warn_user
+        warn_user(f"resuming the run in {where} with an agent whose settings differ from "
+                  f"the run's: " + "; ".join(s.replace("agent_settings.", "", 1)
+                                             for s in settings) +
+                  ". If score() depends on them, the resumed run will not equal an "
+                  "uninterrupted one: build the agent as the run did, or start a new run "
+                  "in another out folder.", ResumeWarning)
     if diff:
         raise CheckpointError(
             f"cannot resume the run in {where}: its configuration differs in "

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import faulthandler
+import json
 import math
 import os
 import re
@@ -20,7 +22,7 @@ from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, 
                      keyword_names, keyword_parameters, score_kwargs_misfit)
 from .errors import ScoreError, WorkerError
 from .interrupt import Terminated, sigterm_as_interrupt
-from .problems import BUILTINS, ProblemError, load_problem, resolve_spec
+from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
 
@@ -110,14 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default: the problem's; with --resume, the run's own")
     run.add_argument("--population",
                      type=_checked(int, lambda v: check_int("population", v, 1)),
-                     help="default: the problem's")
+                     help="default: the problem's; with --resume, the run's own")
     run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
-                     help="default: the problem's")
+                     help="default: the problem's; with --resume, the run's own")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
-                     help=f"default: the problem's ({DEFAULT} for most)")
+                     help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
+                          f"run's own")
     run.add_argument("--n-jobs", type=_checked(int, check_n_jobs), default=-1,
                      help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", type=_checked(int, check_seed), default=0)
+    run.add_argument("--seed", type=_checked(int, check_seed), default=None,
+                     help="default 0; with --resume, the run's own")
     run.add_argument("--backend", default=None,
                      help="loky (default), multiprocessing, dask (the active Client or "
                           "--scheduler), ray (RAY_ADDRESS, or a local Ray)")
@@ -137,6 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task-timeout", type=_checked(float, lambda v: check_positive_float("task_timeout", v)),
                      default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
+    run.add_argument("--no-sequential-fallback", action="store_true",
+                     help="score every generation in the workers, never in this process "
+                          "(by default a generation cheaper than a round trip to them is "
+                          "scored here): a score() that can crash its process (a C "
+                          "extension's segfault) then costs a retry, not the run")
     run.add_argument("--checkpoint-every", default=1, metavar="N",
                      type=_checked(int, lambda v: check_int("checkpoint_every", v, 1)),
                      help="write --out's checkpoint every N generations (default 1); a "
@@ -151,11 +160,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="constructor argument of the agent (repeatable)")
+                     help="constructor argument of the agent (repeatable); with --resume "
+                          "and none given, the run's own")
     run.add_argument("-o", "--strategy-option", action="append", default=[],
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
-                          "-o learning_rate=0.1; see es-search list")
+                          "-o learning_rate=0.1; see es-search list STRATEGY; with "
+                          "--resume and none given, the run's own")
     from .callbacks.options import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
@@ -193,12 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = verbs.add_parser(
         "list", help="list the built-in problems and strategies, or one problem's "
-                     "parameters and defaults",
+                     "parameters and defaults, or one strategy's options",
         description="Without PROBLEM: the built-in problems and the strategies with their "
                     "options. With PROBLEM (a name, gym:ID, file.py:Class or "
                     "module:Class): what it is, its parameters (-p NAME=VALUE) with their "
-                    "defaults, and the settings `es-search run PROBLEM` uses.")
-    listing.add_argument("problem", nargs="?")
+                    "defaults, and the settings `es-search run PROBLEM` uses. With a "
+                    "strategy's name: what it does and its options (-o NAME=VALUE).")
+    listing.add_argument("problem", nargs="?", metavar="PROBLEM_OR_STRATEGY")
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench",
@@ -213,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    if args.problem in STRATEGIES and args.problem not in BUILTINS:
+        return _describe_strategy(args.problem)
     if args.problem:
         return _describe_problem(args.problem)
     width = max(map(len, BUILTINS))
@@ -235,6 +249,9 @@ def _describe_problem(spec: str) -> int:
     their defaults, and the run settings it brings."""
     import inspect
     cls = load_problem(spec)
+    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
+        from .problems.gym_policy import env_spec
+        env_spec(spec[len(GYM_PREFIX):])
     print(f"{spec}: {cls.__module__}.{cls.__qualname__}")
     doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
     if doc:
@@ -253,6 +270,28 @@ def _describe_problem(spec: str) -> int:
           f"generations {defaults['generations']}" + (
               ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items()) if options
               else ""))
+    return 0
+
+
+def _describe_strategy(name: str) -> int:
+    """``es-search list STRATEGY``: its docstring (less the doctest examples), its size
+    and step defaults and its options (``-o NAME=VALUE``)."""
+    import inspect
+    cls = STRATEGIES[name]
+    print(f"{name}: {cls.__module__}.{cls.__qualname__}"
+          + (" (the default strategy)" if name == DEFAULT else ""))
+    doc = re.sub(r":\w+:`~?([^`]+)`", r"\1", inspect.cleandoc(cls.__doc__ or "").replace("``", ""))
+    lines, example = [], False
+    for line in doc.splitlines():  # the doctest examples are for the Python API
+        example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
+        if not example:
+            lines.append(("  " + line).rstrip())
+    print("\n".join(lines))
+    defaults = inspect.signature(cls.__init__).parameters
+    size = ", ".join(f"{key} {defaults[key].default}" for key in ("population", "sigma"))
+    print(f"  defaults (--population, --sigma): {size}"
+          + (" (None: as described above)" if "None" in size else ""))
+    print(f"  options (-o NAME=VALUE): {_strategy_options(cls)}")
     return 0
 
 
@@ -275,9 +314,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .output import check_replaceable, claim, record_command
 
     cls = load_problem(args.problem)
-    params = _parse_params(args.param)
     if args.resume and not args.out:
         raise UsageError("--resume continues the run saved in --out DIR; pass --out")
+    params = _parse_params(args.param)
+    strategy_options = _parse_params(args.strategy_option, "-o", "reevaluate=True")
+    if args.resume:  # what is not given again is the run's own
+        params, strategy_options = _the_runs_own(args, params, strategy_options)
+    args.seed = 0 if args.seed is None else args.seed
     if args.checkpoint_every != 1 and not args.out:
         raise UsageError("--checkpoint-every sets how often the checkpoint in --out DIR is "
                          "written; pass --out")
@@ -289,10 +332,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see: checked now,
             check_replaceable(args.out, args.resume, args.overwrite)  # written once run()
-            command = {"problem": args.problem, "params": params, "cwd": os.getcwd()}
+            command = {"problem": args.problem, "params": params, "cwd": os.getcwd(),
+                       "strategy_options": strategy_options}
             record_command(args.out, command, args.resume, _defining(cls), write=False)
             callbacks = [_CommandFile(args.out, command), *callbacks]  # accepted the run
-        return _build_and_run(args, cls, params, callbacks)
+        return _build_and_run(args, cls, params, strategy_options, callbacks)
+
+
+def _the_runs_own(args: argparse.Namespace, params: dict,
+                  strategy_options: dict) -> tuple[dict, dict]:
+    """For ``--resume``: the run's own seed, strategy, population and sigma (its
+    config.json), -p and -o values (its command.json) where the command line does not
+    give them, so that ``es-search run PROBLEM --out DIR --resume`` continues the run
+    as it was started. What is given is kept (and refused when it differs)."""
+    from .output import COMMAND, from_json, read_config
+    config = read_config(args.out)
+    strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
+    if args.seed is None and isinstance(config.get("seed"), int):
+        args.seed = config["seed"]
+    if args.strategy is None and strategy.get("name") in STRATEGIES:
+        args.strategy = strategy["name"]
+    if args.strategy == strategy.get("name"):
+        args.population = args.population or strategy.get("population")
+        args.sigma = args.sigma or strategy.get("sigma")
+    try:
+        command = from_json(json.loads((Path(args.out) / COMMAND).read_text()))
+    except (OSError, ValueError):
+        return params, strategy_options
+    if not args.param and isinstance(command.get("params"), dict):
+        params = command["params"]
+    if not args.strategy_option and isinstance(command.get("strategy_options"), dict) \
+            and args.strategy == strategy.get("name"):
+        strategy_options = command["strategy_options"]
+    return params, strategy_options
 
 
 class _CommandFile:
@@ -324,10 +396,10 @@ def _defining(cls: type) -> Callable[[dict], dict]:
 
 
 def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
-                   callbacks: list) -> int:
+                   given_options: dict, callbacks: list) -> int:
     from .run import run
 
-    agent = _build(cls, params, args.seed)
+    agent = _build(cls, params, args.seed, args.problem)
     _check_no_score_kwargs(agent)
     defaults = _defaults(cls)
     generations = args.generations or (args.resume and _target_generations(args.out)) or \
@@ -335,7 +407,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     strategy = args.strategy or defaults.get("strategy", DEFAULT)
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
         strategy == defaults.get("strategy", DEFAULT)) else {}
-    strategy_options.update(_parse_params(args.strategy_option, "-o", "reevaluate=True"))
+    strategy_options.update(given_options)
     backend = args.backend
     if args.scheduler is not None:
         if backend not in (None, "dask"):
@@ -353,6 +425,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      on_error=args.on_error, max_retries=args.max_retries,
                      task_timeout=args.task_timeout, strategy_options=strategy_options,
                      callbacks=callbacks, checkpoint_every=args.checkpoint_every,
+                     sequential_fallback=not args.no_sequential_fallback,
                      repeat_check=not args.no_repeat_check)
         elapsed = time.perf_counter() - started
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
@@ -372,7 +445,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
             raise InterruptedTesting(exc) from exc
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
-                     f"fixed, test it with: {shlex.join(['es-search', 'test', args.out])}"
+                     f"fixed, test it with: {shlex.join([*program(), 'test', args.out])}"
                      if args.out else " (the run's result was not saved: pass --out DIR)")
             raise TestScoresError(f"{exc}{where}") from exc.__cause__
     if args.out:
@@ -393,21 +466,28 @@ class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
 
 
-def _build(cls: type, params: dict, seed: int) -> Any:
+def _build(cls: type, params: dict, seed: int, spec: str) -> Any:
     """The problem's agent; a built-in's random initial weights come from the run's
-    seed (and the caller's RNGs are left as they were): the same command, the same run."""
+    seed (and the caller's RNGs are left as they were): the same command, the same run.
+    ``spec``: the problem as the command line named it."""
     known = keyword_names(cls)
     for name in params if known is not None else ():
         if name not in known:
-            raise UsageError(f"{cls.__name__} has no parameter {name!r}"
+            raise UsageError(f"{spec} has no parameter {name!r}"
                              f"{did_you_mean(name, known)} (-p NAME=VALUE); its parameters: "
                              f"{', '.join(known) or 'none'}")
     try:
         return build_seeded(seed, cls, **params)
-    except (TypeError, ValueError) as exc:
+    except ImportError:  # a missing extra: its own message names it
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the constructor raises: one line
         hint = " (give it with -p NAME=VALUE)" if isinstance(exc, TypeError) and \
             "missing" in str(exc) and "required" in str(exc) else ""
-        raise UsageError(f"cannot build {cls.__name__} with {params}: {exc}{hint}") from None
+        what = str(exc) if isinstance(exc, (TypeError, ValueError)) else \
+            f"{type(exc).__name__}: {exc}"
+        given = " with " + ", ".join(f"-p {k}={v!r}" for k, v in params.items()) \
+            if params else ""
+        raise UsageError(f"cannot build {spec}{given}: {what}{hint}") from None
 
 
 def _check_no_score_kwargs(agent: Any) -> None:
@@ -435,7 +515,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .replay import replay_task
 
     cls = load_problem(args.problem)
-    agent = _build(cls, _parse_params(args.param), args.seed)
+    agent = _build(cls, _parse_params(args.param), args.seed, args.problem)
     _check_no_score_kwargs(agent)
     problem = check_repeatable(agent, seed=args.seed)
     if problem:
@@ -563,11 +643,25 @@ def _dask_client(address: str | None) -> Iterator[None]:
         client.close()
 
 
+def program() -> list[str]:
+    """How this command was started, to print commands that can be pasted:
+    ``es-search``, or ``python -m es_search`` (the interpreter's full path unless it is
+    the ``python`` found on PATH)."""
+    main_module = sys.modules.get("__main__")
+    spec = getattr(main_module, "__spec__", None)
+    if getattr(spec, "name", None) != "es_search.__main__":
+        return ["es-search"]
+    import shutil
+    found = shutil.which("python")
+    same = found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
+    return ["python" if same else sys.executable, "-m", "es_search"]
+
+
 def resume_command(argv: Sequence[str]) -> str:
     """The command line that continues an interrupted ``es-search run`` (with --out):
     ``--resume`` added, ``--overwrite`` dropped (it would replace what was kept)."""
     argv = [a for a in argv if a != "--overwrite"]
-    return shlex.join(["es-search", *argv, *([] if "--resume" in argv else ["--resume"])])
+    return shlex.join([*program(), *argv, *([] if "--resume" in argv else ["--resume"])])
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -580,6 +674,8 @@ _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and not faulthandler.is_enabled():  # the command: a crash in this
+        faulthandler.enable()  # process (a score() scored here) shows where it was
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
@@ -644,7 +740,7 @@ def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],
         if not args.out:
             return "es-search: interrupted while testing the run's result (not saved)"
         return (f"es-search: interrupted while testing; the run itself is complete in "
-                f"{args.out}/; test it with:\n  {shlex.join(['es-search', 'test', args.out])}")
+                f"{args.out}/; test it with:\n  {shlex.join([*program(), 'test', args.out])}")
     if args.out:
         return f"es-search: interrupted; resume with:\n  {resume_command(argv)}"
     return "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)"

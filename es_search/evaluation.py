@@ -115,7 +115,7 @@ class Evaluator:
         self.score_kwargs, self.on_error = settings.score_kwargs, settings.on_error
         self.max_retries, self.task_timeout = settings.max_retries, settings.task_timeout
         self.sequential_fallback = settings.fallback
-        self.backend = _backends.prepare(settings.backend)
+        self.backend = _backends.prepare(settings.backend, settings.n_jobs)
         self.max_workers = check_int("max_workers", max_workers, 1, none_ok=True)
         self.failures: list[TaskFailure] = []
         self.reports: list[Any] = []

@@ -16,6 +16,25 @@ def new_file_mode() -> int:
     return 0o666 & ~mask
 
 
+def writable_folder_problem(folder: Any) -> str | None:
+    """Why ``folder`` (created with its parents if missing) could not hold new files, or
+    None. Tried, not guessed: permissions say nothing to root, and some folders (/proc)
+    refuse every new file. Nothing is left behind."""
+    folder = Path(folder)
+    base = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if base is None:  # pragma: no cover - the root always exists
+        return None
+    if not base.is_dir():
+        return f"{str(base)!r} is a file, not a folder"
+    try:
+        fd, name = tempfile.mkstemp(dir=base, prefix=".es_search-check-")
+    except OSError as exc:
+        return f"no file can be created in {str(base)!r} ({exc.strerror or exc})"
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
     """Write through a temporary file in the same folder, fsync, then ``os.replace``.
     The file gets the permissions of any new file (``mkstemp`` would leave it private

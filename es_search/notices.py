@@ -36,13 +36,15 @@ def failure_message(agent_name: str, failures: list, out: Any) -> str:
         return (f"{agent_name}.score() raised; on_error='worst' scored the candidate -inf "
                 f"and the run goes on (this warning is given once per run).")
     first = failures[0]
-    source = f"out={str(out)!r}" if out is not None else "seed=..., center=..., candidate=..."
+    replay = (f"Replay one with es_search.replay_task(agent, out={str(out)!r}, "
+              f"generation={first.generation}, index={first.index})" if out is not None
+              else "To replay one in this process, run with out=DIR (the folder keeps what "
+                   "es_search.replay_task(agent, out=DIR, generation=G, index=I) needs)")
     return (f"{agent_name}.score() raised on {len(failures)} candidate(s) of generation "
-            f"{first.generation}; on_error='worst' scored them -inf and the run goes on. "
+            f"{first.generation} (the first: candidate {first.index}, task seed "
+            f"{first.seed}); on_error='worst' scored them -inf and the run goes on. "
             f"The history's 'failures' counts them per generation (this warning is given "
-            f"once per run). Replay one with es_search.replay_task(agent, {source}, "
-            f"generation={first.generation}, index={first.index}). First traceback:\n"
-            f"{first.traceback}")
+            f"once per run). {replay}. First traceback:\n{first.traceback}")
 
 
 def explain(exc: Exception, out: Any, generation: int) -> None:

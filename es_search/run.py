@@ -114,6 +114,14 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check)
     strategy = _make_strategy(strategy, population, sigma, strategy_options,
                               agent.num_evolved())
+    if type(agent).jitter_weights is not Agent.jitter_weights and \
+            not strategy.uses_jitter_weights:
+        name = strategy.name or type(strategy).__name__
+        warn_user(f"{type(agent).__name__} overrides jitter_weights(), which only the hill "
+                  f"climbers call (hill-climb, adaptive-hill-climb); {name} moves every "
+                  f"evolved value by its own noise, so your jitter_weights() is not "
+                  f"used. Choose a hill climber, or override evolved_parameters() to "
+                  f"choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
     check_agent(agent, workers=settings.n_jobs != 1)
     check_score_kwargs(agent, settings.score_kwargs)

@@ -59,6 +59,44 @@ def describe(value: Any) -> Any:
     return value
 
 
+def agent_settings(agent: Any) -> dict:
+    """The agent's own plain settings, as ``config.json`` records them: its public
+    attributes whose values are numbers, strings, booleans or None (or lists, tuples and
+    str-keyed dicts of those), such as the constructor arguments it keeps. A resume
+    compares them, since they usually change what ``score()`` computes.
+
+    >>> import torch, es_search
+    >>> class Agent(es_search.Agent):
+    ...     def __init__(self, offset=0.0):
+    ...         super().__init__()
+    ...         self.offset, self.w = offset, torch.nn.Parameter(torch.zeros(2))
+    ...         self._cache, self.layer = {}, torch.nn.Linear(1, 1)
+    >>> agent_settings(Agent(offset=1.5))
+    {'offset': 1.5}
+    """
+    skip = frozenset(vars(_module_attributes()))
+    return {name: value for name, value in sorted(vars(agent).items())
+            if not name.startswith("_") and name not in skip and _plain(value)}
+
+
+def _module_attributes() -> Any:
+    import torch
+    return torch.nn.Module()
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if depth >= 3:
+        return False
+    if type(value) in (list, tuple):
+        return len(value) <= 64 and all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return len(value) <= 64 and all(isinstance(key, str) and _plain(item, depth + 1)
+                                        for key, item in value.items())
+    return False
+
+
 def _digest(kind: str, shape: list, dtype: str, data: bytes) -> dict:
     import hashlib
     return {DIGEST: kind, "shape": shape, "dtype": dtype,
@@ -195,6 +233,7 @@ class Settings:
             "n_jobs": self.n_jobs,
             "backend": self.backend_name,
             "num_evolved": agent.num_evolved(),
+            "agent_settings": agent_settings(agent),
             "score_batch_size": group_size(agent),
             "checkpoint_every": self.checkpoint_every,
         }

@@ -193,3 +193,12 @@ def sweep_seed(seed, n_jobs=-1):
     """A sweep's task (run in a joblib worker by the test): one run's best score."""
     return es_search.run(Quadratic(dim=3), generations=4, seed=seed, n_jobs=n_jobs,
                          progress=False).best_score
+
+
+class Raises(Quadratic):
+    """A constructor that fails with something else than a TypeError or ValueError."""
+
+    def __init__(self, dim: int = 3):
+        if dim < 0:
+            raise RuntimeError(f"no dimension {dim}")
+        super().__init__()

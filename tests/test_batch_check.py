@@ -85,8 +85,12 @@ def test_a_shared_stream_is_caught_but_not_at_the_groups_first_row():
 
 
 def test_score_must_compute_what_a_row_computes():
-    with pytest.raises(es_search.ScoreBatchMismatch, match=r"in score\(\)"):
+    with pytest.raises(es_search.ScoreBatchMismatch, match=r"in score\(\)") as info:
         es_search.check_score_batch(ScoreDisagrees(), population=4)
+    # every grouping agrees: the message says score() is the odd one out, not the groups
+    assert "score_batch() and its score() disagree on 4 of 4 candidates" in str(info.value)
+    assert "depending on the rest of the call" not in str(info.value)
+    assert "Make score() compute what score_batch() computes for one row" in str(info.value)
 
 
 def test_the_agent_and_the_global_rngs_are_left_alone():

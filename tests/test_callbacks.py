@@ -57,6 +57,26 @@ def test_a_bad_callback_is_refused_before_any_work():
         es_search.run(Quadratic(), generations=2, strategy_options="x", **KW)
 
 
+def test_a_misspelled_hook_is_refused_at_the_call():
+    from es_search.callbacks import Callback
+    seen = []
+
+    class Typo(Callback):
+        def on_generaton(self, record):  # never called: the run would ignore it
+            seen.append(record)
+
+    class Own(Callback):
+        def on_best(self, record):  # a method of its own, named unlike any hook: fine
+            pass
+
+    with pytest.raises(TypeError, match=r"callbacks\[0\] \(Typo\) defines on_generaton\(\), "
+                                        r"which a run never calls \(did you mean "
+                                        r"'on_generation'\?\)"):
+        es_search.run(Quadratic(), generations=2, callbacks=[Typo()], **KW)
+    es_search.run(Quadratic(), generations=1, callbacks=[Own()], **KW)
+    assert not seen
+
+
 @pytest.mark.parametrize("name", ["CSV", "EarlyStopping", "TensorBoard"])
 def test_a_callback_class_instead_of_an_instance_is_refused_at_the_call(name, tmp_path):
     import es_search.callbacks as callbacks

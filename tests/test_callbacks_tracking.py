@@ -158,10 +158,10 @@ def test_tensorboard_bad_input(tmp_path):
 
 def test_missing_packages_name_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "tensorboard", None)
-    with pytest.raises(ImportError, match=r"es_search\[tensorboard\]"):
+    with pytest.raises(ImportError, match=r"\[tensorboard\]"):
         TensorBoard(tmp_path)
     monkeypatch.setitem(sys.modules, "mlflow", None)
-    with pytest.raises(ImportError, match=r"es_search\[mlflow\]"):
+    with pytest.raises(ImportError, match=r"\[mlflow\]"):
         MLflow(tracking_uri=tmp_path)
 
 

@@ -25,6 +25,25 @@ def test_list_names_the_builtins_and_strategies(capsys):
         assert name in out
 
 
+def test_list_strategy_shows_what_it_does_and_its_options(capsys):
+    from es_search import STRATEGIES
+    for name, cls in STRATEGIES.items():
+        assert main(["list", name]) == 0
+        out = capsys.readouterr().out
+        lines = out.splitlines()
+        assert lines[0].startswith(f"{name}: es_search.strategies.")
+        assert lines[-1].startswith("  options (-o NAME=VALUE): ")
+        assert ">>>" not in out and "``" not in out  # the doctests are for the Python API
+    assert main(["list", "ars"]) == 0
+    out = capsys.readouterr().out
+    assert "top [b]" in out and "defaults (--population, --sigma): population None, " \
+        "sigma 0.03" in out
+    assert out.splitlines()[-1] == "  options (-o NAME=VALUE): directions=None, top=None, " \
+        "step_size=0.02"
+    assert main(["list", "hill-climb"]) == 0
+    assert "(the default strategy)" in capsys.readouterr().out.splitlines()[0]
+
+
 def test_list_problem_shows_its_parameters_and_run_defaults(tmp_path, capsys):
     assert main(["list", "sphere"]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -165,6 +184,32 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         sys.modules.pop("es_probe_walkers", None)
 
 
+def test_a_gym_module_in_the_current_folder_registers_its_environment(tmp_path):
+    """`es-search run gym:envs:ID`, as the installed script runs it (the current folder
+    not on sys.path): envs.py is found there, and the workers make the environment it
+    registers by its import path."""
+    (tmp_path / "es_probe_envs.py").write_text(textwrap.dedent("""
+        import gymnasium
+        from gymnasium.envs.classic_control import CartPoleEnv
+
+        class ProbeCart(CartPoleEnv):
+            pass
+
+        gymnasium.register("ProbeCart-v0", entry_point="es_probe_envs:ProbeCart",
+                           max_episode_steps=50)
+    """))
+    script = "import sys; from es_search.cli import main; sys.exit(main())"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    argv = ["gym:es_probe_envs:ProbeCart-v0", "--generations", "2", "--population", "4",
+            "--n-jobs", "2", "--no-progress", "--no-test", "--no-sequential-fallback"]
+    for verb in (["list"], ["run"]):
+        proc = subprocess.run([sys.executable, "-P", "-c", script, *verb,
+                               *(argv if verb == ["run"] else argv[:1])], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    assert "gym:es_probe_envs:ProbeCart-v0: best score" in proc.stdout
+
+
 def test_a_module_that_fails_to_import_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     (tmp_path / "es_probe_broken_agents.py").write_text("from math import no_such_name\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -263,11 +308,11 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "--seed", "-1"], "--seed: must be a non-negative integer"),
     (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
     (["run", "blog", "-p", "nonsense=1"],
-     "BlogAgent has no parameter 'nonsense' (-p NAME=VALUE); its parameters: w, work"),
+     "blog has no parameter 'nonsense' (-p NAME=VALUE); its parameters: w, work"),
     (["run", "sphere", "-p", "dimm=3"],
-     "Sphere has no parameter 'dimm' (did you mean 'dim'?) (-p NAME=VALUE)"),
+     "sphere has no parameter 'dimm' (did you mean 'dim'?) (-p NAME=VALUE)"),
     (["run", "blog", "-p", "work=lots"],
-     "cannot build BlogAgent with {'work': 'lots'}: work must be an integer >= 0, got 'lots'"),
+     "cannot build blog with -p work='lots': work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["run", "blog", "--checkpoint-every", "0"], "--checkpoint-every: must be >= 1, got 0"),
     (["run", "blog", "--checkpoint-every", "5"],
@@ -289,7 +334,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "TakesData.score(data): missing a required argument: 'data', and the command line "
      "passes score() no arguments"),
     (["run", "cartpole", "-p", "greedy=banana"],
-     "cannot build CartPole with {'greedy': 'banana'}: greedy must be True or False"),
+     "cannot build cartpole with -p greedy='banana': greedy must be True or False"),
     (["run", "gym:CartPole-v1", "-p", "crn=yes"], "crn must be True or False, got 'yes'"),
     (["run", "acrobot", "-p", "env_id=CartPole-v1"],
      "Acrobot is a policy for Acrobot-v1, not 'CartPole-v1': for another environment use "
@@ -310,6 +355,16 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "sphere", "-p", "start=nan"], "start must be a finite number, got 'nan'"),
     (["run", "sphere", "-p", "optimum=1e400"], "optimum must be a finite number, got inf"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["list", "gym:Nope-v0"], "unknown gymnasium environment id 'Nope-v0'"),
+    (["run", "sphere", "--csv", "/proc/x/y.csv"],
+     "CSV path '/proc/x/y.csv' cannot be written: no file can be created in '/proc'"),
+    (["run", "sphere", "--tensorboard", "/proc/x"],
+     "TensorBoard log_dir '/proc/x' cannot be written: no file can be created in '/proc'"),
+    (["bench", "--quick", "--out", "/proc/x"],
+     "--out /proc/x cannot be written: no file can be created in '/proc'"),
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":Raises", "-p", "dim=-1"],
+     "cannot build " + os.path.join(ROOT, "tests", "agents.py") + ":Raises with -p dim=-1: "
+     "RuntimeError: no dimension -1"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
                     "--out DIR`"),
@@ -546,6 +601,48 @@ def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
     assert len(read_history(out / "history.jsonl")) == 1
     assert main([*common, "--resume"]) == 0  # the problem's default would be 100: no,
     assert len(read_history(out / "history.jsonl")) == 60  # the run's own 60
+
+
+def test_no_sequential_fallback_keeps_a_crashing_score_in_the_workers(tmp_path):
+    """A trivial score() is scored in the command's own process by default; one that
+    can crash its process is kept in the workers, where a crash is a WorkerError."""
+    (tmp_path / "crash.py").write_text(textwrap.dedent("""
+        import os, torch, es_search
+
+        class Crash(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+
+            def score(self):
+                if float(self.w[0]) > 0.0:  # every other candidate, about
+                    os._exit(9)  # as a segfault in a C extension would
+                return -float((self.w ** 2).sum())
+    """))
+    argv = ["run", "crash.py:Crash", "--generations", "2", "--population", "4",
+            "--n-jobs", "2", "--no-progress", "--max-retries", "0", "--seed", "0"]
+    proc = run_cli(*argv, "--no-sequential-fallback", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "a worker process died" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_takes_every_setting_not_given_again_from_the_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    common = ["run", "sphere", "--n-jobs", "1", "--no-progress"]
+    settings = ["--seed", "1", "--population", "6", "--sigma", "0.2", "--strategy",
+                "adaptive-hill-climb", "-o", "reevaluate=True", "-p", "dim=4"]
+    assert main([*common, *settings, "--generations", "4", "--out", str(tmp_path / "full")]
+                ) == 0
+    assert main([*common, *settings, "--generations", "4", "--out", str(out),
+                 "--stop-at=-1e9"]) == 0
+    assert main([*common, "--out", str(out), "--resume"]) == 0  # nothing given again
+    resumed, full = (read_history(path / "history.jsonl") for path in (out, tmp_path / "full"))
+    assert len(resumed) == 4 and [h["best_score"] for h in resumed] == \
+        [h["best_score"] for h in full]
+    capsys.readouterr()
+    assert main([*common, "--out", str(out), "--resume", "--generations", "5",
+                 "--seed", "2"]) == 2  # what is given again must still agree
+    assert "seed: 1 in the checkpoint, 2 now" in capsys.readouterr().err
 
 
 def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):

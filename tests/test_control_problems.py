@@ -94,6 +94,18 @@ def test_bad_policy_settings_fail_at_construction(kwargs):
         Pendulum(normalize="yes")
 
 
+def test_greedy_is_refused_for_continuous_actions(capsys):
+    from es_search.problems.batched_control import CartPole, Pendulum as BatchedPendulum
+    for make in (lambda: BatchedPendulum(greedy=True),
+                 lambda: es_search.problems.GymPolicy("Pendulum-v1", greedy=True)):
+        with pytest.raises(ValueError, match="Pendulum-v1's actions are continuous"):
+            make()
+    assert CartPole(greedy=True).greedy and not BatchedPendulum(greedy=False).greedy
+    assert main(["run", "pendulum", "-p", "greedy=true", "--generations", "1",
+                 "--no-progress"]) == 2
+    assert "leave greedy out" in capsys.readouterr().err
+
+
 def test_cli_passes_strategy_options(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["run", "sphere", "-p", "dim=3", "--generations", "3", "--n-jobs", "1",

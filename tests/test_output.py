@@ -60,11 +60,15 @@ def test_result_plot_needs_matplotlib_only(tmp_path):
 def test_missing_optional_dependency_names_the_extra(monkeypatch, tmp_path):
     import sys
 
-    from es_search.extras import require
+    from es_search.extras import install_command, require
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     with pytest.raises(ImportError, match=r"^matplotlib is not installed; install it with "
-                                          r"pip install 'es_search\[plot\]'$"):
+                                          + re.escape(install_command("plot")) + "$"):
         require("matplotlib", "plot")
+    # run from this checkout (pip install -e .): the command installs from it, pinned
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert install_command("plot") == (f"pip install -c {root}/constraints.txt "
+                                       f"-e '{root}[plot]'")
     from es_search import extras  # named by the package pip installs, e.g. scikit-learn
     monkeypatch.setitem(extras._PACKAGES, "es_probe_missing", "es-probe-missing")
     with pytest.raises(ImportError, match=r"^es-probe-missing is not installed; .*\[digits\]"):

@@ -23,6 +23,19 @@ def test_sphere_and_rastrigin_know_their_optimum():
     assert Rastrigin(dim=4, start=1.0).score() < -3.9
 
 
+def test_rastrigins_defaults_leave_the_local_optimum_it_starts_next_to(capsys):
+    """Its start sits by a local optimum (about -90), where a hill climber stays: the
+    defaults (CMA-ES, a wide step) must leave it; 80 of their 300 generations here."""
+    from es_search.cli import main
+    assert main(["run", "rastrigin", "--generations", "80", "--n-jobs", "1",
+                 "--no-progress"]) == 0
+    best = float(capsys.readouterr().out.split("best score ")[1].split()[0])
+    assert best > -45.0, best  # -32 with seed 0
+    stuck = es_search.run(Rastrigin(), generations=80, population=40, sigma=2.0, n_jobs=1,
+                          progress=False)  # hill-climb
+    assert stuck.best_score < -85.0
+
+
 def test_cartpole_with_sampled_actions_is_reproducible_across_n_jobs():
     pytest.importorskip("gymnasium")
     from es_search.problems.control import CartPole

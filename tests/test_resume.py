@@ -95,6 +95,21 @@ def test_resume_refuses_another_agent_class_and_shortening(tmp_path):
                       **KW)
 
 
+def test_resume_warns_when_the_agents_own_settings_changed(tmp_path):
+    import warnings
+    es_search.run(agents.Vec(delay=0.0, dim=4), generations=1, n_jobs=1, out=tmp_path, **KW)
+    assert json.loads((tmp_path / "config.json").read_text())["agent_settings"] == {
+        "delay": 0.0}
+    with pytest.warns(es_search.ResumeWarning, match=r"settings differ from the run's: "
+                      r"delay: 0\.0 in the checkpoint, 0\.001 now\. If score\(\) depends"):
+        es_search.run(agents.Vec(delay=0.001), generations=2, n_jobs=1, out=tmp_path,
+                      resume=True, **KW)
+    with warnings.catch_warnings():  # built as the run did: nothing to say
+        warnings.simplefilter("error", es_search.ResumeWarning)
+        es_search.run(agents.Vec(delay=0.001), generations=3, n_jobs=1, out=tmp_path,
+                      resume=True, **KW)
+
+
 def test_corrupt_torn_or_inconsistent_checkpoint_is_refused(tmp_path):
     es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, **KW)
     path = tmp_path / checkpoint.CHECKPOINT

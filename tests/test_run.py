@@ -51,10 +51,44 @@ def test_the_callers_rng_state_is_untouched(n_jobs):
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
 
 
-def test_thread_backends_are_refused_with_a_reason():
+def test_a_jitter_weights_override_that_the_strategy_never_calls_is_named():
+    import warnings
+
+    class Steps(Quadratic):
+        def jitter_weights(self, sigma):
+            self.w.add_(sigma)
+
+    with pytest.warns(RuntimeWarning, match=r"Steps overrides jitter_weights\(\), which "
+                      r"only the hill climbers call .*; pgpe moves every evolved value"):
+        es_search.run(Steps(), generations=1, strategy="pgpe", population=4,
+                      progress=False, n_jobs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for name in ("hill-climb", "adaptive-hill-climb"):  # they call it
+            es_search.run(Steps(), generations=1, strategy=name, population=4,
+                          progress=False, n_jobs=1)
+        es_search.run(Quadratic(), generations=1, strategy="pgpe", population=4,
+                      progress=False, n_jobs=1)  # no override: nothing to say
+
+
+def test_thread_backends_are_refused_with_a_reason_before_any_score():
+    scored = []
+
+    class Counted(Quadratic):
+        def score(self):
+            scored.append(1)
+            return super().score()
+
     with joblib.parallel_config(backend="threading"):
         with pytest.raises(ValueError, match="thread-based joblib backend"):
-            es_search.run(Quadratic(), generations=1, progress=False)
+            es_search.run(Counted(), generations=1, progress=False)
+    with pytest.raises(ValueError, match="thread-based joblib backend"):
+        es_search.run(Counted(), generations=1, progress=False, backend="threading",
+                      n_jobs=2)
+    with pytest.raises(ValueError, match="unknown backend 'nope': use one of ") as info:
+        es_search.run(Counted(), generations=1, progress=False, backend="nope")
+    assert "'threading'" not in str(info.value) and "'loky'" in str(info.value)
+    assert not scored  # refused at the call, not after the repeat check's two scores
 
 
 def test_parallel_config_backend_is_respected_and_equal():

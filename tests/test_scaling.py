@@ -72,7 +72,10 @@ def test_workers_persist_across_runs_and_startup_is_timed_apart():
         assert second.worker_pids == pids and len(pids) == 2
 
 
-def test_bytes_per_candidate_small_and_independent_of_parameter_count():
+def test_bytes_per_candidate_small_and_independent_of_parameter_count(monkeypatch):
+    # one chunk per worker for both sizes: on a loaded machine the larger agent's
+    # jitter can pass BALANCE_FROM, and claimed tasks send other (as small) messages
+    monkeypatch.setattr(Evaluator, "BALANCE_FROM", float("inf"))
     sent = {}
     for size in (10, 100_000):
         with Evaluator(BenchAgent(size=size), seed=0, n_jobs=2,
@@ -175,8 +178,8 @@ def test_a_small_dev_shm_is_not_used(monkeypatch):
 
 def test_thread_backend_is_refused():
     with pytest.raises(ValueError, match="thread-based"):
-        with Evaluator(Sphere(dim=3), seed=0, n_jobs=2, backend="threading"):
-            pass
+        Evaluator(Sphere(dim=3), seed=0, n_jobs=2, backend="threading")  # at construction
+    Evaluator(Sphere(dim=3), seed=0, n_jobs=1, backend="threading")  # no workers: fine
 
 
 def test_parallel_config_backend_is_used(reference):
@@ -197,7 +200,7 @@ def test_dask_without_client_says_how_to_make_one(monkeypatch):
 
 def test_missing_ray_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ImportError, match=r"es_search\[ray\]"):
+    with pytest.raises(ImportError, match=r"\[ray\]"):
         Evaluator(Sphere(dim=3), seed=0, backend="ray")
 
 

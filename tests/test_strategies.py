@@ -206,6 +206,12 @@ def test_bad_settings_fail_at_construction(name, options, error):
         make_strategy(name, **options)
 
 
+def test_a_pycma_option_typo_names_the_closest():
+    with pytest.raises(ValueError, match=r"unknown pycma options \['tolfunn'\] \(did you "
+                                         r"mean 'tolfun'\?\); see cma.CMAOptions\(\)"):
+        make_strategy("cma-es", options={"tolfunn": 1e-9})
+
+
 def test_unknown_option_names_the_strategy():
     with pytest.raises(TypeError, match="openai-es"):
         make_strategy("openai-es", reevaluate=True)
@@ -314,6 +320,33 @@ def test_cma_es_refuses_candidates_it_did_not_ask_for():
     others = strategy.ask(state, 1)
     with pytest.raises(ValueError, match="not the ones"):
         strategy.tell(state, 0, others, [0.0] * 4, None)
+
+
+def test_cma_es_tell_after_ask_equals_a_tell_from_the_state_alone():
+    # tell() takes over what ask() drew for the same state and generation; it must be
+    # what a tell() with no ask before it computes, and leave the told state reusable
+    strategy = CMAES(population=6, sigma=0.5)
+    state = strategy.init(np.zeros(4), 0.0, seed=0)
+    candidates = strategy.ask(state, 0)
+    scores = [-float((c.vector ** 2).sum()) for c in candidates]
+    handed_over = strategy.tell(state, 0, candidates, scores, None)
+    fresh = CMAES(population=6, sigma=0.5).tell(state, 0, candidates, scores, None)
+    again = strategy.tell(state, 0, candidates, scores, None)  # no ask before it
+    # (the pickled pycma objects differ in their wall-clock timers only)
+    nxt = CMAES(population=6, sigma=0.5).ask(handed_over, 1)
+    for other in (fresh, again):
+        assert np.array_equal(other.center, handed_over.center)
+        assert other.sigma == handed_over.sigma
+        assert _same_candidates(CMAES(population=6, sigma=0.5).ask(other, 1), nxt)
+    strategy.ask(state, 0)  # an ask of another state in between: tell starts afresh
+    strategy.ask(handed_over, 1)
+    other = strategy.tell(state, 0, candidates, scores, None)
+    assert _same_candidates(CMAES(population=6, sigma=0.5).ask(other, 1), nxt)
+    moved = strategy.ask(state, 0)  # candidates changed after ask are not the ones asked
+    moved[0].vector[0] += 1.0
+    with pytest.raises(ValueError, match="not the ones"):
+        strategy.tell(state, 0, moved, scores, None)
+    assert "_asked" not in pickle.loads(pickle.dumps(strategy)).__dict__
 
 
 def test_cma_es_tells_pycma_minus_the_score():

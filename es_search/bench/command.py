@@ -98,15 +98,16 @@ def report(result: dict, out: str, sections: Sequence[str] = ()) -> int:
 
 def check_out(out: str) -> None:
     """--out: a folder that is, or can be, created (checked before measuring)."""
-    import os
     from pathlib import Path
     path = Path(out)
     blocking = next((p for p in (path, *path.parents) if p.exists()), None)
     if blocking is not None and not blocking.is_dir():
         raise ValueError(f"--out {out}: {blocking} is a file, not a folder (choose a "
                          f"folder; it is created if missing)")
-    if blocking is not None and not os.access(blocking, os.W_OK):
-        raise ValueError(f"--out {out}: {blocking} cannot be written (choose a folder you "
+    from ..files import writable_folder_problem
+    problem = writable_folder_problem(path)
+    if problem:
+        raise ValueError(f"--out {out} cannot be written: {problem} (choose a folder you "
                          f"can write)")
 
 

@@ -89,6 +89,7 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
         if isinstance(cb, type):  # callable, and has the methods: it would fail later
             raise TypeError(f"callbacks[{i}] is the class {cb.__name__} itself; pass an "
                             f"instance: {cb.__name__}(...)")
+        _check_hook_names(i, cb)
         if isinstance(cb, Callback):
             wrapped.append(cb)
         elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end",
@@ -102,3 +103,19 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
                             f"on_error "
                             f"methods (es_search.callbacks.Callback), got {cb!r}")
     return wrapped
+
+
+HOOKS = ("on_start", "on_generation", "on_end", "on_error")
+
+
+def _check_hook_names(i: int, cb: Any) -> None:
+    """A method named like a hook but misspelled (``on_generaton``) would never be
+    called: refused at the call, naming the hook it resembles."""
+    import difflib
+    for name in dir(type(cb)):
+        if name.startswith("on_") and name not in HOOKS:
+            close = difflib.get_close_matches(name, HOOKS, n=1, cutoff=0.8)
+            if close:
+                raise TypeError(f"callbacks[{i}] ({type(cb).__name__}) defines {name}(), "
+                                f"which a run never calls (did you mean {close[0]!r}?); "
+                                f"the hooks are {', '.join(HOOKS)}")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import warn_user
+from ..files import writable_folder_problem
 from ..output import atomic_write, from_json, to_json
 from .base import Callback, RunInfo
 
@@ -65,10 +66,9 @@ class CSV(Callback):
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")
-        blocking = next((p for p in self.path.parents if p.exists()), None)
-        if blocking is not None and not blocking.is_dir():
-            raise ValueError(f"CSV path {str(self.path)!r} cannot be written: "
-                             f"{str(blocking)!r} is a file, not a folder")
+        problem = writable_folder_problem(self.path.parent)
+        if problem:
+            raise ValueError(f"CSV path {str(self.path)!r} cannot be written: {problem}")
         self._file: Any = None
         self._writer: Any = None
         self._columns: list[str] | None = None

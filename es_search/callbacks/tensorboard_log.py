@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..extras import require
+from ..files import writable_folder_problem
 from .base import Callback, RunInfo
 from .fields import config_text, scalars
 
@@ -57,6 +58,10 @@ class TensorBoard(Callback):
         if self.log_dir.exists() and not self.log_dir.is_dir():
             raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} is a file; give "
                              f"a folder (it is created if missing)")
+        problem = writable_folder_problem(self.log_dir)
+        if problem:
+            raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} cannot be "
+                             f"written: {problem}")
         _protos()  # fail now, naming the extra, if tensorboard is missing
         self.path: Path | None = None  # the event file being written
         self._writer: Any = None

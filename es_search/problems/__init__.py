@@ -39,7 +39,8 @@ BUILTINS: dict[str, tuple[str, str]] = {
     "sphere": ("es_search.problems.sphere:Sphere",
                "maximise -|x - 3|^2 (optimum 0); -p dim=N"),
     "rastrigin": ("es_search.problems.sphere:Rastrigin",
-                  "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N"),
+                  "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N; "
+                  "CMA-ES by default (extra: cma)"),
     "rosenbrock": ("es_search.problems.sphere:Rosenbrock",
                    "maximise -Rosenbrock(x) (optimum 0 at x = 1, a curved valley); -p dim=N"),
     "cartpole": ("es_search.problems.batched_control:CartPole",
@@ -121,10 +122,13 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
     return f"{os.path.normpath(os.path.join(folder or os.getcwd(), path))}:{attr}"
 
 
-def _import_module(where: str, folder: str | None) -> Any:
+def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
     """``where`` imported; a module that is not installed is looked for in ``folder``
     (default: the current folder, which ``python -m`` puts on ``sys.path`` but the
-    ``es-search`` script does not), and then sent to workers by value, as a file is."""
+    ``es-search`` script does not), and then sent to workers by value, as a file is;
+    ``keep_on_path``: the folder stays on ``sys.path`` (for this process and the worker
+    processes it starts), for what names the module by import path (a gymnasium
+    environment registered with ``entry_point="module:Env"``)."""
     top = where.split(".")[0]
     folder = os.path.abspath(folder or os.getcwd())
     try:
@@ -141,7 +145,8 @@ def _import_module(where: str, folder: str | None) -> Any:
     except ImportError as exc:
         raise ProblemError(f"cannot import module {where!r} from {folder}: {exc}") from exc
     finally:
-        sys.path.remove(folder)
+        if not keep_on_path:
+            sys.path.remove(folder)
     _send_by_value(sys.modules[top])
     return module
 
@@ -167,7 +172,10 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     ``file.py`` and a module that is not installed are looked for (default: the
     current folder; ``es-search test`` passes the folder its run was started from)."""
     if spec.startswith(GYM_PREFIX):
-        return gym_problem(spec[len(GYM_PREFIX):])
+        env_id = spec[len(GYM_PREFIX):]
+        if ":" in env_id:  # gym:module:ID, the module registers ID when imported
+            _import_module(env_id.rpartition(":")[0], folder, keep_on_path=True)
+        return gym_problem(env_id)
     target = BUILTINS[spec][0] if spec in BUILTINS else spec
     if ":" not in target and target.endswith(".py"):
         found = _agent_classes(_import_file(os.path.join(folder, target) if folder

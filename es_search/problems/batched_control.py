@@ -25,7 +25,7 @@ from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
 from ..checks import check_bool, check_int
 from ..extras import require
-from .gym_policy import TEST_SEED, return_figures
+from .gym_policy import TEST_SEED, check_greedy, return_figures
 
 
 class PendulumBatch:
@@ -115,6 +115,7 @@ class BatchedPolicy(Agent):
     """
 
     discrete = True
+    env_id = ""  # the gymnasium environment whose dynamics it runs
     obs_dim = act_dim = 0
     test_episodes = 100  # episodes of test_scores()
     action_high = 1.0
@@ -128,6 +129,7 @@ class BatchedPolicy(Agent):
         hidden = check_int("hidden", hidden, 0, " (0: a linear policy)")
         self.episodes = check_int("episodes", episodes, 1)
         self.greedy = check_bool("greedy", greedy)
+        check_greedy(self.greedy, self.discrete, self.env_id)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
@@ -230,6 +232,7 @@ class CartPole(BatchedPolicy):
     samples its actions from its own stream; 10 episodes per score by default."""
 
     discrete, obs_dim, act_dim = True, 4, 2
+    env_id = "CartPole-v1"
     episode_limit = 500
     start_high = np.full(4, 0.05)
 
@@ -326,6 +329,7 @@ class Pendulum(BatchedPolicy):
     score."""
 
     discrete, obs_dim, act_dim = False, 3, 1
+    env_id = "Pendulum-v1"
     action_high = 2.0
     episode_limit = PendulumBatch.max_episode_steps
     start_high = PendulumBatch.high

@@ -55,12 +55,16 @@ def _extra_for_id(env_id: str) -> str:
     return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
 
 
-def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """``gymnasium.make(env_id, **kwargs)``, or one clear error: an unknown id
-    (ValueError), a missing extra (ImportError naming the ``pip install`` that fixes
-    it) or keyword arguments the environment does not take (ValueError). ``spec``: the
-    id's ``EnvSpec`` where the agent was built, made when this process does not know the
-    id (an environment the user's script registered, in a worker process)."""
+def env_spec(env_id: str) -> Any:
+    """The registered ``EnvSpec`` of ``env_id`` (``"module:Id"`` imports the module
+    first); a ValueError for an unknown id, an ImportError naming the extra when
+    gymnasium is missing. Nothing is made."""
+    return _look_up(env_id, None)[2]
+
+
+def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
+    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); ``spec``: the one
+    the agent carries, used when this process does not know the id."""
     from ..extras import require
     gym = require("gymnasium", _extra_for_id(env_id))
     target: Any = env_id
@@ -81,6 +85,17 @@ def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = N
                              f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
                              ) from None
         target = spec
+    return gym, target, spec
+
+
+def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
+    """``gymnasium.make(env_id, **kwargs)``, or one clear error: an unknown id
+    (ValueError), a missing extra (ImportError naming the ``pip install`` that fixes
+    it) or keyword arguments the environment does not take (ValueError). ``spec``: the
+    id's ``EnvSpec`` where the agent was built, made when this process does not know the
+    id (an environment the user's script registered, in a worker process)."""
+    from ..extras import install_command
+    gym, target, spec = _look_up(env_id, spec)
     try:
         with _mujoco_warnings_to_python(spec.entry_point):
             return gym.make(target, **dict(kwargs or {}))
@@ -93,7 +108,7 @@ def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = N
         extra = _extra_for(spec.entry_point)
         raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
                           f"installed ({exc}); install it with "
-                          f"pip install 'es_search[{extra}]'") from None
+                          f"{install_command(extra)}") from None
 
 
 @contextlib.contextmanager
@@ -119,6 +134,15 @@ def _mujoco_warnings_to_python(entry_point: Any) -> Iterator[None]:
         for message in dict.fromkeys(messages):
             category = DeprecationWarning if "deprecated" in message else RuntimeWarning
             warnings.warn(f"MuJoCo: {message}", category, stacklevel=3)
+
+
+def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
+    """``greedy=True`` chooses between sampling and argmax of *discrete* actions:
+    refused for continuous ones, which it would not change."""
+    if greedy and not discrete:
+        raise ValueError(f"greedy=True takes the argmax of discrete actions, but {env_id}'s "
+                         f"actions are continuous (its policy is already deterministic): "
+                         f"leave greedy out")
 
 
 def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
@@ -238,6 +262,7 @@ class GymPolicy(Agent):
         self.env_spec = env.spec
         self._read_spaces(env)
         env.close()
+        check_greedy(greedy, self.discrete, env_id)
         self.episodes, self.max_steps = int(episodes), max_steps
         self.greedy, self.reward_offset, self.crn = greedy, float(reward_offset), crn
         self.reward_clip = None if reward_clip is None else float(reward_clip)

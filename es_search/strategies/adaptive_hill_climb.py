@@ -71,6 +71,7 @@ class AdaptiveHillClimb(Strategy):
     """
 
     name = "adaptive-hill-climb"
+    uses_jitter_weights = True
 
     def __init__(self, population: int = 10, sigma: float = 0.1,
                  reevaluate: bool | str = "auto",

@@ -26,6 +26,9 @@ class Strategy:
     """
 
     name: ClassVar[str] = ""
+    #: whether its candidates are the agent's own ``jitter_weights()`` moves (the hill
+    #: climbers'); the others draw their own noise, and an override is not called
+    uses_jitter_weights: ClassVar[bool] = False
     population: int
 
     def max_tasks(self, n: int) -> int | None:

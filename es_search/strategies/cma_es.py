@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_int, check_positive_float
+from ..checks import check_int, check_positive_float, did_you_mean
 from ..extras import require
 from ..seeding import preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy
@@ -135,9 +135,11 @@ class CMAES(Strategy):
             raise ValueError(f"options {sorted(taken)} are set by es_search; use "
                              f"population=... and the run's seed instead")
         self._cma = require("cma", "cma")
-        unknown = [k for k in self.options if k not in self._cma.CMAOptions.defaults()]
+        known = self._cma.CMAOptions.defaults()
+        unknown = [k for k in self.options if k not in known]
         if unknown:
-            raise ValueError(f"unknown pycma options {unknown}; see cma.CMAOptions()")
+            hints = "".join(did_you_mean(k, list(known)) for k in unknown)
+            raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
         if restarts is not None and restarts not in RESTARTS:
             raise ValueError(f"restarts must be None (no restarts), 'ipop' or 'bipop'; "
                              f"got {restarts!r}")
@@ -195,11 +197,22 @@ class CMAES(Strategy):
         return es, [np.array(x, dtype=np.float64) for x in solutions]
 
     def ask(self, state: CMAESState, generation: int) -> list[Candidate]:
-        return [Candidate("vector", vector=x) for x in self._ask(state, generation)[1]]
+        es, solutions = self._ask(state, generation)
+        # tell() on this state and generation takes these over instead of unpickling and
+        # asking again (the same object either way: a fifth of a generation's time at
+        # 2,000 weights); any other tell() starts from state.es, so states stay immutable
+        self._asked = (state.es, generation, es, solutions)
+        return [Candidate("vector", vector=x.copy()) for x in solutions]
+
+    def _take_asked(self, state: CMAESState, generation: int) -> tuple[Any, list[np.ndarray]]:
+        asked, self._asked = self.__dict__.get("_asked"), None
+        if asked is not None and asked[0] is state.es and asked[1] == generation:
+            return asked[2], asked[3]
+        return self._ask(state, generation)
 
     def tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> CMAESState:
-        es, solutions = self._ask(state, generation)  # the same draws as ask() made
+        es, solutions = self._take_asked(state, generation)  # the draws ask() made
         if len(candidates) != len(solutions) or not all(
                 c.kind == "vector" and np.array_equal(c.vector, x)
                 for c, x in zip(candidates, solutions)):
@@ -268,9 +281,10 @@ class CMAES(Strategy):
             config.update(restarts=self.restarts, max_restarts=self.max_restarts)
         return config
 
-    def __getstate__(self):  # the module object does not pickle
+    def __getstate__(self):  # the module object does not pickle; a pending ask is dropped
         state = self.__dict__.copy()
         state.pop("_cma", None)
+        state.pop("_asked", None)
         return state
 
     def __setstate__(self, state):

@@ -49,6 +49,7 @@ class HillClimb(Strategy):
     """
 
     name = "hill-climb"
+    uses_jitter_weights = True
 
     def __init__(self, population: int = 16, sigma: float = 0.1,
                  reevaluate: bool | str = "auto"):

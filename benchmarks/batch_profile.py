@@ -99,7 +99,7 @@ def profile(name: str, group: int, reps: int, generations: int = 10) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--group", type=int, default=32, help="candidates per group")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (the best counts)")
     parser.add_argument("--generations", type=int, default=10,

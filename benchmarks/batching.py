@@ -71,7 +71,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--out", default=None,
                         help="folder for batching.{md,json} (default: benchmarks/results; "

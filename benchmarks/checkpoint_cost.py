@@ -78,7 +78,7 @@ def one_run(strategy: str, n: int, mode: str, generations: int, n_jobs: int,
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--generations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=2)

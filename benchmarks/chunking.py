@@ -60,7 +60,7 @@ def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, l
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--task", default="lunarlander")
     parser.add_argument("--generations", type=int, default=40)
     parser.add_argument("--reps", type=int, default=2)

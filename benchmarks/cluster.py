@@ -55,7 +55,7 @@ def targets_markdown(verdicts: list[dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="cluster", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="cluster", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--scheduler", default=None)

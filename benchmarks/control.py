@@ -113,7 +113,7 @@ LADDER = {
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     for field in dataclasses.fields(Args):
         flag = "--" + field.name.replace("_", "-")
         if field.type in ("bool", bool):

@@ -53,7 +53,7 @@ def one_run(ms: float, generations: int, workers: int, population: int) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--ms", type=float, default=10.0, help="milliseconds per score")
     parser.add_argument("--generations", type=int, default=15)
     parser.add_argument("--reps", type=int, default=3)

@@ -48,7 +48,7 @@ def one_try(n_jobs, seconds, population, generations):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--seconds", type=float, default=0.005)
     parser.add_argument("--population", type=int, default=8)
     parser.add_argument("--generations", type=int, default=4)

@@ -58,12 +58,17 @@ def per_task_us(agent, population, repeats, kind):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--population", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=200)
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--population", type=int, default=64,
+                        help="candidates per generation (default 64)")
+    parser.add_argument("--repeats", type=int, default=200,
+                        help="generations timed; the fastest counts (default 200)")
     args = parser.parse_args()
     hooks = hasattr(es_search.Agent, "task_report")
     print(f"es_search from {es_search.__file__}")
+    print("per task: 'jitter' candidates (a hill climber's) and 'noise' ones (openai-es, "
+          "pgpe, ars); 'plain': an agent without the shared-statistics hooks, 'hooked': "
+          "one whose task_report/merge_reports/shared_state do the least possible")
     for kind in ("jitter", "noise"):
         line = f"{kind:6s} plain {per_task_us(Plain(), args.population, args.repeats, kind):7.1f} us/task"
         if hooks:

@@ -28,7 +28,7 @@ from es_search.problems.blog import BlogAgent  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--candidates", type=int, default=16)

@@ -101,7 +101,7 @@ def idle_rounds(pipes, candidates, center, idle_ms: float, rounds: int, warm: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--idle", type=float, nargs="+", metavar="MS",
                         help="only the loops path, the workers left idle MS ms before "

@@ -46,7 +46,7 @@ def summary(seconds: list[float]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=300)
     args = parser.parse_args(argv)

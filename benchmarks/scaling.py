@@ -29,7 +29,7 @@ from scaling_targets import judge, targets_markdown, targets_summary  # noqa: E4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scaling", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="scaling", description=" ".join(__doc__.split("\n\n")[0].split()))
     add_arguments(parser)
     parser.add_argument("--readme", default=None, metavar="PATH",
                         help="also replace the summary (machine, model, targets) between the "

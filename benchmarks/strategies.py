@@ -418,7 +418,7 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
 
 # ------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--quick", action="store_true",
                         help="2 seeds, small budgets (a few minutes)")
     parser.add_argument("--seeds", type=int, default=None, help="default 5 (quick: 2)")

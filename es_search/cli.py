@@ -88,9 +88,31 @@ def _checked(convert: type, check: Any) -> Any:
         try:
             return check(value)
         except (TypeError, ValueError) as exc:
-            raise argparse.ArgumentTypeError(re.sub(r"^[a-z_]+[ =]", "", str(exc))) from None
+            raise argparse.ArgumentTypeError(
+                cli_terms(re.sub(r"^[a-z_]+[ =]", "", str(exc)))) from None
     parse.__name__ = convert.__name__
     return parse
+
+
+#: run() arguments in the library's messages, as the command line spells them
+_FLAGS = ("n_jobs", "task_timeout", "max_retries", "checkpoint_every", "on_error",
+          "sequential_fallback", "repeat_check")
+
+
+def cli_terms(message: str) -> str:
+    """A library message in the command line's terms: ``n_jobs=-1`` is ``--n-jobs -1``,
+    ``(n_jobs != 1)`` is ``(--n-jobs other than 1)``, a leading ``task_timeout`` is
+    ``--task-timeout``. Code in the message (``replay_task(agent, ...)``) is left alone.
+
+    >>> cli_terms("use n_jobs=-1 for all cores; task_timeout needs workers (n_jobs != 1)")
+    'use --n-jobs -1 for all cores; --task-timeout needs workers (--n-jobs other than 1)'
+    """
+    for name in _FLAGS:
+        flag = "--" + name.replace("_", "-")
+        message = re.sub(rf"(?<![\w(])(?<!, ){name}=(-?\d+)\b", rf"{flag} \1", message)
+        message = message.replace(f"({name} != 1)", f"({flag} other than 1)")
+        message = re.sub(rf"(^|; ){name}\b(?!\()", rf"\1{flag}", message)
+    return message
 
 
 class _Parser(argparse.ArgumentParser):
@@ -324,9 +346,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.checkpoint_every != 1 and not args.out:
         raise UsageError("--checkpoint-every sets how often the checkpoint in --out DIR is "
                          "written; pass --out")
-    if args.overwrite and (args.resume or not args.out):
-        raise UsageError("--overwrite replaces the run saved in --out DIR; pass --out, "
-                         "and not --resume")
+    if args.overwrite and args.resume:
+        raise UsageError("--overwrite replaces the run saved in --out DIR and --resume "
+                         "continues it: pass one of them")
+    if args.overwrite and not args.out:
+        raise UsageError("--overwrite replaces the run saved in --out DIR; pass --out")
     from .callbacks.options import from_args
     callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
@@ -408,6 +432,7 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     strategy_options = dict(defaults.get("strategy_options") or {}) if (
         strategy == defaults.get("strategy", DEFAULT)) else {}
     strategy_options.update(given_options)
+    _check_strategy(args, strategy, defaults, strategy_options, given_options)
     backend = args.backend
     if args.scheduler is not None:
         if backend not in (None, "dask"):
@@ -453,6 +478,22 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                        and not p.name.startswith("."))
         print(f"results written to {args.out}/ ({', '.join(files)})")
     return 0
+
+
+def _check_strategy(args: argparse.Namespace, strategy: str, defaults: dict,
+                    options: dict, given: dict) -> None:
+    """Build the strategy once before the run, to say which refused option is the
+    problem's default rather than the user's (``-o top=16`` of bipedalwalker's ARS,
+    with a --population too small for it)."""
+    from .strategies import make_strategy
+    try:
+        make_strategy(strategy, args.population or defaults["population"],
+                      args.sigma or defaults["sigma"], **options)
+    except (TypeError, ValueError) as exc:
+        ours = [k for k in options if k not in given and re.search(rf"\b{k}\b", str(exc))]
+        hint = (f" ({', '.join(f'{k}={options[k]!r}' for k in ours)}: {args.problem}'s "
+                f"default; -o NAME=VALUE sets another)") if ours else ""
+        raise UsageError(f"{cli_terms(str(exc))}{hint}") from None
 
 
 def _target_generations(out: str) -> int | None:
@@ -693,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               else f"{exc}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, ImportError) as exc:
-        print(f"es-search: error: {exc}", file=sys.stderr)
+        print(f"es-search: error: {cli_terms(str(exc))}", file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
         print(f"es-search: error: {exc}", file=sys.stderr)  # of es_search's own

@@ -42,7 +42,7 @@ from .chunking import chunk_bounds, chunk_count, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import ScoreError, TaskFailure, WorkerError, ranges as _ranges, warn_user
-from .interrupt import sigterm_as_interrupt
+from .interrupt import TimeLimit, sigterm_as_interrupt, time_limit
 from .pickling import check_score_kwargs_pickle
 from .repeat_check import UnrepeatableScoreWarning, check_repeatable
 from .seeding import preserved_global_rngs
@@ -198,10 +198,19 @@ class Evaluator:
     def _check_repeatable(self) -> None:
         """Warn when scoring the starting agent twice under one task seed gives two
         results (:mod:`es_search.repeat_check`). What ``score()`` raises is left to the
-        first task, which reports it with its task and seed."""
+        first task, which reports it with its task and seed. With a ``task_timeout`` the
+        check (three score() calls at most, in this process) gets three times that."""
+        limit = None if self.task_timeout is None else 3 * self.task_timeout
         try:
-            problem = check_repeatable(self.local, seed=self.seed,
-                                       score_kwargs=self.score_kwargs)
+            with time_limit(limit):
+                problem = check_repeatable(self.local, seed=self.seed,
+                                           score_kwargs=self.score_kwargs)
+        except TimeLimit:
+            warn_user(f"the repeat check (the starting agent scored twice in this process, "
+                      f"before the workers start) ran over 3 x task_timeout = {limit:g} s "
+                      f"and was stopped; the run's own tasks are bounded by task_timeout "
+                      f"in the workers (repeat_check=False skips the check)")
+            return
         except Exception:  # noqa: BLE001 - the first task reports it, with its seed
             return
         if problem:

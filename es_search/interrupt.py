@@ -121,3 +121,38 @@ class deferred_sigint:
             signal.signal(signum, previous)
         if self._received:
             raise self._received[0]
+
+
+class TimeLimit(BaseException):
+    """Raised by :func:`time_limit` when its block runs too long (a BaseException, so
+    that the ``except Exception`` of the code it interrupts does not swallow it)."""
+
+
+class time_limit:
+    """Context manager: raise :class:`TimeLimit` in the block after ``seconds`` (None:
+    no limit). A SIGALRM timer, so only in the main thread, only while no other SIGALRM
+    handler is installed, and only where Python code runs (a call stuck in C finishes
+    first); elsewhere the block runs unbounded."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self._previous: Any = None
+
+    def __enter__(self) -> "time_limit":
+        if self.seconds is None or not hasattr(signal, "setitimer") or \
+                not _in_main_thread() or \
+                signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
+            return self
+
+        def expired(signum: int, frame: Any) -> None:
+            raise TimeLimit(f"over {self.seconds:g} s")
+
+        self._previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)
+            self._previous = None

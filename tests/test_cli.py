@@ -303,7 +303,15 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "es_search.problems.blog:torch"], "is not an es_search.Agent subclass"),
     (["run", "blog", "--sigma", "-1"], "--sigma: must be a positive finite number"),
     (["run", "blog", "--generations", "0"], "--generations: must be >= 1, got 0"),
-    (["run", "blog", "--n-jobs", "0"], "--n-jobs: 0 means no workers"),
+    (["run", "blog", "--n-jobs", "0"], "--n-jobs: 0 means no workers; use --n-jobs -1 for "
+                                       "all cores or --n-jobs 1 for a plain loop"),
+    (["run", "sphere", "--task-timeout", "1", "--n-jobs", "1"],
+     "--task-timeout needs worker processes (--n-jobs other than 1)"),
+    (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in --out DIR; "
+                                       "pass --out"),
+    (["run", "bipedalwalker", "--population", "8"], "top (16) cannot exceed directions (4); "
+     "use top <= 4 or more directions (top=16: bipedalwalker's default; -o NAME=VALUE sets "
+     "another)"),
     (["run", "blog", "--seed", "x"], "--seed: must be a number (int), got 'x'"),
     (["run", "blog", "--seed", "-1"], "--seed: must be a non-negative integer"),
     (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
@@ -450,7 +458,7 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
     assert f"{out} holds a run already (3 generation(s)" in err and "--overwrite" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == saved
     assert main(first + ["--resume", "--overwrite"]) == 2
-    assert "not --resume" in capsys.readouterr().err
+    assert "--resume continues it: pass one of them" in capsys.readouterr().err
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out), "--overwrite"]) == 0
     assert json.loads((out / "command.json").read_text())["params"] == {"dim": 4}

@@ -85,6 +85,7 @@ def reference(generations: int):
                               sigma=0.3, seed=5, n_jobs=1, progress=False)
 
 
+@pytest.mark.filterwarnings("ignore::es_search.ResumeWarning")  # resumed without the delay
 @pytest.mark.parametrize("lines, extra", [(1, 0.0), (5, 0.004), (9, 0.023)])
 def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, extra):
     """Killed after ``lines`` generations plus ``extra`` seconds: somewhere in the next
@@ -279,6 +280,7 @@ def test_cli_resume_refuses_other_parameters(tmp_path):
     assert "cannot resume" in stderr and "arguments.dim: 4 in the checkpoint, 5 now" in stderr
 
 
+@pytest.mark.filterwarnings("ignore::es_search.ResumeWarning")  # resumed without the delay
 def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_path):
     """--checkpoint-every 4: killed with generations in history.jsonl that the last
     checkpoint lacks; the resume redoes them and equals the uninterrupted run."""

@@ -147,6 +147,7 @@ def test_a_second_run_into_a_folder_in_use_fails_at_once(tmp_path, capsys):
     assert json.loads((out / "result.json").read_text())["generations"] == 25
 
 
+@pytest.mark.filterwarnings("ignore::es_search.ResumeWarning")  # resumed without the delay
 def test_a_killed_run_leaves_no_lock_behind(tmp_path):
     out = tmp_path / "run"
     first = start_cli_run(out)

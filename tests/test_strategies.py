@@ -584,3 +584,19 @@ def test_restart_state_pickles_and_same_seed_same_restarts():
     a, b = states
     assert a.restarts >= 5 and a.restarts == b.restarts and a.regime == b.regime
     assert _same_candidates(strategy.ask(a, 12), strategy.ask(b, 12))
+
+
+def test_the_cma_overhead_benchmark_runs_and_prints_its_table():
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "cma_overhead.py"),
+                           "--weights", "10", "--generations", "2", "--rounds", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    row = done.stdout.splitlines()[-1].split("|")
+    assert row[1].strip() == "10" and float(row[2]) > 0 and float(row[3]) > 0
+    mine, pycma, ratio = float(row[2]), float(row[3]), float(row[4])
+    assert (mine - 0.05) / (pycma + 0.05) - 0.005 <= ratio <= \
+        (mine + 0.05) / max(pycma - 0.05, 1e-9) + 0.005  # (the times are shown rounded)

@@ -182,15 +182,28 @@ class CMAES(Strategy):
         self.check_size(center.size)
         es = self._new_es(center, self.initial_sigma, self._pycma_options(),
                           stream_seed(seed, _STREAM))
-        state = CMAESState(pickle.dumps(es), np.array(es.mean, dtype=np.float64),
+        state = CMAESState(self._frozen(es), np.array(es.mean, dtype=np.float64),
                            float(es.sigma), int(seed))
         if self.restarts is None:
             return state
         return dataclasses.replace(state, x0=center, popsize0=int(es.popsize),
                                    maxiter0=float(es.opts["maxiter"]))
 
+    def _frozen(self, es: Any) -> bytes:
+        """``es`` pickled, for a state; the next ``_ask`` of that state takes ``es``
+        itself (what unpickling would give) instead of unpickling it again."""
+        data = pickle.dumps(es, protocol=5)  # its arrays copied once (4: twice)
+        self._told = (data, es)
+        return data
+
+    def _thawed(self, state: CMAESState) -> Any:
+        told, self._told = self.__dict__.get("_told"), None
+        if told is not None and told[0] is state.es:
+            return told[1]
+        return pickle.loads(state.es)
+
     def _ask(self, state: CMAESState, generation: int) -> tuple[Any, list[np.ndarray]]:
-        es = pickle.loads(state.es)
+        es = self._thawed(state)
         with preserved_global_rngs():
             np.random.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
             solutions = es.ask()
@@ -232,7 +245,7 @@ class CMAES(Strategy):
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):
             return self._restart(state, generation, es.countevals)
-        return dataclasses.replace(state, es=pickle.dumps(es),
+        return dataclasses.replace(state, es=self._frozen(es),
                                    center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 
@@ -269,7 +282,7 @@ class CMAES(Strategy):
         es = self._new_es(state.x0, sigma, self._pycma_options(popsize, maxiter),
                           stream_seed(state.seed, _STREAM, generation, 3))
         return dataclasses.replace(
-            state, es=pickle.dumps(es), center=np.array(es.mean, dtype=np.float64),
+            state, es=self._frozen(es), center=np.array(es.mean, dtype=np.float64),
             sigma=float(es.sigma), restarts=state.restarts + 1, regime=regime,
             large_runs=large_runs, small_runs=small_runs, large_evals=large_evals,
             small_evals=small_evals)
@@ -285,6 +298,7 @@ class CMAES(Strategy):
         state = self.__dict__.copy()
         state.pop("_cma", None)
         state.pop("_asked", None)
+        state.pop("_told", None)
         return state
 
     def __setstate__(self, state):

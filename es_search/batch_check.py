@@ -25,11 +25,11 @@ import math
 from typing import Any, Mapping
 
 from .agent import Agent
-from .batched import has_score_batch
+from .batched import group_size, has_score_batch
 from .candidates import Candidate
 from .checks import (check_int, check_is_agent, check_positive_float, check_score_kwargs,
                      check_seed)
-from .scores import same_score
+from .scores import NotAScore, same_score
 from .seeding import preserved_global_rngs, task_seed
 from .worker import Payload, run_group, score_alone
 
@@ -65,6 +65,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     if not has_score_batch(agent):
         raise TypeError(f"{type(agent).__name__} does not define score_batch(); there is "
                         f"nothing to check (its candidates are scored by score())")
+    group_size(agent)  # a bad score_batch_size fails here, as run() would refuse it
     population = check_int("population", population, 2)
     sigma = check_positive_float("sigma", sigma)
     seed = check_seed(seed)
@@ -82,8 +83,15 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     scored: dict[str, list[float]] = {}
     with preserved_global_rngs():
         for name, bounds in layouts.items():
-            scored[name] = [s for a, b in bounds
-                            for s in run_group(work, payload, candidates[a:b], seed, 0, a)[0]]
+            scored[name] = []
+            for a, b in bounds:
+                try:
+                    scored[name] += run_group(work, payload, candidates[a:b], seed, 0, a)[0]
+                except NotAScore:
+                    raise
+                except Exception as exc:
+                    raise ScoreBatchMismatch(_raised(work, payload, candidates, seed, a, b,
+                                                     name, exc)) from exc
         if has_own_score(agent):
             scored["score()"] = score_alone(work, payload, candidates, seed, 0, 0)[0]
     reference = scored[f"a group of {population}"]
@@ -108,6 +116,29 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
             fix = _HOW_TO_FIX
         raise ScoreBatchMismatch(headline + "\n".join(lines) + more + "\n" + fix)
     return reference
+
+
+def _raised(agent: Agent, payload: Payload, candidates: list, seed: int, a: int, b: int,
+            layout: str, exc: Exception) -> str:
+    """What to say when ``score_batch`` raised on candidates ``a`` to ``b - 1``: which of
+    them raise in a group of one (as a run finds the culprit), or that the group does."""
+    culprits = []
+    for i in range(a, b):
+        try:
+            run_group(agent, payload, candidates[i:i + 1], seed, 0, i)
+        except Exception:  # noqa: BLE001 - named below
+            culprits.append(i)
+    what = f"{type(exc).__name__}: {exc}"
+    name = type(agent).__name__
+    if culprits:
+        return (f"{name}.score_batch() raised ({what}) in {layout}; alone, candidate"
+                f"{'s' if len(culprits) > 1 else ''} "
+                + ", ".join(f"{i} (task seed {task_seed(seed, 0, i)})" for i in culprits)
+                + " raise too: score_batch() fails on those rows (a run stops there with "
+                  "a ScoreError naming them, or with on_error='worst' scores them -inf)")
+    return (f"{name}.score_batch() raised ({what}) on candidates {a}-{b - 1} together "
+            f"in {layout}, though each of them scores alone: the group as a whole is at "
+            f"fault (its size, or something computed across its rows)")
 
 
 def has_own_score(agent: Agent) -> bool:

@@ -118,6 +118,11 @@ def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]
     ``default_rng(SeedSequence(seeds[i], spawn_key=key))`` (for 4 seeds or more, their
     states are computed at once, :func:`es_search.seeding.generators`).
     """
+    seeds = list(seeds)
+    for i, s in enumerate(seeds):  # a float would be truncated to another's stream
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise TypeError(f"candidate_rngs() takes the task seeds score_batch() got "
+                            f"(non-negative integers); seeds[{i}] is {s!r}")
     return generators(seeds, key)
 
 
@@ -163,6 +168,11 @@ def as_scores(values: Any, n: int, agent: Any) -> list[float]:
         if isinstance(values, torch.Tensor):
             values = values.detach()
         values = values.reshape(-1).tolist()
+    if isinstance(values, (Mapping, set, frozenset)):  # iterable, but not in order
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned a "
+                        f"{type(values).__name__}, which holds no order; it must return "
+                        f"one real number per candidate, in order (a list, 1-D array or "
+                        f"tensor of length {n})")
     try:
         values = list(values)
     except TypeError:

@@ -123,6 +123,14 @@ class Evaluator:
         self.last_shared: dict | None = None
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
+        #: evaluate(): the agent's own values of what is not evolved (buffers, frozen
+        #: parameters), and the names a weights dict has set so far: every later dict
+        #: loads them too, so that none leaks into the next candidate a worker scores
+        evolved = {name for name, _ in self.local.evolved_parameters()}
+        self._base = {name: value.detach().clone()
+                      for name, value in self.local.state_dict().items()
+                      if name not in evolved}
+        self._unevolved_set: set[str] = set()
         self._checker: Agent | None = None  # evaluate(): weights are tried on it first
         self.hooks = has_hooks(agent)
         group_size(agent)  # a bad score_batch_size fails here, before any worker starts
@@ -455,9 +463,14 @@ class Evaluator:
             self._checker = copy.deepcopy(self.local)
         for w in weights:  # bad names or shapes fail here, before any scoring
             self._checker.set_weights(w)
+            self._unevolved_set.update(name for name in w if name in self._base)
+        # each dict over the agent's own values: what an earlier dict set that is not
+        # evolved is set back (workers keep their agent from one candidate to the next)
+        reset = {name: self._base[name] for name in sorted(self._unevolved_set)}
         # NumPy arrays as tensors: joblib would memory-map large ones and keep them
         return self.score(generation, self.local.get_flat(),
-                          [Candidate("weights", vector=_as_tensors(w)) for w in weights])
+                          [Candidate("weights", vector={**reset, **_as_tensors(w)})
+                           for w in weights])
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:

@@ -226,6 +226,8 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
     ``"worst"`` fails the whole group (-inf) with it.
     """
     size = group_size(agent)
+    if _per_row_state(agent, candidates):
+        size = 1  # what score_batch's params cannot carry: each candidate in the agent
     scores: list[Any] = []
     reports: list[Any] = []
     with preserved_global_rngs():
@@ -258,6 +260,18 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
                        for i in range(a, b)]
             reports += [None] * (b - a)
     return scores, reports
+
+
+def _per_row_state(agent: Agent, candidates: Sequence[Candidate]) -> bool:
+    """Whether a candidate sets more than evolved values (a ``"weights"`` dict of
+    ``evaluate()`` with a buffer or a frozen parameter): ``score_batch`` gets the
+    evolved ones stacked and the rest from the agent, so such candidates are scored as
+    groups of one, each loaded in the agent."""
+    weights = [c.vector for c in candidates if c.kind == "weights"]
+    if not weights:
+        return False
+    evolved = {name for name, _ in agent.evolved_parameters()}
+    return any(name not in evolved for w in weights for name in w)
 
 
 # --------------------------------------------------------------------- in the workers

@@ -34,7 +34,8 @@ class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
     points: int = 256
     """data points, a quarter of them held out"""
     score_batch_size: int = 32
-    """candidates per score_batch() call (0: one score() per candidate, same run)"""
+    """candidates per score_batch() call (0: one score() per candidate: the same result,
+    scores equal to float32 rounding)"""
 
 
 def parse_args(argv=None) -> Args:

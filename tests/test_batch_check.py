@@ -9,6 +9,7 @@ import torch
 
 import es_search
 from batch_agents import GroupSensitive, RowExact
+from es_search.scores import NotAScore
 from es_search.seeding import seed_global_rngs, task_seed
 from test_batched import Line
 
@@ -136,3 +137,39 @@ def test_agents_without_score_batch_are_refused():
         es_search.check_score_batch(NoBatch())
     with pytest.raises(TypeError, match="must be an es_search.Agent"):
         es_search.check_score_batch(torch.nn.Linear(2, 2))
+
+
+def test_a_row_that_raises_is_named_and_unordered_returns_are_refused():
+    class RaisesOnSomeRows(es_search.Agent):
+        score_batch_size = 8
+
+        def __init__(self):
+            super().__init__()
+            self.x = torch.nn.Parameter(torch.zeros(2))
+
+        def score_batch(self, params, seeds):
+            if (params["x"][:, 0] > 0.0).any():
+                raise ValueError("bad row")
+            return (-(params["x"] ** 2).sum(-1)).tolist()
+
+    with pytest.raises(es_search.ScoreBatchMismatch,
+                       match=r"raised \(ValueError: bad row\) in a group of 8; alone, "
+                             r"candidates? \d+ \(task seed \d+\)") as info:
+        es_search.check_score_batch(RaisesOnSomeRows())
+    assert isinstance(info.value.__cause__, ValueError)
+
+    class ReturnsADict(RaisesOnSomeRows):
+        def score_batch(self, params, seeds):
+            return {i: 0.0 for i in range(len(seeds))}
+
+    class ReturnsASet(RaisesOnSomeRows):
+        def score_batch(self, params, seeds):
+            return set(range(len(seeds)))
+
+    for cls, kind in ((ReturnsADict, "dict"), (ReturnsASet, "set")):
+        with pytest.raises(NotAScore, match=f"returned a {kind}, which holds no order"):
+            es_search.check_score_batch(cls())
+    bad = RaisesOnSomeRows()
+    bad.score_batch_size = -1
+    with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
+        es_search.check_score_batch(bad)

@@ -82,6 +82,40 @@ def test_bad_weights_fail_before_scoring():
             es_search.evaluate(BlogAgent(work=0), bad)
 
 
+class Scaled(es_search.Agent):
+    """An evolved x and a buffer the weights dicts may set: -|x|^2 * scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.x = torch.nn.Parameter(torch.zeros(2))
+        self.register_buffer("scale", torch.ones(1))
+
+    def score(self):
+        return -float((self.x ** 2).sum() * self.scale)
+
+
+class ScaledBatched(Scaled):
+    score_batch_size = 32
+
+    def score_batch(self, params, seeds):
+        return (-(params["x"] ** 2).sum(-1) * self.scale).tolist()
+
+
+@pytest.mark.parametrize("cls", [Scaled, ScaledBatched])
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_what_a_weights_dict_sets_beyond_evolved_values_stays_with_its_candidate(cls,
+                                                                               n_jobs):
+    """A buffer set by one dict does not leak into the next candidate (a worker keeps
+    its agent), nor into the next call; with score_batch each row gets its own."""
+    one = {"x": torch.ones(2)}
+    scaled = [{**one, "scale": torch.tensor([float(k)])} for k in (5, 1, 2, 3)]
+    assert es_search.evaluate(cls(), [scaled[0], one], n_jobs=n_jobs) == [-10.0, -2.0]
+    with es_search.Evaluator(cls(), n_jobs=n_jobs, sequential_fallback=False) as evaluator:
+        assert evaluator.evaluate([scaled[0], one]) == [-10.0, -2.0]
+        assert evaluator.evaluate([one, one], 1) == [-2.0, -2.0]  # the agent's own 1 again
+        assert evaluator.evaluate(scaled[1:], 2) == [-2.0, -4.0, -6.0]
+
+
 def test_empty_input_gives_empty_output():
     assert es_search.evaluate(BlogAgent(work=0), []) == []
 

@@ -46,3 +46,12 @@ def test_fit_batched_improves_and_batching_changes_nothing(capsys):
     alone = run_script("fit_batched.py", *args, "--score-batch-size", "0")
     assert batched == alone  # one score() per candidate: the same run
     assert batched < 0.8 * start
+
+
+def test_the_scripts_help_shows_each_fields_docstring(capsys):
+    with pytest.raises(SystemExit):
+        run_script("fit_batched.py", "--help")
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--generations GENERATIONS generations of the search; default: 300" in text
+    assert "--seed SEED the run's seed: the same seed gives the same run" in text  # RunArgs'
+    assert "--resume continue the run saved in --out" in text

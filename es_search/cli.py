@@ -674,14 +674,46 @@ def _dask_client(address: str | None) -> Iterator[None]:
         return
     from .extras import require
     distributed = require("distributed", "dask")
-    try:
-        client = distributed.Client(address, timeout=20)
-    except (OSError, TimeoutError) as exc:
-        raise UsageError(f"cannot reach the dask scheduler at {address}: {exc}") from None
+    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
     try:
         yield
     finally:
         client.close()
+
+
+#: seconds --scheduler's address has to answer as a dask scheduler
+SCHEDULER_TIMEOUT = 20.0
+
+
+def _connect(distributed: Any, address: str, timeout: float) -> Any:
+    """A Client of the scheduler at ``address``, or one line (UsageError) within about
+    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
+    the connection but is no dask scheduler (a dashboard, another service), where it
+    may wait forever or read garbage as a message length."""
+    import threading
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = distributed.Client(address, timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
+    thread.start()
+    thread.join(timeout + 2)
+    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
+            "dashboard's; `dask scheduler` prints it)")
+    if thread.is_alive():
+        raise UsageError(f"no dask scheduler answered at {address} within {timeout:g} s"
+                         f"{hint}")
+    error = outcome.get("error")
+    if isinstance(error, (OSError, TimeoutError)):
+        raise UsageError(f"cannot reach the dask scheduler at {address}: {error}") from None
+    if error is not None:
+        raise UsageError(f"{address} did not answer as a dask scheduler "
+                         f"({type(error).__name__}: {error}){hint}") from None
+    return outcome["client"]
 
 
 def program() -> list[str]:

@@ -288,7 +288,17 @@ class Evaluator:
         if self.pool is None or self.policy.choose(n) == SEQUENTIAL:
             raw, reports = self._score_here(generation, payload, candidates)
         else:
-            raw, reports = self._score_parallel(generation, payload, candidates)
+            try:
+                raw, reports = self._score_parallel(generation, payload, candidates)
+            except OSError as exc:
+                if self.pool is None or self.pool.is_local:
+                    raise
+                # a cluster pool lost its scheduler (Dask's CommClosedError) or network
+                raise WorkerError(
+                    f"lost the connection to the cluster while scoring generation "
+                    f"{generation} ({type(exc).__name__}: {exc}); start the scheduler "
+                    f"and its workers again (or use another backend)",
+                    generation, list(range(n))) from exc
         self.failures = [s for s in raw if isinstance(s, TaskFailure)]
         self.reports = reports
         return [-math.inf if isinstance(s, TaskFailure) else s for s in raw]

@@ -375,3 +375,57 @@ class preserved_global_rngs(ProcessStateBlock):
         random.setstate(python_state)
         np.random.set_state(numpy_state)
         torch.set_rng_state(torch_state)
+
+
+#: what ``random``'s module-level functions are (bound methods of one shared Random)
+_RANDOM_FUNCTIONS = tuple(name for name in (
+    "random", "uniform", "triangular", "randint", "choice", "choices", "randrange",
+    "sample", "shuffle", "normalvariate", "lognormvariate", "expovariate",
+    "vonmisesvariate", "gammavariate", "gauss", "betavariate", "paretovariate",
+    "weibullvariate", "getrandbits", "randbytes", "binomialvariate", "getstate",
+    "setstate", "seed") if hasattr(random, name))
+
+
+class own_python_random:
+    """Context manager: in this thread, ``random``'s module-level functions draw from
+    a ``random.Random`` of the block's own; other threads keep drawing from the shared
+    one. A Dask worker runs a long call in a thread beside its event loop, which draws
+    from ``random`` meanwhile (tornado's jittered heartbeats, distributed's backoffs):
+    without this, the task's seeded ``random.random()`` draws would depend on what the
+    loop did. ``random.seed`` in the block seeds both (``from random import random``
+    holds the shared one's method).
+
+    >>> import random, threading
+    >>> with own_python_random():
+    ...     random.seed(1)
+    ...     t = threading.Thread(target=random.random); t.start(); t.join()  # the loop
+    ...     a = random.random()
+    >>> random.seed(1); a == random.random()
+    True
+    """
+
+    def __enter__(self) -> "own_python_random":
+        own, owner = random.Random(), threading.get_ident()
+        self._saved = {name: getattr(random, name) for name in _RANDOM_FUNCTIONS}
+
+        def routed(name: str) -> Any:
+            shared, mine = self._saved[name], getattr(own, name)
+            if name == "seed":
+                def seed(*args: Any, **kwargs: Any) -> None:
+                    if threading.get_ident() == owner:
+                        mine(*args, **kwargs)
+                    shared(*args, **kwargs)
+                return seed
+
+            def draw(*args: Any, **kwargs: Any) -> Any:
+                return (mine if threading.get_ident() == owner else shared)(*args, **kwargs)
+            return draw
+
+        own.setstate(random.getstate())  # as the shared one stood: nothing changes alone
+        for name in _RANDOM_FUNCTIONS:
+            setattr(random, name, routed(name))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for name, function in self._saved.items():
+            setattr(random, name, function)

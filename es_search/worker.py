@@ -290,7 +290,17 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
     """
     agent = _WORKER_AGENTS.get(token)
     if agent is None:
-        agent = cloudpickle.loads(_backends.load(skeleton))
+        try:
+            agent = cloudpickle.loads(_backends.load(skeleton))
+        except ModuleNotFoundError as exc:
+            import socket
+            raise ModuleNotFoundError(
+                f"a worker process ({socket.gethostname()}, pid {os.getpid()}) cannot "
+                f"import {exc.name!r}, which the agent needs: install it where the "
+                f"workers run, or send it with the agent: "
+                f"cloudpickle.register_pickle_by_value({exc.name}) before the run (the "
+                f"command line does this for path/to/file.py:Class)", name=exc.name
+            ) from exc
         for _, p in agent.evolved_parameters():
             p.data = torch.empty(p.shape, dtype=p.dtype)
         _WORKER_AGENTS[token] = agent

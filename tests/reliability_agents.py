@@ -157,3 +157,23 @@ class UsesData(Raises):
 
     def score(self, data, **kwargs) -> float:
         return super().score(**kwargs) + float(data.sum())
+
+
+class LoopDraws(Vec):
+    """Draws from Python's ``random`` after the Dask worker's event loop drew from it
+    too, while this call ran in a thread beside it (as the loop's jittered heartbeats
+    do): the task's seeded draws must not see the loop's."""
+
+    def score(self, **kwargs) -> float:
+        import random
+        if threading.current_thread() is not threading.main_thread():  # beside the loop
+            try:
+                from distributed import get_worker
+                loop = get_worker().loop
+            except (ImportError, ValueError):
+                loop = None
+            if loop is not None:
+                done = threading.Event()
+                loop.add_callback(lambda: (random.random(), done.set()))
+                done.wait(5)
+        return -float(((self.x - 1) ** 2).sum()) + random.random()

@@ -108,6 +108,19 @@ def test_a_large_centre_is_sent_once_then_derived_by_the_workers(backend):
     assert parcels.values_sent == 0 and parcels.recipes_sent == runners  # once per worker
 
 
+def test_pythons_random_is_the_tasks_own_beside_the_event_loop(cluster, monkeypatch):
+    """A call in the actor thread (every call, with loop_call_seconds = 0) while the
+    worker's event loop draws from random: the scores equal n_jobs=1's."""
+    from es_search.pools.dask_pool import DaskPool
+    monkeypatch.setattr(DaskPool, "loop_call_seconds", 0.0)
+    client = cluster[1]
+    client.wait_for_workers(2, timeout=60)
+    reference = es_search.run(agents.LoopDraws(), generations=2, n_jobs=1, **KW)
+    result = es_search.run(agents.LoopDraws(), generations=2, backend=client,
+                           sequential_fallback=False, **KW)
+    assert same(result, reference)
+
+
 def test_workers_that_join_between_generations_are_used(cluster):
     cluster_, client = cluster
     candidates = [Candidate("jitter", 0.1)] * 6
@@ -173,3 +186,66 @@ def test_the_several_machines_recipe(tmp_path, capsys):
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.mark.parametrize("says", [b"", b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n" * 4])
+def test_scheduler_that_is_no_dask_scheduler_is_one_line_exit_2(says, monkeypatch, capsys):
+    """--scheduler at a server that is not a dask scheduler (one that says nothing, as
+    a dashboard waiting for a request; one whose banner Dask reads as a message length)
+    ends with one line and exit 2, not a hang or a MemoryError traceback."""
+    pytest.importorskip("distributed")
+    import socket
+    import threading
+    from es_search import cli
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    held = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if says:
+                conn.sendall(says)
+
+    threading.Thread(target=serve, daemon=True).start()
+    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 1.0)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        assert cli.main(["run", "sphere", "--scheduler", address, "--generations", "1",
+                         "--no-progress"]) == 2
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert address in err and "not its dashboard's" in err
+
+
+def test_a_lost_scheduler_is_a_worker_error_that_says_so(cluster, monkeypatch):
+    """The scheduler gone mid-run (Dask's CommClosedError from the client): es_search's
+    WorkerError, which the run explains (where its work is, how to resume) and the
+    command line prints as one message, not a Dask traceback."""
+    from distributed.comm.core import CommClosedError
+    client = cluster[1]
+    client.wait_for_workers(2, timeout=60)
+    candidates = [Candidate("jitter", 0.1)] * 4
+    with Evaluator(agents.Vec(), seed=0, n_jobs=2, backend=client,
+                   sequential_fallback=False) as evaluator:
+        center = evaluator.local.get_flat()
+        evaluator.score(0, center, candidates)
+
+        def closed(*args, **kwargs):
+            raise CommClosedError("ConnectionPool closing.")
+
+        monkeypatch.setattr(evaluator.pool, "run_chunks", closed)
+        with pytest.raises(es_search.WorkerError, match=r"lost the connection to the cluster "
+                                                        r"while scoring generation 1 "
+                                                        r"\(CommClosedError") as info:
+            evaluator.score(1, center, candidates)
+    assert info.value.generation == 1 and info.value.indices == [0, 1, 2, 3]

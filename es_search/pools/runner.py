@@ -17,6 +17,8 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..seeding import own_python_random
+
 _IDS = itertools.count(1)
 
 
@@ -100,7 +102,8 @@ class Runner:
                         return Mismatch(key)
                     self.store[key] = value
             try:
-                return True, fn(*self._resolve(args))
+                with own_python_random():  # the worker's event loop draws from it too
+                    return True, fn(*self._resolve(args))
             except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
                 return False, exc
         finally:  # after the sends: a recipe may derive from what is forgotten

@@ -260,8 +260,10 @@ def _tagged(position: int, fn: Callable[..., Any], *args: Any) -> tuple[int, Any
 
 def _capture_local(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     """:func:`_capture` in a worker process of this machine, which first makes sure the
-    worker ends with the process that started it."""
-    watch_parent()
+    worker ends with the process that started it (never in a process that opened a
+    pool: joblib may run a call there, e.g. multiprocessing in a daemon process)."""
+    if os.getpid() not in _POOL_OWNERS:
+        watch_parent()
     return _capture(fn, *args)
 
 
@@ -271,6 +273,8 @@ def _tagged_local(position: int, fn: Callable[..., Any], *args: Any) -> tuple[in
 
 #: the worker process whose parent a thread watches (a forked child starts its own)
 _watched_pid: int | None = None
+#: processes that opened a local pool: they are no workers, whatever runs in them
+_POOL_OWNERS: set[int] = set()
 PARENT_POLL_SECONDS = 1.0
 
 
@@ -351,6 +355,7 @@ class JoblibPool(Pool):
         self._parallel = parallel
         self.n_workers = n_workers
         self.is_local = is_local(parallel)
+        _POOL_OWNERS.add(os.getpid())
         self.files = SharedFiles() if self.is_local else None
         backend = parallel._backend
         if hasattr(getattr(backend, "_pool", None), "_inqueue"):  # multiprocessing's

@@ -393,7 +393,8 @@ class own_python_random:
     from ``random`` meanwhile (tornado's jittered heartbeats, distributed's backoffs):
     without this, the task's seeded ``random.random()`` draws would depend on what the
     loop did. ``random.seed`` in the block seeds both (``from random import random``
-    holds the shared one's method).
+    holds the shared one's method). Blocks in several threads at once each get their
+    own; the module's functions are put back when the last one ends.
 
     >>> import random, threading
     >>> with own_python_random():
@@ -405,27 +406,45 @@ class own_python_random:
     """
 
     def __enter__(self) -> "own_python_random":
-        own, owner = random.Random(), threading.get_ident()
-        self._saved = {name: getattr(random, name) for name in _RANDOM_FUNCTIONS}
-
-        def routed(name: str) -> Any:
-            shared, mine = self._saved[name], getattr(own, name)
-            if name == "seed":
-                def seed(*args: Any, **kwargs: Any) -> None:
-                    if threading.get_ident() == owner:
-                        mine(*args, **kwargs)
-                    shared(*args, **kwargs)
-                return seed
-
-            def draw(*args: Any, **kwargs: Any) -> Any:
-                return (mine if threading.get_ident() == owner else shared)(*args, **kwargs)
-            return draw
-
-        own.setstate(random.getstate())  # as the shared one stood: nothing changes alone
-        for name in _RANDOM_FUNCTIONS:
-            setattr(random, name, routed(name))
+        own = random.Random()
+        with _ROUTE_LOCK:
+            if not _ROUTES:
+                _SHARED.update((name, getattr(random, name)) for name in _RANDOM_FUNCTIONS)
+                for name in _RANDOM_FUNCTIONS:
+                    setattr(random, name, _routed(name))
+            own.setstate(_SHARED["getstate"]())  # as the shared one stood
+            _ROUTES[threading.get_ident()] = own
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for name, function in self._saved.items():
-            setattr(random, name, function)
+        with _ROUTE_LOCK:
+            _ROUTES.pop(threading.get_ident(), None)
+            if not _ROUTES:
+                for name, function in _SHARED.items():
+                    setattr(random, name, function)
+                _SHARED.clear()
+
+
+#: thread id -> its own Random while an own_python_random block is open in it
+_ROUTES: dict[int, random.Random] = {}
+#: random's own module-level functions while routed
+_SHARED: dict[str, Any] = {}
+_ROUTE_LOCK = threading.Lock()
+
+
+def _routed(name: str) -> Any:
+    """``random.NAME`` that draws from the calling thread's own Random, if it has one."""
+    shared = getattr(random, name)
+    if name == "seed":
+        def seed(*args: Any, **kwargs: Any) -> None:
+            own = _ROUTES.get(threading.get_ident())
+            if own is not None:
+                own.seed(*args, **kwargs)
+            shared(*args, **kwargs)
+        return seed
+
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        own = _ROUTES.get(threading.get_ident())
+        return (shared if own is None else getattr(own, name))(*args, **kwargs)
+    draw.__name__ = name
+    return draw

@@ -214,3 +214,32 @@ def test_a_child_forked_while_another_thread_holds_the_lock_can_score(block):
     finally:
         release.set()
         holder.join(10)
+
+
+def test_own_python_random_blocks_in_two_threads_each_get_their_own():
+    import random
+    import threading
+
+    from es_search.seeding import own_python_random
+    original = random.random
+    entered, release, draws = threading.Barrier(2), threading.Event(), {}
+
+    def block(seed):
+        with own_python_random():
+            random.seed(seed)
+            entered.wait(5)
+            if seed == 1:
+                release.wait(5)  # the other block ends first
+            draws[seed] = [random.random() for _ in range(3)]
+            if seed == 2:
+                release.set()
+
+    threads = [threading.Thread(target=block, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for seed in (1, 2):
+        random.seed(seed)
+        assert draws[seed] == [random.random() for _ in range(3)]
+    assert random.random is original  # put back when the last block ended

@@ -300,3 +300,19 @@ def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_pat
     assert same_history(resumed.history, full.history)
     assert resumed.best_score == full.best_score
     assert same_history(read_history(out / "history.jsonl"), full.history)
+
+
+def test_a_process_that_opened_a_pool_never_watches_its_own_parent():
+    """joblib may run a call in the process that opened the pool (multiprocessing in a
+    daemon process): that process must not end when its parent does (nohup, a closed
+    terminal), only workers do."""
+    import threading
+
+    from es_search import backends
+    vec = load_problem(f"{AGENTS}:Vec")
+    with es_search.Evaluator(vec(), n_jobs=2, sequential_fallback=False):
+        pass  # opens a local pool: this process is its owner
+    assert os.getpid() in backends._POOL_OWNERS
+    assert backends._capture_local(lambda: 7) == (True, 7)
+    assert backends._watched_pid != os.getpid()
+    assert not [t for t in threading.enumerate() if t.name == "es_search-parent-watch"]

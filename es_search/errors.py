@@ -56,7 +56,10 @@ class ScoreError(RuntimeError):
             f"generation {self.generation}, candidate {self.index}")
         source = (f"out={self.out!r}" if self.out is not None else
                   "out=<the run's out folder>")
-        return (f"{self.agent_class}.score() failed on {where} (task seed {self.seed}).\n"
+        # Agent.score() of an agent that defines only score_batch: a group of one
+        method = ("score_batch() (scoring the candidate alone, a group of one)"
+                  if ", in score_one\n" in self.remote_traceback else "score()")
+        return (f"{self.agent_class}.{method} failed on {where} (task seed {self.seed}).\n"
                 f"Reproduce it in this process (e.g. under a debugger) with\n"
                 f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
                 f"index={self.index})\n"

@@ -190,3 +190,23 @@ def test_a_failing_starting_agent_is_replayable_from_the_run_folder(tmp_path):
         es_search.run(agents.Raises({start}), generations=2, n_jobs=1, out=tmp_path, **KW)
     with pytest.raises(ValueError, match=r"boom at \[0.0, 0.0, 0.0, 0.0\]"):
         es_search.replay_task(agents.Raises({start}), out=tmp_path, generation=-1, index=0)
+
+
+def test_a_score_batch_scored_alone_is_named_in_the_error():
+    """An agent that defines only score_batch(), scored one candidate per call: the
+    error names score_batch(), the method the user wrote, not score()."""
+    class OnlyBatch(es_search.Agent):
+        score_batch_size = 0
+
+        def __init__(self):
+            super().__init__()
+            self.x = torch.nn.Parameter(torch.zeros(2))
+
+        def score_batch(self, params, seeds):
+            raise ValueError("nope")
+
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.run(OnlyBatch(), generations=1, n_jobs=1, progress=False,
+                      repeat_check=False)
+    assert str(info.value).startswith("OnlyBatch.score_batch() (scoring the candidate "
+                                      "alone, a group of one) failed on the starting agent")

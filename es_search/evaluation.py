@@ -124,12 +124,10 @@ class Evaluator:
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         #: evaluate(): the agent's own values of what is not evolved (buffers, frozen
-        #: parameters), and the names a weights dict has set so far: every later dict
-        #: loads them too, so that none leaks into the next candidate a worker scores
-        evolved = {name for name, _ in self.local.evolved_parameters()}
-        self._base = {name: value.detach().clone()
-                      for name, value in self.local.state_dict().items()
-                      if name not in evolved}
+        #: parameters; taken at the first call, not for a run), and the names a weights
+        #: dict has set so far: every later dict loads them too, so that none leaks into
+        #: the next candidate a worker scores
+        self._base: dict[str, torch.Tensor] | None = None
         self._unevolved_set: set[str] = set()
         self._checker: Agent | None = None  # evaluate(): weights are tried on it first
         self.hooks = has_hooks(agent)
@@ -471,6 +469,11 @@ class Evaluator:
             return []
         if self._checker is None:
             self._checker = copy.deepcopy(self.local)
+        if self._base is None:  # before any weights dict is loaded into self.local
+            evolved = {name for name, _ in self.local.evolved_parameters()}
+            self._base = {name: value.detach().clone()
+                          for name, value in self.local.state_dict().items()
+                          if name not in evolved}
         for w in weights:  # bad names or shapes fail here, before any scoring
             self._checker.set_weights(w)
             self._unevolved_set.update(name for name in w if name in self._base)

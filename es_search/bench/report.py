@@ -127,10 +127,21 @@ def markdown(result: dict) -> str:
 
 
 def summary(result: dict) -> str:
-    """The machine and the model's predictions, without calibration, start-up, ceiling
-    and the per-configuration table
-    (what a README shows; the full tables are in ``scaling.md``)."""
-    return "\n".join(_header(result)[:1] + [""] + _model(result) + _caveat(result)) + "\n"
+    """What a README shows: the machine, the overhead model's costs and its predicted
+    speedups (the full tables, Amdahl's fit and the caveats are in ``scaling.md``)."""
+    model = result["model"]
+    a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
+    lines = _header(result)[:1] + [
+        "", f"Overhead model fitted on the engine's parallel generations: "
+        f"{fmt(a and a * 1e3)} ms per generation, {fmt(h and h * 1e6, 1)} us per task "
+        f"({model['points']} points). Predicted speedup, workers capped at the population:",
+        "", "| score | pop | ms/task | 16 / 64 / 256 cores |", "|---|---|---|---|"]
+    for p in result["predictions"]:
+        ov = " / ".join(fmt(p.get(f"overhead_{c}"), 1) for c in (16, 64, 256))
+        lines.append(f"| {p['cost']} | {p['pop']} | {p['task_ms']:.3f} | {ov} |")
+    if max(result["n_values"]) == 1:
+        lines += [""] + _caveat(result)[1:]
+    return "\n".join(lines) + "\n"
 
 
 def plot(result: dict, path: str) -> None:

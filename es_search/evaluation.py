@@ -128,6 +128,10 @@ class Evaluator:
         #: dict has set so far: every later dict loads them too, so that none leaks into
         #: the next candidate a worker scores
         self._base: dict[str, torch.Tensor] | None = None
+        #: evaluate(): the agent's own evolved values, the centre every weights dict is
+        #: loaded over (taken at the first call: scoring in this process loads each
+        #: candidate into ``local``, which must not become the next call's centre)
+        self._center: np.ndarray | None = None
         self._unevolved_set: set[str] = set()
         self._checker: Agent | None = None  # evaluate(): weights are tried on it first
         self.hooks = has_hooks(agent)
@@ -470,6 +474,7 @@ class Evaluator:
         if self._checker is None:
             self._checker = copy.deepcopy(self.local)
         if self._base is None:  # before any weights dict is loaded into self.local
+            self._center = self.local.get_flat()
             evolved = {name for name, _ in self.local.evolved_parameters()}
             self._base = {name: value.detach().clone()
                           for name, value in self.local.state_dict().items()
@@ -481,7 +486,7 @@ class Evaluator:
         # evolved is set back (workers keep their agent from one candidate to the next)
         reset = {name: self._base[name] for name in sorted(self._unevolved_set)}
         # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return self.score(generation, self.local.get_flat(),
+        return self.score(generation, self._center,
                           [Candidate("weights", vector={**reset, **_as_tensors(w)})
                            for w in weights])
 

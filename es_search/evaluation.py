@@ -486,9 +486,13 @@ class Evaluator:
         # evolved is set back (workers keep their agent from one candidate to the next)
         reset = {name: self._base[name] for name in sorted(self._unevolved_set)}
         # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return self.score(generation, self._center,
-                          [Candidate("weights", vector={**reset, **_as_tensors(w)})
-                           for w in weights])
+        try:
+            return self.score(generation, self._center,
+                              [Candidate("weights", vector={**reset, **as_tensors(w)})
+                               for w in weights])
+        except ScoreError as exc:  # no run folder: its message replays weights[index]
+            exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
+            raise
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
@@ -518,6 +522,10 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
     The blog post's whole example::
 
         scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
+
+    A ``score()`` that raises stops the call with a :class:`~es_search.ScoreError`
+    whose message says how to replay that weights dict in this process
+    (:func:`es_search.replay_task` with ``weights=``).
     """
     check_is_agent(agent)
     weights = _weights_list(weights)
@@ -547,7 +555,7 @@ def _check_generation(generation: Any) -> int:
                      " (task i of a call runs under task_seed(seed, generation, i))")
 
 
-def _as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
+def as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
     """A weights dict with its NumPy arrays as tensors of the same dtype and values (an
     array torch cannot hold stays as it is; set_weights says what is wrong with it)."""
     def tensor(value: Any) -> Any:

@@ -552,17 +552,16 @@ def _defaults(cls: type) -> dict:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
-    from .repeat_check import check_repeatable
-    from .replay import replay_task
+    from .repeat_check import repeat_and_score
 
     cls = load_problem(args.problem)
     agent = _build(cls, _parse_params(args.param), args.seed, args.problem)
     _check_no_score_kwargs(agent)
-    problem = check_repeatable(agent, seed=args.seed)
+    # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
+    problem, start = repeat_and_score(agent, seed=args.seed)
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)
         return 1
-    start = replay_task(agent, seed=args.seed, generation=-1, index=0)
     if not math.isfinite(start):
         print(f"es-search check: {type(agent).__name__}'s score is {start} for the "
               f"starting agent: not a finite number, so it can never be kept as the best "

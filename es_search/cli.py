@@ -726,6 +726,7 @@ def _dask_client(address: str | None) -> Iterator[None]:
         return
     from .extras import require
     distributed = require("distributed", "dask")
+    _check_host(distributed, address)
     client = _connect(distributed, address, SCHEDULER_TIMEOUT)
     try:
         yield
@@ -735,6 +736,26 @@ def _dask_client(address: str | None) -> Iterator[None]:
 
 #: seconds --scheduler's address has to answer as a dask scheduler
 SCHEDULER_TIMEOUT = 20.0
+
+
+def _check_host(distributed: Any, address: str) -> None:
+    """A UsageError at once when the host of ``address`` has no address here (a typo, a
+    machine this one does not know): a Client would retry it until its timeout. An
+    address that does not parse as host and port is left to the Client to judge."""
+    import socket
+    try:
+        scheme, location = distributed.comm.parse_address(address)
+        if scheme not in ("tcp", "tls", "ws", "wss"):
+            return
+        host, port = distributed.comm.parse_host_port(location, 8786)
+    except (ValueError, TypeError):
+        return
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot reach the dask scheduler at {address}: no such host "
+                         f"{host!r} ({exc.strerror}); check the address (`dask "
+                         f"scheduler` prints it, e.g. tcp://host:8786)") from None
 
 
 def _connect(distributed: Any, address: str, timeout: float) -> Any:

@@ -21,7 +21,7 @@ from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
 from .errors import ScoreError, WorkerError
-from .interrupt import Terminated, sigterm_as_interrupt
+from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
@@ -822,7 +822,8 @@ _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and not faulthandler.is_enabled():  # the command: a crash in this
         faulthandler.enable()  # process (a score() scored here) shows where it was
-    parser = build_parser()
+    parser = build_parser()  # its last imports: a Ctrl-C until here is one line too
+    end_command_start()  # from here, Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
     if not argv:  # a bare `es-search`: what it can do, not one line about a missing verb

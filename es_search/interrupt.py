@@ -176,8 +176,10 @@ def starting_command() -> bool:
     if getattr(main, "__name__", None) != "__main__":
         return False
     parts = os.path.normpath(str(getattr(main, "__file__", None) or "")).split(os.sep)
-    if any(os.path.splitext(part)[0] in _COMMAND_SCRIPTS for part in parts[-2:]):
+    if os.path.splitext(parts[-1])[0] in _COMMAND_SCRIPTS:
         return True
+    if parts[-1] == "__main__.py" and len(parts) > 1 and parts[-2] == "es-search.exe":
+        return True  # the Windows launcher runs the zip appended to it
     return sys.argv[:1] == ["-m"] and \
         module_run(getattr(sys, "orig_argv", ())) in _COMMAND_MODULES
 

@@ -176,6 +176,23 @@ def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, h
     assert (proc.returncode, out, err) == (130, "", "es-search: interrupted\n")
 
 
+@pytest.mark.parametrize("folder, script", [("es-search", "train.py"),
+                                             ("work", "es-search-notes.py"),
+                                             ("es-search.exe", "train.py")])
+def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path, folder,
+                                                                        script):
+    """Only the command takes SIGINT while it starts: a user's program (here in a folder
+    named like the command, as a clone of this repository is) keeps Python's handler."""
+    path = tmp_path / folder / script
+    path.parent.mkdir()
+    path.write_text("import signal\nimport es_search\n"
+                    "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(path)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
+
+
 def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     """A job scheduler's stop: the run's workers must not outlive it (Python's default
     for SIGTERM is to die at once, leaving a pool's processes behind)."""

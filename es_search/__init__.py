@@ -2,6 +2,10 @@
 
 Subclass :class:`Agent`, write ``score()``, call :func:`run`.
 """
+from .interrupt import guard_command_start as _guard_command_start
+
+_guard_command_start()  # the es-search command: a Ctrl-C while torch loads is one line
+
 from .agent import Agent
 from .batch_check import ScoreBatchMismatch, check_score_batch
 from .candidates import Candidate

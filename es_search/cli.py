@@ -21,7 +21,7 @@ from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
 from .errors import ScoreError, WorkerError
-from .interrupt import Terminated, sigterm_as_interrupt
+from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .strategies import DEFAULT, STRATEGIES
@@ -421,6 +421,7 @@ def _defining(cls: type) -> Callable[[dict], dict]:
 
 def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                    given_options: dict, callbacks: list) -> int:
+    from .output import TEST
     from .run import run
 
     agent = _build(cls, params, args.seed, args.problem)
@@ -439,6 +440,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
             raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
                              f"--backend {backend}")
         backend = "dask"
+    scored = _ScoredGenerations()
+    callbacks = [*callbacks, scored]
     with _dask_client(args.scheduler):
         started = time.perf_counter()
         result = run(agent, generations=generations,
@@ -463,7 +466,17 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
-    if not args.no_test:
+    # a resumed run that had no generation left: its end is the earlier one, tested then
+    done_before = args.resume and scored.count == 0
+    if done_before:
+        print(f"the run in {args.out}/ had already completed its {result.generations} "
+              f"generations: nothing left to do (a larger --generations continues it)")
+    earlier = _earlier_test(args.out, result.center_weights) if done_before else None
+    if earlier is not None and not args.no_test:
+        print(f"the figures of its earlier test ({Path(args.out) / TEST}; "
+              f"{shlex.join([*program(), 'test', args.out])} tests it again):")
+        _print_test(earlier, _same_weights(result.best_weights, result.center_weights))
+    elif not args.no_test:
         try:
             _report_test(result.agent, result.best_weights, result.center_weights, args.out)
         except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
@@ -476,8 +489,39 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
                        and not p.name.startswith("."))
-        print(f"results written to {args.out}/ ({', '.join(files)})")
+        if earlier is not None:  # not this command's: say whose
+            files = [f"{name} from its earlier test" if name == TEST else name
+                     for name in files]
+        print(f"results {'in' if done_before else 'written to'} {args.out}/ "
+              f"({', '.join(files)})")
     return 0
+
+
+class _ScoredGenerations:
+    """A callback that counts the generations the run scores (none: a resumed run that
+    had already completed them all)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_generation(self, record: dict) -> None:
+        self.count += 1
+
+
+def _earlier_test(out: str, center: dict | None) -> dict | None:
+    """The figures ``out/test.json`` holds (``{"best": ..., "center": ...}``), or None
+    when it is missing, unreadable or lacks the final centre's (``center`` not None).
+    Call it only for a run that scored no new generation: a resumed run removes
+    test.json with its first one, so what remains is the test of these weights."""
+    from .output import TEST, from_json
+    try:
+        figures = from_json(json.loads((Path(out) / TEST).read_text()))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(figures, dict) or not isinstance(figures.get("best"), dict) or (
+            center is not None and not isinstance(figures.get("center"), dict)):
+        return None
+    return figures
 
 
 def _check_strategy(args: argparse.Namespace, strategy: str, defaults: dict,
@@ -552,17 +596,16 @@ def _defaults(cls: type) -> dict:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
-    from .repeat_check import check_repeatable
-    from .replay import replay_task
+    from .repeat_check import repeat_and_score
 
     cls = load_problem(args.problem)
     agent = _build(cls, _parse_params(args.param), args.seed, args.problem)
     _check_no_score_kwargs(agent)
-    problem = check_repeatable(agent, seed=args.seed)
+    # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
+    problem, start = repeat_and_score(agent, seed=args.seed)
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)
         return 1
-    start = replay_task(agent, seed=args.seed, generation=-1, index=0)
     if not math.isfinite(start):
         print(f"es-search check: {type(agent).__name__}'s score is {start} for the "
               f"starting agent: not a finite number, so it can never be kept as the best "
@@ -610,24 +653,33 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
     figures = {"best": scores(best)}
     if not figures["best"]:
         return {}
-    shown = [("the best agent", figures["best"])]
+    same = _same_weights(best, center)
     if center is not None:
-        if center.keys() == best.keys() and all(torch.equal(torch.as_tensor(center[k]),
-                                                            torch.as_tensor(best[k]))
-                                                for k in best):
-            figures["center"] = figures["best"]
-            shown = [("the best agent (also the final centre)", figures["best"])]
-        else:
-            figures["center"] = scores(center)
-            shown.append(("the final centre", figures["center"]))
+        figures["center"] = figures["best"] if same else scores(center)
     if out:  # saved before printing: a reader that leaves early (| head) loses nothing
         from .output import TEST, dump_json
-        dump_json(Path(out) / TEST, figures)
+        dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave
+    _print_test(figures, same)
+    return figures
+
+
+def _same_weights(best: dict, center: dict | None) -> bool:
+    """Whether the final ``center`` is the ``best`` weights (a hill climber's parent
+    that is still its best): tested once, shown once."""
+    return center is not None and center.keys() == best.keys() and all(
+        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
+
+
+def _print_test(figures: dict, same: bool) -> None:
+    """One line per tested agent: the best, and the final centre (unless ``same``)."""
+    shown = [("the best agent (also the final centre)" if same else "the best agent",
+              figures["best"])]
+    if "center" in figures and not same:
+        shown.append(("the final centre", figures["center"]))
     for label, values in shown:
         text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
                          else f"{name} {value}" for name, value in values.items())
         print(f"test of {label}, outside the search: {text}")
-    return figures
 
 
 def _load_weights(path: Path) -> dict:
@@ -674,6 +726,7 @@ def _dask_client(address: str | None) -> Iterator[None]:
         return
     from .extras import require
     distributed = require("distributed", "dask")
+    _check_host(distributed, address)
     client = _connect(distributed, address, SCHEDULER_TIMEOUT)
     try:
         yield
@@ -683,6 +736,26 @@ def _dask_client(address: str | None) -> Iterator[None]:
 
 #: seconds --scheduler's address has to answer as a dask scheduler
 SCHEDULER_TIMEOUT = 20.0
+
+
+def _check_host(distributed: Any, address: str) -> None:
+    """A UsageError at once when the host of ``address`` has no address here (a typo, a
+    machine this one does not know): a Client would retry it until its timeout. An
+    address that does not parse as host and port is left to the Client to judge."""
+    import socket
+    try:
+        scheme, location = distributed.comm.parse_address(address)
+        if scheme not in ("tcp", "tls", "ws", "wss"):
+            return
+        host, port = distributed.comm.parse_host_port(location, 8786)
+    except (ValueError, TypeError):
+        return
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot reach the dask scheduler at {address}: no such host "
+                         f"{host!r} ({exc.strerror}); check the address (`dask "
+                         f"scheduler` prints it, e.g. tcp://host:8786)") from None
 
 
 def _connect(distributed: Any, address: str, timeout: float) -> Any:
@@ -749,7 +822,8 @@ _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and not faulthandler.is_enabled():  # the command: a crash in this
         faulthandler.enable()  # process (a score() scored here) shows where it was
-    parser = build_parser()
+    parser = build_parser()  # its last imports: a Ctrl-C until here is one line too
+    end_command_start()  # from here, Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
     args = None
     if not argv:  # a bare `es-search`: what it can do, not one line about a missing verb

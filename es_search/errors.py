@@ -20,11 +20,16 @@ class ScoreError(RuntimeError):
     traceback as printed where it ran; ``__cause__`` is the original exception (when it
     could be pickled back from the worker). :func:`es_search.replay_task` reruns the
     task in this process, e.g. under a debugger; ``out`` is the run folder, when known.
+    ``evaluate_seed`` is set when the task scored ``weights[index]`` of an
+    :func:`es_search.evaluate` or :meth:`es_search.Evaluator.evaluate` call (the
+    ``seed`` it was given; ``evaluate_kwargs``: it was given ``score_kwargs``): there is
+    no run folder, and the message replays the weights dict instead.
     """
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
-                 out: str | None = None, group_end: int | None = None):
+                 out: str | None = None, group_end: int | None = None,
+                 evaluate_seed: int | None = None, evaluate_kwargs: bool = False):
         super().__init__(agent_class, generation, index, seed)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
@@ -33,6 +38,7 @@ class ScoreError(RuntimeError):
         #: set when ``score_batch()`` raised on candidates ``index`` to ``group_end - 1``
         #: that each score alone: then the group is the task, not one candidate
         self.group_end = group_end
+        self.evaluate_seed, self.evaluate_kwargs = evaluate_seed, evaluate_kwargs
         if cause is not None and self.__cause__ is None:
             self.__cause__ = cause
 
@@ -52,13 +58,15 @@ class ScoreError(RuntimeError):
                     f"(es-search check PROBLEM), or score one candidate per call "
                     f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}"
                     + self._dynamic_note(replay=False))
+        # Agent.score() of an agent that defines only score_batch: a group of one
+        method = ("score_batch() (scoring the candidate alone, a group of one)"
+                  if ", in score_one\n" in self.remote_traceback else "score()")
+        if self.evaluate_seed is not None:
+            return self._evaluate_message(method)
         where = "the starting agent" if self.generation < 0 else (
             f"generation {self.generation}, candidate {self.index}")
         source = (f"out={self.out!r}" if self.out is not None else
                   "out=<the run's out folder>")
-        # Agent.score() of an agent that defines only score_batch: a group of one
-        method = ("score_batch() (scoring the candidate alone, a group of one)"
-                  if ", in score_one\n" in self.remote_traceback else "score()")
         return (f"{self.agent_class}.{method} failed on {where} (task seed {self.seed}).\n"
                 f"Reproduce it in this process (e.g. under a debugger) with\n"
                 f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
@@ -69,10 +77,27 @@ class ScoreError(RuntimeError):
                    f"candidate=...).\n")
                 + f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
 
+    def _evaluate_message(self, method: str) -> str:
+        """The message of a task of an ``evaluate()`` call: no run folder; the weights
+        dict, the call's seed and generation and the index replay it."""
+        i, seed, generation = self.index, self.evaluate_seed, self.generation
+        kwargs = ", score_kwargs=<the call's>" if self.evaluate_kwargs else ""
+        return (f"{self.agent_class}.{method} failed on weights[{i}] of evaluate(..., "
+                f"seed={seed}, generation={generation}) (task seed {self.seed}, "
+                f"es_search.task_seed({seed}, {generation}, {i})).\n"
+                f"Reproduce it in this process (e.g. under a debugger) with\n"
+                f"    es_search.replay_task(agent, seed={seed}, generation={generation}, "
+                f"index={i}, weights=weights[{i}]{kwargs})\n"
+                f"(agent and weights: those given to evaluate() or the Evaluator; it "
+                f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
+                f"set and random, NumPy and torch seeded with the task seed, as the task "
+                f"did).\n"
+                f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
+
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
                              self.remote_traceback, _picklable(self.cause), self.out,
-                             self.group_end))
+                             self.group_end, self.evaluate_seed, self.evaluate_kwargs))
 
 
 def _picklable(exc: BaseException | None) -> BaseException | None:

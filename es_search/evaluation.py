@@ -128,6 +128,10 @@ class Evaluator:
         #: dict has set so far: every later dict loads them too, so that none leaks into
         #: the next candidate a worker scores
         self._base: dict[str, torch.Tensor] | None = None
+        #: evaluate(): the agent's own evolved values, the centre every weights dict is
+        #: loaded over (taken at the first call: scoring in this process loads each
+        #: candidate into ``local``, which must not become the next call's centre)
+        self._center: np.ndarray | None = None
         self._unevolved_set: set[str] = set()
         self._checker: Agent | None = None  # evaluate(): weights are tried on it first
         self.hooks = has_hooks(agent)
@@ -470,6 +474,7 @@ class Evaluator:
         if self._checker is None:
             self._checker = copy.deepcopy(self.local)
         if self._base is None:  # before any weights dict is loaded into self.local
+            self._center = self.local.get_flat()
             evolved = {name for name, _ in self.local.evolved_parameters()}
             self._base = {name: value.detach().clone()
                           for name, value in self.local.state_dict().items()
@@ -481,9 +486,13 @@ class Evaluator:
         # evolved is set back (workers keep their agent from one candidate to the next)
         reset = {name: self._base[name] for name in sorted(self._unevolved_set)}
         # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return self.score(generation, self.local.get_flat(),
-                          [Candidate("weights", vector={**reset, **_as_tensors(w)})
-                           for w in weights])
+        try:
+            return self.score(generation, self._center,
+                              [Candidate("weights", vector={**reset, **as_tensors(w)})
+                               for w in weights])
+        except ScoreError as exc:  # no run folder: its message replays weights[index]
+            exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
+            raise
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
@@ -513,6 +522,10 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
     The blog post's whole example::
 
         scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
+
+    A ``score()`` that raises stops the call with a :class:`~es_search.ScoreError`
+    whose message says how to replay that weights dict in this process
+    (:func:`es_search.replay_task` with ``weights=``).
     """
     check_is_agent(agent)
     weights = _weights_list(weights)
@@ -542,7 +555,7 @@ def _check_generation(generation: Any) -> int:
                      " (task i of a call runs under task_seed(seed, generation, i))")
 
 
-def _as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
+def as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
     """A weights dict with its NumPy arrays as tensors of the same dtype and values (an
     array torch cannot hold stays as it is; set_weights says what is wrong with it)."""
     def tensor(value: Any) -> Any:

@@ -85,8 +85,10 @@ def as_read_back(value: Any) -> Any:
     return from_json(json.loads(json.dumps(to_json(value))))
 
 
-def dump_json(path: Path, data: Any) -> None:
-    text = json.dumps(to_json(data), indent=2, sort_keys=True)
+def dump_json(path: Path, data: Any, sort_keys: bool = True) -> None:
+    """``data`` as indented JSON (non-finite floats kept), written atomically; its keys
+    sorted unless ``sort_keys`` is False (figures kept in the order they were made)."""
+    text = json.dumps(to_json(data), indent=2, sort_keys=sort_keys)
     atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
 
 

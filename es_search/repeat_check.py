@@ -76,6 +76,15 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     propagates (``run()`` and ``Evaluator`` leave it to their first task, which reports
     it with its task and seed).
     """
+    return repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
+
+
+def repeat_and_score(agent: Any, *, seed: int = 0,
+                     score_kwargs: Mapping[str, Any] | None = None
+                     ) -> tuple[str | None, float]:
+    """:func:`check_repeatable`'s answer and the first of its two scores: the score of
+    task ``(seed, -1, 0)``, the starting agent's, for a caller that shows it (``es-search
+    check``) without scoring the agent a third time."""
     check_is_agent(agent)
     seed = check_seed(seed)
     if score_kwargs is not None and not isinstance(score_kwargs, Mapping):
@@ -87,7 +96,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     same = same_score(a, b)
     same_report = _digest(report_a) == _digest(report_b)
     if same and same_report:
-        return None
+        return None, a
     # what the second call found changed: a copy after one call against ``first``
     # after two (state created lazily by the first call is not blamed)
     once = agent.clone()
@@ -98,7 +107,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
                    if before.get(name) != digest]
     except Exception:  # noqa: BLE001 - the message goes without the names
         changed = []
-    return _message(type(agent).__name__, a, b, same, changed)
+    return _message(type(agent).__name__, a, b, same, changed), a
 
 
 def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:

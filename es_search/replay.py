@@ -21,6 +21,7 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int, check_is_agent, check_seed
+from .evaluation import as_tensors
 from .output import (CHECKPOINT, failure_generations, failure_path, read_config,
                      read_score_kwargs)
 from .seeding import preserved_global_rngs
@@ -69,6 +70,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
                 seed: int | None = None, center: Any = None,
                 candidate: Candidate | None = None,
+                weights: Mapping[str, Any] | None = None,
                 score_kwargs: Mapping[str, Any] | None = None,
                 return_agent: bool = False) -> Any:
     """Run task ``(generation, index)`` in this process and return its score.
@@ -87,7 +89,12 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     - ``seed=`` (the run's seed), ``center=`` (the generation's centre, a flat vector as
       ``agent.get_flat()`` gives; default: the agent's own weights) and ``candidate=``
       (an :class:`~es_search.Candidate`; default ``Candidate("center")``, which is what
-      the starting agent's evaluation, generation -1, scores).
+      the starting agent's evaluation, generation -1, scores);
+    - for task ``index`` of an :func:`~es_search.evaluate` (or
+      :meth:`Evaluator.evaluate <es_search.Evaluator.evaluate>`) call: ``seed=`` and
+      ``generation=`` as given to it, and ``weights=`` the call's ``weights[index]``
+      (loaded over the agent's own weights, as the call loads it; ``score_kwargs=`` as
+      given to it).
 
     ``agent`` is not modified: the task runs on a copy, which ``return_agent=True``
     returns along with the score, as ``(score, agent)``.
@@ -108,15 +115,21 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         ...                               candidate=jitter)  # centre: Noisy()'s weights
         >>> score == result.history[0]["scores"][1]
         True
+        >>> batch = [{"w": torch.ones(2)}, {"w": torch.zeros(2)}]
+        >>> scores = es_search.evaluate(Noisy(), batch, n_jobs=1, seed=3, generation=5)
+        >>> es_search.replay_task(Noisy(), seed=3, generation=5, index=1,
+        ...                       weights=batch[1]) == scores[1]
+        True
     """
     check_is_agent(agent)
     generation = check_int("generation", generation, -1, " (-1: the starting agent's "
                            "evaluation)")
     index = check_int("index", index, 0, " (the candidate's index in its generation)")
     if out is not None:
-        if seed is not None or center is not None or candidate is not None:
-            raise ValueError("pass either out= (a run folder) or seed=/center=/candidate=, "
-                             "not both")
+        if seed is not None or center is not None or candidate is not None or \
+                weights is not None:
+            raise ValueError("pass either out= (a run folder) or seed=/center=/candidate= "
+                             "(or weights=), not both")
         out = Path(out).expanduser()
         task = _from_run_dir(out, generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
@@ -133,6 +146,8 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
             raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "
                             "seed) to know the task's seed")
         seed, shared = check_seed(seed), None
+        if weights is not None:
+            candidate = _weights_candidate(weights, candidate)
         if candidate is None:
             candidate = Candidate("center")
         if not isinstance(candidate, Candidate):
@@ -144,3 +159,15 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     with preserved_global_rngs(), single_torch_thread():
         value, _ = run_task(copy, payload, candidate, seed, generation, index)
     return (value, copy) if return_agent else value
+
+
+def _weights_candidate(weights: Any, candidate: Any) -> Candidate:
+    """The candidate of ``weights=``: the dict loaded over the centre, its NumPy arrays
+    as tensors, as :meth:`es_search.Evaluator.evaluate` sends it."""
+    if candidate is not None:
+        raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
+                         "candidate=, not both")
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
+                        f"given to evaluate() for this task, got {type(weights).__name__}")
+    return Candidate("weights", vector=as_tensors(weights))

@@ -488,6 +488,62 @@ def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
     assert set(saved["best"]) == {"test_accuracy", "train_accuracy"}
 
 
+def test_a_finished_run_resumed_with_nothing_to_do_reuses_its_earlier_test(tmp_path,
+                                                                           capsys):
+    """No generation left: its test.json is these weights' test, shown again and not run
+    again (with --no-test, listed as the earlier test's); a missing one is made."""
+    (tmp_path / "tested.py").write_text(textwrap.dedent("""
+        import os, torch, es_search
+
+        class Tested(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+
+            def score(self):
+                return -float(((self.w - 1) ** 2).sum())
+
+            def test_scores(self):  # counted in a file: each test is one line
+                with open(os.path.join(os.path.dirname(__file__), "tests.log"), "a") as f:
+                    f.write("tested\\n")
+                return {"zeta": 0.25, "alpha": 3}  # shown in this order, not sorted
+    """))
+    out, log = tmp_path / "run", tmp_path / "tests.log"
+    run = ["run", f"{tmp_path / 'tested.py'}:Tested", "--generations", "2",
+           "--population", "4", "--n-jobs", "1", "--no-progress", "--out", str(out)]
+
+    def tests() -> int:
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    assert main(run) == 0
+    first = capsys.readouterr().out.splitlines()
+    tested, saved = tests(), (out / "test.json").read_text()
+    shown = [line for line in first if line.startswith("test of")]
+    assert tested >= 1 and shown and "zeta 0.25, alpha 3" in shown[0]
+    done = (f"the run in {out}/ had already completed its 2 generations: nothing left "
+            f"to do (a larger --generations continues it)")
+    assert main(run + ["--resume"]) == 0
+    again = capsys.readouterr().out.splitlines()
+    assert tests() == tested and (out / "test.json").read_text() == saved
+    assert again[1:] == [done, f"the figures of its earlier test ({out / 'test.json'}; "
+                               f"es-search test {out} tests it again):", *shown,
+                         again[-1]]
+    assert again[-1].startswith(f"results in {out}/ (") and \
+        again[-1].endswith(", test.json from its earlier test)")
+    assert main(run + ["--resume", "--no-test"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert tests() == tested and listed[1:] == [done, again[-1]]
+    (out / "test.json").unlink()  # not tested (interrupted, or --no-test): tested now
+    assert main(run + ["--resume"]) == 0
+    made = capsys.readouterr().out.splitlines()
+    assert tests() == 2 * tested and made[1:] == [done, *shown, made[-1]]
+    assert made[-1].startswith(f"results in {out}/ (") and made[-1].endswith(", test.json)")
+    assert json.loads((out / "test.json").read_text()) == json.loads(saved)
+    assert main(run[:2] + ["--generations", "3"] + run[4:] + ["--resume"]) == 0
+    assert tests() == 3 * tested  # a generation more: tested anew
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"results written to {out}/")
+
+
 def test_check_passes_a_row_exact_problem_and_names_a_group_dependent_one(tmp_path, capsys):
     pytest.importorskip("gymnasium")
     assert main(["check", "pendulum", "--population", "4", "--exact"]) == 0

@@ -227,6 +227,36 @@ def test_scheduler_that_is_no_dask_scheduler_is_one_line_exit_2(says, monkeypatc
     assert address in err and "not its dashboard's" in err
 
 
+def test_a_scheduler_host_that_does_not_resolve_is_refused_at_once(monkeypatch, capsys):
+    """--scheduler at an unknown host name: one line and exit 2 as soon as the name is
+    looked up, not after the Client's 20 s of retries."""
+    distributed = pytest.importorskip("distributed")
+    import socket
+    from es_search.cli import main as cli_main
+    resolve, looked_up, clients = socket.getaddrinfo, [], []
+
+    def getaddrinfo(host, *args, **kwargs):  # .invalid never resolves (RFC 6761): at once
+        looked_up.append(host)
+        if str(host).endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    def client(*args, **kwargs):
+        clients.append(args)
+        raise OSError("timed out trying to connect")
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(distributed, "Client", client)
+    address = "tcp://no-such-host.invalid:8786"
+    assert cli_main(["run", "sphere", "--scheduler", address, "--generations", "1",
+                     "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"es-search: error: cannot reach the dask scheduler at {address}: no such host "
+        f"'no-such-host.invalid' (Name or service not known); check the address (`dask "
+        f"scheduler` prints it, e.g. tcp://host:8786)\n")
+    assert looked_up == ["no-such-host.invalid"] and clients == []  # no Client tried
+
+
 def test_a_lost_scheduler_is_a_worker_error_that_says_so(cluster, monkeypatch):
     """The scheduler gone mid-run (Dask's CommClosedError from the client): es_search's
     WorkerError, which the run explains (where its work is, how to resume) and the

@@ -116,6 +116,27 @@ def test_what_a_weights_dict_sets_beyond_evolved_values_stays_with_its_candidate
         assert evaluator.evaluate(scaled[1:], 2) == [-2.0, -4.0, -6.0]
 
 
+class TwoParts(es_search.Agent):
+    """Two evolved tensors, a weights dict may set either: sum(a) + 10 sum(b)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.zeros(2))
+        self.b = torch.nn.Parameter(torch.zeros(2))
+
+    def score(self):
+        return float(self.a.sum() + 10 * self.b.sum())
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_each_call_loads_its_dicts_over_the_agents_own_weights(n_jobs):
+    """Scored in this process (n_jobs=1), the last candidate of a call stays in the
+    evaluator's agent: it is not the next call's centre (the workers' is the agent's)."""
+    with es_search.Evaluator(TwoParts(), n_jobs=n_jobs, sequential_fallback=False) as ev:
+        assert ev.evaluate([{"a": torch.ones(2)}, {"b": torch.ones(2)}]) == [2.0, 20.0]
+        assert ev.evaluate([{"a": torch.ones(2)}], 1) == [2.0]  # b: the agent's zeros
+
+
 def test_empty_input_gives_empty_output():
     assert es_search.evaluate(BlogAgent(work=0), []) == []
 

@@ -139,6 +139,60 @@ def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path
     assert all(torch.equal(saved[k], full.best_weights[k]) for k in saved)
 
 
+#: sitecustomize of the test below: the first ``import torch`` says so on stdout and
+#: waits there for a signal (the command is then still importing, deterministically)
+WAIT_IN_TORCHS_IMPORT = """
+import signal, sys
+
+class WaitInTorchsImport:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            print("importing torch", flush=True)
+            signal.pause()
+        return None
+
+sys.meta_path.insert(0, WaitInTorchsImport())
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pause"), reason="POSIX signals")
+@pytest.mark.parametrize("how", ["console script", "python -m"])
+def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how):
+    (tmp_path / "sitecustomize.py").write_text(WAIT_IN_TORCHS_IMPORT)
+    script = tmp_path / "es-search"  # as pip's console script calls main()
+    script.write_text("import sys\nfrom es_search.cli import main\n"
+                      "if __name__ == '__main__':\n    sys.exit(main())\n")
+    command = [str(script)] if how == "console script" else ["-m", "es_search"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.Popen([sys.executable, *command, "list"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == "importing torch\n"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out, err) == (130, "", "es-search: interrupted\n")
+
+
+@pytest.mark.parametrize("folder, script", [("es-search", "train.py"),
+                                             ("work", "es-search-notes.py"),
+                                             ("es-search.exe", "train.py")])
+def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path, folder,
+                                                                        script):
+    """Only the command takes SIGINT while it starts: a user's program (here in a folder
+    named like the command, as a clone of this repository is) keeps Python's handler."""
+    path = tmp_path / folder / script
+    path.parent.mkdir()
+    path.write_text("import signal\nimport es_search\n"
+                    "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, str(path)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
+
+
 def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     """A job scheduler's stop: the run's workers must not outlive it (Python's default
     for SIGTERM is to die at once, leaving a pool's processes behind)."""

@@ -248,6 +248,26 @@ def test_the_command_line_check_and_flag(tmp_path, capsys):
     assert not [w for w in caught if w.category is es_search.UnrepeatableScoreWarning]
 
 
+def test_the_command_line_check_scores_the_starting_agent_twice_not_three_times(
+        monkeypatch, capsys):
+    """The score it prints is the repeat check's (task (seed, -1, 0)), not a third
+    score() call of the same task."""
+    from es_search.problems.sphere import Sphere
+    calls = []
+    score = Sphere.score
+
+    def counted(self, **kwargs):
+        calls.append(self.task_seed)
+        return score(self, **kwargs)
+
+    monkeypatch.setattr(Sphere, "score", counted)
+    assert main(["check", "sphere", "--seed", "3"]) == 0
+    assert calls == [es_search.task_seed(3, -1, 0)] * 2
+    start = es_search.replay_task(Sphere(), seed=3, generation=-1, index=0)
+    assert capsys.readouterr().out == (f"sphere: scored twice under one task seed, the "
+                                       f"same score, {start:.6g} (repeatable)\n")
+
+
 class CountsBatches(Quadratic):
     """score() is fine; score_batch, which a run uses, counts its calls."""
 

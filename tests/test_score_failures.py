@@ -51,6 +51,51 @@ def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
     assert str(replayed.value) == str(err.__cause__)  # the same weights, too
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_an_evaluate_score_error_replays_the_weights_dict_not_a_run_folder(n_jobs):
+    """evaluate() and Evaluator have no out folder: the message replays weights[index]
+    with the call's seed and generation, and that advice reproduces the failure."""
+    weights = [{"x": torch.full((4,), float(k), dtype=torch.float64)} for k in range(4)]
+    seed = task_seed(SEED, 5, 2)
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.evaluate(agents.Raises({seed}), weights, n_jobs=n_jobs, seed=SEED,
+                           generation=5, repeat_check=False)
+    err = info.value
+    assert (err.generation, err.index, err.seed, err.evaluate_seed) == (5, 2, seed, SEED)
+    text = str(err)
+    assert text.startswith(f"Raises.score() failed on weights[2] of evaluate(..., seed="
+                           f"{SEED}, generation=5) (task seed {seed}, "
+                           f"es_search.task_seed({SEED}, 5, 2)).\n")
+    assert (f"    es_search.replay_task(agent, seed={SEED}, generation=5, index=2, "
+            f"weights=weights[2])\n") in text
+    assert "out=" not in text and "ValueError: boom at [2.0, 2.0, 2.0, 2.0]" in text
+    with pytest.raises(ValueError, match=r"boom at \[2.0, 2.0, 2.0, 2.0\]"):  # as advised
+        es_search.replay_task(agents.Raises({seed}), seed=SEED, generation=5, index=2,
+                              weights=weights[2])
+    # an Evaluator's call says so too, with its score_kwargs; pickled, the same message
+    with es_search.Evaluator(agents.Raises({seed}), n_jobs=n_jobs, seed=SEED,
+                             score_kwargs={"unused": 1}, repeat_check=False) as evaluator:
+        assert evaluator.evaluate(weights[:2], 5) == [
+            es_search.replay_task(agents.Raises(), seed=SEED, generation=5, index=i,
+                                  weights=weights[i]) for i in range(2)]
+        with pytest.raises(es_search.ScoreError) as info:
+            evaluator.evaluate(weights, 5)
+    assert "index=2, weights=weights[2], score_kwargs=<the call's>)" in str(info.value)
+    assert str(cloudpickle.loads(cloudpickle.dumps(info.value))) == str(info.value)
+
+
+def test_replay_task_weights_are_one_dict_without_a_candidate():
+    with pytest.raises(TypeError, match="weights must be one weights dict"):
+        es_search.replay_task(agents.Vec(), seed=0, generation=0, index=0,
+                              weights=[{"x": torch.ones(4)}])
+    with pytest.raises(ValueError, match="pass either weights= .* or candidate=, not both"):
+        es_search.replay_task(agents.Vec(), seed=0, generation=0, index=0, weights={},
+                              candidate=es_search.Candidate("center"))
+    with pytest.raises(ValueError, match=r"pass either out= \(a run folder\) or "):
+        es_search.replay_task(agents.Vec(), out="somewhere", generation=0, index=0,
+                              weights={})
+
+
 def test_a_class_of_the_users_script_is_explained_in_a_workers_traceback(tmp_path):
     """cloudpickle sends a script's class by value, with "<dynamic-code>" for its file."""
     script = tmp_path / "mine.py"

@@ -80,7 +80,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     ``score()`` propagates unwrapped, so a debugger stops in your code
     (``python -m pdb``, or ``%debug`` in IPython, after the call fails).
 
-    Two ways to say which task:
+    Three ways to say which task:
 
     - ``out=DIR`` (a run's folder): seed, centre, candidate and ``score_kwargs`` are read
       from ``DIR/failures/generation-<g>.pkl`` (every generation with a failed or lost

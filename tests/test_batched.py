@@ -344,6 +344,48 @@ def test_committed_batching_table_is_rendered_from_its_json(tmp_path):
         assert {r["population"] for r in json.load(f)["rows"]} == {16, 64, 256}
 
 
+def test_readme_batching_tables_are_the_ranges_of_the_committed_runs(tmp_path):
+    """README.md's and benchmarks/README.md's batching tables are what
+    ``benchmarks/batching.py --ranges`` renders from the committed runs; a quick run in
+    the folder is left out, and a run that misses a target is counted as missing it."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    results = os.path.join(root, "benchmarks", "results")
+    for name in ("README.md", os.path.join("benchmarks", "README.md")):
+        shutil.copy(os.path.join(root, name), tmp_path / os.path.basename(name).replace(
+            "README", "top" if name == "README.md" else "bench"))
+    env = {**os.environ, "PYTHONPATH": root}
+    script = os.path.join(root, "benchmarks", "batching.py")
+    subprocess.run([sys.executable, script, "--ranges", "--readme", str(tmp_path / "top.md"),
+                    "--readme", str(tmp_path / "bench.md")], check=True, capture_output=True,
+                   env=env)
+    assert (tmp_path / "top.md").read_text() == open(os.path.join(root, "README.md")).read()
+    assert (tmp_path / "bench.md").read_text() == open(
+        os.path.join(root, "benchmarks", "README.md")).read()
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with open(os.path.join(results, "batching.json")) as f:
+        run = json.load(f)
+    json.dump(run, open(runs / "batching.json", "w"))
+    for s in run["speedups"]:
+        s["time_vs_alone"] = 30.0 if s["problem"] == "pendulum" else s["time_vs_alone"]
+    json.dump(run, open(runs / "batching-run2.json", "w"))
+    json.dump({**run, "quick": True}, open(runs / "batching-run3.json", "w"))
+    out = subprocess.run([sys.executable, script, "--ranges", "--out", str(runs)],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    pendulum = next(line for line in out.splitlines() if line.startswith("| Pendulum |"))
+    assert "30.0x" in pendulum and "met in 1 of 2 runs" in pendulum
+    assert "Over runs 1-2 " in out
+    refused = subprocess.run([sys.executable, script, "--readme", "README.md"],
+                             capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "--readme goes with --ranges" in refused.stderr
+
+
 def test_persistent_loops_benchmark_scores_as_the_engine_does():
     """benchmarks/persistent_loops.py: its forked loops give loky's scores (it raises
     otherwise) and it prints the three paths."""

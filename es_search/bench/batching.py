@@ -62,7 +62,7 @@ from ..evaluation import Evaluator
 from ..extras import require
 from ..record import TIMING_FIELDS
 from ..run import run as es_run
-from .measure import load_average
+from .measure import cpu_model, load_average
 
 BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
 
@@ -366,9 +366,10 @@ def benchmark(settings: Settings, quick: bool = False, note: str = "",
                 rows += block
                 shown = ", ".join(f"{r['path']} {r['seconds']:.4f} s" for r in block)
                 log(f"{problem} {stage} pop {pop} workers {workers}: {shown}")
+    model = cpu_model()
     result = {"quick": quick, "settings": dataclasses.asdict(settings), "rows": rows,
               "speedups": speedups(rows),
-              "machine": f"{platform.processor() or platform.machine()}, "
+              "machine": f"{platform.machine()}{f' ({model})' if model else ''}, "
                          f"{joblib.cpu_count()} cores, Python {platform.python_version()}, "
                          f"torch {torch.__version__}",
               "note": ""}

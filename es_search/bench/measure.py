@@ -186,6 +186,20 @@ def default_n_values(n_cpus: int) -> list[int]:
     return sorted(values)
 
 
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere),
+    or ``""``: two machines of one kind can differ several-fold in a benchmark's times."""
+    import platform
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def load_average() -> str:
     """The machine's 1, 5 and 15 minute load averages, as a benchmark reports them."""
     try:

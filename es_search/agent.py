@@ -87,7 +87,9 @@ class Agent(torch.nn.Module):
         stay identical for any worker count even when a row's last bits depend on the
         group's size (e.g. a batched matrix product). It runs under ``torch.no_grad()``
         with the global RNGs seeded from the group's first task seed; ``self`` holds the
-        generation's centre (and shared state), ``self.task_seed`` is None and
+        generation's centre (and shared state; anything else that an overridden
+        ``jitter_weights()`` changes holds the group's last candidate's value, so such
+        a ``jitter_weights`` should change evolved parameters only), ``self.task_seed`` is None and
         ``self.generation_seed`` is the generation's. Shared statistics: ``task_report()``
         is called once after each ``score_batch()``; its report stands for the whole group
         (at the group's first candidate, None at the others). Agents without it (or with

@@ -113,9 +113,22 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
             headline = (f"{type(agent).__name__}.score_batch() scores {len(differ)} of "
                         f"{population} candidates differently depending on the rest of "
                         f"the call:\n")
-            fix = _HOW_TO_FIX
+            fix = _HOW_TO_FIX + _jitter_note(agent)
         raise ScoreBatchMismatch(headline + "\n".join(lines) + more + "\n" + fix)
     return reference
+
+
+def _jitter_note(agent: Agent) -> str:
+    """A note for an agent whose own ``jitter_weights()`` builds its candidates: it may
+    change more than the evolved parameters, which ``params`` carries per row."""
+    from .agent import Agent as Base
+    if type(agent).jitter_weights is Base.jitter_weights:
+        return ""
+    return (f"\n{type(agent).__name__} overrides jitter_weights(): score_batch() gets each "
+            f"candidate's evolved parameters (params), nothing else; a buffer or attribute "
+            f"that jitter_weights() changes holds the last candidate's value for the whole "
+            f"group. Let jitter_weights() change evolved parameters only, or set "
+            f"score_batch_size = 0.")
 
 
 def _raised(agent: Agent, payload: Payload, candidates: list, seed: int, a: int, b: int,

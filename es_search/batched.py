@@ -121,8 +121,10 @@ def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]
     seeds = list(seeds)
     for i, s in enumerate(seeds):  # a float would be truncated to another's stream
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise TypeError(f"candidate_rngs() takes the task seeds score_batch() got "
-                            f"(non-negative integers); seeds[{i}] is {s!r}")
+            error = TypeError if isinstance(s, bool) or not isinstance(s, (int, np.integer)) \
+                else ValueError
+            raise error(f"candidate_rngs() takes the task seeds score_batch() got "
+                        f"(non-negative integers); seeds[{i}] is {s!r}")
     return generators(seeds, key)
 
 

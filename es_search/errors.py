@@ -13,6 +13,17 @@ except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
 
+def failed_method(traceback_text: str) -> str:
+    """The method a task's traceback failed in, as its user wrote it: ``score()``, or
+    ``score_batch()`` for an agent that defines only that (``Agent.score()`` then
+    scores the candidate as a group of one, ``batched.score_one``)."""
+    if ", in score_one\n" in traceback_text:
+        return "score_batch() (scoring the candidate alone, a group of one)"
+    if traceback_text.startswith("score_batch() raised"):  # the group as a whole
+        return "score_batch()"
+    return "score()"
+
+
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
 
@@ -58,9 +69,7 @@ class ScoreError(RuntimeError):
                     f"(es-search check PROBLEM), or score one candidate per call "
                     f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}"
                     + self._dynamic_note(replay=False))
-        # Agent.score() of an agent that defines only score_batch: a group of one
-        method = ("score_batch() (scoring the candidate alone, a group of one)"
-                  if ", in score_one\n" in self.remote_traceback else "score()")
+        method = failed_method(self.remote_traceback)
         if self.evaluate_seed is not None:
             return self._evaluate_message(method)
         where = "the starting agent" if self.generation < 0 else (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .errors import ScoreError, warn_user
+from .errors import ScoreError, failed_method, warn_user
 
 
 class Warnings:
@@ -40,7 +40,8 @@ def failure_message(agent_name: str, failures: list, out: Any) -> str:
               f"generation={first.generation}, index={first.index})" if out is not None
               else "To replay one in this process, run with out=DIR (the folder keeps what "
                    "es_search.replay_task(agent, out=DIR, generation=G, index=I) needs)")
-    return (f"{agent_name}.score() raised on {len(failures)} candidate(s) of generation "
+    return (f"{agent_name}.{failed_method(first.traceback)} raised on {len(failures)} "
+            f"candidate(s) of generation "
             f"{first.generation} (the first: candidate {first.index}, task seed "
             f"{first.seed}); on_error='worst' scored them -inf and the run goes on. "
             f"The history's 'failures' counts them per generation (this warning is given "

@@ -50,10 +50,11 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
         if ckpt["generation"] != generation:
             stored = failure_generations(out)
             raise ValueError(
-                f"{out} cannot replay generation {generation}: its checkpoint is before "
-                f"generation {ckpt['generation']} (only that generation's centre follows "
-                f"from it), and failure records exist for generations {stored or 'none'}. "
-                f"Pass seed=, center= and candidate= instead")
+                f"{out} cannot replay generation {generation}: a run folder keeps what a "
+                f"replay needs for the generation its checkpoint would run next "
+                f"({ckpt['generation']}) and for generations with failed candidates "
+                f"({', '.join(map(str, stored)) if stored else 'none here'}). Pass seed=, "
+                f"center= and candidate= instead")
         strategy, state = ckpt["strategy"], ckpt["state"]
         center = strategy.center(state)
         candidates = strategy.ask(state, generation)

@@ -29,7 +29,7 @@ except ImportError:  # pragma: no cover
 from . import backends as _backends
 from . import candidates as _candidates
 from .agent import Agent
-from .batched import as_scores, group_size
+from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
@@ -128,8 +128,8 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
             try:
                 value, report = run_task(agent, payload, candidate, seed, generation, index,
                                          seed_of_task=seed_)
-            except NotAScore:
-                raise
+            except NotAScore as exc:
+                raise located(exc, generation, index, index + 1) from None
             except Exception as exc:
                 if on_error == "worst":
                     scores.append(TaskFailure(generation, index, seed_,
@@ -141,6 +141,18 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
             scores.append(value)
             reports.append(report)
     return scores, reports
+
+
+def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore:
+    """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named,
+    once: the first place that knows them says so."""
+    if getattr(exc, "located", False):
+        return exc
+    tasks = f"candidate {start}" if stop - start == 1 else f"candidates {start}-{stop - 1}"
+    start_agent = ": the starting agent" if generation < 0 else ""
+    error = NotAScore(f"{exc} ({tasks} of generation {generation}{start_agent})")
+    error.located = True
+    return error
 
 
 # --------------------------------------------------------------------- batched scoring
@@ -235,8 +247,8 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
             part = candidates[a - start:b - start]
             try:
                 values, report = run_group(agent, payload, part, seed, generation, a)
-            except NotAScore:
-                raise
+            except NotAScore as exc:
+                raise located(exc, generation, a, b) from None
             except Exception as exc:
                 batch_error, batch_trace = exc, traceback.format_exc()
             else:
@@ -291,7 +303,7 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
     agent = _WORKER_AGENTS.get(token)
     if agent is None:
         try:
-            agent = cloudpickle.loads(_backends.load(skeleton))
+            agent, strides = cloudpickle.loads(_backends.load(skeleton))
         except ModuleNotFoundError as exc:
             import socket
             raise ModuleNotFoundError(
@@ -301,8 +313,9 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
                 f"cloudpickle.register_pickle_by_value({exc.name}) before the run (the "
                 f"command line does this for path/to/file.py:Class)", name=exc.name
             ) from exc
-        for _, p in agent.evolved_parameters():
-            p.data = torch.empty(p.shape, dtype=p.dtype)
+        for (_, p), stride in zip(agent.evolved_parameters(), strides):
+            # the main process's memory layout: jitter_weights' randn_like draws in it
+            p.data = torch.empty_strided(p.shape, stride, dtype=p.dtype)
         _WORKER_AGENTS[token] = agent
         while len(_WORKER_AGENTS) > _WORKER_CACHE_SIZE:
             old, _ = _WORKER_AGENTS.popitem(last=False)
@@ -417,12 +430,20 @@ class single_torch_thread(ProcessStateBlock):
 
 
 def skeleton_bytes(agent: Agent) -> bytes:
-    """The agent pickled with its evolved parameters stripped to one shared zero.
+    """The agent pickled with its evolved parameters stripped to one shared zero, and
+    their strides (what :func:`worker_agent` unpickles).
 
     An expanded zero-dim tensor pickles as a single element, so the skeleton's size does
-    not grow with the number of evolved parameters.
+    not grow with the number of evolved parameters. The strides rebuild each parameter
+    in this process's memory layout (a transposed weight, ``channels_last``), in which
+    ``jitter_weights`` draws its noise. The skeleton holds this process's group size as
+    its own ``score_batch_size``: a worker that imports the agent's class gets the class
+    as its module defines it, without a change made to it in this process.
     """
     skeleton = copy.deepcopy(agent)
+    strides = [p.stride() for _, p in skeleton.evolved_parameters()]
     for _, p in skeleton.evolved_parameters():
         p.data = torch.zeros((), dtype=p.dtype).expand(p.shape)
-    return cloudpickle.dumps(skeleton)
+    if has_score_batch(agent):
+        skeleton.score_batch_size = group_size(agent)
+    return cloudpickle.dumps((skeleton, strides))

@@ -202,3 +202,15 @@ class Raises(Quadratic):
         if dim < 0:
             raise RuntimeError(f"no dimension {dim}")
         super().__init__()
+
+
+class Transposed(es_search.Agent):
+    """An evolved weight that is not contiguous (a transposed view, as a module may keep
+    after ``.t()`` or ``channels_last``): jitter_weights() draws in its memory order."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3, 2).t(), requires_grad=False)
+
+    def score(self):
+        return -float(((self.w - torch.arange(6.0).reshape(2, 3)) ** 2).sum())

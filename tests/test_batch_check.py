@@ -173,3 +173,31 @@ def test_a_row_that_raises_is_named_and_unordered_returns_are_refused():
     bad.score_batch_size = -1
     with pytest.raises(ValueError, match="score_batch_size must be an integer >= 0"):
         es_search.check_score_batch(bad)
+
+
+class JitterSetsABuffer(es_search.Agent):
+    """jitter_weights() also moves a buffer, which score_batch's params cannot carry."""
+
+    score_batch_size = 8
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+        self.register_buffer("b", torch.zeros(()))
+
+    def jitter_weights(self, sigma):
+        super().jitter_weights(sigma)
+        self.b += float(self.w.sum())
+
+    def score_batch(self, params, seeds):
+        return (-(params["w"] ** 2).sum(dim=1) + self.b).tolist()
+
+
+def test_a_jitter_weights_that_changes_more_than_the_evolved_weights_is_named():
+    with pytest.raises(es_search.ScoreBatchMismatch) as info:
+        es_search.check_score_batch(JitterSetsABuffer(), population=4)
+    assert "overrides jitter_weights()" in str(info.value)
+    assert "score_batch_size = 0" in str(info.value)
+    with pytest.raises(es_search.ScoreBatchMismatch) as info:  # no override: no such note
+        es_search.check_score_batch(GroupSensitive(), population=4)
+    assert "jitter_weights" not in str(info.value)

@@ -78,8 +78,9 @@ def test_candidate_streams_depend_on_their_own_seed_only():
     b = batched.candidate_rngs([9, 6], 1)
     assert a[1].random() == b[1].random()
     assert batched.candidate_rngs([5], 1)[0].random() != batched.candidate_rngs([5], 2)[0].random()
-    for bad in (1.5, -1, True, "3"):  # 1.5 would have been 1's stream
-        with pytest.raises(TypeError, match=r"seeds\[1\] is"):
+    for bad, error in ((1.5, TypeError), (-1, ValueError), (True, TypeError),
+                       ("3", TypeError)):  # 1.5 would have been 1's stream
+        with pytest.raises(error, match=r"seeds\[1\] is"):
             batched.candidate_rngs([0, bad])
     assert batched.candidate_rngs(np.array([5, 6], dtype=np.uint64))[1].random() == \
         batched.candidate_rngs([6])[0].random()

@@ -243,3 +243,36 @@ def test_own_python_random_blocks_in_two_threads_each_get_their_own():
         random.seed(seed)
         assert draws[seed] == [random.random() for _ in range(3)]
     assert random.random is original  # put back when the last block ended
+
+
+def test_a_non_contiguous_evolved_weight_gives_the_same_run_on_workers():
+    """A transposed weight: the workers rebuild it in the main process's memory layout,
+    in which jitter_weights() draws (they built it contiguous, and jittered otherwise)."""
+    from agents import Transposed
+    runs = [comparable(es_search.run(Transposed(), n_jobs=n_jobs, generations=2,
+                                     population=4, sigma=1.0, seed=0, progress=False,
+                                     sequential_fallback=False))
+            for n_jobs in (1, 2)]
+    assert runs[0] == runs[1]
+    assert not Transposed().w.is_contiguous()
+
+
+@pytest.mark.parametrize("size", [0, 8])
+def test_a_group_size_set_on_the_class_in_this_process_is_the_workers(size, monkeypatch):
+    """The workers import the agent's class from its module; a score_batch_size the
+    main process set on the class (0: none; 8: groups of 8, the module says 4) is the
+    one they cut groups with, so the run equals n_jobs=1's."""
+    import reference_agents
+    from reference_agents import GroupSizedByClass
+    monkeypatch.setattr(GroupSizedByClass, "score_batch_size", size)
+    kwargs = dict(generations=2, population=8, sigma=0.3, seed=1, progress=False,
+                  sequential_fallback=False, strategy="openai-es")
+    runs = [comparable(es_search.run(GroupSizedByClass(), n_jobs=n_jobs, **kwargs))
+            for n_jobs in (1, 2)]
+    assert runs[0] == runs[1]
+    assert reference_agents.__name__ not in cloudpickle_by_value()
+
+
+def cloudpickle_by_value():
+    import cloudpickle
+    return set(getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", ()))

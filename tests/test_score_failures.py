@@ -153,7 +153,7 @@ def test_replay_task_from_the_checkpoint_and_by_hand(tmp_path):
     # generation 0 by hand, from the starting agent's weights
     assert es_search.replay_task(agents.Vec(), seed=SEED, generation=0, index=2,
                                  candidate=jitter) == result.history[0]["scores"][2]
-    with pytest.raises(ValueError, match="checkpoint is before generation 2"):
+    with pytest.raises(ValueError, match=r"the generation its checkpoint would run next \(2\)"):
         es_search.replay_task(agents.Vec(), out=tmp_path, generation=1, index=0)
     # bad arguments, named before anything is read
     with pytest.raises(TypeError, match="index must be an integer >= 0 .*got '1'"):
@@ -255,3 +255,44 @@ def test_a_score_batch_scored_alone_is_named_in_the_error():
                       repeat_check=False)
     assert str(info.value).startswith("OnlyBatch.score_batch() (scoring the candidate "
                                       "alone, a group of one) failed on the starting agent")
+
+
+class DropsARowOfBigGroups(es_search.Agent):
+    """score_batch() returns one score too few for groups of more than 2."""
+
+    score_batch_size = 4
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+
+    def score_batch(self, params, seeds):
+        scores = (-(params["w"] ** 2).sum(dim=1)).tolist()
+        return scores[:-1] if len(scores) > 2 else scores
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_score_that_is_no_number_names_the_candidates_and_generation(n_jobs):
+    from es_search.scores import NotAScore
+    with pytest.raises(NotAScore, match=r"returned 3 scores for 4 candidates.*"
+                                        r"\(candidates 0-3 of generation 0\)$"):
+        es_search.run(DropsARowOfBigGroups(), generations=2, population=8, n_jobs=n_jobs,
+                      progress=False, sequential_fallback=False, repeat_check=False)
+
+
+class OnlyScoreBatchRaisesOnARow(DropsARowOfBigGroups):
+    """Defines score_batch() only; a row whose first weight is over 0.5 raises."""
+
+    def score_batch(self, params, seeds):
+        if bool((params["w"][:, 0] > 0.5).any()):
+            raise ValueError("too far")
+        return (-(params["w"] ** 2).sum(dim=1)).tolist()
+
+
+def test_tolerated_failures_name_the_method_the_agent_defines():
+    with pytest.warns(RuntimeWarning, match=r"OnlyScoreBatchRaisesOnARow\.score_batch\(\) "
+                                         r"\(scoring the candidate alone.*raised on"):
+        result = es_search.run(OnlyScoreBatchRaisesOnARow(), generations=2, population=8,
+                               sigma=1.0, n_jobs=1, progress=False, on_error="worst",
+                               repeat_check=False)
+    assert sum(r["failures"] for r in result.history) > 0

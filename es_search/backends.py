@@ -298,6 +298,17 @@ def watch_parent() -> None:
     threading.Thread(target=watch, name="es_search-parent-watch", daemon=True).start()
 
 
+def release_local_workers() -> None:
+    """End this process's loky workers now, if it has any. loky keeps them for the next
+    call and, at interpreter exit, waits for them to finish (seconds, in which a Ctrl-C
+    prints a traceback from loky's exit handler): the command line releases them once
+    its work is done."""
+    from joblib.externals.loky import reusable_executor
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, kill_workers=True)
+
+
 class Pool:
     """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
 

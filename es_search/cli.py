@@ -106,7 +106,15 @@ def cli_terms(message: str) -> str:
 
     >>> cli_terms("use n_jobs=-1 for all cores; task_timeout needs workers (n_jobs != 1)")
     'use --n-jobs -1 for all cores; --task-timeout needs workers (--n-jobs other than 1)'
+
+    A name given with its flag keeps the flag only:
+
+    >>> cli_terms("continue it with resume=True (--resume); checkpoint_every=9 "
+    ...           "(es-search run --checkpoint-every 9) writes one every 9")
+    'continue it with --resume; --checkpoint-every 9 writes one every 9'
     """
+    message = re.sub(r"\b\w+=[^\s(),;]+ \((?:es-search run )?(--[\w-]+(?: [^()]*)?)\)", r"\1",
+                     message)
     for name in _FLAGS:
         flag = "--" + name.replace("_", "-")
         message = re.sub(rf"(?<![\w(])(?<!, ){name}=(-?\d+)\b", rf"{flag} \1", message)
@@ -128,15 +136,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = verbs.add_parser("run", help="optimise a problem",
                            description="Optimise PROBLEM: a built-in name (es-search list), "
+                                       "gym:ENV_ID (any gymnasium environment), "
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
-    run.add_argument("problem")
+    run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
+                                     "path/to/file.py:Class")
     run.add_argument("--generations", type=_checked(int, lambda v: check_int("generations", v, 1)),
                      help="default: the problem's; with --resume, the run's own")
     run.add_argument("--population",
                      type=_checked(int, lambda v: check_int("population", v, 1)),
-                     help="default: the problem's; with --resume, the run's own")
+                     help="default: the problem's, else the strategy's; with --resume, the "
+                          "run's own")
     run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
-                     help="default: the problem's; with --resume, the run's own")
+                     help="default: the problem's, else the strategy's; with --resume, the "
+                          "run's own")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
                           f"run's own")
@@ -287,8 +299,12 @@ def _describe_problem(spec: str) -> int:
     print(f"  parameters (-p NAME=VALUE): {shown}")
     defaults = _defaults(cls)
     options = defaults.get("strategy_options") or {}
-    print(f"  es-search run {spec} uses: strategy {defaults.get('strategy', DEFAULT)}, "
-          f"population {defaults['population']}, sigma {defaults['sigma']}, "
+    strategy = defaults.get("strategy", DEFAULT)
+    size = {key: defaults[key] if defaults[key] is not None else
+            f"{_strategy_default(strategy, key)} (the strategy's default)"
+            for key in ("population", "sigma")}
+    print(f"  es-search run {spec} uses: strategy {strategy}, "
+          f"population {size['population']}, sigma {size['sigma']}, "
           f"generations {defaults['generations']}" + (
               ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items()) if options
               else ""))
@@ -333,7 +349,7 @@ def _shown(parameter: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .output import check_replaceable, claim, record_command
+    from .output import check_replaceable, claim, record_command, saved_generations
 
     cls = load_problem(args.problem)
     if args.resume and not args.out:
@@ -356,6 +372,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with claim(args.out) if args.out else contextlib.nullcontext():
         if args.out:  # the problem and -p values, which run() cannot see: checked now,
             check_replaceable(args.out, args.resume, args.overwrite)  # written once run()
+            if args.resume and saved_generations(args.out) is None:  # a typo in --out?
+                print(f"{args.out} holds no run yet: --resume starts a new one there")
             command = {"problem": args.problem, "params": params, "cwd": os.getcwd(),
                        "strategy_options": strategy_options}
             record_command(args.out, command, args.resume, _defining(cls), write=False)
@@ -456,8 +474,10 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      sequential_fallback=not args.no_sequential_fallback,
                      repeat_check=not args.no_repeat_check)
         elapsed = time.perf_counter() - started
+    searched = result.history[-1]["seconds"] if result.history else 0.0
     print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
-          f"generations, {result.evaluations} evaluations, {elapsed:.1f} s")
+          f"generations, {result.evaluations} evaluations in {searched:.1f} s of search "
+          f"({elapsed:.1f} s in all)")
     if not math.isfinite(result.best_score):  # nothing to keep: say so, and fail
         print(f"es-search: error: no finite score in {result.evaluations} evaluations "
               f"(every score() was NaN or infinite, or failed under --on-error worst)",
@@ -587,10 +607,18 @@ def _check_no_score_kwargs(agent: Any) -> None:
 
 
 def _defaults(cls: type) -> dict:
-    """A run's settings where the command line gives none: the problem's own first."""
-    defaults = {"generations": 50, "population": 16, "sigma": 0.1}
+    """A run's settings where the command line gives none: the problem's own first; a
+    population or sigma it does not set is the strategy's own (None here), as in
+    ``es_search.run``."""
+    defaults = {"generations": 50, "population": None, "sigma": None}
     defaults.update(getattr(cls, "default_config", {}))
     return defaults
+
+
+def _strategy_default(strategy: str, key: str) -> Any:
+    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
+    import inspect
+    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -618,7 +646,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
     try:
         scores = check_score_batch(agent, population=args.population,
-                                   sigma=args.sigma or _defaults(cls)["sigma"],
+                                   sigma=args.sigma or _defaults(cls)["sigma"] or 0.1,
                                    seed=args.seed, **tolerance)
     except ScoreBatchMismatch as exc:
         print(f"es-search check: {exc}", file=sys.stderr)
@@ -822,6 +850,7 @@ _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and not faulthandler.is_enabled():  # the command: a crash in this
         faulthandler.enable()  # process (a score() scored here) shows where it was
+    command = argv is None
     parser = build_parser()  # its last imports: a Ctrl-C until here is one line too
     end_command_start()  # from here, Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -852,6 +881,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(interrupted_message(args, argv, exc), file=sys.stderr)
         terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
         return 143 if terminated else 130
+    finally:
+        if command:
+            _release_workers()
+
+
+def _release_workers() -> None:
+    """The work is done: end the loky workers now, Ctrl-C held off for the few
+    milliseconds it takes, rather than in loky's exit handler (seconds, in which a
+    Ctrl-C printed a traceback and exited 0)."""
+    import signal
+    from .backends import release_local_workers
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to hold off
+        release_local_workers()
+        return
+    try:
+        release_local_workers()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextlib.contextmanager
@@ -867,7 +916,7 @@ def _command_line_warnings() -> Iterator[None]:
                       line: str | None = None) -> str:
         where = os.path.abspath(filename)
         if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
-            return f"es-search: {category.__name__}: {message}\n"
+            return f"es-search: {category.__name__}: {cli_terms(str(message))}\n"
         return default(message, category, filename, lineno, line)
 
     warnings.formatwarning = formatwarning

@@ -218,11 +218,13 @@ def claim(path: Any) -> Iterator[Path]:
 
 class CheckpointCost:
     """What writing checkpoints costs a run; :meth:`notice` says, once, when it is over
-    a quarter of the run's time (and a second in all) and how to write fewer."""
+    a quarter of the run's time (and 5 seconds in all) and how to write fewer."""
 
     SHARE = 0.25  # of the run's time, above which the run warns
     AFTER = 3  # checkpoints written before judging
-    FLOOR = 1.0  # seconds spent on checkpoints before it matters
+    # seconds spent on checkpoints before it matters: a short run on a busy machine
+    # (fsync: 50 ms for a checkpoint of a few kB) need not hear of it
+    FLOOR = 5.0
 
     def __init__(self) -> None:
         self.seconds, self.count, self.size, self.warned = 0.0, 0, 0, False
@@ -375,6 +377,8 @@ class RunFolder:
             "best_score": result.best_score, "evaluations": result.evaluations,
             "generations": result.generations, "seconds": self.search.seconds(),
             "seed": result.seed, "stopped_by": getattr(result, "stopped_by", None)})
+        if self._generations == 0 and (self.path / PLOT).exists():
+            return  # a resume with nothing left to run: the plot shows this history
         try:
             from .plotting import plot_history
             plot_history(result.history, self.path / PLOT)

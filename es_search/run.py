@@ -10,6 +10,8 @@ progress bar and the user's callbacks.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
@@ -132,9 +134,13 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
+    engine = settings
+    if folder and folder.saved and folder.saved["generation"] >= settings.generations:
+        # nothing left to run: no workers to start, no repeat check to score
+        engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)
     try:
         # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
-        with Evaluator(agent, settings=settings,
+        with Evaluator(agent, settings=engine,
                        max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
             search = Search(strategy, evaluator, folder and folder.save_failures)
             if folder:

@@ -66,7 +66,7 @@ def parse(cls: type, description: str, argv: Any = None) -> Any:
         doc = docs.get(field.name, "")
         if field.type in ("bool", bool) and field.default:
             parser.add_argument(f"--no-{flag}", dest=field.name, action="store_false",
-                                help=f"not: {doc}" if doc else None)
+                                help=f"turn off: {doc} (on by default)" if doc else None)
         elif field.type in ("bool", bool):
             parser.add_argument(f"--{flag}", dest=field.name, action="store_true",
                                 help=doc or None)

@@ -66,8 +66,9 @@ def test_list_problem_shows_its_parameters_and_run_defaults(tmp_path, capsys):
     assert main(["list", f"{path}:Mine"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == ["  parameters (-p NAME=VALUE): target, dim=3",
-                       f"  es-search run {path}:Mine uses: strategy pgpe, population 16, "
-                       f"sigma 0.1, generations 50, -o step_size=0.2"]
+                       f"  es-search run {path}:Mine uses: strategy pgpe, population 32 "
+                       f"(the strategy's default), sigma 0.1 (the strategy's default), "
+                       f"generations 50, -o step_size=0.2"]
     assert main(["list", "nope"]) == 2
     for spec in ("acrobot", "gym:CartPole-v1"):  # their environment is fixed
         assert main(["list", spec]) == 0
@@ -151,6 +152,24 @@ def test_a_users_file_and_class(tmp_path, capsys):
     assert proc.stderr == ""
     best = float(proc.stdout.split("best score ")[1].split()[0])
     assert -6.75 < best < 0  # started at -3 * 1.5^2
+
+
+@pytest.mark.parametrize("strategy, population, sigma", [
+    ("pgpe", 32, 0.1), ("adaptive-hill-climb", 10, 0.1), ("ars", 16, 0.03)])
+def test_a_users_class_runs_with_the_strategys_own_size_and_step(
+        tmp_path, capsys, strategy, population, sigma):
+    """A class with no default_config: no --population or --sigma means the strategy's
+    own defaults, as in es_search.run (the command line gave every strategy 16 and 0.1)."""
+    path = tmp_path / "my_agent.py"
+    path.write_text(MINE)
+    out = tmp_path / "run"
+    assert main(["run", f"{path}:Mine", "--strategy", strategy, "--generations", "1",
+                 "--n-jobs", "1", "--no-progress", "--no-test", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["strategy"]["population"], config["strategy"]["sigma"]) == (population, sigma)
+    assert main(["list", f"{path}:Mine"]) == 0
+    assert "population 16 (the strategy's default), sigma 0.1 (the strategy's default)" \
+        in capsys.readouterr().out  # the default strategy, hill-climb
 
 
 def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(

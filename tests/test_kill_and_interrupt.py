@@ -370,3 +370,37 @@ def test_a_process_that_opened_a_pool_never_watches_its_own_parent():
     assert backends._capture_local(lambda: 7) == (True, 7)
     assert backends._watched_pid != os.getpid()
     assert not [t for t in threading.enumerate() if t.name == "es_search-parent-watch"]
+
+
+CHILDREN = r"""
+import os, sys
+sys.argv = ["es-search", "run", "sphere", "--generations", "2", "--n-jobs", "2",
+            "--no-sequential-fallback", "--no-test", "--no-progress", "--out", sys.argv[1]]
+from es_search import cli
+status = cli.main()  # as the console script calls it
+workers = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read().decode(errors="replace")
+    except OSError:
+        continue
+    if ppid == os.getpid() and "popen_loky" in command:
+        workers.append(pid)
+print(status, len(workers))
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_the_command_ends_its_workers_before_it_returns(tmp_path):
+    """The command line's loky workers are gone when main() returns, not joined by
+    loky's exit handler (seconds after the results were printed, in which a Ctrl-C
+    printed a traceback and exited 0)."""
+    script = tmp_path / "children.py"
+    script.write_text(CHILDREN)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["0", "0"]

@@ -258,18 +258,18 @@ def test_checkpoints_that_take_a_large_share_of_the_run_are_named_once(tmp_path,
     from es_search.output import CheckpointCost
     cost = CheckpointCost()
     for _ in range(2):
-        cost.add(0.5, 65_000_000)
-    assert cost.notice(2.0, 2, 1) is None  # two checkpoints: not yet judged
-    cost.add(0.5, 65_000_000)
-    assert cost.notice(30.0, 3, 1) is None  # 5% of the run
-    message = cost.notice(3.0, 3, 1)  # 1.5 s of 3: 50%; 0.5 s a generation besides
-    assert message.startswith("writing the checkpoint (65.0 MB) takes 500 ms a time, 50% "
+        cost.add(2.0, 65_000_000)
+    assert cost.notice(8.0, 2, 1) is None  # two checkpoints: not yet judged
+    cost.add(2.0, 65_000_000)
+    assert cost.notice(120.0, 3, 1) is None  # 5% of the run
+    message = cost.notice(12.0, 3, 1)  # 6 s of 12: 50%; 2 s a generation besides
+    assert message.startswith("writing the checkpoint (65.0 MB) takes 2000 ms a time, 50% "
                               "of this run's time so far; checkpoint_every=20 ")
-    assert cost.notice(3.0, 3, 1) is None  # once
+    assert cost.notice(12.0, 3, 1) is None  # once
     small = CheckpointCost()
-    for _ in range(5):
-        small.add(0.01, 3000)
-    assert small.notice(0.1, 5, 1) is None  # half the time, but 50 ms in all
+    for _ in range(40):  # a busy machine's fsync of a small checkpoint, 40 generations
+        small.add(0.05, 3000)
+    assert small.notice(4.0, 40, 1) is None  # half the time, but 2 s in all
     # in a run: warned once, naming the option
     monkeypatch.setattr(CheckpointCost, "FLOOR", 0.0)
     monkeypatch.setattr(CheckpointCost, "SHARE", 0.0)

@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -753,3 +754,16 @@ def test_a_refused_resume_leaves_the_folder_as_it_was(tmp_path, capsys):
     assert "cannot resume" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert not (out / "command.json").exists()
+
+
+def test_resume_into_an_empty_folder_says_it_starts_a_run(tmp_path, capsys):
+    out = tmp_path / "typo"
+    assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
+                 "--out", str(out), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert f"{out} holds no run yet: --resume starts a new one there" in printed
+    assert re.search(r"best score \S+ after 2 generations, \d+ evaluations in \d+\.\d s of "
+                     r"search \(\d+\.\d s in all\)", printed)
+    assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
+                 "--out", str(out), "--resume"]) == 0
+    assert "holds no run yet" not in capsys.readouterr().out

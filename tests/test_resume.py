@@ -307,3 +307,25 @@ def test_the_checkpoint_cost_benchmark_runs_and_writes_its_table(tmp_path):
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "checkpoint_cost.md").read_text()
     assert "| hill-climb | 100 |" in table and "every 10" in table
+
+
+def test_resuming_a_finished_run_starts_no_workers_and_keeps_its_files(tmp_path,
+                                                                      monkeypatch):
+    """Nothing left to run: no pool is opened, no repeat check scores, plot.png is not
+    drawn again; the Result is the run's."""
+    from es_search import backends
+    done = es_search.run(agents.Vec(), generations=3, n_jobs=1, out=tmp_path, **KW)
+    plot = tmp_path / "plot.png"
+    stamp = plot.stat().st_mtime_ns if plot.exists() else None
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was opened for a run with nothing left to run")
+
+    monkeypatch.setattr(backends, "open_pool", no_pool)
+    monkeypatch.setattr(agents.Vec, "score", lambda self: pytest.fail("scored"))
+    again = es_search.run(agents.Vec(), generations=3, n_jobs=2, out=tmp_path, resume=True,
+                          **KW)
+    assert (again.best_score, again.evaluations) == (done.best_score, done.evaluations)
+    assert same_history(again.history, done.history)
+    if stamp is not None:
+        assert plot.stat().st_mtime_ns == stamp

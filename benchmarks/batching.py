@@ -141,7 +141,7 @@ def ranges(runs: list[tuple[int, dict]]) -> dict[str, str]:
               else ", ".join(map(str, numbers)))
     short = [f"Over runs {listed} of `python benchmarks/batching.py` (`--ranges` writes "
              f"this table):", "",
-             f"| problem | per-candidate time / batched time | issue 11's target: "
+             f"| problem | per-candidate time / batched time | target: "
              f"{SPEEDUP:.0f}x |", "|---|---|---|"]
     for (problem, stage), name in CASE_NAMES.items():
         values = _speedups(runs, problem, stage, POPULATION, WORKERS)

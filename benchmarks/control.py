@@ -268,7 +268,7 @@ def render(rows: list[dict], meta: dict) -> str:
 def readme_summary(rows: list[dict]) -> str:
     """The README's table: per task, medians over the seeds run of each framework."""
     lines = ["| task (budget) | es_search test mean | EvoTorch test mean | es_search steps/s "
-             "/ ceiling of its policies | issue 8 target (es_search) |",
+             "/ ceiling of its policies | target (es_search) |",
              "|---|---|---|---|---|"]
     for name, task in LADDER.items():
         mine = [r for r in rows if r["task"] == name and r["framework"] == "es_search"]

@@ -85,7 +85,7 @@ def targets_summary(verdicts: list[dict]) -> str:
     """One line for the README: how many targets were met, and the ones that were not."""
     missed = [t for t in verdicts if t["met"] is not True]
     met = len(verdicts) - len(missed)
-    lines = ["", f"Targets (issue 3), from this run: {met} of {len(verdicts)} met"
+    lines = ["", f"Core-scaling targets, from this run: {met} of {len(verdicts)} met"
              + (" (table in scaling.md)." if not missed else "; not met:")]
     for t in missed:
         lines.append(f"- {t['target']}: {fmt(t['figure'], 3)}")

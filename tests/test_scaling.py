@@ -279,7 +279,7 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     assert result["targets"] and all("met" in t for t in result["targets"])
     text = readme.read_text()
     assert "OLD-TABLE" not in text and "| score | pop |" in text and text.endswith("after\n")
-    assert "Targets (issue 3), from this run:" in text and " met" in text
+    assert "Core-scaling targets, from this run:" in text and " met" in text
     assert (repo / "scaling.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="markers"):
         script["update_readme"](str(repo / "scaling.md"), "x")

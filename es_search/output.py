@@ -280,23 +280,34 @@ class RunFolder:
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
         self.search: Any = None
+        self._score_kwargs = score_kwargs
+        self._begun = False
         try:
             check_replaceable(self.path, resume, overwrite)
             self.saved = self._load(config) if resume else None
-            for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
-                tmp.unlink(missing_ok=True)
-            if not self.saved:  # a new run: nothing of a run it replaces
-                for name in (CHECKPOINT, SCORE_KWARGS, *AT_THE_END):
-                    (self.path / name).unlink(missing_ok=True)
-                for generation in failure_generations(self.path):
-                    failure_path(self.path, generation).unlink()
-            if score_kwargs and not (self.path / SCORE_KWARGS).exists():
-                _checkpoint.save(self.path / SCORE_KWARGS, dict(score_kwargs))
-            dump_json(self.path / CONFIG, config)
-            self._open_history()
         except BaseException:
             self.close()
             raise
+
+    def _begin(self) -> None:
+        """The run's first write (its start, or a failure record of its starting
+        agent): until then the folder is as it was, so a run that fails to start (a
+        backend that is not there, a score() that raises at once) leaves the run it
+        would replace (``overwrite``) or continue whole."""
+        if self._begun:
+            return
+        self._begun = True
+        for tmp in self.path.glob(".*.tmp"):  # writes a crash cut short
+            tmp.unlink(missing_ok=True)
+        if not self.saved:  # a new run: nothing of a run it replaces
+            for name in (CHECKPOINT, SCORE_KWARGS, *AT_THE_END):
+                (self.path / name).unlink(missing_ok=True)
+            for generation in failure_generations(self.path):
+                failure_path(self.path, generation).unlink()
+        if self._score_kwargs and not (self.path / SCORE_KWARGS).exists():
+            _checkpoint.save(self.path / SCORE_KWARGS, dict(self._score_kwargs))
+        dump_json(self.path / CONFIG, self.config)
+        self._open_history()
 
     def _load(self, config: dict) -> dict | None:
         """The checkpoint, checked against ``config`` and the history file."""
@@ -330,6 +341,7 @@ class RunFolder:
         self._history = open(self.path / HISTORY, "a")
 
     def on_start(self, info: Any) -> None:
+        self._begin()
         self._started = time.perf_counter()
         dump_json(self.path / CONFIG, self.config)  # with what the start decided
         if self.saved:
@@ -429,6 +441,7 @@ class RunFolder:
                       indices: list, detail: Any) -> None:
         """What ``replay_task(agent, out=out, generation=g, index=i)`` needs (the
         tasks of ``generation`` at ``indices`` failed)."""
+        self._begin()
         path = failure_path(self.path, generation)
         path.parent.mkdir(parents=True, exist_ok=True)
         shared = self.search.evaluator.last_shared if self.search is not None else None

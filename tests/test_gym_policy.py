@@ -49,6 +49,29 @@ class _Sequences(gym.Env):
 gym.register("EsSearchTest/Sequences-v0", entry_point=_Sequences)
 
 
+class _ShiftedActions(gym.Env):
+    """Actions numbered -1, 0, +1 (Discrete(3, start=-1)); the reward is the action
+    taken, and an action outside the space raises."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float64)
+    action_space = gym.spaces.Discrete(3, start=-1)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return np.zeros(2), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"invalid action {action!r}")
+        self._t += 1
+        return np.zeros(2), float(action), False, False, {}
+
+
+gym.register("EsSearchTest/Shifted-v0", entry_point=_ShiftedActions,
+             max_episode_steps=10)
+
+
 class Recording(GymPolicy):
     """A GymPolicy that records every raw observation it acts on."""
 
@@ -458,3 +481,25 @@ def test_a_module_colon_id_imports_the_module_that_registers_it(tmp_path, monkey
     with pytest.raises(ValueError, match=r"gymnasium environment id 'es_probe_nothing:X-v0': "
                                          r"cannot import module 'es_probe_nothing'"):
         GymPolicy("es_probe_nothing:X-v0")
+
+
+@pytest.mark.parametrize("greedy", [False, True])
+def test_discrete_actions_start_where_the_space_starts(greedy):
+    """Discrete(3, start=-1): the policy plays -1, 0 and 1 (it played 0, 1 and 2)."""
+    policy = GymPolicy("EsSearchTest/Shifted-v0", greedy=greedy)
+    with torch.no_grad():
+        policy.layers[-1].bias.copy_(torch.tensor([9.0, 0.0, 0.0]))  # prefers action -1
+    assert policy.returns(episodes=2).tolist() == [-10.0, -10.0] if greedy else \
+        all(r < 0 for r in policy.returns(episodes=2))
+    with torch.no_grad():
+        policy.layers[-1].bias.copy_(torch.tensor([0.0, 0.0, 9.0]))  # prefers +1
+    assert all(r > 0 for r in policy.returns(episodes=2))
+
+
+def test_test_returns_are_of_whole_episodes_where_the_environment_ends_them():
+    """max_steps cuts the search's episodes, not the test's: Acrobot's time limit is
+    500 steps, and a policy that never swings up scores -500, not -max_steps."""
+    policy = GymPolicy("Acrobot-v1", max_steps=50)
+    assert policy.score() == -50.0
+    assert policy.returns(episodes=2).tolist() == [-500.0, -500.0]
+    assert policy.test_scores()["test_return_mean"] == -500.0

@@ -329,3 +329,21 @@ def test_resuming_a_finished_run_starts_no_workers_and_keeps_its_files(tmp_path,
     assert same_history(again.history, done.history)
     if stamp is not None:
         assert plot.stat().st_mtime_ns == stamp
+
+
+def test_a_run_that_fails_to_start_leaves_the_run_it_would_replace_whole(tmp_path):
+    """overwrite=True into a folder that holds a run, and the new run fails before it
+    starts (here: backend="dask" with no Client): the folder holds the old run, file
+    for file. (A new run whose starting agent fails to score has started: the folder
+    then holds its failure record, for replay_task.)"""
+    es_search.run(agents.Vec(), generations=3, n_jobs=1, out=tmp_path, **KW)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()
+              and p.name != ".lock"}
+    pytest.importorskip("distributed")
+    with pytest.raises(ValueError, match="there is none"):  # no active dask Client
+        es_search.run(agents.Vec(), generations=3, n_jobs=2, out=tmp_path, overwrite=True,
+                      backend="dask", **KW)
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()
+             and p.name != ".lock"}
+    assert after == before
+    assert es_search.Result.load(tmp_path, agents.Vec()).generations == 3

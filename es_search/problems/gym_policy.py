@@ -216,6 +216,7 @@ class GymPolicy(Agent):
 
     env_id = ""
     discrete = True
+    _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
     test_episodes = 20  # episodes of test_scores()
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
@@ -302,6 +303,7 @@ class GymPolicy(Agent):
         if isinstance(space, gym.spaces.Discrete):
             self.discrete, self.act_dim = True, int(space.n)
             self.action_high = None
+            self._action_start = int(space.start)  # Discrete(3, start=-1): -1, 0, 1
             return
         if not isinstance(space, gym.spaces.Box):
             raise ValueError(f"GymPolicy handles Discrete and Box action spaces; "
@@ -379,15 +381,16 @@ class GymPolicy(Agent):
             return w_out @ h + b_out
 
         if self.discrete:
+            start = self._action_start
             if self.greedy:
-                return lambda obs: int(np.argmax(logits(obs)))
+                return lambda obs: start + int(np.argmax(logits(obs)))
             draw = np.random.random if rng is None else rng.random
 
             def sample(obs):
                 h = logits(obs)
                 p = np.exp(h - h.max())
                 p /= p.sum()
-                return int(np.searchsorted(np.cumsum(p), draw() * p.sum()))
+                return start + int(np.searchsorted(np.cumsum(p), draw() * p.sum()))
             return sample
         shape = self._action_shape
         if self._squash is None:
@@ -399,12 +402,13 @@ class GymPolicy(Agent):
 
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
                        record: bool = False, seeded_actions: bool | None = None,
-                       reward_clip: float | None = None) -> float:
+                       reward_clip: float | None = None, whole: bool = False) -> float:
         """One episode's return (each step's reward clipped to ``[-reward_clip,
         reward_clip]`` if given, plus ``reward_offset``). ``record``: add its
         observations and steps to the report of the current ``score()``.
         ``seeded_actions``: sample discrete actions from a generator seeded ``seed``
-        (default: with ``crn``), not from NumPy's global RNG."""
+        (default: with ``crn``), not from NumPy's global RNG. ``whole``: ignore
+        ``max_steps`` when the environment ends episodes itself (a time limit)."""
         if self._env is None:
             self._env = self.make_env()
         env = self._env
@@ -415,6 +419,8 @@ class GymPolicy(Agent):
         keep = record and self.normalize == "running"
         seen: list = []
         limit = self.max_steps or math.inf
+        if whole and getattr(env.spec, "max_episode_steps", None):
+            limit = math.inf  # the environment's own limit ends the episode
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
         flat = self.__dict__.get("_obs_space") is not None  # a Box needs no flattening
@@ -454,15 +460,17 @@ class GymPolicy(Agent):
                               for s in self.episode_seeds()]))
 
     def test_scores(self) -> dict[str, float]:
-        """The true returns of ``test_episodes`` fresh episodes (seeded ``TEST_SEED``,
-        ``TEST_SEED + 1``, ...): their mean and std."""
+        """The true returns of ``test_episodes`` fresh, whole episodes (seeded
+        ``TEST_SEED``, ``TEST_SEED + 1``, ...): their mean and std."""
         return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         """The true returns (no ``reward_offset``) of ``episodes`` episodes seeded
-        ``seed``, ``seed + 1``, ...; the statistics are not updated. Discrete actions
-        are sampled from a generator seeded per episode."""
-        return np.array([self.episode_return(seed + k, seeded_actions=True)
+        ``seed``, ``seed + 1``, ...: whole episodes, to the environment's own time limit
+        (``max_steps`` cuts only those of an environment that has none); the
+        statistics are not updated. Discrete actions are sampled from a generator
+        seeded per episode."""
+        return np.array([self.episode_return(seed + k, seeded_actions=True, whole=True)
                          for k in range(int(episodes))])
 
     # ------------------------------------------------------------------ shared statistics

@@ -48,7 +48,10 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     try:
         value = ast.literal_eval(raw)
     except (ValueError, SyntaxError):
-        value = raw
+        try:  # JSON: {"is_slippery": false}, [1, null]
+            value = json.loads(raw) if raw[:1] in "[{" and raw else raw
+        except ValueError:
+            value = raw
     return key, value
 
 
@@ -386,7 +389,8 @@ def _the_runs_own(args: argparse.Namespace, params: dict,
     """For ``--resume``: the run's own seed, strategy, population and sigma (its
     config.json), -p and -o values (its command.json) where the command line does not
     give them, so that ``es-search run PROBLEM --out DIR --resume`` continues the run
-    as it was started. What is given is kept (and refused when it differs)."""
+    as it was started. What is given is kept, name by name (and refused when it
+    differs from the run's)."""
     from .output import COMMAND, from_json, read_config
     config = read_config(args.out)
     strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
@@ -401,11 +405,11 @@ def _the_runs_own(args: argparse.Namespace, params: dict,
         command = from_json(json.loads((Path(args.out) / COMMAND).read_text()))
     except (OSError, ValueError):
         return params, strategy_options
-    if not args.param and isinstance(command.get("params"), dict):
-        params = command["params"]
-    if not args.strategy_option and isinstance(command.get("strategy_options"), dict) \
+    if isinstance(command.get("params"), dict):  # name by name: given ones win
+        params = {**command["params"], **params}
+    if isinstance(command.get("strategy_options"), dict) \
             and args.strategy == strategy.get("name"):
-        strategy_options = command["strategy_options"]
+        strategy_options = {**command["strategy_options"], **strategy_options}
     return params, strategy_options
 
 
@@ -475,8 +479,10 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      repeat_check=not args.no_repeat_check)
         elapsed = time.perf_counter() - started
     searched = result.history[-1]["seconds"] if result.history else 0.0
-    print(f"{args.problem}: best score {result.best_score:.6g} after {result.generations} "
-          f"generations, {result.evaluations} evaluations in {searched:.1f} s of search "
+    best = result.best_score + 0.0  # -0.0 reads 0
+    print(f"{args.problem}: best score {best:.6g} after {result.generations} "
+          f"generation{'s' if result.generations != 1 else ''}, {result.evaluations} "
+          f"evaluations in {searched:.1f} s of search "
           f"({elapsed:.1f} s in all)")
     if not math.isfinite(result.best_score):  # nothing to keep: say so, and fail
         print(f"es-search: error: no finite score in {result.evaluations} evaluations "
@@ -872,11 +878,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {cli_terms(str(exc))}", file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
-        print(f"es-search: error: {exc}", file=sys.stderr)  # of es_search's own
+        print(f"es-search: error: {_in_command_terms(str(exc), argv)}",  # of es_search's own
+              file=sys.stderr)
         return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         _silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
+    except OSError as exc:  # a full disk (for the output too: > /dev/full), a lost mount
+        _silence_stdout()
+        print(f"es-search: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
         print(interrupted_message(args, argv, exc), file=sys.stderr)
         terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
@@ -924,6 +935,13 @@ def _command_line_warnings() -> Iterator[None]:
         yield
     finally:
         warnings.formatwarning = default
+
+
+def _in_command_terms(message: str, argv: Sequence[str]) -> str:
+    """A failed run's message with its Python advice, ``continue with run(..., out=DIR,
+    resume=True)``, as the command that continues it."""
+    return re.sub(r"continue with run\(\.\.\., out=.*?, resume=True\)\.?",
+                  lambda _: f"continue with:\n  {resume_command(argv)}", message)
 
 
 def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],

@@ -767,3 +767,60 @@ def test_resume_into_an_empty_folder_says_it_starts_a_run(tmp_path, capsys):
     assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
                  "--out", str(out), "--resume"]) == 0
     assert "holds no run yet" not in capsys.readouterr().out
+
+
+def test_a_run_whose_workers_die_says_the_command_that_continues_it(tmp_path, capsys):
+    path = tmp_path / "dies.py"
+    path.write_text(textwrap.dedent("""
+        import os, torch, es_search
+
+        class Dies(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+                self.home = os.getpid()
+
+            def score(self):
+                if os.getpid() != self.home:  # in a worker: it dies
+                    os._exit(3)
+                return -float((self.w ** 2).sum())
+    """))
+    out = tmp_path / "run"
+    argv = ["run", f"{path}:Dies", "--generations", "3", "--n-jobs", "2", "--no-progress",
+            "--no-sequential-fallback", "--max-retries", "0", "--out", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "continue with:\n  " in err and err.rstrip().endswith(f"{out} --resume")
+    assert "resume=True" not in err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "es_search", "list"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "es-search: error: [Errno 28] No space left on device"]
+
+
+def test_resume_takes_the_runs_other_p_values_name_by_name(tmp_path, capsys):
+    """--resume with one -p given again (the run's own value) keeps the run's others;
+    one given with another value is refused."""
+    out = str(tmp_path / "run")
+    base = ["run", "sphere", "--n-jobs", "1", "--no-progress", "--out", out]
+    assert main([*base, "--generations", "2", "-p", "dim=3", "-p", "optimum=1.0"]) == 0
+    assert main([*base, "--generations", "3", "--resume", "-p", "dim=3"]) == 0
+    assert len(read_history(tmp_path / "run" / "history.jsonl")) == 3
+    capsys.readouterr()
+    assert main([*base, "--generations", "4", "--resume", "-p", "dim=4"]) == 2
+    assert "dim" in capsys.readouterr().err
+
+
+def test_p_values_may_be_json():
+    from es_search.cli import _parse_param
+    assert _parse_param('env_kwargs={"is_slippery": false}') == (
+        "env_kwargs", {"is_slippery": False})
+    assert _parse_param("x=[1, null, true]") == ("x", [1, None, True])
+    assert _parse_param("x={1: 2}") == ("x", {1: 2})  # a Python literal, as before
+    assert _parse_param("x={bad") == ("x", "{bad") and _parse_param("x=") == ("x", "")

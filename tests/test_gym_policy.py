@@ -503,3 +503,11 @@ def test_test_returns_are_of_whole_episodes_where_the_environment_ends_them():
     assert policy.score() == -50.0
     assert policy.returns(episodes=2).tolist() == [-500.0, -500.0]
     assert policy.test_scores()["test_return_mean"] == -500.0
+
+
+def test_a_deprecated_id_is_named_deprecated_not_unknown():
+    with pytest.raises(ValueError, match=r"^deprecated gymnasium environment id 'Taxi-v3'.*"
+                                         r"Taxi-v"):
+        GymPolicy("Taxi-v3")
+    with pytest.raises(ValueError, match="^unknown gymnasium environment id"):
+        GymPolicy("NoSuchThing-v0")

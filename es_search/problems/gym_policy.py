@@ -81,6 +81,9 @@ def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
         spec = gym.spec(target)
     except gym.error.Error as exc:
         if spec is None:
+            if isinstance(exc, gym.error.DeprecatedEnv):  # a known id of an old version
+                raise ValueError(f"deprecated gymnasium environment id {env_id!r}: "
+                                 f"{exc}") from None
             raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "
                              f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
                              ) from None

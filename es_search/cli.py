@@ -160,8 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_checked(int, check_seed), default=None,
                      help="default 0; with --resume, the run's own")
     run.add_argument("--backend", default=None,
-                     help="loky (default), multiprocessing, dask (the active Client or "
-                          "--scheduler), ray (RAY_ADDRESS, or a local Ray)")
+                     help="loky (default), multiprocessing, dask (give its --scheduler), "
+                          "ray (RAY_ADDRESS, or a local Ray)")
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
@@ -297,6 +297,8 @@ def _describe_problem(spec: str) -> int:
     parameters = keyword_parameters(cls)
     if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
         parameters = [p for p in parameters if p.name != "env_id"]
+    if parameters is not None and getattr(cls, "discrete", None) is False:
+        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
         map(_shown, parameters)) or "none"
     print(f"  parameters (-p NAME=VALUE): {shown}")

@@ -824,3 +824,11 @@ def test_p_values_may_be_json():
     assert _parse_param("x=[1, null, true]") == ("x", [1, None, True])
     assert _parse_param("x={1: 2}") == ("x", {1: 2})  # a Python literal, as before
     assert _parse_param("x={bad") == ("x", "{bad") and _parse_param("x=") == ("x", "")
+
+
+def test_list_leaves_greedy_out_for_continuous_actions(capsys):
+    pytest.importorskip("gymnasium")
+    assert main(["list", "pendulum"]) == 0
+    assert "greedy" not in capsys.readouterr().out
+    assert main(["list", "cartpole"]) == 0
+    assert "greedy=False" in capsys.readouterr().out

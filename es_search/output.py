@@ -291,9 +291,10 @@ class RunFolder:
 
     def _begin(self) -> None:
         """The run's first write (its start, or a failure record of its starting
-        agent): until then the folder is as it was, so a run that fails to start (a
-        backend that is not there, a score() that raises at once) leaves the run it
-        would replace (``overwrite``) or continue whole."""
+        agent): until then the folder is as it was, so a run that fails before it
+        scores (a backend that is not there, an agent the workers cannot get, a
+        repeat check that raises) leaves the run it would replace (``overwrite``) or
+        continue whole."""
         if self._begun:
             return
         self._begun = True

@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from es_search import worker  # noqa: E402
 from es_search.batched import candidate_rngs  # noqa: E402
 from es_search.candidates import Candidate, build_group  # noqa: E402
-from es_search.bench.batching import CASES, centre, make_agent  # noqa: E402
+from benchmarks.harness.batching import CASES, centre, make_agent  # noqa: E402
 from es_search.seeding import task_seeds  # noqa: E402
 
 

@@ -2,15 +2,15 @@
 
 CleanRL-style: the arguments are the dataclass below, the script runs top to bottom.
 
-    PYTHONPATH=$PWD python benchmarks/control.py --quick            # one seed
-    PYTHONPATH=$PWD python benchmarks/control.py                    # 3 seeds, + BipedalWalker
-    PYTHONPATH=$PWD python benchmarks/control.py --tasks hopper --seeds 1 --append
+    python benchmarks/control.py --quick                  # one seed
+    python benchmarks/control.py                          # seeds 0-4, + BipedalWalker
+    python benchmarks/control.py --tasks hopper --seeds 1 --append
 
 For each task and seed, each framework trains for the task's wall-time budget with all
 cores (the time of starting workers included), then the final policy (the search
 distribution's centre, with the observation statistics of the end of the run) plays
 100 test episodes (seeds 1_000_000, ...; the true reward, no ``reward_offset``).
-Reported: the test mean, environment steps, wall time, and steps per second against this
+Reported per run: the test mean, environment steps, wall time, and steps per second against this
 machine's ceilings, measured in the same run right after the training: the same policies
 stepped with no framework, one process per core (``control_ceiling.py``): the final
 policy, and the candidates the run scored at five points of its budget. EvoTorch (GymNE with PGPE + ClipUp at
@@ -18,11 +18,14 @@ its documented settings, one Ray actor per core) runs in a subprocess with the
 interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
 dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip
 install -c constraints.txt torch==2.13.0 evotorch==0.6.1 'gymnasium[box2d,mujoco]'``).
-Writes ``benchmarks/results/control.{json,md}``.
+Per task, over the seeds: the test mean's median, interquartile mean (IQM) and its 95%
+stratified-bootstrap interval (``benchmarks/harness/stats.py``, the computation of
+Agarwal et al. 2021's rliable), the share of seeds at or above the target, and the median
+environment steps and wall time. Writes ``benchmarks/results/control.{json,md}``;
+``--readme README.md`` also the README's ladder table.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -37,13 +40,15 @@ from pathlib import Path
 
 import joblib
 import numpy as np
+import tyro  # extra scripts: each field's docstring is its --help
 
 from es_search.problems.gym_policy import TEST_SEED  # the test episodes' first seed
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 import cloudpickle  # noqa: E402
 import control_ceiling  # noqa: E402
 import provenance  # noqa: E402
+from benchmarks.harness.stats import summary  # noqa: E402
 from control_ceiling import Snapshots, final_ceiling, run_ceiling  # noqa: E402
 from readme_table import update_readme  # noqa: E402
 
@@ -60,17 +65,21 @@ class Args:
     tasks: str = ""
     """comma-separated subset of the ladder (default: all of the mode's)"""
     seeds: str = ""
-    """comma-separated seeds (default: 0 with --quick, else 0,1,2)"""
+    """comma-separated seeds (default: 0 with --quick, else 0,1,2,3,4)"""
     n_jobs: int = -1
     """workers (-1: all cores) for es_search; actors for EvoTorch"""
     budget_scale: float = 1.0
     """multiply every wall budget (e.g. 0.1 for a smoke test)"""
     test_episodes: int = 100
+    """episodes the final policy is tested on"""
     ceiling_seconds: float = 8.0
     """seconds of bare stepping per core for the ceiling"""
     evotorch_python: str = "/work/venvs/evotorch/bin/python"
+    """the interpreter of a venv with evotorch==0.6.1"""
     no_evotorch: bool = False
+    """run es_search only"""
     no_es_search: bool = False
+    """run EvoTorch only"""
     render: bool = False
     """only rewrite control.md (and --readme's table) from control.json"""
     readme: str = ""
@@ -87,7 +96,7 @@ class Task:
     problem: str  # es_search built-in
     env_id: str
     budget_s: float  # wall-time budget, all cores
-    target: float | None  # issue 8's test-mean target within the budget
+    target: float | None  # the test-mean target within the budget (median of the seeds)
     evotorch: str  # EvoTorch settings (control_evotorch.SETTINGS)
     decrease_rewards_by: float = 0.0  # EvoTorch's reward offset (alive bonus)
     full_only: bool = False
@@ -113,15 +122,7 @@ LADDER = {
 
 
 def parse_args(argv=None) -> Args:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    for field in dataclasses.fields(Args):
-        flag = "--" + field.name.replace("_", "-")
-        if field.type in ("bool", bool):
-            parser.add_argument(flag, action="store_true")
-        else:
-            kind = {"int": int, "float": float}.get(str(field.type), str)
-            parser.add_argument(flag, type=kind, default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    return tyro.cli(Args, description=" ".join(__doc__.split("\n\n")[0].split()), args=argv)
 
 
 def cores(n_jobs: int) -> int:
@@ -237,25 +238,30 @@ def render(rows: list[dict], meta: dict) -> str:
             f"{_fmt(final, ',.0f')} | {_fmt(_ratio(row, final))} | {_fmt(run, ',.0f')} | "
             f"{_fmt(_ratio(row, run))} | {row['test_mean']:.1f} ± {row['test_std']:.1f} | "
             f"{target} | {_load(row)} |")
-    lines += ["", "Medians over the seeds run (issue 8's targets are medians of 3 seeds):", "",
-              "| task | framework | seeds | median test mean | median rate / final | "
-              "median rate / run | target on the median |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "Over the seeds run, per task and framework: the test mean's median, IQM with "
+              "its 95% bootstrap interval, the seeds at or above the target, median steps, "
+              "wall time and rates (the targets are judged on the median):", "",
+              "| task | framework | seeds | median test mean | IQM [95% CI] | success | "
+              "median env steps | median wall s | median rate / final | median rate / run | "
+              "target on the median |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in order:
         for framework in ("es_search", "evotorch"):
             group = [r for r in rows if r["task"] == name and r["framework"] == framework]
             if not group:
                 continue
-            mean = float(np.median([r["test_mean"] for r in group]))
+            task = LADDER[name]
+            stats = summary([r["test_mean"] for r in group], task.target)
             medians = []
             for which in (0, 1):
                 ratios = [_ratio(r, ceilings.get((r["task"], r["seed"]), (None, None))[which])
                           for r in group]
                 ratios = [x for x in ratios if x is not None]
                 medians.append(f"{np.median(ratios):.2f} ({len(ratios)})" if ratios else "-")
-            task = LADDER[name]
             target = "-" if task.target is None else (
-                f"{task.target:g}: {'met' if mean >= task.target else 'not met'}")
-            lines.append(f"| {name} | {framework} | {len(group)} | {mean:.1f} | "
+                f"{task.target:g}: {'met' if stats['median'] >= task.target else 'not met'}")
+            lines.append(f"| {name} | {framework} | {len(group)} | {stats['median']:.1f} | "
+                         f"{_iqm(stats)} | {_success(stats, task)} | {_steps(group)} | "
+                         f"{np.median([r['wall_s'] for r in group]):.0f} | "
                          f"{medians[0]} | {medians[1]} | {target} |")
     commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
                        for r in rows if r.get("run")})
@@ -265,34 +271,46 @@ def render(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _iqm(stats: dict) -> str:
+    low, high = stats["iqm_ci"]
+    return f"{stats['iqm']:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _success(stats: dict, task: Task) -> str:
+    if stats["success"] is None:
+        return "-"
+    return f"{round(stats['success'] * stats['seeds'])}/{stats['seeds']} >= {task.target:g}"
+
+
+def _steps(group: list[dict]) -> str:
+    steps = [r["steps"] for r in group if r.get("steps")]
+    if not steps:
+        return "-"
+    x = float(np.median(steps))
+    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k" if x >= 1e3 else f"{x:.0f}"
+
+
 def readme_summary(rows: list[dict]) -> str:
-    """The README's table: per task, medians over the seeds run of each framework."""
-    lines = ["| task (budget) | es_search test mean | EvoTorch test mean | es_search steps/s "
-             "/ ceiling of its policies | target (es_search) |",
-             "|---|---|---|---|---|"]
+    """The README's table: per task, es_search's test mean over the seeds run (median,
+    IQM [95% CI], seeds at the target), its median steps and wall time; EvoTorch's beside."""
+    lines = ["| task (budget) | seeds | median | IQM [95% CI] | success | env steps | wall s | "
+             "EvoTorch median | EvoTorch IQM [95% CI] |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, task in LADDER.items():
         mine = [r for r in rows if r["task"] == name and r["framework"] == "es_search"]
         theirs = [r for r in rows if r["task"] == name and r["framework"] == "evotorch"]
         if not mine:
             continue
-
-        def median(group: list[dict]) -> str:
-            if not group:
-                return "-"
-            value = float(np.median([r["test_mean"] for r in group]))
-            return f"{value:.1f} ({len(group)} seed{'s' * (len(group) > 1)})"
-
-        ratios = [_ratio(r, r.get("run_ceiling")) for r in mine]
-        ratios, which = [x for x in ratios if x is not None], ""
-        if not ratios:  # rows from before the run ceiling: the final policy's
-            ratios = [x for x in (_ratio(r, r.get("ceiling")) for r in mine) if x is not None]
-            which = " (final policy)" if ratios else ""
-        mean = float(np.median([r["test_mean"] for r in mine]))
-        target = "-" if task.target is None else (
-            f">= {task.target:g}: {'met' if mean >= task.target else 'not met'}")
-        lines.append(f"| {task.env_id} ({task.budget_s:g} s) | {median(mine)} | "
-                     f"{median(theirs)} | {_fmt(float(np.median(ratios)) if ratios else None)}"
-                     f"{which} | {target} |")
+        stats = summary([r["test_mean"] for r in mine], task.target)
+        other = ["-", "-"]
+        if theirs:
+            them = summary([r["test_mean"] for r in theirs])
+            seeds = "" if len(theirs) == len(mine) else f" ({len(theirs)} seeds)"
+            other = [f"{them['median']:.1f}{seeds}", _iqm(them)]
+        lines.append(f"| {task.env_id} ({task.budget_s:g} s) | {len(mine)} | "
+                     f"{stats['median']:.1f} | {_iqm(stats)} | {_success(stats, task)} | "
+                     f"{_steps(mine)} | {np.median([r['wall_s'] for r in mine]):.0f} | "
+                     f"{other[0]} | {other[1]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -309,7 +327,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"unknown task(s) {unknown}; the ladder: {', '.join(LADDER)}")
     if not args.tasks:
         names = [t for t in names if not (args.quick and LADDER[t].full_only)]
-    seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2")).split(",")]
+    seeds = [int(s) for s in (args.seeds or ("0" if args.quick else "0,1,2,3,4")).split(",")]
     out = Path(args.out or ("bench-results" if args.quick and not args.render
                             else HERE / "results"))
     out.mkdir(parents=True, exist_ok=True)

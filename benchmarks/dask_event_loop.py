@@ -7,7 +7,7 @@ short calls). Both against loky, in one process, generations interleaved.
 
 One LocalCluster of ``--workers`` single-thread processes and a loky pool of as many;
 ``--reps`` runs, each printing the median generation time of each way and the ratios
-to loky. The scores are :func:`es_search.bench.workloads.spin` calibrated to ``--ms``
+to loky. The scores are :func:`es_search.bench.spin` calibrated to ``--ms``
 in this process. Timing: run it alone (``flock /work/coord/bench.lock`` here).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from es_search.bench.workloads import BenchAgent, calibrate  # noqa: E402
+from es_search.bench import BenchAgent, calibrate  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
 from es_search.evaluation import Evaluator  # noqa: E402
 

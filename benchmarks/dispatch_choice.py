@@ -1,4 +1,4 @@
-"""Does the engine use the workers for short scores? (issue 10's case: ~5 ms of CPU per
+"""Does the engine use the workers for short scores? (~5 ms of CPU per
 score, population 8, n_jobs=2, a 4-generation run.)
 
     PYTHONPATH=. flock /work/coord/bench.lock python benchmarks/dispatch_choice.py

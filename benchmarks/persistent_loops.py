@@ -13,7 +13,7 @@ times, one after the other (interleaved, medians over the rounds after 10 warm o
   timeouts, no dead-worker handling; an experiment, not a pool es_search offers);
 - ``loky``: ``es_search.Evaluator`` on loky, as ``run()`` scores a generation;
 - ``alone``: the same Evaluator path with ``score_batch_size=0`` (one ``score()`` per
-  candidate), the per-candidate path issue 11's 20x target is measured against.
+  candidate), the per-candidate path the batching target's 20x is measured against.
 
 Every round checks that ``loops`` and ``loky`` give the same scores. Needs the ``fork``
 start method (Linux).
@@ -39,7 +39,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from es_search.bench.measure import load_average  # noqa: E402
+from benchmarks.harness.measure import load_average  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
 from es_search.evaluation import Evaluator  # noqa: E402
 from es_search.problems.batched_control import Pendulum  # noqa: E402

@@ -1,6 +1,6 @@
 """How long one hand-out to the workers and back takes, by transport: loky's executor
 (what es_search uses) against a ping-pong over named pipes with worker loops that stay
-in place (what a persistent-worker transport could get). Issue 11's Pendulum target
+in place (what a persistent-worker transport could get). The batching benchmark's Pendulum target
 (a batched generation >= 20x the per-candidate path on 2 workers) is bound by this.
 
     PYTHONPATH=$PWD python benchmarks/round_trip.py [--workers 2] [--rounds 300]

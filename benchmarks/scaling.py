@@ -1,11 +1,11 @@
 """Core-scaling benchmark of es_search's evaluation engine, with this repository's
-targets (issue 3) and README table.
+targets and README table.
 
     python benchmarks/scaling.py [--quick] [--out DIR] [--n-jobs 1,2,4] [--readme README.md]
     python benchmarks/scaling.py --render benchmarks/results/scaling.json --out DIR
 
-It measures with the library (``es_search.bench``, the same as ``es-search bench``), then
-judges the issue's targets (``benchmarks/scaling_targets.py``), appends them to
+It measures with ``benchmarks/harness/``, then
+judges the targets (``benchmarks/scaling_targets.py``), appends them to
 ``scaling.md``, stores them in ``scaling.json`` and, with ``--readme``, replaces the
 table between the README's ``<!-- scaling-table:... -->`` markers
 (``benchmarks/readme_table.py``). ``--render`` measures nothing: it re-renders and
@@ -21,9 +21,8 @@ from typing import Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [p for p in (os.path.dirname(HERE), HERE) if p not in sys.path]
 
-from es_search.bench import add_arguments  # noqa: E402
-from es_search.bench.command import report, result_from_args  # noqa: E402
-from es_search.bench.report import summary  # noqa: E402
+from benchmarks.harness.command import add_arguments, report, result_from_args  # noqa: E402
+from benchmarks.harness.report import summary  # noqa: E402
 from readme_table import table_in, update_readme  # noqa: E402
 from scaling_targets import judge, targets_markdown, targets_summary  # noqa: E402
 

@@ -1,18 +1,18 @@
-"""This repository's targets for the scaling benchmark (issue 3), judged on one run.
+"""This repository's targets for the scaling benchmark, judged on one run.
 
-Used by ``benchmarks/scaling.py``; the library (``es-search bench``) measures and
+Used by ``benchmarks/scaling.py``; ``benchmarks/harness`` measures and
 reports, and leaves the verdicts to this file.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from es_search.bench.model import path_kind
-from es_search.bench.report import fmt
+from benchmarks.harness.model import path_kind
+from benchmarks.harness.report import fmt
 
 
 def targets(rows: list[dict], payload: list[dict], n_cpus: int) -> list[dict]:
-    """Each target of issue 3 with the figure this run measured."""
+    """Each target with the figure this run measured."""
     out = []
 
     def add(name: str, figure: Any, met: bool | None, note: str = "") -> None:
@@ -71,8 +71,8 @@ def judge(result: dict) -> list[dict]:
 
 
 def targets_markdown(verdicts: list[dict]) -> str:
-    """The targets table, to follow :func:`es_search.bench.report.markdown`'s text."""
-    lines = ["", "Targets (issue 3), from this run:", "",
+    """The targets table, to follow :func:`benchmarks.harness.report.markdown`'s text."""
+    lines = ["", "Targets, from this run:", "",
              "| target | measured | met |", "|---|---|---|"]
     for t in verdicts:
         met = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]

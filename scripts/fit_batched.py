@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
+import tyro  # extra scripts: each field's docstring is its --help
+
 import es_search
-from script_args import RunArgs, parse  # scripts/script_args.py: a --flag per field
+from run_args import RunArgs  # scripts/run_args.py: --seed, --n-jobs, --out, ...
 
 
 @dataclass
@@ -39,7 +41,7 @@ class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
 
 
 def parse_args(argv=None) -> Args:
-    return parse(Args, __doc__.splitlines()[0], argv)
+    return tyro.cli(Args, description=__doc__.splitlines()[0], args=argv)
 
 
 def make_data(points: int, seed: int):

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import tyro  # extra scripts: each field's docstring is its --help
+
 import es_search
 from es_search.problems.control import CartPole
-from script_args import RunArgs, parse  # scripts/script_args.py: a --flag per field
+from run_args import RunArgs  # scripts/run_args.py: --seed, --n-jobs, --out, ...
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
 
 
 def parse_args(argv=None) -> Args:
-    return parse(Args, __doc__.splitlines()[0], argv)
+    return tyro.cli(Args, description=__doc__.splitlines()[0], args=argv)
 
 
 def main(argv=None) -> float:

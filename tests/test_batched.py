@@ -345,46 +345,35 @@ def test_committed_batching_table_is_rendered_from_its_json(tmp_path):
         assert {r["population"] for r in json.load(f)["rows"]} == {16, 64, 256}
 
 
-def test_readme_batching_tables_are_the_ranges_of_the_committed_runs(tmp_path):
+def test_readme_batching_tables_are_rendered_from_the_committed_run(tmp_path):
     """README.md's and benchmarks/README.md's batching tables are what
-    ``benchmarks/batching.py --ranges`` renders from the committed runs; a quick run in
-    the folder is left out, and a run that misses a target is counted as missing it."""
+    ``benchmarks/batching.py --render --readme`` writes from the committed run; a run that
+    misses a target is shown missing it."""
     import json
     import os
+    import runpy
     import shutil
-    import subprocess
-    import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     results = os.path.join(root, "benchmarks", "results")
     for name in ("README.md", os.path.join("benchmarks", "README.md")):
         shutil.copy(os.path.join(root, name), tmp_path / os.path.basename(name).replace(
             "README", "top" if name == "README.md" else "bench"))
-    env = {**os.environ, "PYTHONPATH": root}
-    script = os.path.join(root, "benchmarks", "batching.py")
-    subprocess.run([sys.executable, script, "--ranges", "--readme", str(tmp_path / "top.md"),
-                    "--readme", str(tmp_path / "bench.md")], check=True, capture_output=True,
-                   env=env)
+    shutil.copy(os.path.join(results, "batching.json"), tmp_path / "batching.json")
+    script = runpy.run_path(os.path.join(root, "benchmarks", "batching.py"), run_name="x")
+    assert script["main"](["--render", "--out", str(tmp_path), "--readme",
+                           str(tmp_path / "top.md"), "--readme", str(tmp_path / "bench.md")]) == 0
     assert (tmp_path / "top.md").read_text() == open(os.path.join(root, "README.md")).read()
     assert (tmp_path / "bench.md").read_text() == open(
         os.path.join(root, "benchmarks", "README.md")).read()
 
-    runs = tmp_path / "runs"
-    runs.mkdir()
     with open(os.path.join(results, "batching.json")) as f:
         run = json.load(f)
-    json.dump(run, open(runs / "batching.json", "w"))
     for s in run["speedups"]:
-        s["time_vs_alone"] = 30.0 if s["problem"] == "pendulum" else s["time_vs_alone"]
-    json.dump(run, open(runs / "batching-run2.json", "w"))
-    json.dump({**run, "quick": True}, open(runs / "batching-run3.json", "w"))
-    out = subprocess.run([sys.executable, script, "--ranges", "--out", str(runs)],
-                         check=True, capture_output=True, text=True, env=env).stdout
-    pendulum = next(line for line in out.splitlines() if line.startswith("| Pendulum |"))
-    assert "30.0x" in pendulum and "met in 1 of 2 runs" in pendulum
-    assert "Over runs 1-2 " in out
-    refused = subprocess.run([sys.executable, script, "--readme", "README.md"],
-                             capture_output=True, text=True, env=env)
-    assert refused.returncode == 2 and "--readme goes with --ranges" in refused.stderr
+        s["time_vs_alone"] = 30.0 if s["problem"] == "pendulum" else 10.0
+    table = script["tables"](run)["batching-table"]
+    pendulum = next(line for line in table.splitlines() if line.startswith("| Pendulum |"))
+    assert pendulum == "| Pendulum | 30.0x (population 256: 30.0x) | met |"
+    assert "| CartPole, balancing policy | 10.0x | NOT met |" in table
 
 
 def test_persistent_loops_benchmark_scores_as_the_engine_does():
@@ -411,9 +400,9 @@ def test_persistent_loops_benchmark_scores_as_the_engine_does():
 
 
 def test_batching_benchmark_whole_runs_check_the_two_paths_agree(monkeypatch):
-    """es-search bench --batching's whole runs (tiny here): both paths run, their
+    """The batching benchmark's whole runs (tiny here): both paths run, their
     histories are compared (a difference raises), the summary divides alone by batched."""
-    from es_search.bench import batching as bench
+    from benchmarks.harness import batching as bench
     settings = bench.Settings.tiny()
     rows = bench.whole_runs(settings, log=lambda line: None)
     assert [r["path"] for r in rows] == ["batched", "alone"]
@@ -428,11 +417,11 @@ def test_batching_benchmark_whole_runs_check_the_two_paths_agree(monkeypatch):
         bench.whole_runs(settings, log=lambda line: None)
 
 
-def test_es_search_bench_batching_writes_its_report(tmp_path, capsys):
-    from es_search.cli import main
-    assert main(["bench", "--batching", "--tiny", "--out", str(tmp_path)]) == 0
+def test_batching_benchmark_writes_its_report(tmp_path):
+    from benchmarks.harness import batching as bench
+    bench.write(bench.benchmark(bench.Settings.tiny(), quick=True), str(tmp_path))
     text = (tmp_path / "batching.md").read_text()
-    assert text.startswith("# Batched scoring (`es-search bench --batching`)")
+    assert text.startswith("# Batched scoring (`python benchmarks/batching.py`)")
     import json
     result = json.loads((tmp_path / "batching.json").read_text())
     assert {(r["problem"], r["stage"], r["path"]) for r in result["rows"]} == {
@@ -440,5 +429,3 @@ def test_es_search_bench_batching_writes_its_report(tmp_path, capsys):
                                   ("pendulum", "start"))
         for path in ("batched", "alone", "gym")}
     assert [r["path"] for r in result["runs"]] == ["batched", "alone"]
-    assert "wrote" in capsys.readouterr().out
-    assert main(["bench", "--batching", "--backend", "dask", "--out", str(tmp_path)]) == 2

@@ -1,5 +1,5 @@
-"""Issue 9's benchmark: the cost model recovers known costs, the report and the targets
-render from a saved run (the measuring itself: `es-search bench --backend dask`)."""
+"""The cluster benchmark: the cost model recovers known costs, the report and the targets
+render from a saved run (the measuring itself: `python benchmarks/cluster.py`)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from es_search.bench.cluster_model import analyse, markdown, predict_time
+from benchmarks.harness.cluster_model import analyse, markdown, predict_time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -72,10 +72,11 @@ def test_targets_are_judged_from_a_saved_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_bench_backend_dask_runs_end_to_end(tmp_path):
+def test_cluster_benchmark_runs_end_to_end(tmp_path):
     pytest.importorskip("distributed")
-    from es_search.cli import main as cli_main
-    assert cli_main(["bench", "--backend", "dask", "--tiny", "--out", str(tmp_path)]) == 0
+    import runpy
+    script = runpy.run_path(os.path.join(ROOT, "benchmarks", "cluster.py"), run_name="x")
+    assert script["main"](["--tiny", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "cluster.json").read_text())
     assert {r["cost"] for r in result["generations"]} == {"trivial", "1ms", "10ms"}
     assert all(r["loky_s"] > 0 and r["cluster_s"] > 0 for r in result["generations"])

@@ -1,4 +1,4 @@
-"""Issue 3: the evaluation engine at the core limit, its backends and its benchmark."""
+"""The evaluation engine at the core limit, its backends and its benchmarks."""
 import json
 import os
 import sys
@@ -12,8 +12,9 @@ import pytest
 
 import es_search
 from es_search import backends
-from es_search.bench import BenchAgent, PipeCounter
-from es_search.bench.model import fit_models
+from benchmarks.harness.schemes import PipeCounter
+from benchmarks.harness.model import fit_models
+from es_search.bench import BenchAgent
 from es_search.candidates import Candidate
 from es_search.cli import main as cli_main
 from es_search.evaluation import Evaluator
@@ -255,21 +256,37 @@ def test_amdahl_fit_recovers_the_serial_fraction():
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
+@pytest.mark.skipif(joblib.cpu_count() < 2, reason="needs 2 cores")
+def test_es_search_bench_prints_and_writes_its_json(tmp_path, capsys):
+    assert cli_main(["bench", "--quick", "--n-jobs", "1,2", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "bench.json").read_text())
+    rows = result["rows"]
+    assert [(r["score_ms"], r["n_jobs"]) for r in rows] == [
+        (ms, n) for ms in (0, 1, 10) for n in (1, 2)]
+    assert all(r["generation_s"] > 0 for r in rows)
+    for one, two in zip(rows[::2], rows[1::2]):
+        assert one["speedup"] == 1.0
+        assert two["speedup"] == pytest.approx(one["generation_s"] / two["generation_s"])
+    # 10 ms scores: 64 of them take at least 0.3 s in all, whatever the workers
+    assert all(r["generation_s"] > 0.3 / max(r["n_jobs"], 1) for r in rows[-2:])
+    out = capsys.readouterr().out
+    assert "| 10 ms | 2 |" in out and "bench.json" in out
+    assert cli_main(["bench", "--n-jobs", "0,1", "--out", str(tmp_path)]) == 2
+    assert "--n-jobs values go from 1" in capsys.readouterr().err
+
+
 def test_benchmark_runs_end_to_end(tmp_path, capsys):
-    # the library measures and reports: no targets, no README
+    # the harness measures and reports: no targets, no README
     lib, repo = tmp_path / "lib", tmp_path / "repo"
-    assert cli_main(["bench", "--tiny", "--out", str(lib)]) == 0
+    script = scaling_script()
+    assert script["main"](["--tiny", "--out", str(lib)]) == 0
     result = json.loads((lib / "scaling.json").read_text())
     n_cpus = joblib.cpu_count()  # the cores n_jobs=-1 uses, as the benchmark counts them
     assert {r["n"] for r in result["rows"]} == set(range(1, min(n_cpus, 8) + 1)) or \
         max(r["n"] for r in result["rows"]) == n_cpus
     assert all(r["engine_s"] > 0 and r["blog_s"] > 0 for r in result["rows"])
-    assert "targets" not in result and "Targets" not in (lib / "scaling.md").read_text()
     assert (lib / "scaling.png").stat().st_size > 1000
-    assert cli_main(["bench", "--tiny", "--readme", "README.md"]) == 2
-    assert "--readme" in capsys.readouterr().err
     # benchmarks/scaling.py judges the targets of that run and rewrites the README
-    script = scaling_script()
     readme = tmp_path / "README.md"
     readme.write_text("before\n<!-- scaling-table:begin -->\nOLD-TABLE\n"
                       "<!-- scaling-table:end -->\nafter\n")
@@ -308,9 +325,10 @@ def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
 def test_the_benchmark_counts_the_cores_this_process_may_use(tmp_path):
     """Pinned to one core (as a container's quota or taskset pins it), the benchmark
     measures n_jobs=1 only, as n_jobs=-1 would use, and says no model was fitted."""
-    code = ("import os, sys; os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
-            "from es_search.cli import main; sys.exit(main(['bench', '--tiny', '--out', "
-            f"{str(tmp_path)!r}]))")
+    code = ("import os, runpy, sys; "
+            "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}); "
+            "script = runpy.run_path('benchmarks/scaling.py', run_name='x'); "
+            f"sys.exit(script['main'](['--tiny', '--out', {str(tmp_path)!r}]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": ROOT})

@@ -53,9 +53,10 @@ def test_the_scripts_help_shows_each_fields_docstring():
     root = os.path.dirname(SCRIPTS)
     done = subprocess.run([sys.executable, os.path.join(SCRIPTS, "fit_batched.py"), "--help"],
                           capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PYTHONPATH=root))
+                          env=dict(os.environ, PYTHONPATH=root, COLUMNS="200"))
     assert done.returncode == 0, done.stderr
-    text = " ".join(done.stdout.split())
-    assert "--generations GENERATIONS generations of the search; default: 300" in text
-    assert "--seed SEED the run's seed: the same seed gives the same run" in text  # RunArgs'
-    assert "--resume continue the run saved in --out" in text
+    text = " ".join(done.stdout.replace("\u2502", " ").split())  # rich's box drawn
+    assert "--generations INT generations of the search (default: 300)" in text
+    assert "--seed INT the run's seed: the same seed gives the same run" in text  # RunArgs'
+    assert "continue the run saved in --out (default: False)" in text
+    assert "--progress, --no-progress show a progress bar (default: True)" in text

@@ -121,7 +121,7 @@ def _caveat(result: dict) -> list[str]:
 
 
 def markdown(result: dict) -> str:
-    """The tables of an analysed result (see :func:`es_search.bench.model.analyse`)."""
+    """The tables of an analysed result (see :func:`benchmarks.harness.model.analyse`)."""
     lines = _header(result) + [""] + _rows(result) + [""] + _model(result) + _caveat(result)
     return "\n".join(lines) + "\n"
 
@@ -146,7 +146,7 @@ def summary(result: dict) -> str:
 
 def plot(result: dict, path: str) -> None:
     """Speedup against workers for each score cost at the largest population, to ``path``."""
-    from ..extras import require
+    from es_search.extras import require
     matplotlib = require("matplotlib", "plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

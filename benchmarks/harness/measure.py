@@ -4,9 +4,9 @@ For each ``n`` workers and configuration (score cost, agent size, population),
 :func:`measure_block` times, interleaved rep by rep so that each ratio compares figures
 taken moments apart: es_search's :class:`~es_search.evaluation.Evaluator` at ``n_jobs=1``
 and at ``n``, the blog post's Pool scheme and a plain joblib loop (see
-:mod:`es_search.bench.schemes`). :func:`measure` runs the whole grid of a mode plus worker
+:mod:`benchmarks.harness.schemes`). :func:`measure` runs the whole grid of a mode plus worker
 start-up, the ceiling (before and after) and the bytes per candidate; it returns raw
-measurements, which :func:`es_search.bench.model.analyse` turns into figures.
+measurements, which :func:`benchmarks.harness.model.analyse` turns into figures.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from ..agent import Agent
-from ..candidates import Candidate
-from ..evaluation import Evaluator
+from es_search.agent import Agent
+from es_search.candidates import Candidate
+from es_search.evaluation import Evaluator
 from .model import path_kind
 from .schemes import PipeCounter, blog_generation, ceiling, joblib_generation
 from .workloads import COST_SECONDS, SIGMA, BenchAgent, calibrate, make_agent
@@ -211,7 +211,7 @@ def load_average() -> str:
 def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
             log: Any = print) -> dict:
     """Run every measurement of ``mode``; returns them as a JSON-able dict (no figures
-    derived: see :func:`es_search.bench.model.analyse`)."""
+    derived: see :func:`benchmarks.harness.model.analyse`)."""
     import joblib
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ..agent import Agent
+from es_search.agent import Agent
 from .workloads import SIGMA, spin
 
 

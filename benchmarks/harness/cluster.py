@@ -14,11 +14,11 @@ compares figures taken moments apart), with the sequential fallback off:
   every byte dask.distributed writes to its TCP connections in this process, the
   scheduler and the workers (:class:`ByteCounter`); for loky, this process's pipe
   writes plus the shared-memory files it writes;
-- the issue's byte figure: a whole ``run()`` (hill-climb, 10^6 parameters, population
+- the byte figure of the targets: a whole ``run()`` (hill-climb, 10^6 parameters, population
   16, 5 generations) on the cluster;
 - a **simulated large cluster** (:func:`simulate`): many worker processes on this
   machine with sleep-based scores, to fit and check the cost model of
-  :mod:`es_search.bench.cluster_model`.
+  :mod:`benchmarks.harness.cluster_model`.
 """
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ import joblib  # joblib.cpu_count(): the cores n_jobs=-1 uses (affinity, cgroup 
 import numpy as np
 import torch
 
-from ..agent import Agent
-from ..candidates import Candidate
-from ..evaluation import Evaluator
+from es_search.agent import Agent
+from es_search.candidates import Candidate
+from es_search.evaluation import Evaluator
 from .measure import load_average
 from .schemes import PipeCounter
 from .workloads import BenchAgent, calibrate
@@ -252,7 +252,7 @@ def measure_bytes(client: Any, backend: Any, n: int, sizes: Sequence[int] = (10,
 
 def measure_run_bytes(client: Any, backend: Any, size: int = 10**6, pop: int = 16,
                       generations: int = 5, log: Callable = print) -> dict:
-    """The issue's figure: bytes of a whole hill-climb run on the cluster."""
+    """The targets' figure: bytes of a whole hill-climb run on the cluster."""
     import es_search
     with ByteCounter(client) as counted:
         es_search.run(BenchAgent(size=size), generations=generations, population=pop,
@@ -294,7 +294,7 @@ def simulate(worker_counts: Sequence[int], seconds: float = 0.01, per_worker: in
     scores sleeping ``seconds``, population ``per_worker`` per worker; with the CPU
     seconds per generation of this process (client and scheduler) and of all workers
     together (on a small machine many workers compete for its cores)."""
-    from ..extras import require
+    from es_search.extras import require
     distributed = require("distributed", "dask")
     rows = []
     candidates_of = lambda n: [Candidate("jitter", SIGMA)] * (per_worker * n)  # noqa: E731

@@ -1,11 +1,8 @@
-"""Batched scoring (``Agent.score_batch``) against one ``score()`` per candidate:
-``es-search bench --batching`` (extras ``gym``, and ``digits`` for the digits runs).
-
-    es-search bench --batching --out DIR              # the full benchmark (~7 min, 2 cores)
-    es-search bench --batching --quick --out DIR      # populations 16 and 64: ~1 min
+"""Batched scoring (``Agent.score_batch``) against one ``score()`` per candidate, for
+``benchmarks/batching.py`` (extras ``gym``, and ``digits`` for the digits runs).
 
 Every figure is measured in the run. For CartPole-v1 and Pendulum-v1, each population and
-worker count (``--n-jobs``; default 1 and all cores), one generation of scoring is timed
+worker count (``Settings.workers``), one generation of scoring is timed
 through ``es_search.Evaluator`` (persistent workers, as ``run()`` uses them; several
 workers always score in the workers: ``sequential_fallback=False``), side by side: the
 paths take turns rep by rep, and in its turn a path runs one untimed generation (its
@@ -38,8 +35,8 @@ field but ``seconds``; the benchmark stops if not); reported: each run's wall ti
 population 64, sigma 0.05, learning rate 0.03) on the most workers measured, for each
 seed; the held-out test accuracy of the best weights and the wall time.
 
-Writes ``batching.md`` and ``batching.json``. This repository's targets (issue 11) are
-judged by ``benchmarks/batching.py``, which runs this.
+Writes ``batching.md`` and ``batching.json``; ``benchmarks/batching.py`` judges this
+repository's targets.
 """
 from __future__ import annotations
 
@@ -57,11 +54,11 @@ import joblib  # joblib.cpu_count(): the cores n_jobs=-1 uses (affinity, cgroup 
 import numpy as np
 import torch
 
-from ..candidates import Candidate
-from ..evaluation import Evaluator
-from ..extras import require
-from ..record import TIMING_FIELDS
-from ..run import run as es_run
+from es_search.candidates import Candidate
+from es_search.evaluation import Evaluator
+from es_search.extras import require
+from es_search.record import TIMING_FIELDS
+from es_search.run import run as es_run
 from .measure import cpu_model, load_average
 
 BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])
@@ -129,9 +126,9 @@ def make_agent(problem: str, path: str, group: int) -> Any:
     """The agent a path scores (see the module docstring), groups of ``group``."""
     torch.manual_seed(0)  # the same initial weights on every path (Pendulum's hidden layer)
     if path == "gym":  # the per-candidate classes of es_search.problems.control
-        from ..problems import control
+        from es_search.problems import control
         return control.CartPole() if problem == "cartpole" else control.Pendulum()
-    from ..problems import batched_control
+    from es_search.problems import batched_control
     cls = batched_control.CartPole if problem == "cartpole" else batched_control.Pendulum
     episodes = CASES[(problem, "start")][1]  # CartPole: 3, as the gym path (GymPolicy)
     return cls(episodes=episodes, score_batch_size=group if path == "batched" else 0)
@@ -246,7 +243,7 @@ def run_summary(rows: list[dict]) -> list[dict]:
 
 def digits(settings: Settings, log: Callable[[str], Any] = print) -> list[dict]:
     """``Digits()`` runs at its default settings, one per seed: held-out accuracy, time."""
-    from ..problems.digits import Digits
+    from es_search.problems.digits import Digits
     rows = []
     for seed in settings.digits_seeds:
         agent = Digits()
@@ -289,7 +286,7 @@ def speedups(rows: list[dict]) -> list[dict]:
     return out
 
 
-def markdown(result: dict, command: str = "es-search bench --batching") -> str:
+def markdown(result: dict, command: str = "python benchmarks/batching.py") -> str:
     """The report: a table per measurement, as ``batching.md`` holds it (``command``:
     what measured it, in the title)."""
     lines = [f"# Batched scoring (`{command}{' --quick' if result['quick'] else ''}`)", "",
@@ -390,27 +387,3 @@ def write(result: dict, out: str, text: str | None = None) -> dict[str, str]:
     with open(paths["md"], "w") as f:
         f.write(markdown(result) if text is None else text)
     return paths
-
-
-def batching_from_args(args: argparse.Namespace) -> int:
-    """``es-search bench --batching``: measure, write, print."""
-    from .command import parse_n_values
-    n_values = parse_n_values(getattr(args, "n_jobs", None))
-    kwargs = {"workers": tuple(n_values)} if n_values else {}
-    if getattr(args, "tiny", False):
-        settings = Settings.tiny(**kwargs)
-    elif args.quick:
-        settings = Settings.quick(**kwargs)
-    else:
-        settings = Settings(**kwargs)
-    try:
-        require("sklearn", "digits")
-    except ImportError as exc:  # the digits runs need scikit-learn; the rest does not
-        print(f"skipping the digits runs: {exc}")
-        settings.digits_seeds = ()
-    result = benchmark(settings, quick=args.quick)
-    paths = write(result, args.out)
-    print()
-    print(markdown(result))
-    print("wrote " + ", ".join(paths.values()))
-    return 0

@@ -1,0 +1,1 @@
+"""es_search's benchmarks: scripts run as ``python benchmarks/NAME.py``; ``harness/`` measures."""

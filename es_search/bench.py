@@ -1,0 +1,147 @@
+"""``es-search bench``: how one generation of scoring scales with the workers here.
+
+For ``n_jobs`` from 1 to the cores this process may use and scores of 0, 1 and 10 ms of
+calibrated pure-Python work, it times one generation (population 64, the median of a few)
+through :class:`~es_search.evaluation.Evaluator`, as ``run()`` scores, prints the table and
+writes ``bench.json``. The full benchmark (the blog post's scheme, the ceiling, the cost
+model) is ``python benchmarks/scaling.py`` in the repository.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .agent import Agent
+
+COSTS_MS = (0, 1, 10)
+
+
+def spin(loops: int) -> int:
+    """Fixed pure-Python work (no sleeping, no clock): ``loops`` additions.
+
+    >>> spin(4)
+    6
+    """
+    total = 0
+    for i in range(loops):
+        total += i
+    return total
+
+
+def calibrate(seconds: float, trials: int = 7) -> dict:
+    """Loops of :func:`spin` that take ``seconds`` here (median of ``trials``)."""
+    probe = 200_000
+    spin(probe)
+    per_loop = []
+    for _ in range(trials):
+        began = time.perf_counter()
+        spin(probe)
+        per_loop.append((time.perf_counter() - began) / probe)
+    ns = statistics.median(per_loop)
+    loops = max(1, round(seconds / ns)) if seconds > 0 else 0
+    return {"target_s": seconds, "loops": loops, "ns_per_loop": ns * 1e9,
+            "spread": (max(per_loop) - min(per_loop)) / ns}
+
+
+class BenchAgent(Agent):
+    """``size`` float32 parameters; ``score()`` runs ``spin(loops)`` and reads one weight.
+
+    >>> BenchAgent(size=4, loops=10).score()
+    0.0
+    """
+
+    def __init__(self, size: int = 10, loops: int = 0):
+        super().__init__()
+        self.loops = int(loops)
+        self.w = torch.nn.Parameter(torch.zeros(int(size)), requires_grad=False)
+
+    def score(self, **kwargs: Any) -> float:
+        spin(self.loops)
+        return float(self.w[0])
+
+
+def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = COSTS_MS,
+            population: int = 64, reps: int = 5, log: Callable = print) -> dict:
+    """Median seconds of one generation per score cost and ``n_jobs``, with the speed-up
+    over ``n_jobs=1``; a JSON-able dict."""
+    import joblib
+    from .candidates import Candidate
+    from .evaluation import Evaluator
+    n_cpus = joblib.cpu_count()  # what n_jobs=-1 uses: affinity and cgroup quotas
+    n_values = sorted(set(n_values or range(1, n_cpus + 1)) | {1})
+    if n_values[0] < 1 or n_values[-1] > n_cpus:
+        raise ValueError(f"--n-jobs values go from 1 to the {n_cpus} cores of this machine")
+    rows = []
+    for cost in costs_ms:
+        agent = BenchAgent(loops=calibrate(cost / 1e3)["loops"])
+        for n in n_values:
+            with Evaluator(agent, seed=0, n_jobs=n) as ev:
+                center = ev.local.get_flat()
+                times = []
+                for generation in range(reps + 1):  # the first warms the workers up
+                    center = center.copy()
+                    center[0] += 1e-3  # a new centre each generation, as a strategy's
+                    began = time.perf_counter()
+                    ev.score(generation, center, [Candidate("jitter", 0.1)] * population)
+                    times.append(time.perf_counter() - began)
+                path = ev.stats["last_path"] or "in-process"
+            row = {"score_ms": cost, "n_jobs": n, "generation_s": statistics.median(times[1:]),
+                   "path": path}
+            one = row if n == 1 else one
+            row["speedup"] = one["generation_s"] / row["generation_s"]
+            rows.append(row)
+            log(f"{cost:g} ms scores, n_jobs={n}: {row['generation_s'] * 1e3:.1f} ms "
+                f"({path}), {row['speedup']:.2f}x n_jobs=1")
+    return {"cpus": n_cpus, "population": population, "reps": reps,
+            "python": platform.python_version(), "torch": torch.__version__,
+            "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}
+
+
+def table(result: dict) -> str:
+    lines = [f"One generation of {result['population']} candidates on "
+             f"{result['cpus']} cores (median of {result['reps']}):", "",
+             "| score | n_jobs | generation | speed-up | path |", "|---|---|---|---|---|"]
+    lines += [f"| {r['score_ms']:g} ms | {r['n_jobs']} | {r['generation_s'] * 1e3:.1f} ms | "
+              f"{r['speedup']:.2f}x | {r['path']} |" for r in result["rows"]]
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="2 timed generations per figure instead of 5")
+    parser.add_argument("--out", default="bench-results", help="folder for bench.json")
+    parser.add_argument("--n-jobs", default=None, metavar="LIST",
+                        help="comma-separated worker counts (default: 1 to all cores)")
+
+
+def main(args: argparse.Namespace) -> int:
+    """``es-search bench``: check --out and --n-jobs, measure, print, write."""
+    from .files import writable_folder_problem
+    from pathlib import Path
+    try:
+        n_values = [int(x) for x in args.n_jobs.split(",")] if args.n_jobs else None
+    except ValueError:
+        raise ValueError(f"--n-jobs takes integers like 1,2,4; got {args.n_jobs!r}") from None
+    out = Path(args.out)
+    blocking = next((p for p in (out, *out.parents) if p.exists()), None)
+    if blocking is not None and not blocking.is_dir():
+        raise ValueError(f"--out {args.out}: {blocking} is a file, not a folder (choose a "
+                         f"folder; it is created if missing)")
+    problem = writable_folder_problem(out)
+    if problem:
+        raise ValueError(f"--out {args.out} cannot be written: {problem}")
+    result = measure(n_values, reps=2 if args.quick else 5)
+    print("\n" + table(result))
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bench.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {path}")
+    return 0

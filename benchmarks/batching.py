@@ -23,7 +23,7 @@ import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [p for p in (os.path.dirname(HERE),) if p not in sys.path]
+sys.path[:0] = [p for p in (os.path.dirname(HERE), HERE) if p not in sys.path]
 
 from benchmarks.harness.batching import (Settings, benchmark, markdown,  # noqa: E402
                                          run_summary, write)

@@ -81,6 +81,7 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
     rows = []
     for cost in costs_ms:
         agent = BenchAgent(loops=calibrate(cost / 1e3)["loops"])
+        block = []
         for n in n_values:
             with Evaluator(agent, seed=0, n_jobs=n) as ev:
                 center = ev.local.get_flat()
@@ -92,13 +93,12 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
                     ev.score(generation, center, [Candidate("jitter", 0.1)] * population)
                     times.append(time.perf_counter() - began)
                 path = ev.stats["last_path"] or "in-process"
-            row = {"score_ms": cost, "n_jobs": n, "generation_s": statistics.median(times[1:]),
-                   "path": path}
-            one = row if n == 1 else one
-            row["speedup"] = one["generation_s"] / row["generation_s"]
-            rows.append(row)
-            log(f"{cost:g} ms scores, n_jobs={n}: {row['generation_s'] * 1e3:.1f} ms "
-                f"({path}), {row['speedup']:.2f}x n_jobs=1")
+            seconds = statistics.median(times[1:])
+            block.append({"score_ms": cost, "n_jobs": n, "generation_s": seconds, "path": path})
+            log(f"{cost:g} ms scores, n_jobs={n}: {seconds * 1e3:.1f} ms ({path})")
+        for row in block:  # block[0]: n_jobs=1
+            row["speedup"] = block[0]["generation_s"] / row["generation_s"]
+        rows += block
     return {"cpus": n_cpus, "population": population, "reps": reps,
             "python": platform.python_version(), "torch": torch.__version__,
             "load_average": [round(x, 2) for x in os.getloadavg()], "rows": rows}

@@ -421,7 +421,7 @@ def test_batching_benchmark_writes_its_report(tmp_path):
     from benchmarks.harness import batching as bench
     bench.write(bench.benchmark(bench.Settings.tiny(), quick=True), str(tmp_path))
     text = (tmp_path / "batching.md").read_text()
-    assert text.startswith("# Batched scoring (`python benchmarks/batching.py`)")
+    assert text.startswith("# Batched scoring (`python benchmarks/batching.py --quick`)")
     import json
     result = json.loads((tmp_path / "batching.json").read_text())
     assert {(r["problem"], r["stage"], r["path"]) for r in result["rows"]} == {

@@ -40,7 +40,6 @@ repository's targets.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os

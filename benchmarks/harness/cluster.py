@@ -1,4 +1,4 @@
-"""Measuring Dask (or Ray) against loky: ``es-search bench --backend dask``.
+"""Measuring Dask (or Ray) against loky: ``benchmarks/cluster.py``.
 
 Everything runs in one process, side by side, interleaved rep by rep (each ratio
 compares figures taken moments apart), with the sequential fallback off:
@@ -341,7 +341,7 @@ def tasks_per_worker(pop: int, n: int) -> int:
 def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
                     simulate_counts: Sequence[int] = (2, 4, 8, 16, 32, 64),
                     log: Callable = print) -> dict:
-    """Everything ``es-search bench --backend dask`` reports, as a JSON-able dict.
+    """Everything ``benchmarks/cluster.py`` reports, as a JSON-able dict.
     ``mode``: "full", "quick" (fewer repetitions) or "tiny" (a smoke test)."""
     import platform
     reps = {"full": 7, "quick": 3, "tiny": 1}[mode]

@@ -1,4 +1,4 @@
-"""The cluster cost model and the report of ``es-search bench --backend dask``.
+"""The cluster cost model and the report of ``benchmarks/cluster.py``.
 
 A generation of ``P`` tasks of ``t`` seconds on ``N`` workers costs
 

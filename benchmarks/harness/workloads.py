@@ -6,7 +6,7 @@ this machine, and ``blog``: the blog post's agent with its loop cut to ``BLOG_WO
 from __future__ import annotations
 
 from es_search.agent import Agent
-from es_search.bench import BenchAgent, calibrate, spin  # noqa: F401 (the harness's names)
+from es_search.bench import BenchAgent, calibrate, spin  # noqa: F401 (used from here)
 from es_search.problems.blog import BlogAgent
 
 COSTS = ("trivial", "1ms", "10ms", "blog")

@@ -336,3 +336,12 @@ def test_the_benchmark_counts_the_cores_this_process_may_use(tmp_path):
     result = json.loads((tmp_path / "scaling.json").read_text())
     assert {r["n"] for r in result["rows"]} == {1} and result["machine"]["cpus"] == 1
     assert "no parallel generation was measured" in (tmp_path / "scaling.md").read_text()
+
+
+def test_the_benchmark_harness_doctests_pass():
+    """pytest's --doctest-modules leaves benchmarks/ out: the harness's examples run here."""
+    import doctest
+    import importlib
+    for name in ("command", "measure", "model", "report", "stats"):
+        module = importlib.import_module(f"benchmarks.harness.{name}")
+        assert doctest.testmod(module).failed == 0, name

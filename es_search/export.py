@@ -119,8 +119,8 @@ def policy_module(agent: Agent) -> torch.nn.Module:
 
 def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
     """The inputs to trace ``module`` with, and others to check the file on: for a
-    policy, batches of 3 and 5 observations (and seeds); else ``example`` and the same
-    plus noise (integers plus one)."""
+    policy, batches of 3 and 5 observations (and seeds); else ``example``, and the same
+    with twice the rows (inputs of 2 or more dimensions) plus noise (floats)."""
     if isinstance(module, _Policy):
         make = torch.Generator().manual_seed(0)
         obs = [torch.randn(n, module.mean.shape[0], dtype=torch.float64, generator=make) * 3
@@ -136,32 +136,39 @@ def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple,
                          f"takes it), or give the agent an int attribute obs_dim")
     inputs = tuple(example) if isinstance(example, (tuple, list)) else (example,)
     make = torch.Generator().manual_seed(1)
+    other = [torch.cat([x, x]) if x.dim() >= 2 else x for x in inputs]  # twice the batch
     return inputs, tuple(x + torch.randn(x.shape, generator=make, dtype=x.dtype)
-                         if x.is_floating_point() else x + 1 for x in inputs)
+                         if x.is_floating_point() else x for x in other)
 
 
-def _as_numpy(value: Any) -> Any:
-    return value.detach().numpy() if isinstance(value, torch.Tensor) else value
+def _outputs(value: Any) -> list:
+    """A module's or a session's output(s) as a list of arrays."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return [v.detach().numpy() if isinstance(v, torch.Tensor) else v for v in values]
 
 
 def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
                 name: str) -> None:
-    """The exported file (``run(inputs)`` -> numpy arrays) gives what the module gives on
-    the inputs it was traced with and on others."""
+    """The exported file (``run(inputs)``) gives what the module gives on the inputs it
+    was traced with and on others."""
     import numpy as np
     for given in inputs:
         with torch.no_grad():
-            expected = module(*given)
-        got = run(given)
-        expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+            expected = _outputs(module(*given))
+        try:
+            got = _outputs(run(given))
+        except Exception as exc:  # noqa: BLE001 - e.g. a batch size frozen at export
+            got = [f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"]
         if len(got) != len(expected) or not all(
-                np.allclose(_as_numpy(e), g, rtol=1e-6, atol=1e-9, equal_nan=True)
+                np.allclose(e, g, rtol=1e-6, atol=1e-9, equal_nan=True)
                 for e, g in zip(expected, got)):
+            failed = f" ({got[0]})" if isinstance(got[0], str) else ""
             raise ValueError(
                 f"{name}: the exported file does not compute what forward() computes on "
-                f"inputs it was not traced with: forward() takes a path that depends on "
-                f"its inputs (Python control flow, .item(), NumPy, shapes), which an "
-                f"export freezes; write it with torch operations only")
+                f"inputs it was not traced with{failed}: forward() takes a path that "
+                f"depends on its inputs (Python control flow, .item(), NumPy, their "
+                f"shapes, a batch of 1 row), which an export freezes; write it with torch "
+                f"operations only, and trace it with a batch of 2 rows or more")
 
 
 def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
@@ -178,7 +185,7 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     statistics the weights carry. Row ``i`` samples with ``uniforms(seed, n)[i]``: the
     same seed and batch give the same actions; give each step its own seed. Another
     agent exports its ``forward()`` (traced with ``example``, its inputs, or zeros of
-    shape ``(3, agent.obs_dim)``); one without a ``forward()``, or whose result does
+    shape ``(8, agent.obs_dim)``); one without a ``forward()``, or whose result does
     not follow its inputs once traced, is refused with a ValueError saying why.
 
     >>> import tempfile, torch, es_search
@@ -190,7 +197,12 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     >>> obs = torch.zeros(2, 4, dtype=torch.float64)        # 2 observations
     >>> policy(obs, torch.tensor(0)).dtype, policy(obs, torch.tensor(0)).shape
     (torch.int64, torch.Size([2]))
-    >>> # onnxruntime.InferenceSession(path).run(None, {"obs": obs, "seed": seed}) for to="onnx"
+    >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.onnx", to="onnx")
+    >>> import onnxruntime                                  # extra export
+    >>> feeds = {"obs": obs.numpy(), "seed": torch.tensor(0).numpy()}
+    >>> actions = onnxruntime.InferenceSession(path).run(None, feeds)[0]
+    >>> actions.tolist() == policy(obs, torch.tensor(0)).tolist()
+    True
     """
     if to not in FORMATS:
         raise ValueError(f"to must be one of {', '.join(map(repr, FORMATS))}, got {to!r}")
@@ -198,33 +210,37 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     inputs = _inputs(module, agent, example)
     path = os.fspath(path)
     name = f"exporting {type(agent).__name__}"
-    if to == "onnx":
-        _write_onnx(module, inputs, path, name)
-    else:
-        try:
-            with torch.no_grad():
-                traced = torch.jit.trace(module, inputs[0], check_trace=False)
-        except Exception as exc:
-            raise ValueError(f"{name}: torch.jit.trace of its forward() failed "
-                             f"({type(exc).__name__}: {exc}); write forward() with torch "
-                             f"operations on tensors only") from exc
-        torch.jit.save(traced, path)
-        loaded = torch.jit.load(path)
-
-        def run(given: tuple) -> list:
-            with torch.no_grad():
-                out = loaded(*given)
-            return [_as_numpy(o) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    try:
+        run = (_write_onnx if to == "onnx" else _write_torchscript)(module, inputs[0], path,
+                                                                    name)
         _check_same(module, run, inputs, name)
+    except ValueError:
+        if os.path.isfile(path):  # no file that acts otherwise than the agent
+            os.remove(path)
+        raise
     return path
 
 
-def _write_onnx(module: torch.nn.Module, inputs: tuple, path: str, name: str) -> None:
+def _write_torchscript(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
+    """Trace ``module`` into ``path``; a function that runs the file."""
+    try:
+        with torch.no_grad():
+            traced = torch.jit.trace(module, example, check_trace=False)
+    except Exception as exc:
+        raise ValueError(f"{name}: torch.jit.trace of its forward() failed "
+                         f"({type(exc).__name__}: {exc}); write forward() with torch "
+                         f"operations on tensors only") from exc
+    torch.jit.save(traced, path)
+    loaded = torch.jit.load(path)
+    return torch.no_grad()(lambda given: loaded(*given))
+
+
+def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
+    """Export ``module`` to ``path`` as ONNX; a function that runs the file."""
     from .extras import require
     require("onnx", "export")
     require("onnxscript", "export")
     ort = require("onnxruntime", "export")
-    example = inputs[0]
     names = ["obs", "seed"][:len(example)] if isinstance(module, _Policy) else [
         p for p in inspect.signature(module.forward).parameters][:len(example)]
     batch = torch.export.Dim("batch") if isinstance(module, _Policy) else torch.export.Dim.AUTO
@@ -245,7 +261,4 @@ def _write_onnx(module: torch.nn.Module, inputs: tuple, path: str, name: str) ->
         quiet.setLevel(level)
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     feeds = [i.name for i in session.get_inputs()]
-
-    def run(given: tuple) -> list:
-        return session.run(None, {n: _as_numpy(x) for n, x in zip(feeds, given)})
-    _check_same(module, run, inputs, name)
+    return lambda given: session.run(None, {n: x.numpy() for n, x in zip(feeds, given)})

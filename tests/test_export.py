@@ -34,15 +34,16 @@ else:
     raise SystemExit("es_search was imported")
 import numpy as np, onnxruntime, torch
 
-folder = sys.argv[1]
-obs = np.load(folder + "/obs.npy")
-feeds = [obs] + ([np.array(int(sys.argv[2]))] if len(sys.argv) > 2 else [])
-policy = torch.jit.load(folder + "/policy.pt")
-with torch.no_grad():
-    np.save(folder + "/torchscript.npy", policy(*map(torch.from_numpy, feeds)).numpy())
-session = onnxruntime.InferenceSession(folder + "/policy.onnx")
-names = [i.name for i in session.get_inputs()]
-np.save(folder + "/onnx.npy", session.run(None, dict(zip(names, feeds)))[0])
+for folder in sys.argv[1:]:
+    obs = np.load(folder + "/obs.npy")
+    seed = np.load(folder + "/seed.npy")
+    feeds = [obs] + ([seed] if seed.size else [])  # a sampling policy takes a seed
+    policy = torch.jit.load(folder + "/policy.pt")
+    with torch.no_grad():
+        np.save(folder + "/torchscript.npy", policy(*map(torch.from_numpy, feeds)).numpy())
+    session = onnxruntime.InferenceSession(folder + "/policy.onnx")
+    names = [i.name for i in session.get_inputs()]
+    np.save(folder + "/onnx.npy", session.run(None, dict(zip(names, feeds)))[0])
 """
 SEED = 123  # the seed a sampling policy is given
 
@@ -114,47 +115,65 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_exported_policies_run_without_es_search_and_act_as_the_agent(case, tmp_path):
+def exported_case(case: str, folder) -> np.ndarray:
+    """Export the case's agent (random weights; statistics far from (0, 1)) to
+    ``folder`` in both formats with its recorded observations; its own actions."""
     agent, env_id = CASES[case]()
     rng = np.random.default_rng(0)
     agent.set_flat(rng.normal(0, 0.5, agent.num_evolved()))
     obs = recorded(env_id)
-    if getattr(agent, "normalize", "off") != "off":  # statistics far from (0, 1)
+    if getattr(agent, "normalize", "off") != "off":
         agent.set_weights({"obs_mean": rng.normal(0, 1, obs.shape[1]),
                            "obs_std": rng.uniform(0.2, 3, obs.shape[1])})
     sampled = getattr(agent, "discrete", False) and not agent.greedy
     u = uniforms(torch.tensor(SEED), len(obs)).numpy()
+    example = None
     if isinstance(agent, Mine):
-        obs = obs.astype(np.float32)
+        obs, example = obs.astype(np.float32), torch.zeros(8, 11)
         with torch.no_grad():
             expected = agent(torch.from_numpy(obs)).numpy()
     elif isinstance(agent, GymPolicy):
         expected = gym_actions(agent, obs, u)
     else:
         expected = batched_actions(agent, obs, u)
-    example = torch.zeros(8, 11) if isinstance(agent, Mine) else None
-    export(agent, tmp_path / "policy.pt", example=example)
-    export(agent, tmp_path / "policy.onnx", to="onnx", example=example)
-    np.save(tmp_path / "obs.npy", obs)
-    done = subprocess.run([sys.executable, "-I", "-c", RUNNER, str(tmp_path)]
-                          + ([str(SEED)] if sampled else []),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
     if sampled:  # not one action everywhere: the draws and observations matter
         assert len(np.unique(expected)) > 1
-    for fmt in ("torchscript", "onnx"):
-        got = np.load(tmp_path / f"{fmt}.npy")
-        assert got.shape[0] == len(obs)
-        np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=0, atol=1e-5,
-                                   err_msg=fmt)
+    folder.mkdir()
+    export(agent, folder / "policy.pt", example=example)
+    export(agent, folder / "policy.onnx", to="onnx", example=example)
+    np.save(folder / "obs.npy", obs)
+    np.save(folder / "seed.npy", np.array(SEED if sampled else [], dtype=np.int64))
+    return expected
+
+
+@pytest.fixture(scope="module")
+def acted(tmp_path_factory):
+    """Each case's own actions, and its exported files' actions in one process
+    that cannot import es_search."""
+    root = tmp_path_factory.mktemp("exported")
+    expected = {case: exported_case(case, root / case) for case in CASES}
+    done = subprocess.run([sys.executable, "-I", "-c", RUNNER]
+                          + [str(root / case) for case in CASES],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return {case: (expected[case], {fmt: np.load(root / case / f"{fmt}.npy")
+                                    for fmt in ("torchscript", "onnx")}) for case in CASES}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_exported_policies_run_without_es_search_and_act_as_the_agent(case, acted):
+    expected, got = acted[case]
+    for fmt, actions in got.items():
+        assert actions.shape[0] == len(expected) == 1000
+        np.testing.assert_allclose(actions.reshape(expected.shape), expected, rtol=0,
+                                   atol=1e-5, err_msg=fmt)
 
 
 def test_uniforms_are_uniform_and_follow_seed_and_row():
     u = uniforms(torch.tensor(5), 100_000).numpy()
     assert 0 < u.min() and u.max() < 1
     assert np.abs(np.histogram(u, bins=10, range=(0, 1))[0] / len(u) - 0.1).max() < 0.005
-    firsts = np.array([uniforms(torch.tensor(s), 1).item() for s in range(-2000, 2000)])
+    firsts = uniforms(torch.arange(-2000, 2000), 1).numpy()  # row 0 of 4000 seeds
     assert np.abs(np.histogram(firsts, bins=4, range=(0, 1))[0] / 4000 - 0.25).max() < 0.03
     assert np.array_equal(uniforms(torch.tensor(5), 3), uniforms(torch.tensor(5), 7)[:3])
     assert not np.array_equal(uniforms(torch.tensor(2 ** 40), 3), uniforms(torch.tensor(0), 3))

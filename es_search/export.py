@@ -54,8 +54,9 @@ class _Policy(torch.nn.Module):
             linear.bias.data.copy_(bias.detach().to(torch.float64))
             linears.append(linear.requires_grad_(False))
         self.hidden, self.out = torch.nn.ModuleList(linears[:-1]), linears[-1]
-        self.register_buffer("mean", torch.as_tensor(mean, dtype=torch.float64).reshape(-1))
-        self.register_buffer("std", torch.as_tensor(std, dtype=torch.float64).reshape(-1))
+        for name, value in (("mean", mean), ("std", std)):  # copies, not the agent's
+            value = torch.as_tensor(value, dtype=torch.float64)
+            self.register_buffer(name, value.detach().clone().reshape(-1))
         self.discrete, self.start = discrete, start
         offset, scale = (0.0, 1.0) if squash is None else squash
         self.register_buffer("offset", torch.as_tensor(offset, dtype=torch.float64))
@@ -132,8 +133,9 @@ def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple,
         example = torch.zeros(8, agent.obs_dim)
     if example is None:
         raise ValueError(f"exporting {type(agent).__name__}.forward() needs an example "
-                         f"input: pass example=torch.zeros(8, OBS_DIM) (a batch as forward() "
-                         f"takes it), or give the agent an int attribute obs_dim")
+                         f"input: give the agent an int attribute obs_dim (forward() then "
+                         f"takes (n, obs_dim)), or in Python pass Result.export(..., "
+                         f"example=torch.zeros(8, OBS_DIM)) (a batch as forward() takes it)")
     inputs = tuple(example) if isinstance(example, (tuple, list)) else (example,)
     make = torch.Generator().manual_seed(1)
     other = [torch.cat([x, x]) if x.dim() >= 2 else x for x in inputs]  # twice the batch

@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 #: subpackages loaded on first use, so that ``es_search.problems.Function`` works after a
 #: bare ``import es_search`` (which stays light: no gymnasium, no callbacks' extras)
-_SUBMODULES = ("batched", "callbacks", "problems", "strategies")
+_SUBMODULES = ("batched", "callbacks", "export", "problems", "strategies")
 
 
 def __getattr__(name: str):

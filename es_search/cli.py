@@ -1,4 +1,5 @@
-"""The ``es-search`` command line: ``run``, ``test``, ``check``, ``list`` and ``bench``."""
+"""The ``es-search`` command line: ``run``, ``test``, ``check``, ``list``, ``bench`` and
+``export``."""
 from __future__ import annotations
 
 import argparse
@@ -248,6 +249,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "defaults, and the settings `es-search run PROBLEM` uses. With a "
                     "strategy's name: what it does and its options (-o NAME=VALUE).")
     listing.add_argument("problem", nargs="?", metavar="PROBLEM_OR_STRATEGY")
+
+    export = verbs.add_parser(
+        "export", help="write a run's policy as one file that runs without es_search",
+        description="Write the policy of a run written by `es-search run PROBLEM --out "
+                    "DIR` (observation normalisation, network, action mapping) as "
+                    "TorchScript (torch.jit.load) or ONNX (onnxruntime; extra export).")
+    export.add_argument("out", metavar="RUN_DIR")
+    export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
+    export.add_argument("--out", dest="file", metavar="FILE",
+                        help="default: RUN_DIR/policy.pt (.onnx)")
+    export.add_argument("--which", choices=("center", "best"), default=None,
+                        help="the weights to export (default: the final centre, else the "
+                             "best)")
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench", help="how a generation's scoring scales with n_jobs here",
@@ -751,6 +765,19 @@ def _cmd_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from .export import FORMATS
+    from .output import OutFolderError
+    from .problems import load_run
+    try:
+        result = load_run(args.out)
+    except OutFolderError as exc:
+        raise UsageError(str(exc)) from None
+    path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
+    print(result.export(path, args.to, args.which))
+    return 0
+
+
 @contextlib.contextmanager
 def _dask_client(address: str | None) -> Iterator[None]:
     """A dask.distributed Client for ``address`` while the run lasts (none if None)."""
@@ -849,7 +876,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_list,
-          "bench": _cmd_bench}
+          "bench": _cmd_bench, "export": _cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -76,6 +76,20 @@ class Result:
         agent.set_weights(weights)
         return agent
 
+    def export(self, path: Any, to: str = "torchscript", which: str | None = None,
+               example: Any = None) -> str:
+        """Write the policy of ``which`` weights (``"center"``, the default when the run
+        has a centre, or ``"best"``) as one self-contained file that runs without
+        es_search: ``to="torchscript"`` (``torch.jit.load``) or ``"onnx"``
+        (``onnxruntime``, extra ``export``). Returns the path;
+        :func:`es_search.export.export` says what the file takes and gives."""
+        from .export import export
+        if which is None:
+            which = "center" if self.center_weights is not None else "best"
+        if which not in ("center", "best"):
+            raise ValueError(f"which must be 'center' or 'best', got {which!r}")
+        return export(self._agent_with(f"{which}_weights"), path, to, example)
+
     @classmethod
     def load(cls, out: Any, agent: Agent | None = None) -> Result:
         """The Result of the run saved in ``out`` (``run(..., out=DIR)``, ``es-search run

@@ -1,0 +1,266 @@
+"""A trained policy as one self-contained file: TorchScript or ONNX.
+
+The file holds all the policy acts with (observation normalisation with the run's
+statistics, the network, the action mapping), so it runs where es_search is not
+installed: ``torch.jit.load(path)`` or ``onnxruntime.InferenceSession(path)``.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+from typing import Any
+
+import torch
+
+from .agent import Agent
+
+#: the formats :func:`export` writes, with their usual file suffixes
+FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
+_MASK = 0xFFFFFFFF
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (xor-shift-multiply) of int64 ``x`` in [0, 2**32); shifts
+    are divisions and multipliers < 2**31, so that no value leaves int64 and ONNX
+    (whose shifts take unsigned types only) computes what torch computes."""
+    x = x ^ (x // 65536)
+    x = (x * 0x7FEB352D) & _MASK
+    x = x ^ (x // 32768)
+    x = (x * 0x31848BAB) & _MASK
+    return x ^ (x // 65536)
+
+
+def uniforms(seed: torch.Tensor, rows: int) -> torch.Tensor:
+    """The ``rows`` uniforms in (0, 1) (float64) an exported sampling policy draws for
+    int64 ``seed`` (shape ()): one per row of its batch, a hash of (seed, row)."""
+    low = seed & _MASK
+    high = ((seed - low) // 2 ** 32) & _MASK  # an exact division: floor = truncation
+    key = _mix(_mix(low) ^ high)
+    index = torch.arange(rows, dtype=torch.int64)
+    return (_mix((key + index * 0x9E3779B9 + 1) & _MASK).to(torch.float64) + 0.5) / 2 ** 32
+
+
+class _Policy(torch.nn.Module):
+    """Normalise, a tanh MLP, then map the outputs to actions (float64 throughout)."""
+
+    def __init__(self, layers: list[tuple[torch.Tensor, torch.Tensor]], mean: Any, std: Any,
+                 discrete: bool, start: int, squash: Any, shape: tuple):
+        super().__init__()
+        linears = []
+        for weight, bias in layers:
+            linear = torch.nn.Linear(weight.shape[1], weight.shape[0], dtype=torch.float64)
+            linear.weight.data.copy_(weight.detach().to(torch.float64))
+            linear.bias.data.copy_(bias.detach().to(torch.float64))
+            linears.append(linear.requires_grad_(False))
+        self.hidden, self.out = torch.nn.ModuleList(linears[:-1]), linears[-1]
+        for name, value in (("mean", mean), ("std", std)):  # copies, not the agent's
+            value = torch.as_tensor(value, dtype=torch.float64)
+            self.register_buffer(name, value.detach().clone().reshape(-1))
+        self.discrete, self.start = discrete, start
+        offset, scale = (0.0, 1.0) if squash is None else squash
+        self.register_buffer("offset", torch.as_tensor(offset, dtype=torch.float64))
+        self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.float64))
+        self.squashed, self.shape = squash is not None, tuple(shape)
+
+    def logits(self, obs: torch.Tensor) -> torch.Tensor:
+        h = (obs.to(torch.float64) - self.mean) / self.std
+        for layer in self.hidden:
+            h = torch.tanh(layer(h))
+        return self.out(h)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.logits(obs)
+        if self.discrete:
+            return torch.argmax(h, dim=1) + self.start
+        if self.squashed:
+            h = torch.tanh(h) * self.scale + self.offset
+        return h.reshape((h.shape[0],) + self.shape)
+
+
+class _Sampler(_Policy):
+    """A discrete policy that samples from the softmax of its outputs, one uniform per
+    row from ``uniforms(seed, rows)``: the first action whose cumulative probability
+    reaches it."""
+
+    def forward(self, obs: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+        h = self.logits(obs)
+        cum = torch.cumsum(torch.exp(h - h.max(dim=1, keepdim=True).values), dim=1)
+        u = uniforms(seed, h.shape[0])
+        return (cum < (u * cum[:, -1])[:, None]).sum(dim=1) + self.start
+
+
+def policy_module(agent: Agent) -> torch.nn.Module:
+    """What ``agent`` acts with, as a torch module: ``forward(obs)`` or, for a discrete
+    policy that samples, ``forward(obs, seed)``; a user's agent: itself (its
+    ``forward()``). A ValueError when there is nothing to export."""
+    from .problems.batched_control import BatchedPolicy
+    from .problems.gym_policy import GymPolicy
+    if isinstance(agent, (GymPolicy, BatchedPolicy)):
+        layers = [(layer.weight, layer.bias) for layer in agent.layers]
+        n = layers[0][0].shape[1]
+        mean, std, start = torch.zeros(n), torch.ones(n), 0
+        squash, shape = (0.0, agent.action_high), (agent.act_dim,)
+        if isinstance(agent, GymPolicy):
+            if agent.normalize != "off":
+                mean, std = agent.obs_mean, agent.obs_std
+            start = agent._action_start
+            squash = None if agent.discrete else agent._squash
+            shape = () if agent.discrete else tuple(agent._action_shape)
+        cls = _Sampler if agent.discrete and not agent.greedy else _Policy
+        return cls(layers, mean, std, agent.discrete, start, squash, shape)
+    if type(agent).forward is torch.nn.Module.forward:
+        raise ValueError(
+            f"{type(agent).__name__} cannot be exported: it defines no forward(). An "
+            f"exported policy is the agent's forward(observations) -> actions, written "
+            f"with torch operations; define one (and call it from score()), or export "
+            f"your policy module yourself with torch.jit.trace or torch.onnx.export")
+    return agent
+
+
+def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
+    """The inputs to trace ``module`` with, and others to check the file on: for a
+    policy, batches of 3 and 5 observations (and seeds); else ``example``, and the same
+    with twice the rows (inputs of 2 or more dimensions) plus noise (floats)."""
+    if isinstance(module, _Policy):
+        make = torch.Generator().manual_seed(0)
+        obs = [torch.randn(n, module.mean.shape[0], dtype=torch.float64, generator=make) * 3
+               for n in (3, 5)]
+        if isinstance(module, _Sampler):
+            return (obs[0], torch.tensor(7)), (obs[1], torch.tensor(-2 ** 40))
+        return (obs[0],), (obs[1],)
+    if example is None and isinstance(getattr(agent, "obs_dim", None), int):
+        example = torch.zeros(8, agent.obs_dim)
+    if example is None:
+        raise ValueError(f"exporting {type(agent).__name__}.forward() needs an example "
+                         f"input: give the agent an int attribute obs_dim (forward() then "
+                         f"takes (n, obs_dim)), or in Python pass Result.export(..., "
+                         f"example=torch.zeros(8, OBS_DIM)) (a batch as forward() takes it)")
+    inputs = tuple(example) if isinstance(example, (tuple, list)) else (example,)
+    make = torch.Generator().manual_seed(1)
+    other = [torch.cat([x, x]) if x.dim() >= 2 else x for x in inputs]  # twice the batch
+    return inputs, tuple(x + torch.randn(x.shape, generator=make, dtype=x.dtype)
+                         if x.is_floating_point() else x for x in other)
+
+
+def _outputs(value: Any) -> list:
+    """A module's or a session's output(s) as a list of arrays."""
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    return [v.detach().numpy() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
+                name: str) -> None:
+    """The exported file (``run(inputs)``) gives what the module gives on the inputs it
+    was traced with and on others."""
+    import numpy as np
+    for given in inputs:
+        with torch.no_grad():
+            expected = _outputs(module(*given))
+        try:
+            got = _outputs(run(given))
+        except Exception as exc:  # noqa: BLE001 - e.g. a batch size frozen at export
+            got = [f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"]
+        if len(got) != len(expected) or not all(
+                np.allclose(e, g, rtol=1e-6, atol=1e-9, equal_nan=True)
+                for e, g in zip(expected, got)):
+            failed = f" ({got[0]})" if isinstance(got[0], str) else ""
+            raise ValueError(
+                f"{name}: the exported file does not compute what forward() computes on "
+                f"inputs it was not traced with{failed}: forward() takes a path that "
+                f"depends on its inputs (Python control flow, .item(), NumPy, their "
+                f"shapes, a batch of 1 row), which an export freezes; write it with torch "
+                f"operations only, and trace it with a batch of 2 rows or more")
+
+
+def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
+    """Write what ``agent`` acts with to ``path`` as one self-contained file; returns
+    the path. ``to``: ``"torchscript"`` (load with ``torch.jit.load``) or ``"onnx"``
+    (``onnxruntime``; extra ``export``).
+
+    A :class:`GymPolicy` or a built-in control task exports as a module whose inputs
+    are ``obs``: float64, shape ``(n, obs_dim)`` (flat observations, as
+    ``agent.flat_observation`` makes them) and, for a discrete policy that samples (not
+    ``greedy``), ``seed``: an int64 scalar tensor; its output is the ``n`` actions:
+    int64 ``(n,)`` for Discrete actions (from the space's ``start``), float64
+    ``(n, *action_shape)`` for Box ones (squashed to the bounds). Normalisation uses the
+    statistics the weights carry. Row ``i`` samples with ``uniforms(seed, n)[i]``: the
+    same seed and batch give the same actions; give each step its own seed. Another
+    agent exports its ``forward()`` (traced with ``example``, its inputs, or zeros of
+    shape ``(8, agent.obs_dim)``); one without a ``forward()``, or whose result does
+    not follow its inputs once traced, is refused with a ValueError saying why.
+
+    >>> import tempfile, torch, es_search
+    >>> from es_search.problems import GymPolicy
+    >>> from es_search.export import export
+    >>> agent = GymPolicy("CartPole-v1", hidden=8)          # samples its actions
+    >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.pt")
+    >>> policy = torch.jit.load(path)                       # no es_search needed
+    >>> obs = torch.zeros(2, 4, dtype=torch.float64)        # 2 observations
+    >>> policy(obs, torch.tensor(0)).dtype, policy(obs, torch.tensor(0)).shape
+    (torch.int64, torch.Size([2]))
+    >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.onnx", to="onnx")
+    >>> import onnxruntime                                  # extra export
+    >>> feeds = {"obs": obs.numpy(), "seed": torch.tensor(0).numpy()}
+    >>> actions = onnxruntime.InferenceSession(path).run(None, feeds)[0]
+    >>> actions.tolist() == policy(obs, torch.tensor(0)).tolist()
+    True
+    """
+    if to not in FORMATS:
+        raise ValueError(f"to must be one of {', '.join(map(repr, FORMATS))}, got {to!r}")
+    module = policy_module(agent).eval()
+    inputs = _inputs(module, agent, example)
+    path = os.fspath(path)
+    name = f"exporting {type(agent).__name__}"
+    try:
+        run = (_write_onnx if to == "onnx" else _write_torchscript)(module, inputs[0], path,
+                                                                    name)
+        _check_same(module, run, inputs, name)
+    except ValueError:
+        if os.path.isfile(path):  # no file that acts otherwise than the agent
+            os.remove(path)
+        raise
+    return path
+
+
+def _write_torchscript(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
+    """Trace ``module`` into ``path``; a function that runs the file."""
+    try:
+        with torch.no_grad():
+            traced = torch.jit.trace(module, example, check_trace=False)
+    except Exception as exc:
+        raise ValueError(f"{name}: torch.jit.trace of its forward() failed "
+                         f"({type(exc).__name__}: {exc}); write forward() with torch "
+                         f"operations on tensors only") from exc
+    torch.jit.save(traced, path)
+    loaded = torch.jit.load(path)
+    return torch.no_grad()(lambda given: loaded(*given))
+
+
+def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
+    """Export ``module`` to ``path`` as ONNX; a function that runs the file."""
+    from .extras import require
+    require("onnx", "export")
+    require("onnxscript", "export")
+    ort = require("onnxruntime", "export")
+    names = ["obs", "seed"][:len(example)] if isinstance(module, _Policy) else [
+        p for p in inspect.signature(module.forward).parameters][:len(example)]
+    batch = torch.export.Dim("batch") if isinstance(module, _Policy) else torch.export.Dim.AUTO
+    shapes = [{0: batch} if x.dim() else {} for x in example]
+    quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = quiet.level  # not "torchvision is not installed", 4 lines in a terminal
+    quiet.setLevel(logging.ERROR)
+    try:
+        torch.onnx.export(module, example, path, input_names=names, dynamo=True,
+                          dynamic_shapes=tuple(shapes), verbose=False)
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{name}: torch.onnx.export of its forward() failed "
+                         f"({type(exc).__name__}: {first}); export it to='torchscript', "
+                         f"or write forward() with torch operations on tensors only"
+                         ) from exc
+    finally:
+        quiet.setLevel(level)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds = [i.name for i in session.get_inputs()]
+    return lambda given: session.run(None, {n: x.numpy() for n, x in zip(feeds, given)})

@@ -3,15 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate
-from ..checks import check_int, check_positive_float
-from .hill_climb import (check_reevaluate, elitist_choice, jittered_candidates,
-                         resolve_reevaluate, split_parent)
-from .base import Rebuild, Strategy
+from ..checks import check_positive_float
+from .hill_climb import Climber
 
 
 @dataclass(frozen=True)
@@ -24,7 +20,7 @@ class AdaptiveHillClimbState:
     reevaluate: bool = False  # "auto" resolved at init
 
 
-class AdaptiveHillClimb(Strategy):
+class AdaptiveHillClimb(Climber):
     """(1+lambda) hill climbing whose step size follows the 1/5th success rule.
 
     Candidates are made as in ``"hill-climb"`` (the parent after
@@ -71,15 +67,12 @@ class AdaptiveHillClimb(Strategy):
     """
 
     name = "adaptive-hill-climb"
-    uses_jitter_weights = True
 
     def __init__(self, population: int = 10, sigma: float = 0.1,
                  reevaluate: bool | str = "auto",
                  damping: float | None = None, target_success: float | None = None,
                  min_sigma: float | None = None, max_sigma: float | None = None):
-        self.population = check_int("population", population, 1)
-        self.initial_sigma = check_positive_float("sigma", sigma)
-        self.reevaluate = check_reevaluate(reevaluate)
+        super().__init__(population, sigma, reevaluate)
         self.damping = None if damping is None else check_positive_float("damping", damping)
         if target_success is None:
             target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
@@ -108,42 +101,15 @@ class AdaptiveHillClimb(Strategy):
                                       self._clip(self.initial_sigma),
                                       self.target_success, damping, self.reevaluate is True)
 
-    @property
-    def initial_evaluations(self) -> int:
-        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
-        return 2 if self.reevaluate == "auto" else 1
-
-    def max_tasks(self, n: int) -> int:
-        """The population, and the parent when it may be re-evaluated."""
-        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
-
-    def init_from(self, center: np.ndarray, scores: Sequence[float],
-                  seed: int) -> AdaptiveHillClimbState:
-        return replace(self.init(center, scores[0], seed),
-                       reevaluate=resolve_reevaluate(self.reevaluate, scores))
-
-    def resolved(self, state: AdaptiveHillClimbState) -> dict:
-        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
-
-    def ask(self, state: AdaptiveHillClimbState, generation: int) -> list[Candidate]:
-        return jittered_candidates(self.population, state.sigma, state.reevaluate)
-
-    def tell(self, state: AdaptiveHillClimbState, generation: int,
-             candidates: Sequence[Candidate], scores: Sequence[float],
-             rebuild: Rebuild) -> AdaptiveHillClimbState:
-        scores, parent_score = split_parent(scores, state.center_score, state.reevaluate)
+    def _adapt(self, state: AdaptiveHillClimbState, scores: list[float],
+               parent: float) -> AdaptiveHillClimbState:
         successes = sum(1 for s in scores if math.isfinite(s) and (
-            not math.isfinite(parent_score) or s >= parent_score))
+            not math.isfinite(parent) or s >= parent))
         p_succ = (1.0 - self.smoothing) * state.success_rate + \
             self.smoothing * successes / len(scores)
         sigma = state.sigma * math.exp((p_succ - self.target_success)
                                        / (state.damping * (1.0 - self.target_success)))
-        new = replace(state, center_score=parent_score, sigma=self._clip(sigma),
-                      success_rate=p_succ)
-        best = elitist_choice(scores, parent_score)
-        if best is None:
-            return new
-        return replace(new, center=rebuild(best), center_score=scores[best])
+        return replace(state, sigma=self._clip(sigma), success_rate=p_succ)
 
     def _clip(self, sigma: float) -> float:
         if self.min_sigma is not None:
@@ -153,7 +119,6 @@ class AdaptiveHillClimb(Strategy):
         return sigma
 
     def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "reevaluate": self.reevaluate,
-                "damping": self.damping, "target_success": self.target_success,
-                "min_sigma": self.min_sigma, "max_sigma": self.max_sigma}
+        return {**super().config(), "damping": self.damping,
+                "target_success": self.target_success, "min_sigma": self.min_sigma,
+                "max_sigma": self.max_sigma}

@@ -18,6 +18,7 @@ class AdaptiveHillClimbState:
     success_rate: float  # the smoothed success probability p_succ
     damping: float  # d, fixed at init from the dimension
     reevaluate: bool = False  # "auto" resolved at init
+    reevaluations: int = 0  # the parent's fresh scores averaged in center_score
 
 
 class AdaptiveHillClimb(Climber):
@@ -103,8 +104,8 @@ class AdaptiveHillClimb(Climber):
 
     def _adapt(self, state: AdaptiveHillClimbState, scores: list[float],
                parent: float) -> AdaptiveHillClimbState:
-        successes = sum(1 for s in scores if math.isfinite(s) and (
-            not math.isfinite(parent) or s >= parent))
+        successes = sum(1 for s in scores
+                        if math.isfinite(s) and self._beats(state, s, parent))
         p_succ = (1.0 - self.smoothing) * state.success_rate + \
             self.smoothing * successes / len(scores)
         sigma = state.sigma * math.exp((p_succ - self.target_success)

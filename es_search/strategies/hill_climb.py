@@ -56,15 +56,24 @@ class Climber(Strategy):
 
     def _tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
               scores: list[float], rebuild: Rebuild) -> Any:
-        parent = state.center_score
-        if state.reevaluate:  # the parent's fresh score replaces its old, maybe lucky one
-            scores, parent = scores[:-1], scores[-1]
-        new = self._adapt(replace(state, center_score=parent), scores, parent)
-        # the best finite score replaces the parent if it is at least the parent's
+        parent, count = state.center_score, 0
+        if state.reevaluate:  # the mean of the parent's fresh scores (see HillClimb)
+            scores, fresh = scores[:-1], scores[-1]
+            count = state.reevaluations + 1 if math.isfinite(fresh) else 0
+            parent = parent + (fresh - parent) / count if count > 1 else fresh
+        new = self._adapt(replace(state, center_score=parent, reevaluations=count),
+                          scores, parent)
         best = best_index(scores)
-        if best is None or (math.isfinite(parent) and scores[best] < parent):
+        if best is None or not self._beats(state, scores[best], parent):
             return new
-        return replace(new, center=rebuild(best), center_score=scores[best])
+        return replace(new, center=rebuild(best), center_score=scores[best], reevaluations=0)
+
+    @staticmethod
+    def _beats(state: Any, score: float, parent: float) -> bool:
+        """Whether a finite ``score`` replaces the parent: at least its score (ties
+        move), or, re-evaluating, above it (a tie is no evidence under noise)."""
+        return not math.isfinite(parent) or (
+            score > parent if state.reevaluate else score >= parent)
 
     def _adapt(self, state: Any, scores: list[float], parent: float) -> Any:
         """``state`` (the parent's score updated) after this generation's ``scores``,
@@ -82,6 +91,7 @@ class HillClimbState:
     center_score: float  # the parent's score
     sigma: float
     reevaluate: bool = False  # "auto" resolved at init
+    reevaluations: int = 0  # the parent's fresh scores averaged in center_score
 
 
 class HillClimb(Climber):
@@ -94,12 +104,22 @@ class HillClimb(Climber):
     the search drift across plateaus); non-finite scores never do.
 
     ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
-    again each generation, as the last candidate, and compares the candidates with that
-    fresh score, so one lucky score cannot freeze the search. The default, ``"auto"``,
-    decides from the scores: ``run()`` scores the starting agent twice, under two task
-    seeds, and if the two differ the parent is re-evaluated each generation (recorded
-    in the run's ``config["resolved"]``); ``init()`` given one score alone does not
-    re-evaluate.
+    again each generation, as the last candidate, under a fresh task seed. The
+    candidates are compared with the *mean of the parent's fresh scores*: the score that
+    made it the parent is dropped at its first re-evaluation (the best of ``population``
+    noisy scores is biased upwards, the winner's curse), and each later re-evaluation
+    is averaged in, so a parent that survives long is measured ever more precisely and
+    neither a lucky parent nor a lucky challenger freezes or derails the search (the
+    re-evaluation of Hansen, Niederberger, Guzzella & Koumoutsakos 2009, "A method for
+    handling uncertainty in evolutionary optimization...", IEEE TEC 13(1), which
+    adapts the evaluation effort to the measured noise; here a surviving parent's
+    evaluations accumulate). Re-evaluating, a candidate must score *above* the parent's
+    mean to replace it: under noise a tie is no evidence, and it kept lucky candidates
+    moving in on capped returns (CartPole's 500). The default, ``"auto"``, decides from
+    the scores: ``run()`` scores the starting agent twice, under two task seeds, and if
+    the two differ the parent is re-evaluated each generation (recorded in the run's
+    ``config["resolved"]``); ``init()`` given one score alone does not re-evaluate.
+    ``benchmarks/noisy_hill_climb.py`` measures it on a noisy CartPole agent.
 
     Example::
 

@@ -31,8 +31,9 @@ class OpenAIES(Antithetic):
     Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation
     asks for ``population / 2`` antithetic pairs ``theta +- sigma * eps_k``:
     ``Candidate("noise", sigma, +-1, key=k)``, so only seeds travel; both members of a
-    pair share ``key`` and ``eps_k`` is ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here to form the
-    gradient estimate (Salimans et al., Algorithm 2 with mirrored sampling)::
+    pair share ``key`` and ``eps_k`` is ``es_search.candidates.noise(seed, generation,
+    k, n)``, regenerated here to form the gradient estimate (Salimans et al.,
+    Algorithm 2 with mirrored sampling)::
 
         u_i = centred_rank(F_i)                       # fitness shaping, in [-0.5, 0.5]
         g   = 1/N * sum_k (u_k+ - u_k-) eps_k          # N = population (their code's

@@ -101,7 +101,8 @@ class HillClimb(Climber):
     Each candidate is the parent after ``agent.jitter_weights(sigma)`` (Gaussian by
     default) under its task's seed, so only seeds travel to the workers. A candidate
     replaces the parent when its score is at least the parent's (ties move, which lets
-    the search drift across plateaus); non-finite scores never do.
+    the search drift across plateaus; re-evaluating, see below, above it); non-finite
+    scores never do.
 
     ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
     again each generation, as the last candidate, under a fresh task seed. The

@@ -26,11 +26,11 @@ class AdaptiveHillClimb(Climber):
 
     Candidates are made as in ``"hill-climb"`` (the parent after
     ``agent.jitter_weights(sigma)`` under the task's seed); the best of parent and
-    candidates becomes the next parent (ties move unless re-evaluating; non-finite scores
-    never do). After each generation the step size is adapted by the success rule of Rechenberg (1973)
-    in the smoothed (1+lambda) form of Igel, Hansen & Roth (2007, "Covariance matrix
-    adaptation for multi-objective optimization", Evolutionary Computation 15(1),
-    procedure *updateStepSize*; also Kern et al. 2004)::
+    candidates becomes the next parent (ties move unless re-evaluating; non-finite
+    scores never do). After each generation the step size is adapted by the success
+    rule of Rechenberg (1973) in the smoothed (1+lambda) form of Igel, Hansen & Roth
+    (2007, "Covariance matrix adaptation for multi-objective optimization",
+    Evolutionary Computation 15(1), procedure *updateStepSize*; also Kern et al. 2004)::
 
         p_succ <- (1 - c_p) p_succ + c_p * lambda_succ / lambda
         sigma  <- sigma * exp((p_succ - p_target) / (d (1 - p_target)))

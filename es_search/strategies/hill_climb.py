@@ -105,22 +105,18 @@ class HillClimb(Climber):
     scores never do.
 
     ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
-    again each generation, as the last candidate, under a fresh task seed. The
-    candidates are compared with the *mean of the parent's fresh scores*: the score that
-    made it the parent is dropped at its first re-evaluation (the best of ``population``
-    noisy scores is biased upwards, the winner's curse), and each later re-evaluation
-    is averaged in, so a parent that survives long is measured ever more precisely and
-    neither a lucky parent nor a lucky challenger freezes or derails the search (the
-    re-evaluation of Hansen, Niederberger, Guzzella & Koumoutsakos 2009, "A method for
-    handling uncertainty in evolutionary optimization...", IEEE TEC 13(1), which
-    adapts the evaluation effort to the measured noise; here a surviving parent's
-    evaluations accumulate). Re-evaluating, a candidate must score *above* the parent's
-    mean to replace it: under noise a tie is no evidence, and it kept lucky candidates
-    moving in on capped returns (CartPole's 500). The default, ``"auto"``, decides from
-    the scores: ``run()`` scores the starting agent twice, under two task seeds, and if
-    the two differ the parent is re-evaluated each generation (recorded in the run's
+    again each generation (the last candidate, under a fresh task seed), and the
+    parent's score is the mean of its fresh scores: the one that made it the parent, the
+    best of ``population`` noisy scores and so biased upwards, is dropped at the first
+    re-evaluation, and a parent that survives is measured ever more precisely (the
+    re-evaluation of Hansen, Niederberger, Guzzella & Koumoutsakos 2009, IEEE TEC 13(1),
+    where the effort adapts to the measured noise; here it grows as a parent survives).
+    A candidate must score above that mean: under noise a tie is no evidence (on capped
+    returns, CartPole's 500, ties let lucky candidates in; measured by
+    ``benchmarks/noisy_hill_climb.py``). The default, ``"auto"``, decides from the
+    scores: ``run()`` scores the starting agent twice, under two task seeds, and if the
+    two differ the parent is re-evaluated each generation (recorded in the run's
     ``config["resolved"]``); ``init()`` given one score alone does not re-evaluate.
-    ``benchmarks/noisy_hill_climb.py`` measures it on a noisy CartPole agent.
 
     Example::
 

@@ -3,15 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate
-from ..checks import check_int, check_positive_float
-from .hill_climb import (check_reevaluate, elitist_choice, jittered_candidates,
-                         resolve_reevaluate, split_parent)
-from .base import Rebuild, Strategy
+from ..checks import check_positive_float
+from .hill_climb import Climber
 
 
 @dataclass(frozen=True)
@@ -22,23 +18,24 @@ class AdaptiveHillClimbState:
     success_rate: float  # the smoothed success probability p_succ
     damping: float  # d, fixed at init from the dimension
     reevaluate: bool = False  # "auto" resolved at init
+    reevaluations: int = 0  # the parent's fresh scores averaged in center_score
 
 
-class AdaptiveHillClimb(Strategy):
+class AdaptiveHillClimb(Climber):
     """(1+lambda) hill climbing whose step size follows the 1/5th success rule.
 
     Candidates are made as in ``"hill-climb"`` (the parent after
     ``agent.jitter_weights(sigma)`` under the task's seed); the best of parent and
-    candidates becomes the next parent (ties move; non-finite scores never do). After
-    each generation the step size is adapted by the success rule of Rechenberg (1973)
-    in the smoothed (1+lambda) form of Igel, Hansen & Roth (2007, "Covariance matrix
-    adaptation for multi-objective optimization", Evolutionary Computation 15(1),
-    procedure *updateStepSize*; also Kern et al. 2004)::
+    candidates becomes the next parent (ties move unless re-evaluating; non-finite
+    scores never do). After each generation the step size is adapted by the success
+    rule of Rechenberg (1973) in the smoothed (1+lambda) form of Igel, Hansen & Roth
+    (2007, "Covariance matrix adaptation for multi-objective optimization",
+    Evolutionary Computation 15(1), procedure *updateStepSize*; also Kern et al. 2004)::
 
         p_succ <- (1 - c_p) p_succ + c_p * lambda_succ / lambda
         sigma  <- sigma * exp((p_succ - p_target) / (d (1 - p_target)))
 
-    with ``lambda_succ`` the number of candidates scoring at least the parent's score,
+    with ``lambda_succ`` the number of candidates that would replace the parent,
     ``p_target = 1 / (5 + sqrt(lambda) / 2)``, ``c_p = p_target lambda / (2 + p_target
     lambda)`` and ``d = 1 + n / (2 lambda)`` for ``n`` evolved values. More successes
     than the target widen the search, fewer narrow it. A non-finite score counts as a
@@ -48,9 +45,9 @@ class AdaptiveHillClimb(Strategy):
     (``p_target``), ``min_sigma``/``max_sigma`` (bounds on sigma, default none) and
     ``reevaluate`` (as in ``"hill-climb"``: ``True`` for noisy scores such as RL
     returns scores the parent again each generation, as the last candidate, and
-    compares the candidates with that fresh score, so one lucky score cannot freeze the
-    search; the default ``"auto"`` does so when the starting agent's two scores, under
-    different task seeds, differ).
+    compares the candidates with the mean of its fresh scores, a success being a
+    candidate above it; the default ``"auto"`` does so when the starting agent's two
+    scores, under different task seeds, differ).
 
     Example::
 
@@ -71,15 +68,12 @@ class AdaptiveHillClimb(Strategy):
     """
 
     name = "adaptive-hill-climb"
-    uses_jitter_weights = True
 
     def __init__(self, population: int = 10, sigma: float = 0.1,
                  reevaluate: bool | str = "auto",
                  damping: float | None = None, target_success: float | None = None,
                  min_sigma: float | None = None, max_sigma: float | None = None):
-        self.population = check_int("population", population, 1)
-        self.initial_sigma = check_positive_float("sigma", sigma)
-        self.reevaluate = check_reevaluate(reevaluate)
+        super().__init__(population, sigma, reevaluate)
         self.damping = None if damping is None else check_positive_float("damping", damping)
         if target_success is None:
             target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
@@ -108,42 +102,15 @@ class AdaptiveHillClimb(Strategy):
                                       self._clip(self.initial_sigma),
                                       self.target_success, damping, self.reevaluate is True)
 
-    @property
-    def initial_evaluations(self) -> int:
-        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
-        return 2 if self.reevaluate == "auto" else 1
-
-    def max_tasks(self, n: int) -> int:
-        """The population, and the parent when it may be re-evaluated."""
-        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
-
-    def init_from(self, center: np.ndarray, scores: Sequence[float],
-                  seed: int) -> AdaptiveHillClimbState:
-        return replace(self.init(center, scores[0], seed),
-                       reevaluate=resolve_reevaluate(self.reevaluate, scores))
-
-    def resolved(self, state: AdaptiveHillClimbState) -> dict:
-        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
-
-    def ask(self, state: AdaptiveHillClimbState, generation: int) -> list[Candidate]:
-        return jittered_candidates(self.population, state.sigma, state.reevaluate)
-
-    def tell(self, state: AdaptiveHillClimbState, generation: int,
-             candidates: Sequence[Candidate], scores: Sequence[float],
-             rebuild: Rebuild) -> AdaptiveHillClimbState:
-        scores, parent_score = split_parent(scores, state.center_score, state.reevaluate)
-        successes = sum(1 for s in scores if math.isfinite(s) and (
-            not math.isfinite(parent_score) or s >= parent_score))
+    def _adapt(self, state: AdaptiveHillClimbState, scores: list[float],
+               parent: float) -> AdaptiveHillClimbState:
+        successes = sum(1 for s in scores
+                        if math.isfinite(s) and self._beats(state, s, parent))
         p_succ = (1.0 - self.smoothing) * state.success_rate + \
             self.smoothing * successes / len(scores)
         sigma = state.sigma * math.exp((p_succ - self.target_success)
                                        / (state.damping * (1.0 - self.target_success)))
-        new = replace(state, center_score=parent_score, sigma=self._clip(sigma),
-                      success_rate=p_succ)
-        best = elitist_choice(scores, parent_score)
-        if best is None:
-            return new
-        return replace(new, center=rebuild(best), center_score=scores[best])
+        return replace(state, sigma=self._clip(sigma), success_rate=p_succ)
 
     def _clip(self, sigma: float) -> float:
         if self.min_sigma is not None:
@@ -153,7 +120,6 @@ class AdaptiveHillClimb(Strategy):
         return sigma
 
     def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "reevaluate": self.reevaluate,
-                "damping": self.damping, "target_success": self.target_success,
-                "min_sigma": self.min_sigma, "max_sigma": self.max_sigma}
+        return {**super().config(), "damping": self.damping,
+                "target_success": self.target_success, "min_sigma": self.min_sigma,
+                "max_sigma": self.max_sigma}

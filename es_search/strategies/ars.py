@@ -7,9 +7,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise_vectors
+from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
-from .base import Rebuild, Strategy, antithetic_pairs
+from .antithetic import Antithetic, antithetic_pairs, even_population, noise_sum
+from .base import Rebuild, worst_finite
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class ARSState:
     seed: int  # the run's seed: direction k of generation j is noise(seed, j, k, n)
 
 
-class ARS(Strategy):
+class ARS(Antithetic):
     """ARS V2-t: antithetic directions, the top ``b`` of them, a step scaled by sigma_R.
 
     Augmented Random Search (Mania, Guy & Recht 2018, "Simple random search of static
@@ -80,11 +81,7 @@ class ARS(Strategy):
                  directions: int | None = None, top: int | None = None,
                  step_size: float = 0.02):
         if population is not None:
-            population = check_int("population", population, 2)
-            if population % 2:
-                raise ValueError(f"ars evaluates each direction in both signs, so "
-                                 f"population (= 2 * directions) must be even; got "
-                                 f"{population} (use {population + 1})")
+            population = even_population(self.name, population)
         if directions is not None:
             directions = check_int("directions", directions, 1)
             if population is not None and population != 2 * directions:
@@ -110,21 +107,13 @@ class ARS(Strategy):
         # Algorithm 2, line 2: M_0 is the starting policy (the paper's 0; here the agent's)
         return ARSState(np.array(center, dtype=np.float64), self.initial_sigma, int(seed))
 
-    def ask(self, state: ARSState, generation: int) -> list[Candidate]:
-        # lines 4-5: directions delta_k (seeds); policies M_j + nu delta_k, M_j - nu delta_k
-        return [Candidate("noise", state.sigma, sign, key)
-                for key in range(self.directions) for sign in (1.0, -1.0)]
-
-    def tell(self, state: ARSState, generation: int, candidates: Sequence[Candidate],
-             scores: Sequence[float], rebuild: Rebuild) -> ARSState:
-        if len(scores) != len(candidates):
-            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
-        values = np.asarray(scores, dtype=np.float64)
-        finite = np.isfinite(values)
-        if not finite.any():
+    def _tell(self, state: ARSState, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> ARSState:
+        # lines 4-5 (ask): directions delta_k (seeds); policies M_j +- nu delta_k
+        values = worst_finite(scores)
+        if values is None:
             return state
-        values = np.where(finite, values, values[finite].min())
-        keys, plus, minus = antithetic_pairs("ars", candidates, values)
+        keys, plus, minus = antithetic_pairs(self.name, candidates, values)
         if not keys:
             return state
         r_plus = np.array([plus[k] for k in keys])
@@ -136,12 +125,9 @@ class ARS(Strategy):
         sigma_r = float(np.std(np.concatenate([r_plus[kept], r_minus[kept]])))
         if not sigma_r > 0.0 or not math.isfinite(sigma_r):
             return state
-        n = state.center.size
-        step = np.zeros(n)
-        weights = {keys[i]: r_plus[i] - r_minus[i] for i in kept
-                   if r_plus[i] - r_minus[i] != 0.0}
-        for key, delta in noise_vectors(state.seed, generation, list(weights), n):
-            step += weights[key] * delta  # sum_k (r_k+ - r_k-) delta_k
+        weights = {keys[i]: r_plus[i] - r_minus[i] for i in kept}
+        # sum_k (r_k+ - r_k-) delta_k
+        step = noise_sum(state.seed, generation, weights, state.center.size)
         center = state.center + self.step_size / (len(kept) * sigma_r) * step
         return ARSState(center, state.sigma, state.seed)
 

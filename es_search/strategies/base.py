@@ -5,9 +5,15 @@ object that ``tell`` returns anew (never mutated in place), so a checkpoint can 
 and a run can continue from it. Randomness comes in explicitly: the run's seed is given
 to ``init``, and candidates are described relative to a centre vector (see
 :class:`es_search.candidates.Candidate`) so that workers rebuild them from task seeds.
+
+The public ``ask`` and ``tell`` are the base class's: ``tell`` checks that there is a
+score per candidate and cleans them (a non-finite score, NaN or +-inf, becomes -inf, the
+worst) before the strategy's own ``_tell`` sees them; the helpers below rank them.
 """
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
@@ -19,8 +25,9 @@ from ..candidates import Candidate
 Rebuild = Callable[[int], np.ndarray]
 
 
-class Strategy:
-    """Base class of all strategies. Subclasses set ``name`` and write the four methods.
+class Strategy(ABC):
+    """Base class of all strategies. Subclasses set ``name`` and write ``init``,
+    ``_ask`` and ``_tell`` (and ``config``).
 
     ``population`` is the number of candidates ``ask`` returns each generation.
     """
@@ -30,6 +37,9 @@ class Strategy:
     #: climbers'); the others draw their own noise, and an override is not called
     uses_jitter_weights: ClassVar[bool] = False
     population: int
+    #: how many times the engine scores the starting agent before ``init_from`` (each
+    #: time under its own task seed: generation -1, indices 0, 1, ...)
+    initial_evaluations: int = 1
 
     def max_tasks(self, n: int) -> int | None:
         """The most candidates one generation scores for ``n`` evolved values (the
@@ -41,13 +51,9 @@ class Strategy:
         """Raise a ValueError when this strategy cannot search ``n`` evolved values;
         ``run()`` calls it before any work."""
 
+    @abstractmethod
     def init(self, center: np.ndarray, center_score: float, seed: int) -> Any:
         """The state before generation 0, from the starting weights and their score."""
-        raise NotImplementedError
-
-    #: how many times the engine scores the starting agent before ``init_from`` (each
-    #: time under its own task seed: generation -1, indices 0, 1, ...)
-    initial_evaluations: int = 1
 
     def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
         """The state before generation 0 from the starting agent's ``scores`` (as many
@@ -61,12 +67,23 @@ class Strategy:
 
     def ask(self, state: Any, generation: int) -> list[Candidate]:
         """This generation's candidates, relative to ``self.center(state)``."""
-        raise NotImplementedError
+        return self._ask(state, generation)
 
     def tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> Any:
         """The next state, given the scores of ``candidates`` (in order)."""
-        raise NotImplementedError
+        if len(scores) != len(candidates):
+            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
+        return self._tell(state, generation, candidates, cleaned(scores), rebuild)
+
+    @abstractmethod
+    def _ask(self, state: Any, generation: int) -> list[Candidate]:
+        """``ask`` without the checks."""
+
+    @abstractmethod
+    def _tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> Any:
+        """``tell`` with one score per candidate, every one finite or -inf."""
 
     def center(self, state: Any) -> np.ndarray:
         """The vector this generation's candidates are built around."""
@@ -85,16 +102,38 @@ class Strategy:
         return f"{type(self).__name__}({args})"
 
 
-def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequence[float]
-                     ) -> tuple[list[int], dict[int, float], dict[int, float]]:
-    """Split the values of antithetic ``"noise"`` pairs by sign: ``(keys, plus, minus)``,
-    ``keys`` the noise keys of complete pairs in ask order (for ``tell`` of the
-    strategy ``name``, which asks only for such pairs)."""
-    plus: dict[int, float] = {}
-    minus: dict[int, float] = {}
-    for candidate, value in zip(candidates, values):
-        if candidate.kind != "noise":
-            raise ValueError(f"{name} was told about a {candidate.kind!r} candidate; it "
-                             f"only asks for antithetic 'noise' pairs")
-        (plus if candidate.sign > 0 else minus)[candidate.key] = float(value)
-    return [k for k in plus if k in minus], plus, minus
+# ------------------------------------------------------------------ scores, cleaned
+def cleaned(scores: Sequence[float]) -> list[float]:
+    """The scores as floats, each non-finite one (NaN, +inf, -inf) as -inf: the worst."""
+    return [s if math.isfinite(s) else -math.inf for s in map(float, scores)]
+
+
+def worst_finite(scores: Sequence[float]) -> np.ndarray | None:
+    """Cleaned ``scores`` with -inf as the worst finite score of them (ranked last,
+    tied), for updates that need finite numbers; None when none is finite."""
+    values = np.asarray(scores, dtype=np.float64)
+    finite = np.isfinite(values)
+    return np.where(finite, values, values[finite].min()) if finite.any() else None
+
+
+def centered_ranks(scores: Sequence[float]) -> np.ndarray:
+    """Ranks scaled to [-0.5, 0.5] (Salimans et al. 2017, fitness shaping).
+
+    Non-finite scores (NaN, +-inf) rank below every finite score. Ties share their
+    average rank, so equal scores pull equally (all-equal scores give all zeros).
+
+    >>> centered_ranks([3.0, 1.0, 2.0]).tolist()
+    [0.5, -0.5, 0.0]
+    >>> centered_ranks([1.0, float("nan"), 1.0]).tolist()
+    [0.25, -0.5, 0.25]
+    """
+    keyed = np.asarray(cleaned(scores), dtype=np.float64)  # all non-finite: worst, tied
+    n = keyed.size
+    if n < 2:
+        return np.zeros(n)
+    # the c values tied at sorted positions k..k+c-1 share their mean rank, k + (c-1)/2
+    # (a half-integer: exact); distinct values have c = 1
+    _, tie, counts = np.unique(keyed, return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts
+    ranks = (first + (counts - 1) / 2.0)[tie.reshape(-1)]
+    return ranks / (n - 1) - 0.5

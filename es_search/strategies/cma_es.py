@@ -13,7 +13,7 @@ from ..candidates import Candidate
 from ..checks import check_int, check_positive_float, did_you_mean
 from ..extras import require
 from ..seeding import preserved_global_rngs, stream_seed
-from .base import Rebuild, Strategy
+from .base import Rebuild, Strategy, worst_finite
 
 #: the purpose key of the strategy's own random streams (see es_search.seeding)
 _STREAM = 0xC3A
@@ -28,6 +28,19 @@ def _global_randn(*shape: int) -> np.ndarray:
     generator, which ``ask``/``tell`` seed per generation.
     """
     return np.random.standard_normal(shape)
+
+
+class Asked(list):
+    """The candidates ``ask`` gave, with ``asked``: ``(state.es, generation, the pycma
+    object after its ask, its solutions)``, which ``tell`` takes over (once) instead of
+    unpickling and asking again; pickles as a plain list."""
+
+    def __init__(self, candidates: list, asked: tuple):
+        super().__init__(candidates)
+        self.asked = asked
+
+    def __reduce__(self):
+        return list, (list(self),)
 
 
 #: the restart schemes (``CMAES(restarts=...)``)
@@ -66,8 +79,9 @@ class CMAES(Strategy):
     ``es_search.seeding.stream_seed(seed, ...)`` for that generation inside
     ``preserved_global_rngs()``, so the same seed gives the same run and the caller's
     own random state is untouched. The pycma object is kept pickled in the state: the
-    state is a frozen value that a checkpoint can pickle, and ``tell`` replays the
-    generation's (deterministic) ``ask`` on the unpickled object before telling it.
+    state is a frozen value that a checkpoint can pickle. The list ``ask`` returns hands
+    its pycma object over to ``tell`` (once); other candidates are checked against a
+    replay of the generation's (deterministic) ``ask``.
 
     Scores are maximised; pycma minimises, so it is told ``-score``. pycma cannot take
     NaN or infinities: a non-finite score (NaN, +inf or -inf) is told as the worst
@@ -182,70 +196,45 @@ class CMAES(Strategy):
         self.check_size(center.size)
         es = self._new_es(center, self.initial_sigma, self._pycma_options(),
                           stream_seed(seed, _STREAM))
-        state = CMAESState(self._frozen(es), np.array(es.mean, dtype=np.float64),
+        state = CMAESState(pickle.dumps(es, protocol=5), np.array(es.mean, dtype=np.float64),
                            float(es.sigma), int(seed))
         if self.restarts is None:
             return state
         return dataclasses.replace(state, x0=center, popsize0=int(es.popsize),
                                    maxiter0=float(es.opts["maxiter"]))
 
-    def _frozen(self, es: Any) -> bytes:
-        """``es`` pickled, for a state; the next ``_ask`` of that state takes ``es``
-        itself (what unpickling would give) instead of unpickling it again."""
-        data = pickle.dumps(es, protocol=5)  # its arrays copied once (4: twice)
-        self._told = (data, es)
-        return data
-
-    def _thawed(self, state: CMAESState) -> Any:
-        told, self._told = self.__dict__.get("_told"), None
-        if told is not None and told[0] is state.es:
-            return told[1]
-        return pickle.loads(state.es)
-
-    def _ask(self, state: CMAESState, generation: int) -> tuple[Any, list[np.ndarray]]:
-        es = self._thawed(state)
+    def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
+        es = pickle.loads(state.es)
         with preserved_global_rngs():
             np.random.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
-            solutions = es.ask()
-        return es, [np.array(x, dtype=np.float64) for x in solutions]
+            solutions = [np.array(x, dtype=np.float64) for x in es.ask()]
+        return Asked([Candidate("vector", vector=x.copy()) for x in solutions],
+                     (state.es, generation, es, solutions))
 
-    def ask(self, state: CMAESState, generation: int) -> list[Candidate]:
-        es, solutions = self._ask(state, generation)
-        # tell() on this state and generation takes these over instead of unpickling and
-        # asking again (the same object either way: a fifth of a generation's time at
-        # 2,000 weights); any other tell() starts from state.es, so states stay immutable
-        self._asked = (state.es, generation, es, solutions)
-        return [Candidate("vector", vector=x.copy()) for x in solutions]
-
-    def _take_asked(self, state: CMAESState, generation: int) -> tuple[Any, list[np.ndarray]]:
-        asked, self._asked = self.__dict__.get("_asked"), None
-        if asked is not None and asked[0] is state.es and asked[1] == generation:
-            return asked[2], asked[3]
-        return self._ask(state, generation)
-
-    def tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],
-             scores: Sequence[float], rebuild: Rebuild) -> CMAESState:
-        es, solutions = self._take_asked(state, generation)  # the draws ask() made
+    def _tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> CMAESState:
+        # the pycma object ask() drew these candidates with, handed over with them
+        # (once); otherwise ask again: the same draws
+        asked = candidates.__dict__.pop("asked", None) if isinstance(candidates, Asked) \
+            else None
+        if asked is None or asked[0] is not state.es or asked[1] != generation:
+            asked = self._ask(state, generation).asked
+        es, solutions = asked[2], asked[3]
         if len(candidates) != len(solutions) or not all(
                 c.kind == "vector" and np.array_equal(c.vector, x)
                 for c, x in zip(candidates, solutions)):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
-        if len(scores) != len(solutions):
-            raise ValueError(f"got {len(scores)} scores for {len(solutions)} candidates")
-        finite = [float(s) for s in scores if math.isfinite(s)]
-        if not finite:
+        values = worst_finite(scores)
+        if values is None:
             return state
-        worst = min(finite)
-        # pycma minimises: tell it -score; non-finite scores count as the worst finite one
-        values = [-(float(s) if math.isfinite(s) else worst) for s in scores]
-        with preserved_global_rngs():
+        with preserved_global_rngs():  # pycma minimises: tell it -score
             np.random.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
-            es.tell(solutions, values)
+            es.tell(solutions, [-float(v) for v in values])
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):
             return self._restart(state, generation, es.countevals)
-        return dataclasses.replace(state, es=self._frozen(es),
+        return dataclasses.replace(state, es=pickle.dumps(es, protocol=5),
                                    center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 
@@ -282,7 +271,7 @@ class CMAES(Strategy):
         es = self._new_es(state.x0, sigma, self._pycma_options(popsize, maxiter),
                           stream_seed(state.seed, _STREAM, generation, 3))
         return dataclasses.replace(
-            state, es=self._frozen(es), center=np.array(es.mean, dtype=np.float64),
+            state, es=pickle.dumps(es, protocol=5), center=np.array(es.mean, dtype=np.float64),
             sigma=float(es.sigma), restarts=state.restarts + 1, regime=regime,
             large_runs=large_runs, small_runs=small_runs, large_evals=large_evals,
             small_evals=small_evals)
@@ -294,11 +283,9 @@ class CMAES(Strategy):
             config.update(restarts=self.restarts, max_restarts=self.max_restarts)
         return config
 
-    def __getstate__(self):  # the module object does not pickle; a pending ask is dropped
+    def __getstate__(self):  # the module object does not pickle
         state = self.__dict__.copy()
         state.pop("_cma", None)
-        state.pop("_asked", None)
-        state.pop("_told", None)
         return state
 
     def __setstate__(self, state):

@@ -1,4 +1,4 @@
-"""(1+lambda) elitist hill climbing with a fixed step size."""
+"""(1+lambda) elitist hill climbing: the base of both hill climbers, and the fixed-step one."""
 from __future__ import annotations
 
 import math
@@ -13,30 +13,110 @@ from ..scores import best_index, same_score
 from .base import Rebuild, Strategy
 
 
+class Climber(Strategy):
+    """(1+lambda) hill climbing: ``population`` jittered copies of the parent (its
+    ``agent.jitter_weights(sigma)`` under each task's seed); the best of parent and
+    candidates becomes the next parent. Its state has ``center`` and ``center_score``
+    (the parent's), ``sigma`` and ``reevaluate`` (``"auto"`` resolved). Subclasses adapt
+    the rest of their state in ``_adapt``."""
+
+    uses_jitter_weights = True
+
+    def __init__(self, population: int, sigma: float, reevaluate: bool | str):
+        self.population = check_int("population", population, 1)
+        self.initial_sigma = check_positive_float("sigma", sigma)
+        if not isinstance(reevaluate, bool) and reevaluate != "auto":
+            raise TypeError(f"reevaluate must be True, False or 'auto' (re-evaluate when "
+                            f"the starting agent's two scores differ), got {reevaluate!r}")
+        self.reevaluate = reevaluate
+
+    @property
+    def initial_evaluations(self) -> int:
+        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
+        return 2 if self.reevaluate == "auto" else 1
+
+    def max_tasks(self, n: int) -> int:
+        """The population, and the parent when it may be re-evaluated."""
+        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
+
+    def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
+        """``"auto"`` re-evaluates when the starting agent's scores (under different
+        task seeds) differ, i.e. scores are noisy."""
+        reevaluate = self.reevaluate
+        if reevaluate == "auto":
+            reevaluate = len(scores) > 1 and not same_score(scores[0], scores[1])
+        return replace(self.init(center, scores[0], seed), reevaluate=reevaluate)
+
+    def resolved(self, state: Any) -> dict:
+        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
+
+    def _ask(self, state: Any, generation: int) -> list[Candidate]:
+        jittered = [Candidate("jitter", state.sigma)] * self.population
+        return jittered + [Candidate("center")] if state.reevaluate else jittered
+
+    def _tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> Any:
+        parent, count = state.center_score, 0
+        if state.reevaluate:  # the mean of the parent's fresh scores (see HillClimb)
+            scores, fresh = scores[:-1], scores[-1]
+            count = state.reevaluations + 1 if math.isfinite(fresh) else 0
+            parent = parent + (fresh - parent) / count if count > 1 else fresh
+        new = self._adapt(replace(state, center_score=parent, reevaluations=count),
+                          scores, parent)
+        best = best_index(scores)
+        if best is None or not self._beats(state, scores[best], parent):
+            return new
+        return replace(new, center=rebuild(best), center_score=scores[best], reevaluations=0)
+
+    @staticmethod
+    def _beats(state: Any, score: float, parent: float) -> bool:
+        """Whether a finite ``score`` replaces the parent: at least its score (ties
+        move), or, re-evaluating, above it (a tie is no evidence under noise)."""
+        return not math.isfinite(parent) or (
+            score > parent if state.reevaluate else score >= parent)
+
+    def _adapt(self, state: Any, scores: list[float], parent: float) -> Any:
+        """``state`` (the parent's score updated) after this generation's ``scores``,
+        ``parent`` the parent's score they are compared with."""
+        return state
+
+    def config(self) -> dict:
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "reevaluate": self.reevaluate}
+
+
 @dataclass(frozen=True)
 class HillClimbState:
     center: np.ndarray  # the parent's weights
     center_score: float  # the parent's score
     sigma: float
     reevaluate: bool = False  # "auto" resolved at init
+    reevaluations: int = 0  # the parent's fresh scores averaged in center_score
 
 
-class HillClimb(Strategy):
+class HillClimb(Climber):
     """(1+lambda) hill climbing: ``population`` jittered copies of the parent; the best
     of parent and candidates becomes the next parent.
 
     Each candidate is the parent after ``agent.jitter_weights(sigma)`` (Gaussian by
     default) under its task's seed, so only seeds travel to the workers. A candidate
     replaces the parent when its score is at least the parent's (ties move, which lets
-    the search drift across plateaus); non-finite scores never do.
+    the search drift across plateaus; re-evaluating, see below, above it); non-finite
+    scores never do.
 
     ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
-    again each generation, as the last candidate, and compares the candidates with that
-    fresh score, so one lucky score cannot freeze the search. The default, ``"auto"``,
-    decides from the scores: ``run()`` scores the starting agent twice, under two task
-    seeds, and if the two differ the parent is re-evaluated each generation (recorded
-    in the run's ``config["resolved"]``); ``init()`` given one score alone does not
-    re-evaluate.
+    again each generation (the last candidate, under a fresh task seed), and the
+    parent's score is the mean of its fresh scores: the one that made it the parent, the
+    best of ``population`` noisy scores and so biased upwards, is dropped at the first
+    re-evaluation, and a parent that survives is measured ever more precisely (the
+    re-evaluation of Hansen, Niederberger, Guzzella & Koumoutsakos 2009, IEEE TEC 13(1),
+    where the effort adapts to the measured noise; here it grows as a parent survives).
+    A candidate must score above that mean: under noise a tie is no evidence (on capped
+    returns, CartPole's 500, ties let lucky candidates in; measured by
+    ``benchmarks/noisy_hill_climb.py``). The default, ``"auto"``, decides from the
+    scores: ``run()`` scores the starting agent twice, under two task seeds, and if the
+    two differ the parent is re-evaluated each generation (recorded in the run's
+    ``config["resolved"]``); ``init()`` given one score alone does not re-evaluate.
 
     Example::
 
@@ -49,92 +129,11 @@ class HillClimb(Strategy):
     """
 
     name = "hill-climb"
-    uses_jitter_weights = True
 
     def __init__(self, population: int = 16, sigma: float = 0.1,
                  reevaluate: bool | str = "auto"):
-        self.population = check_int("population", population, 1)
-        self.initial_sigma = check_positive_float("sigma", sigma)
-        self.reevaluate = check_reevaluate(reevaluate)
-
-    @property
-    def initial_evaluations(self) -> int:
-        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
-        return 2 if self.reevaluate == "auto" else 1
-
-    def max_tasks(self, n: int) -> int:
-        """The population, and the parent when it may be re-evaluated."""
-        return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
+        super().__init__(population, sigma, reevaluate)
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> HillClimbState:
         return HillClimbState(np.array(center, dtype=np.float64), center_score,
                               self.initial_sigma, self.reevaluate is True)
-
-    def init_from(self, center: np.ndarray, scores: Sequence[float],
-                  seed: int) -> HillClimbState:
-        return replace(self.init(center, scores[0], seed),
-                       reevaluate=resolve_reevaluate(self.reevaluate, scores))
-
-    def resolved(self, state: HillClimbState) -> dict:
-        return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
-
-    def ask(self, state: HillClimbState, generation: int) -> list[Candidate]:
-        return jittered_candidates(self.population, state.sigma, state.reevaluate)
-
-    def tell(self, state: HillClimbState, generation: int, candidates: Sequence[Candidate],
-             scores: Sequence[float], rebuild: Rebuild) -> HillClimbState:
-        scores, parent_score = split_parent(scores, state.center_score, state.reevaluate)
-        state = replace(state, center_score=parent_score)
-        best = elitist_choice(scores, parent_score)
-        if best is None:
-            return state
-        return replace(state, center=rebuild(best), center_score=scores[best])
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "reevaluate": self.reevaluate}
-
-
-# ------------------------------------------------- shared by the (1+lambda) hill climbers
-def check_reevaluate(value: Any) -> bool | str:
-    if not isinstance(value, bool) and value != "auto":
-        raise TypeError(f"reevaluate must be True, False or 'auto' (re-evaluate when the "
-                        f"starting agent's two scores differ), got {value!r}")
-    return value
-
-
-def resolve_reevaluate(setting: bool | str, scores: Sequence[float]) -> bool:
-    """``reevaluate`` for the run: ``"auto"`` is True when the starting agent's scores
-    (under different task seeds) differ, i.e. scores are noisy."""
-    if setting != "auto":
-        return bool(setting)
-    if len(scores) < 2:
-        return False
-    return not same_score(scores[0], scores[1])
-
-
-def jittered_candidates(population: int, sigma: float, reevaluate: bool) -> list[Candidate]:
-    """``population`` jittered copies of the parent, then the parent itself when it is
-    re-evaluated."""
-    jittered = [Candidate("jitter", sigma)] * population
-    return jittered + [Candidate("center")] if reevaluate else jittered
-
-
-def split_parent(scores: Sequence[float], parent_score: float,
-                 reevaluate: bool) -> tuple[list[float], float]:
-    """The candidates' scores and the parent's score to compare them with: with
-    ``reevaluate`` the parent's fresh score (the last one) replaces its old, maybe lucky
-    one."""
-    scores = list(scores)
-    if reevaluate:
-        return scores[:-1], scores[-1]
-    return scores, parent_score
-
-
-def elitist_choice(scores: Sequence[float], parent_score: float) -> int | None:
-    """The candidate that replaces the parent: the best finite score, if it is at least
-    the parent's (ties move); None to keep the parent."""
-    best = best_index(scores)
-    if best is None or (math.isfinite(parent_score) and scores[best] < parent_score):
-        return None
-    return best

@@ -8,9 +8,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..candidates import Candidate, noise_vectors
-from ..checks import check_int, check_positive_float
-from .base import Rebuild, Strategy
+from ..candidates import Candidate
+from ..checks import check_positive_float
+from .antithetic import Antithetic, antithetic_pairs, even_population, noise_sum
+from .base import Rebuild, centered_ranks
 
 
 @dataclass(frozen=True)
@@ -23,39 +24,16 @@ class OpenAIESState:
     seed: int  # the run's seed: the noise of a candidate is noise(seed, generation, key)
 
 
-def centered_ranks(scores: Sequence[float]) -> np.ndarray:
-    """Ranks scaled to [-0.5, 0.5] (Salimans et al. 2017, fitness shaping).
-
-    Non-finite scores (NaN, +-inf) rank below every finite score. Ties share their
-    average rank, so equal scores pull equally (all-equal scores give all zeros).
-
-    >>> centered_ranks([3.0, 1.0, 2.0]).tolist()
-    [0.5, -0.5, 0.0]
-    >>> centered_ranks([1.0, float("nan"), 1.0]).tolist()
-    [0.25, -0.5, 0.25]
-    """
-    values = np.asarray(scores, dtype=np.float64)
-    n = values.size
-    if n < 2:
-        return np.zeros(n)
-    keyed = np.where(np.isfinite(values), values, -np.inf)  # all non-finite: worst, tied
-    # the c values tied at sorted positions k..k+c-1 share their mean rank, k + (c-1)/2
-    # (a half-integer: exact); distinct values have c = 1
-    _, tie, counts = np.unique(keyed, return_inverse=True, return_counts=True)
-    first = np.cumsum(counts) - counts
-    ranks = (first + (counts - 1) / 2.0)[tie.reshape(-1)]
-    return ranks / (n - 1) - 0.5
-
-
-class OpenAIES(Strategy):
+class OpenAIES(Antithetic):
     """OpenAI-ES: antithetic sampling, centred ranks, weight decay and Adam.
 
     The evolution strategy of Salimans, Ho, Chen, Sidor & Sutskever (2017, "Evolution
-    Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation asks for ``population / 2`` antithetic pairs
-    ``theta +- sigma * eps_k``: ``Candidate("noise", sigma, +-1, key=k)``, so only seeds
-    travel; both members of a pair share ``key`` and ``eps_k`` is
-    ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here to form the
-    gradient estimate (Salimans et al., Algorithm 2 with mirrored sampling)::
+    Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation
+    asks for ``population / 2`` antithetic pairs ``theta +- sigma * eps_k``:
+    ``Candidate("noise", sigma, +-1, key=k)``, so only seeds travel; both members of a
+    pair share ``key`` and ``eps_k`` is ``es_search.candidates.noise(seed, generation,
+    k, n)``, regenerated here to form the gradient estimate (Salimans et al.,
+    Algorithm 2 with mirrored sampling)::
 
         u_i = centred_rank(F_i)                       # fitness shaping, in [-0.5, 0.5]
         g   = 1/N * sum_k (u_k+ - u_k-) eps_k          # N = population (their code's
@@ -90,10 +68,7 @@ class OpenAIES(Strategy):
     def __init__(self, population: int = 32, sigma: float = 0.1,
                  learning_rate: float = 0.01, weight_decay: float = 0.005,
                  beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8):
-        self.population = check_int("population", population, 2)
-        if self.population % 2:
-            raise ValueError(f"openai-es samples antithetic pairs, so population must be "
-                             f"even; got {self.population} (use {self.population + 1})")
+        self.population = even_population(self.name, population)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.learning_rate = check_positive_float("learning_rate", learning_rate)
         if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real):
@@ -114,24 +89,12 @@ class OpenAIES(Strategy):
         return OpenAIESState(center, self.initial_sigma, np.zeros_like(center),
                              np.zeros_like(center), 0, int(seed))
 
-    def ask(self, state: OpenAIESState, generation: int) -> list[Candidate]:
-        return [Candidate("noise", state.sigma, sign, key)
-                for key in range(self.population // 2) for sign in (1.0, -1.0)]
-
-    def tell(self, state: OpenAIESState, generation: int, candidates: Sequence[Candidate],
-             scores: Sequence[float], rebuild: Rebuild) -> OpenAIESState:
-        if len(scores) != len(candidates):
-            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
-        shaped = centered_ranks(scores)
-        n = state.center.size
-        gradient = np.zeros(n)
-        weights: dict[int, float] = {}
-        for candidate, u in zip(candidates, shaped):  # sum_i u_i * sign_i * eps_key(i)
-            weights[candidate.key] = weights.get(candidate.key, 0.0) + candidate.sign * u
-        used = [key for key, w in weights.items() if w != 0.0]
-        for key, eps in noise_vectors(state.seed, generation, used, n):
-            gradient += weights[key] * eps
-        gradient /= len(scores)
+    def _tell(self, state: OpenAIESState, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> OpenAIESState:
+        keys, plus, minus = antithetic_pairs(self.name, candidates, centered_ranks(scores))
+        # sum_i u_i * sign_i * eps_key(i), over N = population
+        weights = {key: plus[key] - minus[key] for key in keys}
+        gradient = noise_sum(state.seed, generation, weights, state.center.size) / len(scores)
         # ascend g - weight_decay * theta with Adam (Kingma & Ba 2015, Algorithm 1)
         g = gradient - self.weight_decay * state.center
         step = state.step + 1

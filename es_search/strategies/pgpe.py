@@ -9,9 +9,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int, check_positive_float
-from .base import Rebuild, Strategy, antithetic_pairs
-from .openai_es import centered_ranks
+from ..checks import check_positive_float
+from .antithetic import Antithetic, antithetic_pairs, even_population, pairs
+from .base import Rebuild, centered_ranks
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def _fraction(name: str, value: Any, closed: bool) -> float:
     return float(value)
 
 
-class PGPE(Strategy):
+class PGPE(Antithetic):
     """PGPE with symmetric sampling, centred ranks, adapted stdevs and ClipUp.
 
     Policy gradients with parameter-based exploration (Sehnke, Osendorfer, Rueckstiess,
@@ -103,10 +103,7 @@ class PGPE(Strategy):
                  step_size: float | None = None, max_speed: float | None = None,
                  momentum: float = 0.9, stdev_lr: float = 0.1,
                  stdev_max_change: float = 0.2):
-        self.population = check_int("population", population, 2)
-        if self.population % 2:
-            raise ValueError(f"pgpe samples symmetric pairs, so population must be even; "
-                             f"got {self.population} (use {self.population + 1})")
+        self.population = even_population(self.name, population)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = None if step_size is None else check_positive_float(
             "step_size", step_size)
@@ -128,18 +125,14 @@ class PGPE(Strategy):
                          np.zeros_like(center), float(max_speed), float(step_size),
                          int(seed))
 
-    def ask(self, state: PGPEState, generation: int) -> list[Candidate]:
-        # one array for all candidates: it pickles once per chunk of tasks
-        mean = float(state.stdev.mean())  # informative only: vector= sets the scale
-        return [Candidate("noise", mean, sign, key, vector=state.stdev)
-                for key in range(self.population // 2) for sign in (1.0, -1.0)]
+    def _ask(self, state: PGPEState, generation: int) -> list[Candidate]:
+        # one array for all candidates: it pickles once per chunk of tasks; the mean is
+        # informative only (vector= sets the scale)
+        return pairs(self.population // 2, float(state.stdev.mean()), state.stdev)
 
-    def tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],
-             scores: Sequence[float], rebuild: Rebuild) -> PGPEState:
-        if len(scores) != len(candidates):
-            raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
-        shaped = centered_ranks(scores)
-        keys, plus, minus = antithetic_pairs("pgpe", candidates, shaped)
+    def _tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],
+              scores: list[float], rebuild: Rebuild) -> PGPEState:
+        keys, plus, minus = antithetic_pairs(self.name, candidates, centered_ranks(scores))
         n = state.center.size
         sigma = state.stdev
         g_mu = np.zeros(n)

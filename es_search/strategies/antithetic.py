@@ -1,0 +1,61 @@
+"""The antithetic family's base (OpenAI-ES, ARS, PGPE): pairs ``center +- sigma * eps_k``
+whose noise ``eps_k = noise(seed, generation, k, n)`` the workers and ``tell`` both draw
+from the run's seed, so only seeds travel."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..candidates import Candidate, noise_vectors
+from ..checks import check_int
+from .base import Strategy
+
+
+class Antithetic(Strategy):
+    """A strategy whose ``population`` is ``population / 2`` antithetic pairs
+    ``Candidate("noise", sigma, +-1, key=k)``, k = 0, 1, ...; its state has ``center``,
+    ``sigma`` and ``seed`` (the run's)."""
+
+    def _ask(self, state, generation: int) -> list[Candidate]:
+        return pairs(self.population // 2, state.sigma)
+
+
+def even_population(name: str, population: int) -> int:
+    """``population``, checked: at least 2 and even (twice the number of pairs)."""
+    population = check_int("population", population, 2)
+    if population % 2:
+        raise ValueError(f"{name} samples antithetic pairs, so population must be even; "
+                         f"got {population} (use {population + 1})")
+    return population
+
+
+def pairs(count: int, sigma: float, vector: np.ndarray | None = None) -> list[Candidate]:
+    """``count`` antithetic pairs, ``+`` then ``-`` for each key."""
+    return [Candidate("noise", sigma, sign, key, vector=vector)
+            for key in range(count) for sign in (1.0, -1.0)]
+
+
+def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequence[float]
+                     ) -> tuple[list[int], dict[int, float], dict[int, float]]:
+    """Split the values of antithetic ``"noise"`` pairs by sign: ``(keys, plus, minus)``,
+    ``keys`` the noise keys of complete pairs in ask order (for ``tell`` of the
+    strategy ``name``, which asks only for such pairs)."""
+    plus: dict[int, float] = {}
+    minus: dict[int, float] = {}
+    for candidate, value in zip(candidates, values):
+        if candidate.kind != "noise":
+            raise ValueError(f"{name} was told about a {candidate.kind!r} candidate; it "
+                             f"only asks for antithetic 'noise' pairs")
+        (plus if candidate.sign > 0 else minus)[candidate.key] = float(value)
+    return [k for k in plus if k in minus], plus, minus
+
+
+def noise_sum(seed: int, generation: int, weights: dict[int, float], n: int) -> np.ndarray:
+    """``sum_k weights[k] * eps_k`` over the keys in ``weights``' order (a zero weight
+    draws nothing)."""
+    total = np.zeros(n)
+    used = [key for key, w in weights.items() if w != 0.0]
+    for key, eps in noise_vectors(seed, generation, used, n):
+        total += weights[key] * eps
+    return total

@@ -54,7 +54,8 @@ def same_weights(best: dict, center: dict | None) -> bool:
 def figures(scores: list[float]) -> dict:
     """The selection test's figures of one candidate: mean, std and the task count."""
     values = np.asarray(scores, dtype=np.float64)
-    return {"mean": float(values.mean()), "std": float(values.std()), "n": len(values)}
+    with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
+        return {"mean": float(values.mean()), "std": float(values.std()), "n": len(values)}
 
 
 def select(evaluator: Any, best: dict, center: dict | None,

@@ -80,12 +80,12 @@ TEST = "test.json"
 #: written when a run ends; removed when it goes on (a resume) or is replaced
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
 
-__all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "CHOSEN_WEIGHTS", "COMMAND", "CONFIG",
-           "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError",
-           "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write", "check_replaceable",
-           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
-           "load_weights", "read_history", "read_result", "read_score_kwargs",
-           "record_command", "release", "saved_generations", "to_json"]
+__all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "CHOSEN_WEIGHTS",
+           "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST",
+           "OutFolderError", "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write",
+           "check_replaceable", "claim", "dump_json", "failure_generations", "failure_path",
+           "from_json", "load_weights", "read_end", "read_history", "read_result",
+           "read_score_kwargs", "record_command", "release", "saved_generations", "to_json"]
 
 
 class OutFolderError(ValueError):

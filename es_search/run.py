@@ -146,8 +146,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     engine, ended = settings, None
     if folder and folder.saved and folder.saved["generation"] >= settings.generations:
         ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
-    if ended:  # nothing left to run: no workers to start, no repeat check to score
-        engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)
+        if ended or not settings.select_tasks:  # nothing left to score: no workers to
+            engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)  # start
     try:
         # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
         with Evaluator(agent, settings=engine,

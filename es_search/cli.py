@@ -25,6 +25,7 @@ from .errors import ScoreError, WorkerError
 from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
+from .selection import SELECT_TASKS, check_select_tasks, describe, same_weights
 from .strategies import DEFAULT, STRATEGIES
 
 
@@ -193,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip scoring the starting agent twice under one task seed "
                           "before the run (a warning when the scores differ: the run "
                           "would depend on --n-jobs)")
+    run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N",
+                     type=_checked(int, check_select_tasks),
+                     help=f"at the end, score the best weights and the final centre on N "
+                          f"fresh tasks each and hand back the better (default "
+                          f"{SELECT_TASKS}; 0: the best weights, untested)")
     run.add_argument("--no-test", action="store_true",
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
@@ -456,7 +462,7 @@ def _defining(cls: type) -> Callable[[dict], dict]:
 
 def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                    given_options: dict, callbacks: list) -> int:
-    from .output import TEST
+    from .output import CHOSEN_WEIGHTS, TEST
     from .run import run
 
     agent = _build(cls, params, args.seed, args.problem)
@@ -489,7 +495,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
                      task_timeout=args.task_timeout, strategy_options=strategy_options,
                      callbacks=callbacks, checkpoint_every=args.checkpoint_every,
                      sequential_fallback=not args.no_sequential_fallback,
-                     repeat_check=not args.no_repeat_check)
+                     repeat_check=not args.no_repeat_check,
+                     select_tasks=args.select_tasks)
         elapsed = time.perf_counter() - started
     searched = result.history[-1]["seconds"] if result.history else 0.0
     best = result.best_score + 0.0  # -0.0 reads 0
@@ -502,6 +509,8 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
               f"(every score() was NaN or infinite, or failed under --on-error worst)",
               file=sys.stderr)
         return 1
+    print(describe(result.chosen, result.selection) + (
+        f" ({Path(args.out) / CHOSEN_WEIGHTS})" if args.out else ""))
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
@@ -514,10 +523,12 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     if earlier is not None and not args.no_test:
         print(f"the figures of its earlier test ({Path(args.out) / TEST}; "
               f"{shlex.join([*program(), 'test', args.out])} tests it again):")
-        _print_test(earlier, _same_weights(result.best_weights, result.center_weights))
+        _print_test(earlier, same_weights(result.best_weights, result.center_weights),
+                    result.chosen)
     elif not args.no_test:
         try:
-            _report_test(result.agent, result.best_weights, result.center_weights, args.out)
+            _report_test(result.agent, result.best_weights, result.center_weights, args.out,
+                         result.chosen)
         except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
             raise InterruptedTesting(exc) from exc
         except TestScoresError as exc:
@@ -678,10 +689,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -> dict:
+def _report_test(agent: Any, best: dict, center: dict | None, out: str | None,
+                 chosen: str) -> dict:
     """Print the ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the same), and write them to
-    ``out/test.json`` (``{"best": ..., "center": ...}``); {} if the agent has none."""
+    ``center`` weights (tested once when they are the same; ``chosen`` the one the run
+    hands back), and write them to ``out/test.json`` (``{"best": ..., "center":
+    ...}``); {} if the agent has none."""
     def scores(weights: dict) -> dict:
         tested = agent.clone()
         tested.set_weights(weights)
@@ -700,30 +713,25 @@ def _report_test(agent: Any, best: dict, center: dict | None, out: str | None) -
     figures = {"best": scores(best)}
     if not figures["best"]:
         return {}
-    same = _same_weights(best, center)
+    same = same_weights(best, center)
     if center is not None:
         figures["center"] = figures["best"] if same else scores(center)
     if out:  # saved before printing: a reader that leaves early (| head) loses nothing
         from .output import TEST, dump_json
         dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave
-    _print_test(figures, same)
+    _print_test(figures, same, chosen)
     return figures
 
 
-def _same_weights(best: dict, center: dict | None) -> bool:
-    """Whether the final ``center`` is the ``best`` weights (a hill climber's parent
-    that is still its best): tested once, shown once."""
-    return center is not None and center.keys() == best.keys() and all(
-        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
-
-
-def _print_test(figures: dict, same: bool) -> None:
-    """One line per tested agent: the best, and the final centre (unless ``same``)."""
+def _print_test(figures: dict, same: bool, chosen: str) -> None:
+    """One line per tested agent: the best, and the final centre (unless ``same``);
+    the ``chosen`` one is called handed back."""
     shown = [("the best agent (also the final centre)" if same else "the best agent",
-              figures["best"])]
+              figures["best"], "best")]
     if "center" in figures and not same:
-        shown.append(("the final centre", figures["center"]))
-    for label, values in shown:
+        shown.append(("the final centre", figures["center"], "center"))
+    for label, values, name in shown:
+        label += " (handed back)" if name == chosen or same else ""
         text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
                          else f"{name} {value}" for name, value in values.items())
         print(f"test of {label}, outside the search: {text}")
@@ -742,7 +750,7 @@ def _load_weights(path: Path) -> dict:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, claim
+    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, claim, read_end
     from .problems import run_agent
     out = Path(args.out)
     try:
@@ -757,7 +765,8 @@ def _cmd_test(args: argparse.Namespace) -> int:
             best = _load_weights(out / BEST_WEIGHTS)
             center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
                 else None  # written at the end of a run: none while one is interrupted
-            if not _report_test(agent, best, center, str(out)):
+            if not _report_test(agent, best, center, str(out),
+                                read_end(out).get("chosen", "best")):
                 print(f"{out}: {type(agent).__name__} defines no test figures (override "
                       f"Agent.test_scores() to have some)")
     except OutFolderError as exc:

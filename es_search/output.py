@@ -8,8 +8,12 @@
   with the checkpoint when the best has improved since the last one (both then hold
   the same generation);
 - ``center_weights.pt``: the strategy's final centre (``Result.center_weights``), at
-  the end (like ``result.json``, ``plot.png`` and ``test.json``, it is removed when a
-  resumed run writes its next generation: an interrupted folder holds no stale end);
+  the end (like ``chosen_weights.pt``, ``result.json``, ``plot.png`` and ``test.json``,
+  it is removed when a resumed run writes its next generation: an interrupted folder
+  holds no stale end);
+- ``chosen_weights.pt``: what the run hands back (``Result.chosen_weights``: the best
+  weights or the final centre, whichever tested best, :mod:`es_search.selection`), at
+  the end;
 - ``checkpoint.pkl``: everything needed to continue the run (format:
   :mod:`es_search.checkpoint`), replaced atomically after a generation's history line,
   every ``checkpoint_every`` generations, and when the run ends, stops or fails
@@ -19,7 +23,8 @@
 - ``score_kwargs.pkl``: the run's ``score_kwargs`` (checkpoint format), written once
   when it starts (the config and checkpoints hold a tensor's or array's digest, not
   its data); ``replay_task`` reads them;
-- ``result.json``: the summary, at the end; ``plot.png``: best and mean score per
+- ``result.json``: the summary, at the end, with ``chosen``, ``selection`` (the
+  selection test's figures) and ``select_tasks``; ``plot.png``: best and mean score per
   generation, at the end, when matplotlib is installed;
 - ``command.json``: the problem and its parameters, on the command line (``es-search
   run``), compared on ``--resume``;
@@ -61,6 +66,7 @@ HISTORY = "history.jsonl"
 CONFIG = "config.json"
 BEST_WEIGHTS = "best_weights.pt"
 CENTER_WEIGHTS = "center_weights.pt"
+CHOSEN_WEIGHTS = "chosen_weights.pt"
 RESULT = "result.json"
 PLOT = "plot.png"
 CHECKPOINT = "checkpoint.pkl"
@@ -72,14 +78,14 @@ COMMAND = "command.json"
 #: written by the command line: the test_scores() of the best weights and the centre
 TEST = "test.json"
 #: written when a run ends; removed when it goes on (a resume) or is replaced
-AT_THE_END = (RESULT, CENTER_WEIGHTS, PLOT, TEST)
+AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
 
-__all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "COMMAND", "CONFIG",
-           "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST", "OutFolderError",
-           "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write", "check_replaceable",
-           "claim", "dump_json", "failure_generations", "failure_path", "from_json",
-           "load_weights", "read_history", "read_result", "read_score_kwargs",
-           "record_command", "release", "saved_generations", "to_json"]
+__all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "CHOSEN_WEIGHTS",
+           "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST",
+           "OutFolderError", "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write",
+           "check_replaceable", "claim", "dump_json", "failure_generations", "failure_path",
+           "from_json", "load_weights", "read_end", "read_history", "read_result",
+           "read_score_kwargs", "record_command", "release", "saved_generations", "to_json"]
 
 
 class OutFolderError(ValueError):
@@ -383,13 +389,15 @@ class RunFolder:
 
     def on_end(self, result: Any) -> None:
         self._save_pending()
-        if getattr(result, "center_weights", None) is not None:
-            atomic_write(self.path / CENTER_WEIGHTS,
-                         lambda f: torch.save(result.center_weights, f))
-        dump_json(self.path / RESULT, {
+        for name, weights in ((CENTER_WEIGHTS, result.center_weights),
+                              (CHOSEN_WEIGHTS, result.chosen_weights)):
+            if weights is not None:
+                atomic_write(self.path / name, lambda f: torch.save(weights, f))
+        dump_json(self.path / RESULT, {  # last: the end is whole once it is there
             "best_score": result.best_score, "evaluations": result.evaluations,
             "generations": result.generations, "seconds": self.search.seconds(),
-            "seed": result.seed, "stopped_by": getattr(result, "stopped_by", None)})
+            "seed": result.seed, "stopped_by": result.stopped_by, "chosen": result.chosen,
+            "selection": result.selection, "select_tasks": self.config["select_tasks"]})
         if self._generations == 0 and (self.path / PLOT).exists():
             return  # a resume with nothing left to run: the plot shows this history
         try:
@@ -397,6 +405,15 @@ class RunFolder:
             plot_history(result.history, self.path / PLOT)
         except ImportError:
             pass
+
+    def selection(self, tasks: int) -> tuple[str, dict | None] | None:
+        """``(chosen, selection)`` of the run's end (``result.json``) when its selection
+        test had ``tasks`` tasks (a resume of a run that had ended keeps it); else
+        None."""
+        end = read_end(self.path)
+        if end.get("select_tasks") != tasks or end.get("chosen") not in ("best", "center"):
+            return None
+        return end["chosen"], end.get("selection")
 
     def close(self) -> None:
         if self._history is not None and not self._history.closed:
@@ -512,7 +529,7 @@ def read_result(out: Any, agent: Any = None) -> Any:
                              f"({agent.num_evolved()}): pass an agent built as the run's "
                              f"was, or none")
     history = verified_history(path, saved["history_lines"], saved["history_sha256"])[0]
-    end = json.loads((path / RESULT).read_text()) if (path / RESULT).is_file() else {}
+    end = read_end(path)
     center = path / CENTER_WEIGHTS
     if center.is_file():
         center_weights = load_weights(center)
@@ -525,7 +542,16 @@ def read_result(out: Any, agent: Any = None) -> Any:
                       path / BEST_WEIGHTS), evaluations=saved["evaluations"],
                   history=history, seed=config["seed"], config=config, agent=(
                       agent.clone() if agent is not None else None),
-                  stopped_by=end.get("stopped_by"), center_weights=center_weights)
+                  stopped_by=end.get("stopped_by"), center_weights=center_weights,
+                  chosen=end.get("chosen", "best"), selection=end.get("selection"))
+
+
+def read_end(path: Any) -> dict:
+    """The run's ``result.json`` (written at its end), or {} when there is none."""
+    try:
+        return from_json(json.loads((Path(path) / RESULT).read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:

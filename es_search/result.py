@@ -27,8 +27,14 @@ class Result:
       rule's ``reason``), or None;
     - ``center_weights``: the strategy's final centre (the mean of ``pgpe``,
       ``openai-es``, ``ars``, ``cma-es``; a hill climber's parent), with the shared state
-      at the end. After a strategy that samples around a mean, the centre is usually
-      the policy to keep: ``best_weights`` is the luckiest single evaluation.
+      at the end;
+    - ``chosen``: what the run hands back, ``"best"`` or ``"center"``: the one with the
+      higher mean on the selection test's fresh tasks (``best_weights`` is the luckiest
+      single evaluation; see :mod:`es_search.selection`), ``"best"`` when nothing was
+      tested; :meth:`chosen_agent` and ``chosen_weights`` give it;
+    - ``selection``: the selection test's figures, ``{"best": {"mean", "std", "n"},
+      "center": {...}}``, or None when nothing was tested (``select_tasks=0``, a
+      centre that is the best, a score that ignores its task seed, a run not ended).
     """
 
     best_score: float
@@ -42,6 +48,15 @@ class Result:
     stopped_by: str | None = None
     #: the strategy's final centre, with the shared state at the end
     center_weights: dict[str, torch.Tensor] | None = None
+    #: what the run hands back: "best" or "center"
+    chosen: str = "best"
+    #: the selection test's figures per candidate, or None
+    selection: dict | None = None
+
+    @property
+    def chosen_weights(self) -> dict[str, torch.Tensor]:
+        """The weights the run hands back: ``best_weights`` or ``center_weights``."""
+        return getattr(self, f"{self.chosen}_weights")
 
     @property
     def generations(self) -> int:
@@ -53,7 +68,7 @@ class Result:
         return (f"Result(best_score={self.best_score!r}, generations={self.generations}, "
                 f"evaluations={self.evaluations}, strategy={name!r}, seed={self.seed}, "
                 f"num_evolved={self.config.get('num_evolved')!r}, "
-                f"stopped_by={self.stopped_by!r})")
+                f"stopped_by={self.stopped_by!r}, chosen={self.chosen!r})")
 
     def best_agent(self) -> Agent:
         """A copy of the starting agent with ``best_weights`` loaded."""
@@ -62,6 +77,10 @@ class Result:
     def center_agent(self) -> Agent:
         """A copy of the starting agent with ``center_weights`` loaded."""
         return self._agent_with("center_weights")
+
+    def chosen_agent(self) -> Agent:
+        """A copy of the starting agent with ``chosen_weights`` loaded: the run's answer."""
+        return self._agent_with(f"{self.chosen}_weights")
 
     def _agent_with(self, name: str) -> Agent:
         weights = getattr(self, name)
@@ -95,7 +114,9 @@ class Result:
         """The Result of the run saved in ``out`` (``run(..., out=DIR)``, ``es-search run
         --out DIR``), as of its last checkpoint: finished, stopped or interrupted.
         ``agent``, one built as the run's was (its class and evolved parameters are
-        checked), makes :meth:`best_agent` and :meth:`center_agent` work.
+        checked), makes :meth:`best_agent`, :meth:`center_agent` and
+        :meth:`chosen_agent` work. ``chosen`` and ``selection`` are the end's (a run not
+        ended: ``"best"``, None).
         ``center_weights`` is the final centre of a run that has ended; of one that has
         not, the strategy's centre as of the last checkpoint (what a resume starts
         from), given ``agent`` (without one: None).

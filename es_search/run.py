@@ -25,6 +25,7 @@ from .pickling import check_agent, check_score_kwargs_pickle
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
+from .selection import SELECT_TASKS, select
 from .settings import Settings
 from .strategies import DEFAULT, Strategy, make_strategy
 
@@ -39,7 +40,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
         overwrite: bool = False, on_error: str = "raise", max_retries: int = 2,
         task_timeout: float | None = None, sequential_fallback: bool = True,
-        checkpoint_every: int = 1, repeat_check: bool = True) -> Result:
+        checkpoint_every: int = 1, repeat_check: bool = True,
+        select_tasks: int = SELECT_TASKS) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
     Each generation the strategy asks for ``population`` candidates around its centre
@@ -101,6 +103,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       when the two differ: a ``score()`` that depends on what the agent scored before
       (state kept in ``self``) makes the run depend on ``n_jobs`` and scheduling
       (:func:`es_search.check_repeatable`). False skips it (two ``score()`` calls).
+    - ``select_tasks``: at the end, score the best weights and the final centre on this
+      many fresh tasks each (a seed stream the search never uses, on the run's workers)
+      and hand back the one with the higher mean (``Result.chosen``,
+      :meth:`Result.chosen_agent`; :mod:`es_search.selection`). Nothing is tested when
+      the centre is the best or the score ignores its task seed (then ``select_tasks``
+      calls); 0 turns it off. A resumed run that had ended keeps its selection.
 
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
@@ -113,7 +121,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
         task_timeout=task_timeout, sequential_fallback=sequential_fallback,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
-        checkpoint_every=checkpoint_every, repeat_check=repeat_check)
+        checkpoint_every=checkpoint_every, repeat_check=repeat_check,
+        select_tasks=select_tasks)
     strategy = _make_strategy(strategy, population, sigma, strategy_options,
                               agent.num_evolved())
     if type(agent).jitter_weights is not Agent.jitter_weights and \
@@ -134,10 +143,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None
     bar, search, callbacks = ProgressBar(settings.progress), None, []
-    engine = settings
+    engine, ended = settings, None
     if folder and folder.saved and folder.saved["generation"] >= settings.generations:
-        # nothing left to run: no workers to start, no repeat check to score
-        engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)
+        ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
+        if ended or not settings.select_tasks:  # nothing left to score: no workers to
+            engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)  # start
     try:
         # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
         with Evaluator(agent, settings=engine,
@@ -157,11 +167,14 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
             stopped_by = None
             while search.next_generation < settings.generations and stopped_by is None:
                 stopped_by = _stop_reason(callbacks, search.step())
-            result = Result(best_score=search.best_score,
-                            best_weights=search.best_weights(),
+            best, center = search.best_weights(), search.center_weights()
+            chosen, selection = ended or select(evaluator, best, center,
+                                                settings.select_tasks)
+            result = Result(best_score=search.best_score, best_weights=best,
                             evaluations=search.evaluations, history=search.history,
                             seed=settings.seed, config=config, agent=start_agent,
-                            stopped_by=stopped_by, center_weights=search.center_weights())
+                            stopped_by=stopped_by, center_weights=center, chosen=chosen,
+                            selection=selection)
         _call_all(callbacks, "on_end", result)
     except BaseException as exc:
         _on_error(callbacks, exc)

@@ -5,7 +5,9 @@ from the run's seed, the generation and the candidate's index -- never from the 
 that happens to run it or from completion order. That is what makes a run give the
 same result on 1 core, 16 cores or a cluster.
 
-Generation ``-1`` is the evaluation of the starting agent, before generation 0.
+Generation ``-1`` is the evaluation of the starting agent, before generation 0;
+generation ``2**32 - 1``, which no run reaches, is the end's selection test
+(:mod:`es_search.selection`).
 
 :func:`task_seeds`, :func:`stream_seeds` and :func:`generators` compute many seeds or
 generators at once (:func:`seed_sequence_words`), bit for bit what ``SeedSequence``

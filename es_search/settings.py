@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 from .checks import check_bool, check_int, check_n_jobs, check_positive_float, check_seed
 from .errors import check_on_error
+from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
 
 
 #: the key that marks a value :func:`describe` replaced by its digest
@@ -128,7 +129,9 @@ class Settings:
     - ``progress``, ``out``, ``resume``, ``overwrite``, ``checkpoint_every``: the
       progress bar and the run folder;
     - ``repeat_check``: score the starting agent twice under one task seed first
-      (:mod:`es_search.repeat_check`).
+      (:mod:`es_search.repeat_check`);
+    - ``select_tasks``: the selection test's tasks per candidate at the end
+      (:mod:`es_search.selection`).
     """
 
     generations: int | None = None
@@ -146,11 +149,15 @@ class Settings:
     overwrite: bool = False
     checkpoint_every: int = 1
     repeat_check: bool = True
+    select_tasks: int = SELECT_TASKS
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalised values are set once, here
         if self.generations is not None:
             set_(self, "generations", check_int("generations", self.generations, 1))
+            if self.generations >= SELECTION_GENERATION:  # its seeds are the selection's
+                raise ValueError(f"generations must be below {SELECTION_GENERATION}")
+        set_(self, "select_tasks", check_select_tasks(self.select_tasks))
         set_(self, "seed", check_seed(self.seed))
         set_(self, "n_jobs", check_n_jobs(self.n_jobs))
         if self.backend is not None and not isinstance(self.backend, str) and \
@@ -236,6 +243,7 @@ class Settings:
             "agent_settings": agent_settings(agent),
             "score_batch_size": group_size(agent),
             "checkpoint_every": self.checkpoint_every,
+            "select_tasks": self.select_tasks,
         }
 
     @classmethod

@@ -427,13 +427,17 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     pytest.importorskip("gymnasium")
     import torch
     from es_search.problems import load_problem
+    from es_search.selection import describe
     out = tmp_path / "cp"
     assert main(["run", "cartpole", "--generations", "3", "--population", "8", "--n-jobs",
                  "1", "--no-progress", "--seed", "2", "--strategy", "pgpe", "--out",
                  str(out)]) == 0
     printed = capsys.readouterr().out
     saved = json.loads((out / "test.json").read_text())
+    end = json.loads((out / "result.json").read_text())  # what the run hands back
+    assert describe(end["chosen"], end["selection"]) + f" ({out}/chosen_weights.pt)" in printed
     for key, label in (("best", "best agent"), ("center", "final centre")):
+        label += " (handed back)" if key == end["chosen"] else ""
         assert f"test of the {label}, outside the search: test_return_mean " \
                f"{saved[key]['test_return_mean']:.6g}" in printed
         assert saved[key]["test_episodes"] == 100
@@ -458,7 +462,7 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("test of")]
     saved = json.loads((out / "test.json").read_text())
     assert len(lines) == 1 and lines[0].startswith("test of the best agent (also the final "
-                                                   "centre), outside the search")
+                                                   "centre) (handed back), outside the search")
     assert saved["best"] == saved["center"]
 
 
@@ -542,18 +546,19 @@ def test_a_finished_run_resumed_with_nothing_to_do_reuses_its_earlier_test(tmp_p
     assert main(run + ["--resume"]) == 0
     again = capsys.readouterr().out.splitlines()
     assert tests() == tested and (out / "test.json").read_text() == saved
-    assert again[1:] == [done, f"the figures of its earlier test ({out / 'test.json'}; "
+    handed = f"handed back: the best evaluation ({out}/chosen_weights.pt)"  # a hill climber's
+    assert again[1:] == [handed, done, f"the figures of its earlier test ({out / 'test.json'}; "
                                f"es-search test {out} tests it again):", *shown,
                          again[-1]]
     assert again[-1].startswith(f"results in {out}/ (") and \
         again[-1].endswith(", test.json from its earlier test)")
     assert main(run + ["--resume", "--no-test"]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert tests() == tested and listed[1:] == [done, again[-1]]
+    assert tests() == tested and listed[1:] == [handed, done, again[-1]]
     (out / "test.json").unlink()  # not tested (interrupted, or --no-test): tested now
     assert main(run + ["--resume"]) == 0
     made = capsys.readouterr().out.splitlines()
-    assert tests() == 2 * tested and made[1:] == [done, *shown, made[-1]]
+    assert tests() == 2 * tested and made[1:] == [handed, done, *shown, made[-1]]
     assert made[-1].startswith(f"results in {out}/ (") and made[-1].endswith(", test.json)")
     assert json.loads((out / "test.json").read_text()) == json.loads(saved)
     assert main(run[:2] + ["--generations", "3"] + run[4:] + ["--resume"]) == 0

@@ -84,10 +84,11 @@ def test_crn_candidates_of_a_generation_play_the_same_episodes_in_a_run():
     SEEN.clear()
     es_search.run(SeedLog(max_steps=5, episodes=2, crn=True), generations=2,
                   strategy="ars", population=4, n_jobs=1, seed=1, progress=False,
-                  repeat_check=False)  # its two score() calls would be logged too
+                  repeat_check=False, select_tasks=0)  # their score() calls would be logged too
     first, second = SEEN[1:5], SEEN[5:]  # SEEN[0]: the starting agent
     assert len(set(first)) == 1 and len(set(second)) == 1 and first[0] != second[0]
     SEEN.clear()
     es_search.run(SeedLog(max_steps=5, episodes=2), generations=1, strategy="ars",
-                  population=4, n_jobs=1, seed=1, progress=False, repeat_check=False)
+                  population=4, n_jobs=1, seed=1, progress=False, repeat_check=False,
+                  select_tasks=0)
     assert len(set(SEEN[1:])) == 4  # without crn: one episode set per task

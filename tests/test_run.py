@@ -239,7 +239,7 @@ def test_a_results_repr_is_a_summary():
                            progress=False)
     assert repr(result) == (f"Result(best_score={result.best_score!r}, generations=3, "
                             f"evaluations={result.evaluations}, strategy='hill-climb', "
-                            f"seed=0, num_evolved=10, stopped_by=None)")
+                            f"seed=0, num_evolved=10, stopped_by=None, chosen='best')")
 
 
 def test_a_run_inside_a_joblib_worker_scores_in_that_worker():

@@ -1,0 +1,94 @@
+"""The run's answer: of the best evaluation and the final centre, the one that tests best.
+
+The best weights are the luckiest single evaluation, which on a noisy score is what a
+user should not deploy. At the end of a run (``run(..., select_tasks=16)``; 0: off) both
+are scored on ``select_tasks`` fresh tasks, task ``i`` of each under
+``task_seed(seed, SELECTION_GENERATION, i)`` (the same tasks for both: a paired
+comparison), on the run's workers. The higher mean is what the run hands back
+(``Result.chosen``); a tie, or a mean that is not a number, keeps the best.
+
+``SELECTION_GENERATION`` is a generation no search reaches (``generations`` stops below
+it), so its task seeds are a stream the search never used, the same for any ``n_jobs``.
+
+Nothing is tested when there is nothing to choose: the centre is the best weights (a
+hill climber's parent that is still the best), or the score ignores its task seed (the
+best's ``select_tasks`` scores are all equal: the centre is then not scored, and the run
+hands back the best, as the search ranked it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from .checks import check_int
+from .scores import same_score
+
+#: the generation whose task seeds are the selection test's (no run reaches it)
+SELECTION_GENERATION = 2 ** 32 - 1
+#: the default number of selection tasks per candidate
+SELECT_TASKS = 16
+BEST, CENTER = "best", "center"
+
+
+def check_select_tasks(value: Any) -> int:
+    """``select_tasks`` as an int: 0 (off) or 2 or more (one task cannot tell a score that
+    ignores its seed from one that does not)."""
+    tasks = check_int("select_tasks", value, 0, " (tasks of the selection test per "
+                                                "candidate at the end of the run; 0: off)")
+    if tasks == 1:
+        raise ValueError("select_tasks must be 0 (off) or 2 or more, got 1: one task "
+                         "cannot tell a score that ignores its task seed")
+    return tasks
+
+
+def same_weights(best: dict, center: dict | None) -> bool:
+    """Whether the final ``center`` is the ``best`` weights (a hill climber's parent
+    that is still its best)."""
+    return center is not None and center.keys() == best.keys() and all(
+        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
+
+
+def figures(scores: list[float]) -> dict:
+    """The selection test's figures of one candidate: mean, std and the task count."""
+    values = np.asarray(scores, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
+        return {"mean": float(values.mean()), "std": float(values.std()), "n": len(values)}
+
+
+def select(evaluator: Any, best: dict, center: dict | None,
+           tasks: int) -> tuple[str, dict | None]:
+    """``(chosen, selection)``: ``"best"`` or ``"center"``, and each one's
+    :func:`figures` (None when nothing was tested: see the module docstring), scored on
+    ``evaluator`` (open, the run's)."""
+    if not tasks or center is None or same_weights(best, center):
+        return BEST, None
+    scored = {BEST: evaluator.evaluate([best] * tasks, SELECTION_GENERATION)}
+    if all(same_score(s, scored[BEST][0]) for s in scored[BEST]):
+        return BEST, None  # the score ignores its task seed: the search ranked it exactly
+    scored[CENTER] = evaluator.evaluate([center] * tasks, SELECTION_GENERATION)
+    selection = {name: figures(scores) for name, scores in scored.items()}
+    better = selection[CENTER]["mean"] > selection[BEST]["mean"]  # NaN: False
+    return (CENTER if better else BEST), selection
+
+
+def describe(chosen: str, selection: dict | None) -> str:
+    """One line for a person: what the run hands back and both figures.
+
+    >>> describe("center", {"best": {"mean": 763.0, "std": 946.0, "n": 16},
+    ...                     "center": {"mean": 2942.0, "std": 29.0, "n": 16}})
+    'handed back: the final centre, 2942 +- 29 on 16 fresh tasks (the best evaluation: 763 +- 946)'
+    """
+    names = {BEST: "the best evaluation", CENTER: "the final centre"}
+    if selection is None:
+        return f"handed back: {names[chosen]}"
+    other = CENTER if chosen == BEST else BEST
+
+    def text(name: str) -> str:
+        f = selection[name]
+        return f"{f['mean']:.6g} +- {f['std']:.3g}" if math.isfinite(f["mean"]) \
+            else f"{f['mean']}"
+    return (f"handed back: {names[chosen]}, {text(chosen)} on {selection[chosen]['n']} "
+            f"fresh tasks ({names[other]}: {text(other)})")

@@ -1,0 +1,130 @@
+"""The run's answer is the policy that tests best (es_search.selection)."""
+import importlib
+import json
+
+import pytest
+import torch
+
+import es_search
+from es_search.output import load_weights
+from es_search.seeding import task_seed
+from es_search.selection import SELECTION_GENERATION, describe
+
+
+class Risky(es_search.Agent):
+    """Optimum at w = 0, where the score is exactly 0; anywhere else its mean is
+    -30 |w| and its noise 30 |w| z: the best single evaluation is a lucky risky one."""
+
+    calls = 0  # score() calls in this process (n_jobs=1)
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+
+    def score(self):
+        Risky.calls += 1
+        size = float(self.w.abs().sum())
+        return size * (30.0 * float(torch.randn(())) - 30.0)
+
+
+class Quadratic(es_search.Agent):
+    calls = 0
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(3))
+
+    def score(self):
+        Quadratic.calls += 1
+        return -float(((self.w - 3) ** 2).sum())
+
+
+def _run(agent, **kwargs):
+    # ARS with a tiny step: the centre stays at the optimum, the candidates around it
+    options = dict(generations=4, strategy="ars", population=8, sigma=0.5,
+                   strategy_options={"step_size": 1e-6}, n_jobs=1, progress=False, seed=3,
+                   select_tasks=8)
+    return es_search.run(agent, **{**options, **kwargs})
+
+
+def _equal(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_lucky_best_loses_to_the_centre():
+    result = _run(Risky())
+    assert result.best_score > 0  # a lucky evaluation of a risky candidate
+    assert result.chosen == "center"
+    best, center = result.selection["best"], result.selection["center"]
+    assert best["n"] == center["n"] == 8 and best["mean"] < 0 < best["std"]
+    assert abs(center["mean"]) < 1e-3 and center["std"] < 1e-3  # at the optimum
+    assert _equal(result.chosen_weights, result.center_weights)
+    assert result.chosen_agent().w.tolist() == result.center_agent().w.tolist()
+    assert result.best_agent().w.tolist() != result.center_agent().w.tolist()
+    line = describe(result.chosen, result.selection)
+    assert line.startswith("handed back: the final centre, ") and \
+        " on 8 fresh tasks (the best evaluation: " in line
+
+
+def test_selection_tasks_are_a_stream_of_their_own():
+    """Task i of the test: task_seed(seed, SELECTION_GENERATION, i); a run's generations
+    stop below it."""
+    seeds = {task_seed(3, SELECTION_GENERATION, i) for i in range(8)}
+    search = {task_seed(3, g, i) for g in range(-1, 50) for i in range(8)}
+    assert len(seeds) == 8 and not seeds & search
+    with pytest.raises(ValueError, match="generations must be below"):
+        es_search.run(Quadratic(), generations=SELECTION_GENERATION, progress=False)
+    for bad, error in ((1, ValueError), (-1, ValueError), (2.0, TypeError)):
+        with pytest.raises(error, match="select_tasks"):
+            es_search.run(Quadratic(), generations=1, select_tasks=bad, progress=False)
+
+
+def test_a_score_that_ignores_its_seed_keeps_the_best_and_scores_it_only():
+    Quadratic.calls = 0
+    untested = _run(Quadratic(), select_tasks=0)
+    calls, Quadratic.calls = Quadratic.calls, 0
+    result = _run(Quadratic())
+    assert not _equal(result.best_weights, result.center_weights)  # a choice to make
+    assert result.chosen == "best" and result.selection is None
+    assert _equal(result.chosen_weights, result.best_weights)
+    assert Quadratic.calls == calls + 8  # the best's 8 tasks; the centre is not scored
+    assert untested.chosen == "best" and untested.selection is None
+
+
+def test_hill_climb_centre_is_the_best_nothing_to_test():
+    Risky.calls = 0
+    result = es_search.run(Risky(), generations=3, population=4, n_jobs=1, progress=False,
+                           strategy_options={"reevaluate": False})
+    calls = Risky.calls
+    assert result.chosen == "best" and result.selection is None
+    assert calls == 1 + 3 * 4 + 2  # start, generations, the repeat check: no test
+
+
+@pytest.mark.parametrize("n_jobs", [2])
+def test_the_same_answer_for_any_n_jobs(n_jobs):
+    one = _run(Risky())
+    many = _run(Risky(), n_jobs=n_jobs, sequential_fallback=False)  # tested in workers
+    assert (one.chosen, one.selection) == (many.chosen, many.selection)
+    assert _equal(one.chosen_weights, many.chosen_weights)
+
+
+def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
+    agent = Risky()
+    result = _run(agent, out=tmp_path)
+    end = json.loads((tmp_path / "result.json").read_text())
+    assert (end["chosen"], end["selection"], end["select_tasks"]) == \
+        ("center", result.selection, 8)
+    assert _equal(load_weights(tmp_path / "chosen_weights.pt"), result.center_weights)
+    loaded = es_search.Result.load(tmp_path, Risky())
+    assert (loaded.chosen, loaded.selection) == (result.chosen, result.selection)
+    assert loaded.chosen_agent().w.tolist() == result.chosen_agent().w.tolist()
+
+    def no_test(*args):
+        raise AssertionError("a resume of a run that had ended tests nothing again")
+    monkeypatch.setattr(importlib.import_module("es_search.run"), "select", no_test)
+    resumed = _run(agent, out=tmp_path, resume=True)
+    assert (resumed.chosen, resumed.selection) == (result.chosen, result.selection)
+    monkeypatch.undo()
+    again = _run(agent, out=tmp_path, resume=True, select_tasks=4)  # asked for another
+    assert again.selection["best"]["n"] == 4
+    assert json.loads((tmp_path / "result.json").read_text())["select_tasks"] == 4

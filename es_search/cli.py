@@ -266,8 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", dest="file", metavar="FILE",
                         help="default: RUN_DIR/policy.pt (.onnx)")
     export.add_argument("--which", choices=("center", "best"), default=None,
-                        help="the weights to export (default: the final centre, else the "
-                             "best)")
+                        help="the weights to export (default: what the run handed back)")
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench", help="how a generation's scoring scales with n_jobs here",

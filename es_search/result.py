@@ -97,14 +97,13 @@ class Result:
 
     def export(self, path: Any, to: str = "torchscript", which: str | None = None,
                example: Any = None) -> str:
-        """Write the policy of ``which`` weights (``"center"``, the default when the run
-        has a centre, or ``"best"``) as one self-contained file that runs without
-        es_search: ``to="torchscript"`` (``torch.jit.load``) or ``"onnx"``
-        (``onnxruntime``, extra ``export``). Returns the path;
-        :func:`es_search.export.export` says what the file takes and gives."""
+        """Write the policy of ``which`` weights (``"best"`` or ``"center"``; default: the
+        run's answer, ``chosen``) as one self-contained file that runs without es_search:
+        ``to="torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``, extra
+        ``export``). Returns the path; :func:`es_search.export.export` says what the file
+        takes and gives."""
         from .export import export
-        if which is None:
-            which = "center" if self.center_weights is not None else "best"
+        which = self.chosen if which is None else which
         if which not in ("center", "best"):
             raise ValueError(f"which must be 'center' or 'best', got {which!r}")
         return export(self._agent_with(f"{which}_weights"), path, to, example)

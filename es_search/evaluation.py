@@ -525,9 +525,12 @@ class Evaluator:
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
-        with preserved_global_rngs(), single_torch_thread():
-            run_task(self.local, Payload(np.asarray(center), self.score_kwargs), candidate,
-                     self.seed, generation, index, score=False)
+        if candidate.kind == "vector":  # nothing drawn: the global RNGs are not touched
+            self.local.set_flat(candidate.vector)
+        else:
+            with preserved_global_rngs(), single_torch_thread():
+                run_task(self.local, Payload(np.asarray(center), self.score_kwargs),
+                         candidate, self.seed, generation, index, score=False)
         flat = self.local.get_flat()
         if self._centres is not None:
             self._centres.note_rebuilt(generation, center, candidate, index, flat)

@@ -74,16 +74,19 @@ def loky_workers() -> list[int]:
 
 
 def dask_workers() -> list[int]:
-    """Worker processes of a LocalCluster: the children of its nannies (our children)."""
-    return sorted(w for nanny in children(os.getpid()) for w in children(nanny)
-                  if "resource_tracker" not in cmdline(w))
+    """The worker processes of the active Dask client's cluster, as they answer now."""
+    from distributed import get_client
+    return sorted(get_client().run(os.getpid, wait=True).values())
 
 
 def killer(delay: float, workers, began: float, out: dict) -> threading.Thread:
     def kill() -> None:
         time.sleep(max(0.0, began + delay - time.perf_counter()))
         while time.perf_counter() < began + 30 and not out.get("finished"):
-            pids = workers()
+            try:
+                pids = workers()
+            except Exception:  # noqa: BLE001 - a worker restarting: ask again
+                pids = []
             if pids:
                 try:
                     os.kill(pids[0], signal.SIGKILL)

@@ -288,20 +288,6 @@ class Evaluator:
                            None, list)
             self.policy.overhead(time.perf_counter() - began)
 
-    def _retrying(self, call: Callable[[], Any], generation: int | None,
-                  lost: Callable[[], list[int]]) -> Any:
-        """``call()``, the one way every call to the workers is made: when a worker is
-        lost (killed, crashed) or a chunk runs over its time, ``call()`` is made again
-        (on fresh workers, with the same task seeds), ``max_retries`` times at most;
-        then a :class:`WorkerError` is raised. ``lost()``: the candidates not scored
-        (``generation`` None: the workers' start-up)."""
-        for attempt in range(self.max_retries + 1):
-            try:
-                return call()
-            except LOST as exc:
-                self._retry_or_raise(exc, generation, lost(), attempt)
-        raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
-
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> list[float]:
@@ -448,32 +434,43 @@ class Evaluator:
                            self.BALANCE_FROM, self.MIN_CHUNK_SECONDS,
                            self.policy.imbalance, self.IMBALANCE_FROM)
 
-    def _retry_or_raise(self, exc: BaseException, generation: int | None,
-                        lost: list[int], attempt: int) -> None:
-        timed_out = not isinstance(exc, BrokenExecutor)
-        what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
-                if timed_out else
-                f"a worker process died ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''})")
-        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
-               "that hangs can be stopped under a debugger" if timed_out else
-               "A worker that dies is often killed for memory (the kernel's OOM killer) "
-               "or crashed in native code")
-        if generation is None:  # the workers' start-up: no candidate was given yet
-            where, again, failed, replay = ("starting the workers", "starting them",
-                                            "failed", "")
-        else:
-            where = f"generation {generation}: candidates {_ranges(lost)}"
-            again, failed = f"scoring candidates {_ranges(lost)}", "could not be scored"
-            replay = ("; replay one of these tasks in this process with "
-                      "es_search.replay_task to see it")
-        if attempt == self.max_retries:
-            raise WorkerError(
-                f"{where} {failed}: {what}, {attempt + 1} time(s) (max_retries="
-                f"{self.max_retries}). {why}{replay}.",
-                -1 if generation is None else generation, lost) from exc
-        warn_user(f"{where}: {what}; {again} again on fresh workers with the same seeds "
-                  f"(retry {attempt + 1} of {self.max_retries})")
+    def _retrying(self, call: Callable[[], Any], generation: int | None,
+                  lost: Callable[[], list[int]]) -> Any:
+        """``call()``, the one way every call to the workers is made: when a worker is
+        lost (killed, crashed) or a chunk runs over its time, ``call()`` is made again
+        (on fresh workers, with the same task seeds), ``max_retries`` times at most;
+        then a :class:`WorkerError` is raised. ``lost()``: the candidates not scored
+        (``generation`` None: the workers' start-up)."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call()
+            except LOST as exc:
+                error = exc
+            timed_out = not isinstance(error, BrokenExecutor)
+            what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
+                    if timed_out else f"a worker process died ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0] if str(error) else ''})")
+            if generation is None:  # the workers' start-up: no candidate was given yet
+                where, again, failed, replay = ("starting the workers", "starting them",
+                                                "failed", "")
+            else:
+                where = f"generation {generation}: candidates {_ranges(lost())}"
+                again = f"scoring candidates {_ranges(lost())}"
+                failed = "could not be scored"
+                replay = ("; replay one of these tasks in this process with "
+                          "es_search.replay_task to see it")
+            if attempt == self.max_retries:
+                why = ("A score() that takes longer needs a larger task_timeout (or none); "
+                       "one that hangs can be stopped under a debugger" if timed_out else
+                       "A worker that dies is often killed for memory (the kernel's OOM "
+                       "killer) or crashed in native code")
+                raise WorkerError(
+                    f"{where} {failed}: {what}, {attempt + 1} time(s) (max_retries="
+                    f"{self.max_retries}). {why}{replay}.",
+                    -1 if generation is None else generation, lost()) from error
+            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                      f"seeds (retry {attempt + 1} of {self.max_retries})")
+        raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:

@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--backends", nargs="+", default=["loky", "dask"],
                         choices=["loky", "dask"])
+    parser.add_argument("--start", type=float, default=0.0, help="first delay, s (0)")
     parser.add_argument("--stop", type=float, default=3.0, help="last delay, s (3.0)")
     parser.add_argument("--step", type=float, default=0.1, help="between delays, s (0.1)")
     parser.add_argument("--generations", type=int, default=25)
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="loky: also sweep runs on warm workers (kept from the run "
                              "before: the kill hits the run's generations)")
     args = parser.parse_args(argv)
-    delays = [round(k * args.step, 3) for k in range(int(args.stop / args.step + 1e-9) + 1)]
+    count = int((args.stop - args.start) / args.step + 1e-9) + 1
+    delays = [round(args.start + k * args.step, 3) for k in range(count)]
     reference = es_search.run(Slow(), generations=args.generations, n_jobs=1, **KW)
     bad = 0
     for backend in args.backends:

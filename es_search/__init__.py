@@ -1,44 +1,61 @@
 """es_search: evolution-strategies hill climbing of PyTorch agents on all cores.
 
 Subclass :class:`Agent`, write ``score()``, call :func:`run`.
+
+``import es_search`` does nothing but define this module: each public name (and each
+subpackage, ``es_search.problems``) is imported on first use, so the ``es-search``
+command can guard its start (:mod:`es_search.__main__`) before torch is imported.
 """
-from .interrupt import guard_command_start as _guard_command_start
-
-_guard_command_start()  # the es-search command: a Ctrl-C while torch loads is one line
-
-from .agent import Agent
-from .batch_check import ScoreBatchMismatch, check_score_batch
-from .candidates import Candidate
-from .checkpoint import CheckpointError, ResumeWarning
-from .errors import ScoreError, WorkerError
-from .evaluation import Evaluator, evaluate
-from .interrupt import Terminated
-from .output import OutFolderError
-from .pickling import UnpicklableAgentError
-from .repeat_check import UnrepeatableScoreWarning, check_repeatable
-from .replay import replay_task
-from .result import Result
-from .run import run
-from .seeding import task_seed
-from .strategies import STRATEGIES, Strategy, make_strategy
+import sys
+import types
+from importlib import import_module
 
 __version__ = "0.1.0"
 
-#: subpackages loaded on first use, so that ``es_search.problems.Function`` works after a
-#: bare ``import es_search`` (which stays light: no gymnasium, no callbacks' extras)
-_SUBMODULES = ("batched", "callbacks", "export", "problems", "strategies")
+#: public name -> the module that defines it
+_LAZY = {"Agent": "agent", "ScoreBatchMismatch": "batch_check",
+         "check_score_batch": "batch_check", "Candidate": "candidates",
+         "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint",
+         "ScoreError": "errors", "WorkerError": "errors", "Evaluator": "evaluation",
+         "evaluate": "evaluation", "Terminated": "interrupt", "OutFolderError": "output",
+         "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "repeat_check",
+         "check_repeatable": "repeat_check", "replay_task": "replay", "Result": "result",
+         "run": "run", "task_seed": "seeding", "STRATEGIES": "strategies",
+         "Strategy": "strategies", "make_strategy": "strategies"}
+
+__all__ = sorted(_LAZY) + ["__version__"]
 
 
 def __getattr__(name: str):
-    if name in _SUBMODULES:
-        import importlib
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'es_search' has no attribute {name!r}")
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    else:  # a subpackage or module: es_search.problems.Function after `import es_search`
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
 
-__all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result", "ResumeWarning",
-           "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
-           "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",
-           "__version__",
-           "check_repeatable", "check_score_batch", "evaluate", "make_strategy", "replay_task",
-           "run",
-           "task_seed"]
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The function ``es_search.run`` is not replaced by the module ``es_search.run``
+    when that is first imported (Python sets a package's attribute to each submodule
+    it imports)."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "run" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+    def __reduce__(self):  # cloudpickle pickles a plain module by name: this one too
+        return import_module, (self.__name__,)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -111,31 +111,35 @@ def merge(parts: Sequence[list[tuple]], n: int) -> tuple[list[Any], list[Any]]:
 
 
 def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], unit: int,
-                head: tuple, tail: tuple, retry: Callable[[BaseException, list, int], None],
-                max_retries: int) -> tuple[list[Any], list[Any], list[float]]:
+                head: tuple, tail: tuple,
+                retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
+                ) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_claimed` call per worker of ``pool`` (``head``: token, skeleton,
     centre and shared references; ``tail``: seed, generation, the score_kwargs' reference,
     on_error, the shared vectors' reference),
     blocks of ``unit`` candidates (``chunking.group_bounds``: whole groups when ``unit``
-    is the group size). When a worker dies, the blocks not returned are claimed again by
-    fresh workers (``retry(exc, lost indices, attempt)`` warns, or raises after
-    ``max_retries``). Returns the scores, the reports and each worker call's seconds."""
+    is the group size). ``retrying(call, lost)`` makes the call (the engine's
+    ``Evaluator._retrying``): when a worker dies, the blocks not returned are claimed
+    again by fresh workers. Returns the scores, the reports and each worker call's
+    seconds."""
     n = len(candidates)
     todo, parts = group_bounds(n, unit), []
-    for attempt in range(max_retries + 1):
+
+    def call() -> list:
+        nonlocal todo
         counter.reset()
         args = (*head, candidates, todo, counter.path, *tail)
         done: dict[int, Any] = {}
         try:
-            results = pool.run_chunks(score_claimed, [args] * pool.n_workers, done)
-        except BrokenExecutor as exc:
+            return pool.run_chunks(score_claimed, [args] * pool.n_workers, done)
+        except BrokenExecutor:
             returned = [value[0] for ok, value in done.values() if ok]
             got = {block[0] for part in returned for block in part}
-            parts += returned
+            parts.extend(returned)
             todo = [(a, b) for a, b in todo if a not in got]
-            retry(exc, [i for a, b in todo for i in range(a, b)], attempt)
-            continue
-        parts += [part for part, _ in results]
-        scores, reports = merge(parts, n)
-        return scores, reports, [seconds for _, seconds in results]
-    raise AssertionError("unreachable: retry raises after max_retries")  # pragma: no cover
+            raise
+
+    results = retrying(call, lambda: [i for a, b in todo for i in range(a, b)])
+    parts += [part for part, _ in results]
+    scores, reports = merge(parts, n)
+    return scores, reports, [seconds for _, seconds in results]

@@ -22,7 +22,7 @@ import multiprocessing
 import time
 import uuid
 from concurrent.futures import BrokenExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -51,6 +51,11 @@ from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
                      score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
 
 __all__ = ["Evaluator", "evaluate", "single_torch_thread", "skeleton_bytes"]
+
+#: what a call to the workers raises when a worker was lost (loky's
+#: TerminatedWorkerError, the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran
+#: over its time: the call is made again (``Evaluator._retrying``)
+LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
 
 
 class Evaluator:
@@ -258,19 +263,29 @@ class Evaluator:
     def _warm_up(self, timeout: float = 120.0) -> None:
         """Run start-up tasks until every worker there is has answered (or
         ``timeout``): fewer than ``n_workers`` when a run in another thread shrank
-        loky's shared executor meanwhile."""
+        loky's shared executor meanwhile. A worker lost meanwhile is replaced (loky
+        replaces them all), as in a generation, under ``max_retries``."""
         seen: set[int] = set()
         deadline = time.perf_counter() + timeout
+
+        def answered() -> list[int]:
+            try:
+                return self.pool.run_chunks(
+                    warm_chunk, [(self._token, self._skeleton)] * self.n_workers)
+            except LOST:
+                seen.clear()  # those that answered may be gone with the pool
+                raise
+
         while len(seen) < self.pool.live_workers() and time.perf_counter() < deadline:
-            seen.update(self.pool.run_chunks(
-                warm_chunk, [(self._token, self._skeleton)] * self.n_workers))
+            seen.update(self._retrying(answered, None, list))
         self.worker_pids = seen
 
     def _probe(self, rounds: int = 3) -> None:
         """Time empty parallel rounds: the first overhead estimates."""
         for _ in range(rounds):
             began = time.perf_counter()
-            self.pool.run_chunks(ping, [()] * self.n_workers)
+            self._retrying(lambda: self.pool.run_chunks(ping, [()] * self.n_workers),
+                           None, list)
             self.policy.overhead(time.perf_counter() - began)
 
     # ------------------------------------------------------------------ scoring
@@ -351,9 +366,7 @@ class Evaluator:
                     self.pool, self._counter, candidates, group or self._claim_unit(),
                     (self._token, self._skeleton, center, shared),
                     (self.seed, generation, self._kwargs, self.on_error, vectors),
-                    lambda exc, lost, attempt: self._retry_or_raise(exc, generation, lost,
-                                                                    attempt),
-                    self.max_retries)
+                    lambda call, lost: self._retrying(call, generation, lost))
                 uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
             else:
                 bounds = chunk_bounds(n, self._chunk_count(n), group)
@@ -379,14 +392,10 @@ class Evaluator:
         timeout = (None if self.task_timeout is None else  # joblib's is per chunk
                    self.task_timeout * max(b - a for a, b in bounds))
         done: dict[int, Any] = {}
-        for attempt in range(self.max_retries + 1):
-            try:
-                results = self.pool.run_chunks(score_chunk, args, done, timeout)
-                break
-            except (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError) as exc:
-                lost = [i for k, (a, b) in enumerate(bounds) if k not in done
-                        for i in range(a, b)]
-                self._retry_or_raise(exc, generation, lost, attempt)
+        results = self._retrying(
+            lambda: self.pool.run_chunks(score_chunk, args, done, timeout), generation,
+            lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
+                     for i in range(a, b)])
         return ([s for r in results for s in r[0]], [x for r in results for x in r[1]],
                 [r[2] for r in results])
 
@@ -425,27 +434,43 @@ class Evaluator:
                            self.BALANCE_FROM, self.MIN_CHUNK_SECONDS,
                            self.policy.imbalance, self.IMBALANCE_FROM)
 
-    def _retry_or_raise(self, exc: BaseException, generation: int, lost: list[int],
-                        attempt: int) -> None:
-        timed_out = not isinstance(exc, BrokenExecutor)
-        what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
-                if timed_out else
-                f"a worker process died ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''})")
-        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
-               "that hangs can be stopped under a debugger" if timed_out else
-               "A worker that dies is often killed for memory (the kernel's OOM killer) "
-               "or crashed in native code")
-        if attempt == self.max_retries:
-            raise WorkerError(
-                f"generation {generation}: candidates {_ranges(lost)} could not be "
-                f"scored: {what}, {attempt + 1} time(s) (max_retries={self.max_retries}). "
-                f"{why}; replay one of these tasks in this process with "
-                f"es_search.replay_task to see it.", generation, lost) from exc
-        warn_user(
-            f"generation {generation}: {what}; scoring candidates {_ranges(lost)} again "
-            f"on fresh workers with the same seeds (retry {attempt + 1} of "
-            f"{self.max_retries})")
+    def _retrying(self, call: Callable[[], Any], generation: int | None,
+                  lost: Callable[[], list[int]]) -> Any:
+        """``call()``, the one way every call to the workers is made: when a worker is
+        lost (killed, crashed) or a chunk runs over its time, ``call()`` is made again
+        (on fresh workers, with the same task seeds), ``max_retries`` times at most;
+        then a :class:`WorkerError` is raised. ``lost()``: the candidates not scored
+        (``generation`` None: the workers' start-up)."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return call()
+            except LOST as exc:
+                error = exc
+            timed_out = not isinstance(error, BrokenExecutor)
+            what = (f"a task ran over task_timeout={self.task_timeout} s per score()"
+                    if timed_out else f"a worker process died ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0] if str(error) else ''})")
+            if generation is None:  # the workers' start-up: no candidate was given yet
+                where, again, failed, replay = ("starting the workers", "starting them",
+                                                "failed", "")
+            else:
+                where = f"generation {generation}: candidates {_ranges(lost())}"
+                again = f"scoring candidates {_ranges(lost())}"
+                failed = "could not be scored"
+                replay = ("; replay one of these tasks in this process with "
+                          "es_search.replay_task to see it")
+            if attempt == self.max_retries:
+                why = ("A score() that takes longer needs a larger task_timeout (or none); "
+                       "one that hangs can be stopped under a debugger" if timed_out else
+                       "A worker that dies is often killed for memory (the kernel's OOM "
+                       "killer) or crashed in native code")
+                raise WorkerError(
+                    f"{where} {failed}: {what}, {attempt + 1} time(s) (max_retries="
+                    f"{self.max_retries}). {why}{replay}.",
+                    -1 if generation is None else generation, lost()) from error
+            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                      f"seeds (retry {attempt + 1} of {self.max_retries})")
+        raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
@@ -497,9 +522,12 @@ class Evaluator:
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
-        with preserved_global_rngs(), single_torch_thread():
-            run_task(self.local, Payload(np.asarray(center), self.score_kwargs), candidate,
-                     self.seed, generation, index, score=False)
+        if candidate.kind == "vector":  # nothing drawn: the global RNGs are not touched
+            self.local.set_flat(candidate.vector)
+        else:
+            with preserved_global_rngs(), single_torch_thread():
+                run_task(self.local, Payload(np.asarray(center), self.score_kwargs),
+                         candidate, self.seed, generation, index, score=False)
         flat = self.local.get_flat()
         if self._centres is not None:
             self._centres.note_rebuilt(generation, center, candidate, index, flat)

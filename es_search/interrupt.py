@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any
 
 
 class Terminated(KeyboardInterrupt):
@@ -160,61 +160,6 @@ class time_limit:
 
 
 # ------------------------------------------------------------ the command, starting
-#: what the ``es-search`` command's ``__main__`` is: pip's console script (``es-search``;
-#: on Windows, ``es-search-script.py`` or the launcher ``es-search.exe``) ...
-_COMMAND_SCRIPTS = ("es-search", "es-search-script")
-#: ... or ``python -m`` one of these
-_COMMAND_MODULES = ("es_search", "es_search.__main__", "es_search.cli")
-
-
-def starting_command() -> bool:
-    """Whether this process is the ``es-search`` command importing es_search, before its
-    ``main()``: ``__main__`` is pip's console script, or ``python -m es_search`` is
-    locating its module (``sys.argv[0]`` is ``-m`` then). Not a worker that runs the
-    command's script again under another name (multiprocessing's spawn)."""
-    main = sys.modules.get("__main__")
-    if getattr(main, "__name__", None) != "__main__":
-        return False
-    parts = os.path.normpath(str(getattr(main, "__file__", None) or "")).split(os.sep)
-    if os.path.splitext(parts[-1])[0] in _COMMAND_SCRIPTS:
-        return True
-    if parts[-1] == "__main__.py" and len(parts) > 1 and parts[-2] == "es-search.exe":
-        return True  # the Windows launcher runs the zip appended to it
-    return sys.argv[:1] == ["-m"] and \
-        module_run(getattr(sys, "orig_argv", ())) in _COMMAND_MODULES
-
-
-def module_run(argv: Sequence[str]) -> str | None:
-    """The module of ``python [options] -m MODULE ...`` (``argv``: ``sys.orig_argv``);
-    None when the interpreter runs a script, ``-c`` code or stdin.
-
-    >>> module_run(["python", "-X", "importtime", "-Wdefault::ImportWarning", "-Bm",
-    ...             "es_search", "check", "-m"])
-    'es_search'
-    >>> module_run(["python", "-c", "pass", "-m", "es_search"]) is None
-    True
-    """
-    args, i = list(argv[1:]), 0
-    while i < len(args):
-        arg, i = args[i], i + 1
-        if arg == "--check-hash-based-pycs":
-            i += 1
-            continue
-        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
-            return None  # a script, stdin, or the end of the options
-        for k, flag in enumerate(arg[1:], 2):
-            if flag in "cmWX":  # an option that takes a value: here or the next
-                value = arg[k:]
-                if not value:
-                    value, i = (args[i] if i < len(args) else None), i + 1
-                if flag == "m":
-                    return value
-                if flag == "c":
-                    return None
-                break
-    return None
-
-
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
     """SIGINT while the command imports its modules (torch takes a second or more):
     the command line's one line and exit status 130, not a traceback of the import."""
@@ -227,12 +172,11 @@ def _interrupted_while_starting(signum: int, frame: Any) -> None:
 
 
 def guard_command_start() -> None:
-    """In the ``es-search`` command (:func:`starting_command`), a Ctrl-C before its
-    ``main()`` takes over (:func:`end_command_start`) ends it with one line, exit 130.
-    es_search calls it first thing on import; anywhere else it does nothing (a program
-    that imports es_search gets its KeyboardInterrupt as usual)."""
-    if _in_main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler \
-            and starting_command():
+    """The ``es-search`` command's first act (:mod:`es_search.__main__`): a Ctrl-C
+    before its ``main()`` takes over (:func:`end_command_start`) ends it with one line,
+    exit 130, not a traceback of torch's import. Nothing else calls it: a program that
+    imports es_search gets its KeyboardInterrupt as usual."""
+    if _in_main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 

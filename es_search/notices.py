@@ -54,7 +54,8 @@ def explain(exc: Exception, out: Any, generation: int) -> None:
     if isinstance(exc, ScoreError):
         exc.out = None if out is None else str(out)
         return
-    note = (f" The checkpoint in {out} (generations before {generation}) is intact: "
+    before = "" if generation < 0 else f" (generations before {generation})"  # <0: start
+    note = (f" The checkpoint in {out}{before} is intact: "
             f"after fixing the cause, continue with run(..., out={str(out)!r}, resume=True)."
             if out is not None else " Nothing was saved (no out folder).")
     exc.args = (str(exc.args[0]) + note,) + exc.args[1:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import threading
 import time
 
@@ -44,6 +45,25 @@ class DiesOnce(Vec):
                 f.write(str(os.getpid()))
             os._exit(17)
         return super().score(**kwargs)
+
+
+class KilledAtStart(Vec):
+    """A worker process that unpickles this agent (the engine's start-up, before any
+    task) is killed with SIGKILL, as the OOM killer kills: the first time only when a
+    ``marker`` file is given (it records that it happened), else every time."""
+
+    def __init__(self, marker: str | None = None):
+        super().__init__()
+        self.marker, self.home = marker, os.getpid()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if os.getpid() == self.home or (self.marker and os.path.exists(self.marker)):
+            return
+        if self.marker:
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class AlwaysDies(Vec):

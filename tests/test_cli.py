@@ -666,7 +666,7 @@ def test_a_failing_agent_is_one_message_with_the_right_exit_status(tmp_path, cap
 def test_warnings_read_as_the_command_lines(tmp_path, capsys):
     (tmp_path / "mine.py").write_text(USER_AGENTS)
     script = tmp_path / "es-search"  # as pip's console script calls main()
-    script.write_text("import sys\nfrom es_search.cli import main\n"
+    script.write_text("import sys\nfrom es_search.__main__ import main\n"
                       "if __name__ == '__main__':\n    sys.exit(main())\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for command in ([sys.executable, str(script)], [sys.executable, "-m", "es_search"]):

@@ -161,7 +161,7 @@ sys.meta_path.insert(0, WaitInTorchsImport())
 def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how):
     (tmp_path / "sitecustomize.py").write_text(WAIT_IN_TORCHS_IMPORT)
     script = tmp_path / "es-search"  # as pip's console script calls main()
-    script.write_text("import sys\nfrom es_search.cli import main\n"
+    script.write_text("import sys\nfrom es_search.__main__ import main\n"
                       "if __name__ == '__main__':\n    sys.exit(main())\n")
     command = [str(script)] if how == "console script" else ["-m", "es_search"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
@@ -191,6 +191,21 @@ def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path,
     out = subprocess.run([sys.executable, str(path)], env=env, capture_output=True,
                          text=True, timeout=120)
     assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
+
+
+def test_import_es_search_imports_nothing_and_run_stays_the_function():
+    """``import es_search`` has no side effect (no torch, no signal handler); its names
+    are imported on first use, and the function ``es_search.run`` is not replaced by
+    the module ``es_search.run`` that the command imports."""
+    script = ("import sys\nimport es_search\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('es_search', 'torch'))))\n"
+              "import es_search.cli\n"
+              "print(es_search.run.__module__, es_search.Agent.__module__)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (
+        0, "['es_search']\nes_search.run es_search.agent\n"), out.stderr
 
 
 def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):

@@ -33,6 +33,31 @@ def test_a_worker_that_dies_once_changes_nothing(tmp_path):
     assert same_weights(result.best_weights, clean.best_weights)
 
 
+def test_a_worker_killed_while_the_workers_start_changes_nothing(tmp_path):
+    """SIGKILL (the OOM killer's) in the first second of a run, while the workers load
+    the agent: the start-up is retried, as a generation is, and the run is n_jobs=1's."""
+    clean = es_search.run(agents.Vec(), generations=2, n_jobs=1, **KW)
+    marker = tmp_path / "killed"
+    with pytest.warns(RuntimeWarning, match="starting the workers: a worker process died"):
+        result = es_search.run(agents.KilledAtStart(str(marker)), generations=2, n_jobs=2,
+                               sequential_fallback=False, **KW)
+    assert marker.exists()  # a worker really was killed
+    assert same_history(result.history, clean.history)
+    assert same_weights(result.best_weights, clean.best_weights)
+
+
+def test_a_worker_killed_at_every_start_gives_a_clear_error(tmp_path):
+    agent = agents.KilledAtStart()
+    with pytest.warns(RuntimeWarning, match="retry 1 of 1"):
+        with pytest.raises(es_search.WorkerError) as info:
+            es_search.run(agent, generations=2, n_jobs=2, out=tmp_path / "run",
+                          max_retries=1, **KW)
+    message = str(info.value)
+    assert message.startswith("starting the workers failed: a worker process died")
+    assert "2 time(s)" in message and "resume=True" in message
+    assert info.value.generation == -1 and info.value.indices == []
+
+
 def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(tmp_path):
     agent = agents.AlwaysDies(task_seed(SEED, 1, 2))
     with pytest.warns(RuntimeWarning, match="retry 1 of 1"):

@@ -96,10 +96,13 @@ class DaskPool(ActorPool):
                 except TimeoutError:
                     pass
             for address, future in zip(new, futures):
-                if future.status == "finished":
-                    self._actors[address] = future.result()
-                else:  # the worker left meanwhile (or is slow to start): not this time
-                    future.cancel()
+                try:
+                    if future.status == "finished":
+                        self._actors[address] = future.result()
+                        continue
+                except RuntimeError:  # "Worker holding Actor was lost" since: its end
+                    pass
+                future.cancel()  # the worker left meanwhile (or is slow to start)
         return [a for a in wanted if a in self._actors]
 
     def _await_runners(self) -> list[str]:

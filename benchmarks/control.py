@@ -150,16 +150,32 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
             progress=False, out=folder,
             callbacks=[snapshots, lambda record: time.perf_counter() - started >= budget])
         wall = time.perf_counter() - started
-    final = result.center_agent()  # the final centre, with its observation statistics
+    final = result.chosen_agent()  # what the run hands back (its selection test's pick)
     steps = result.history[-1].get("steps")
     row = {"framework": "es_search", "task": task.problem, "env": task.env_id,
            "seed": seed, "budget_s": budget, "wall_s": wall, "steps": steps,
-           "generations": result.generations,
+           "generations": result.generations, "chosen": result.chosen,
+           "selection": result.selection,
            "settings": {"problem": task.problem, **result.config["strategy"],
                         "normalize": getattr(agent, "normalize", None),
                         "hidden": list(getattr(agent, "hidden", ())),
                         "n_jobs": args.n_jobs, **dict(task.options)}}
-    return row, final, snapshots.saved
+    return row, final, snapshots
+
+
+def time_to_target(final, snapped, task: Task, args: Args, n: int) -> float | None:
+    """Seconds from the run's start to the first snapshot (every tenth of the budget)
+    whose centre tests at the target on the test episodes; None when none does."""
+    if task.target is None:
+        return None
+    from es_search.agent import weights_of
+    for seconds, saved in zip(snapped.seconds, snapped.saved):
+        policy = final.clone()
+        policy.set_weights(weights_of(policy, saved["strategy"].center(saved["state"]),
+                                      saved.get("shared")))
+        if test_returns(policy, args.test_episodes, n).mean() >= task.target:
+            return round(seconds, 1)
+    return None
 
 
 def test_returns(agent, episodes: int, n: int) -> np.ndarray:
@@ -203,18 +219,31 @@ def _fmt(x: float | None, spec: str = ".2f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _to_target(group: list[dict]) -> str:
+    """The median seconds to the target over the seeds (a seed that never reached it
+    counts as infinite), with how many measured it; "-" when none did."""
+    times = [r["time_to_target"] for r in group if "time_to_target" in r]
+    if not times:
+        return "-"
+    median = np.median([math.inf if s is None else s for s in times])
+    return f"{median:.0f} ({len(times)})" if math.isfinite(median) else f"not reached ({len(times)})"
+
+
 def render(rows: list[dict], meta: dict) -> str:
     lines = ["# Control ladder: es_search vs EvoTorch", "",
              f"{meta['cores']} cores ({meta['machine']}). The machine is shared (1-minute "
              f"load average before and after each row, on 2 cores): wall times and rates "
              f"are noisy.", "",
-             "Test mean: the final policy on 100 episodes (true rewards). Rate: environment "
+             "Test mean: the policy the run hands back (its selection test's pick, in "
+             "parentheses; older rows: the final centre) on the test episodes (true rewards; "
+             "`--test-episodes`). Time to target: the first tenth of the budget at which the "
+             "run's centre tests at the target. Rate: environment "
              "steps per second of the whole run (worker start included). Two ceilings, "
              "each one bare process per core (gymnasium and a NumPy forward pass, resets "
              "included; `benchmarks/control_ceiling.py`), measured right after the run and "
              "after its test, the higher: *final*, es_search's final policy, episode after "
-             "episode; *run*, the candidates es_search scored at 10%, 30%, ..., 90% of the "
-             "budget, built as its workers build them, each fifth stepped for the same time "
+             "episode; *run*, the candidates es_search scored at 10%, 20%, ..., 90% of the "
+             "budget, built as its workers build them, each ninth stepped for the same time "
              "(the mix of short and long episodes that training steps). EvoTorch rows are "
              "compared with es_search's ceilings of the same seed (other policies). Rows "
              "without a run ceiling predate it.",
@@ -236,14 +265,16 @@ def render(rows: list[dict], meta: dict) -> str:
             f"| {row['task']} | {row['framework']} | {row['seed']} | {row['budget_s']:.0f} | "
             f"{row['wall_s']:.0f} | {row.get('steps') or '-'} | {rate:,.0f} | "
             f"{_fmt(final, ',.0f')} | {_fmt(_ratio(row, final))} | {_fmt(run, ',.0f')} | "
-            f"{_fmt(_ratio(row, run))} | {row['test_mean']:.1f} ± {row['test_std']:.1f} | "
+            f"{_fmt(_ratio(row, run))} | {row['test_mean']:.1f} ± {row['test_std']:.1f}"
+            f"{' (' + row['chosen'] + ')' if row.get('chosen') else ''} | "
             f"{target} | {_load(row)} |")
     lines += ["", "Over the seeds run, per task and framework: the test mean's median, IQM with "
               "its 95% bootstrap interval, the seeds at or above the target, median steps, "
               "wall time and rates (the targets are judged on the median):", "",
               "| task | framework | seeds | median test mean | IQM [95% CI] | success | "
               "median env steps | median wall s | median rate / final | median rate / run | "
-              "target on the median |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "median s to target | target on the median |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in order:
         for framework in ("es_search", "evotorch"):
             group = [r for r in rows if r["task"] == name and r["framework"] == framework]
@@ -262,7 +293,7 @@ def render(rows: list[dict], meta: dict) -> str:
             lines.append(f"| {name} | {framework} | {len(group)} | {stats['median']:.1f} | "
                          f"{_iqm(stats)} | {_success(stats, task)} | {_steps(group)} | "
                          f"{np.median([r['wall_s'] for r in group]):.0f} | "
-                         f"{medians[0]} | {medians[1]} | {target} |")
+                         f"{medians[0]} | {medians[1]} | {_to_target(group)} | {target} |")
     commands = sorted({(r["run"]["date"], r["run"]["commit"], r["run"]["command"])
                        for r in rows if r.get("run")})
     if commands:
@@ -367,7 +398,8 @@ def main(argv=None) -> int:
         for seed in seeds:
             if not args.no_es_search:
                 load = round(os.getloadavg()[0], 1)
-                row, final, snapshots = run_es_search(task, seed, args)
+                row, final, snapped = run_es_search(task, seed, args)
+                snapshots = snapped.saved
                 # the ceilings right after the run and again after the test: the higher
                 first = (final_ceiling(final, n, args.ceiling_seconds),
                          run_ceiling(final, snapshots, seed, n, args.ceiling_seconds))
@@ -376,7 +408,8 @@ def main(argv=None) -> int:
                           run_ceiling(final, snapshots, seed, n, args.ceiling_seconds))
                 row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
                            ceiling=max(first[0], second[0]),
-                           run_ceiling=max(first[1], second[1]), ceiling_runs=2)
+                           run_ceiling=max(first[1], second[1]), ceiling_runs=2,
+                           time_to_target=time_to_target(final, snapped, task, args, n))
                 save(row, load)
             if not args.no_evotorch:
                 load = round(os.getloadavg()[0], 1)

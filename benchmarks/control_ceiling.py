@@ -77,11 +77,13 @@ def final_ceiling(agent, n: int, seconds: float) -> float:
 class Snapshots:
     """A callback keeping the run's checkpoint at fractions of ``budget`` seconds."""
 
-    def __init__(self, folder, budget: float, fractions=(0.1, 0.3, 0.5, 0.7, 0.9)):
+    def __init__(self, folder, budget: float,
+                 fractions=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)):
         self.folder, self.budget = Path(folder), budget
         self.fractions = list(fractions)
         self.started = time.perf_counter()
         self.saved: list[dict] = []
+        self.seconds: list[float] = []  # when each was saved, from the run's start
 
     def on_generation(self, record: dict) -> None:
         from es_search import checkpoint
@@ -90,6 +92,7 @@ class Snapshots:
             while self.fractions and elapsed >= self.fractions[0] * self.budget:
                 self.fractions.pop(0)
             self.saved.append(checkpoint.load(self.folder / checkpoint.CHECKPOINT))
+            self.seconds.append(elapsed)
 
 
 def candidate_policies(agent, saved: dict, seed: int) -> list:

@@ -262,8 +262,9 @@ class CartPole(BatchedPolicy):
                 lengths[rows[ended]] = t + 1
                 if ended.all():
                     break
-                state, rows = state[:, ~ended], rows[~ended]
-                layers = [(w[~ended], b[~ended]) for w, b in layers]
+                keep = ~ended
+                state, rows = state[:, keep], rows[keep]
+                layers = [(w[keep], b[keep]) for w, b in layers]
         self.iterations, self.steps = t + 1, int(lengths.sum())
         return lengths
 

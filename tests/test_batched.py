@@ -133,7 +133,8 @@ def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
 
 # ------------------------------------------------------------------ control problems
 gym = pytest.importorskip("gymnasium")
-from es_search.problems.batched_control import CartPole, Pendulum, PendulumBatch  # noqa: E402
+from es_search.problems.batched_control import (CartPole, Pendulum, PendulumBatch,  # noqa: E402
+                                                cartpole_step)
 
 
 @pytest.mark.parametrize("cls, kwargs", [(CartPole, {"max_steps": 80}),
@@ -191,6 +192,23 @@ def test_iterations_count_the_steps_of_the_whole_environment():
     pendulum = Pendulum()
     pendulum.score_batch(batched.stack_weights(_group(pendulum, 3)), [1, 2, 3])
     assert pendulum.iterations == 200
+
+
+def test_cartpole_step_is_gymnasiums_vector_step_bit_for_bit():
+    rng = np.random.default_rng(0)
+    env = gym.make_vec("CartPole-v1", num_envs=64, vectorization_mode="vector_entry_point")
+    env.reset(seed=0)
+    raw = env.unwrapped
+    state = rng.uniform(-0.2, 0.2, size=(4, 64)) * np.array([[10.0], [10.0], [1.0], [10.0]])
+    ended = 0
+    for _ in range(40):
+        raw.state, raw.steps[:], raw.prev_done[:] = state.copy(), 0, False
+        action = rng.integers(0, 2, 64)
+        _, _, terminated, _, _ = env.step(action)
+        state, ours = cartpole_step(state, action.astype(np.int8))
+        assert np.array_equal(state, raw.state) and np.array_equal(ours, terminated)
+        ended += ours.sum()
+    assert 0 < ended < 40 * 64  # both outcomes compared
 
 
 def test_pendulum_batch_matches_gymnasium_for_the_same_starts_and_actions():

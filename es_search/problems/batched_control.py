@@ -2,9 +2,10 @@
 
 Every candidate of a ``score_batch()`` call runs in one vectorised environment: one
 column per (candidate, episode), all stepped together, with one NumPy forward pass of
-every candidate's policy per step. CartPole-v1 runs on gymnasium's own vectorised
-``CartPoleVectorEnv``; Pendulum-v1 on :class:`PendulumBatch`, a NumPy transcription of
-gymnasium's ``PendulumEnv`` (its returns match gymnasium's, see the tests).
+every candidate's policy per step. Both environments are NumPy transcriptions of
+gymnasium's, operation for operation (their trajectories and returns match gymnasium's,
+see the tests): CartPole-v1 of ``CartPoleVectorEnv.step`` (:func:`cartpole_step`),
+Pendulum-v1 of ``PendulumEnv`` (:class:`PendulumBatch`).
 
 A candidate's score depends on its weights and its task seed only, never on the rest of
 its group: the candidate's own stream, ``es_search.batched.candidate_rngs([s], 1)`` for
@@ -16,6 +17,7 @@ to the same candidate scored alone (``score()`` is a group of one; tested).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -228,7 +230,7 @@ class BatchedPolicy(Agent):
 
 
 class CartPole(BatchedPolicy):
-    """CartPole-v1 (max return 500) on gymnasium's vectorised CartPole, a policy that
+    """CartPole-v1 (max return 500) on :func:`cartpole_step`, a policy that
     samples its actions from its own stream; 10 episodes per score by default."""
 
     discrete, obs_dim, act_dim = True, 4, 2
@@ -245,82 +247,46 @@ class CartPole(BatchedPolicy):
     def __init__(self, hidden: int = 0, episodes: int = 10, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
-    def __getstate__(self):  # the environments are rebuilt where the agent lands
-        state = self.__dict__.copy()
-        state.pop("_envs", None)
-        return state
-
-    def _vector_env(self, columns: int, exact: bool = False):
-        """A cached ``CartPoleVectorEnv`` of ``columns`` columns (``exact``: a group's
-        first environment) or of the next power of two (survivors move into these)."""
-        width = columns if exact else 1 << max(columns - 1, 0).bit_length()
-        envs = self.__dict__.setdefault("_envs", {})
-        if width not in envs:
-            import gymnasium as gym
-            envs[width] = gym.make_vec("CartPole-v1", num_envs=width,
-                                       vectorization_mode="vector_entry_point")
-        env = envs[width]
-        env.reset(seed=0)  # fresh counters; the caller sets each column's state
-        return env
-
-    def _load(self, state: np.ndarray, steps: np.ndarray, exact: bool = False):
-        """An environment whose first columns hold ``state`` (4, m) and step counters
-        ``steps``; padding columns (all zero, never counted) fill the rest."""
-        env = self._vector_env(state.shape[1], exact)
-        raw = env.unwrapped
-        raw.state = np.zeros((4, raw.num_envs))
-        raw.state[:, :state.shape[1]] = state
-        raw.steps[:len(steps)] = steps
-        return env, raw
-
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        """Step every column until all episodes are over. Finished columns are dropped
-        (the survivors move to a narrower environment) once at most half the width is
-        still running; each column's arithmetic is elementwise, so its trajectory does
-        not change when it moves."""
-        columns = starts.shape[1]
-        env, raw = self._load(starts, np.zeros(0, dtype=np.int32), exact=True)
-        # the column each slot of the environment runs; -1: padding or finished
-        slots = np.full(raw.num_envs, -1)
-        slots[:columns] = np.arange(columns)
-        acc = np.zeros(raw.num_envs)  # each slot's return so far
-        total = np.zeros(columns)
-        steps, moved = 0, True
+        """Step every column until all episodes are over (a CartPole return is its
+        episode's length). An ended episode's row leaves at once, so each step computes
+        the running episodes only; every operation is elementwise or per row, so a
+        column's trajectory does not depend on the others."""
+        state, rows = starts, np.arange(starts.shape[1])  # the column each row runs
+        lengths = np.full(starts.shape[1], float(limit))  # cut short: ``limit`` steps
         for t in range(limit):
-            if moved:  # the layout changed: each slot's observation, policy and stream
-                obs = raw.state.T.astype(np.float32)
-                source = np.maximum(slots, 0)
-                slot_layers = [(w[source], b[source]) for w, b in layers]
-                slot_uniforms = None if uniforms is None else uniforms[source]
-                moved = False
-            u = None if slot_uniforms is None else slot_uniforms[:, t]
-            action = self.actions(self.forward_numpy(slot_layers, obs.astype(np.float64)), u)
-            obs, reward, terminated, truncated, _ = env.step(action.astype(np.int64))
-            acc += reward
-            done = terminated | truncated
-            if not done.any():
-                continue
-            ended = np.flatnonzero(done & (slots >= 0))
-            total[slots[ended]] = acc[ended]
-            steps += (t + 1) * len(ended)
-            slots[ended] = -1
-            running = np.flatnonzero(slots >= 0)
-            if not len(running):
-                self.iterations = t + 1
-                break
-            if 2 * len(running) <= raw.num_envs:  # move the survivors, narrower
-                env, raw = self._load(raw.state[:, running], raw.steps[running])
-                slots = np.concatenate([slots[running],
-                                        np.full(raw.num_envs - len(running), -1)])
-                acc = np.concatenate([acc[running], np.zeros(raw.num_envs - len(running))])
-                moved = True
-        else:  # cut short by max_steps: the running columns' returns so far
-            running = np.flatnonzero(slots >= 0)
-            total[slots[running]] = acc[running]
-            steps += limit * len(running)
-            self.iterations = limit
-        self.steps = steps
-        return total
+            obs = state.T.astype(np.float32).astype(np.float64)  # gymnasium's float32
+            u = None if uniforms is None else uniforms[rows, t]
+            state, ended = cartpole_step(state, self.actions(self.forward_numpy(layers, obs), u))
+            if ended.any():
+                lengths[rows[ended]] = t + 1
+                if ended.all():
+                    break
+                keep = ~ended
+                state, rows = state[:, keep], rows[keep]
+                layers = [(w[keep], b[keep]) for w, b in layers]
+        self.iterations, self.steps = t + 1, int(lengths.sum())
+        return lengths
+
+
+def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One step of CartPole-v1 for every column: ``state`` ``(4, n)`` float64, ``action``
+    ``n`` of 0 / 1 -> the next state and which episodes terminated. The arithmetic is
+    gymnasium's ``CartPoleVectorEnv.step``, operation for operation (tested), without its
+    fixed cost per call (its action check and autoreset), most of a step here."""
+    gravity, masspole, total_mass, length, tau = 9.8, 0.1, 0.1 + 1.0, 0.5, 0.02
+    polemass_length = masspole * length
+    x, x_dot, theta, theta_dot = state
+    force = np.where(action == 1, 10.0, -10.0)
+    costheta, sintheta = np.cos(theta), np.sin(theta)
+    temp = (force + polemass_length * np.square(theta_dot) * sintheta) / total_mass
+    thetaacc = (gravity * sintheta - costheta * temp) / (
+        length * (4.0 / 3.0 - masspole * np.square(costheta) / total_mass))
+    xacc = temp - polemass_length * thetaacc * costheta / total_mass
+    state = np.stack((x + tau * x_dot, x_dot + tau * xacc,
+                      theta + tau * theta_dot, theta_dot + tau * thetaacc))
+    terminated = (np.abs(state[0]) > 2.4) | (np.abs(state[2]) > 12 * 2 * math.pi / 360)
+    return state, terminated
 
 
 class Pendulum(BatchedPolicy):

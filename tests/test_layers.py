@@ -10,12 +10,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_layers(text: str) -> dict[str, int]:
-    """Module or subpackage name -> its row in the README's layer table (0: bottom)."""
+    """Module or subpackage name -> its layer in the README's layer table (0: bottom); a
+    row whose layer cell is empty continues the layer above it."""
     table = text[text.index("| layer | modules |"):].split("\n\n")[0].splitlines()[2:]
     layers: dict[str, int] = {}
-    for row, line in enumerate(table):
-        for name in re.findall(r"`([a-z_]+(?:\.py|/))`", line.split("|")[2]):
-            layers.setdefault(name.rstrip("/").removesuffix(".py"), row)
+    layer = -1
+    for line in table:
+        cells = line.split("|")
+        layer += bool(cells[1].strip())
+        for name in re.findall(r"`([a-z_]+(?:\.py|/))`", cells[2]):
+            layers.setdefault(name.rstrip("/").removesuffix(".py"), layer)
     return layers
 
 
@@ -61,8 +65,10 @@ def test_the_check_finds_an_upward_import_and_an_unlisted_module(tmp_path):
     (tmp_path / "low.py").write_text("from .high import thing\n")
     (tmp_path / "high.py").write_text("from .low import other\nfrom . import new\n")
     (tmp_path / "new.py").write_text("")
-    table = ("| layer | modules |\n|---|---|\n| bottom | `low.py` |\n"
+    (tmp_path / "mid.py").write_text("from .low import thing\n")
+    table = ("| layer | modules |\n|---|---|\n| bottom | `low.py` |\n| | `mid.py` |\n"
              "| top | `high.py` |\n\nafter")
+    assert readme_layers(table) == {"low": 0, "mid": 0, "high": 1}  # a row continues
     missing, upward = violations(tmp_path, readme_layers(table))
     assert missing == {"new"}
     assert upward == ["low.py:1 (low) imports high"]

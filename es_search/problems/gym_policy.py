@@ -95,19 +95,17 @@ class GymPolicy(Agent):
     - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
     - ``reward_offset``: added to every step's reward in the score the search sees
       (e.g. -1 removes Hopper's alive bonus); never in :meth:`returns`.
-    - ``reward_clip``: a number ``c`` clips every step's reward to ``[-c, c]`` (before
-      the offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
-      BipedalWalker's -100 for a fall into -1, so that trying to walk is not punished
-      far below standing still); None: no clipping.
+    - ``reward_clip``: ``c`` clips every step's reward to ``[-c, c]`` (before the
+      offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
+      BipedalWalker's -100 for a fall into -1); None: no clipping.
     - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): observations are
       standardised with the statistics of ``norm_episodes`` random-action episodes run
       once at construction (seeds from ``norm_seed``); ``"running"``: with running
       statistics of every observation the search has seen, merged after each
-      generation in candidate order (see :meth:`task_report`), so that a candidate is
-      always normalised with the statistics as of the start of its generation and a
-      run is the same for any worker count. The statistics are buffers (``obs_mean``,
-      ``obs_std``; running also ``obs_count``, ``obs_m2``): not evolved, saved with the
-      weights.
+      generation in candidate order (see :meth:`task_report`): a candidate sees the
+      statistics of the start of its generation, for any worker count. The statistics
+      are buffers (``obs_mean``, ``obs_std``; running also ``obs_count``, ``obs_m2``):
+      not evolved, saved with the weights.
     - ``env_kwargs``: keyword arguments of ``gymnasium.make`` (e.g.
       ``{"is_slippery": False}`` for FrozenLake; ``-p "env_kwargs={...}"`` on the
       command line).
@@ -207,13 +205,11 @@ class GymPolicy(Agent):
         for k in range(episodes):
             obs, _ = env.reset(seed=seed + k)
             env.action_space.seed(seed + k)
-            seen, steps = [], 0
-            while True:
+            seen, done = [], False
+            while not done:
                 seen.append(self.flat_observation(obs))
                 obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                steps += 1
-                if terminated or truncated or (self.max_steps and steps >= self.max_steps):
-                    break
+                done = terminated or truncated or len(seen) == self.max_steps
             stats = stats.merge(Moments.of(np.array(seen)))
         env.close()
         std = np.sqrt(stats.m2 / max(stats.count - 1, 1))

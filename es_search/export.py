@@ -100,13 +100,14 @@ def policy_module(agent: Agent) -> torch.nn.Module:
         layers = [(layer.weight, layer.bias) for layer in agent.layers]
         n = layers[0][0].shape[1]
         mean, std, start = torch.zeros(n), torch.ones(n), 0
-        squash, shape = (0.0, agent.action_high), (agent.act_dim,)
         if isinstance(agent, GymPolicy):
             if agent.normalize != "off":
                 mean, std = agent.obs_mean, agent.obs_std
             start = agent._action_start
             squash = None if agent.discrete else agent._squash
             shape = () if agent.discrete else tuple(agent._action_shape)
+        else:
+            squash, shape = (0.0, agent.action_high), (agent.act_dim,)
         cls = _Sampler if agent.discrete and not agent.greedy else _Policy
         return cls(layers, mean, std, agent.discrete, start, squash, shape)
     if type(agent).forward is torch.nn.Module.forward:

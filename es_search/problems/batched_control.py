@@ -27,7 +27,7 @@ from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
 from ..checks import check_bool, check_int
 from ..extras import require
-from .gym_policy import TEST_SEED, check_greedy, return_figures
+from .gym_policy import TEST_SEED, check_greedy, return_figures, zero_output_layers
 
 
 class PendulumBatch:
@@ -136,11 +136,7 @@ class BatchedPolicy(Agent):
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
         sizes = [self.obs_dim] + ([int(hidden)] if hidden else []) + [self.act_dim]
-        self.layers = torch.nn.ModuleList(
-            torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-        with torch.no_grad():  # start from a zero policy: the search does the rest
-            self.layers[-1].weight.zero_()
-            self.layers[-1].bias.zero_()
+        self.layers = zero_output_layers(sizes)
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 

@@ -6,12 +6,9 @@ gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
 """
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
-import re
-import warnings
-from typing import Any, Iterator, Mapping
+import numbers
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
@@ -19,6 +16,8 @@ import torch
 from ..agent import Agent
 from ..checks import check_bool, check_int
 from ..moments import Moments
+# env_spec: for the CLI; _mujoco_warnings_to_python: for the tests
+from .gym_env import _mujoco_warnings_to_python, env_spec, make_env  # noqa: F401
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
 NORMALIZE_MODES = ("running", "fixed", "off")
@@ -35,110 +34,6 @@ def return_figures(returns: np.ndarray) -> dict[str, float]:
             "test_episodes": len(returns)}
 
 
-def _extra_for(entry_point: Any) -> str:
-    text = str(entry_point)
-    return "box2d" if "box2d" in text else "mujoco" if "mujoco" in text else "gym"
-
-
-#: gymnasium's Box2D and MuJoCo environments by name, for the extra to name before
-#: gymnasium itself is installed (afterwards, its registry's entry point says)
-_NEEDS = {**dict.fromkeys(("LunarLander", "LunarLanderContinuous", "BipedalWalker",
-                           "BipedalWalkerHardcore", "CarRacing"), "box2d"),
-          **dict.fromkeys(("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
-                           "InvertedDoublePendulum", "InvertedPendulum", "Pusher",
-                           "Reacher", "Swimmer", "Walker2d"), "mujoco")}
-
-
-def _extra_for_id(env_id: str) -> str:
-    """The extra that installs what ``env_id`` needs (``gym`` unless a known Box2D or
-    MuJoCo task): ``_extra_for_id("Hopper-v5") == "mujoco"``."""
-    return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
-
-
-def env_spec(env_id: str) -> Any:
-    """The registered ``EnvSpec`` of ``env_id`` (``"module:Id"`` imports the module
-    first); a ValueError for an unknown id, an ImportError naming the extra when
-    gymnasium is missing. Nothing is made."""
-    return _look_up(env_id, None)[2]
-
-
-def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
-    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); ``spec``: the one
-    the agent carries, used when this process does not know the id."""
-    from ..extras import require
-    gym = require("gymnasium", _extra_for_id(env_id))
-    target: Any = env_id
-    if ":" in env_id:  # "module:Id", as gymnasium.make reads it: import, then look up
-        module, _, target = env_id.rpartition(":")
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            if spec is None:  # else: made from the spec, as an unregistered id is
-                raise ValueError(f"gymnasium environment id {env_id!r}: cannot import "
-                                 f"module {module!r} ({exc}); it should register "
-                                 f"{target!r} when imported") from None
-    try:
-        spec = gym.spec(target)
-    except gym.error.Error as exc:
-        if spec is None:
-            if isinstance(exc, gym.error.DeprecatedEnv):  # a known id of an old version
-                raise ValueError(f"deprecated gymnasium environment id {env_id!r}: "
-                                 f"{exc}") from None
-            raise ValueError(f"unknown gymnasium environment id {env_id!r}: {exc} (ids look "
-                             f"like 'CartPole-v1'; gymnasium.pprint_registry() lists them)"
-                             ) from None
-        target = spec
-    return gym, target, spec
-
-
-def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """``gymnasium.make(env_id, **kwargs)``, or one clear error: an unknown id
-    (ValueError), a missing extra (ImportError naming the ``pip install`` that fixes
-    it) or keyword arguments the environment does not take (ValueError). ``spec``: the
-    id's ``EnvSpec`` where the agent was built, made when this process does not know the
-    id (an environment the user's script registered, in a worker process)."""
-    from ..extras import install_command
-    gym, target, spec = _look_up(env_id, spec)
-    try:
-        with _mujoco_warnings_to_python(spec.entry_point):
-            return gym.make(target, **dict(kwargs or {}))
-    except TypeError as exc:
-        if not kwargs:
-            raise
-        raise ValueError(f"gymnasium environment {env_id!r} does not take env_kwargs "
-                         f"{dict(kwargs)}: {exc}") from None
-    except (ImportError, gym.error.DependencyNotInstalled) as exc:
-        extra = _extra_for(spec.entry_point)
-        raise ImportError(f"gymnasium environment {env_id!r} needs a package that is not "
-                          f"installed ({exc}); install it with "
-                          f"{install_command(extra)}") from None
-
-
-@contextlib.contextmanager
-def _mujoco_warnings_to_python(entry_point: Any) -> Iterator[None]:
-    """While a MuJoCo environment is built, MuJoCo's own warnings (e.g. MuJoCo 4.0 on
-    gymnasium's ``half_cheetah.xml``: "compiler attribute 'settotalmass' is deprecated")
-    become Python warnings instead of a ``WARNING:`` line on stdout and a
-    ``MUJOCO_LOG.TXT`` written into the user's current folder. Deprecations, which only
-    the model file's authors can act on, are ``DeprecationWarning`` (hidden by default,
-    as Python hides them); any other is a ``RuntimeWarning``. MuJoCo's previous handler is
-    restored on the way out, so nothing outside the build changes."""
-    if "mujoco" not in str(entry_point):
-        yield
-        return
-    import mujoco
-    messages: list[str] = []
-    previous = mujoco.get_mju_user_warning()
-    mujoco.set_mju_user_warning(messages.append)
-    try:
-        yield
-    finally:
-        mujoco.set_mju_user_warning(previous)
-        for message in dict.fromkeys(messages):
-            category = DeprecationWarning if "deprecated" in message else RuntimeWarning
-            warnings.warn(f"MuJoCo: {message}", category, stacklevel=3)
-
-
 def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
     """``greedy=True`` chooses between sampling and argmax of *discrete* actions:
     refused for continuous ones, which it would not change."""
@@ -148,34 +43,42 @@ def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
                          f"leave greedy out")
 
 
+def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
+    """Linear layers ``sizes[0] -> sizes[1] -> ...``, the last one zero: the search
+    starts from a policy that ignores its observations."""
+    layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
+    with torch.no_grad():
+        layers[-1].weight.zero_()
+        layers[-1].bias.zero_()
+    return layers
+
+
 def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
-    items = (hidden,) if isinstance(hidden, (int, np.integer)) else hidden
-    try:
-        sizes = tuple(items)
-    except TypeError:
-        sizes = None
-    if sizes is None or not all(isinstance(h, (int, np.integer)) and not isinstance(h, bool)
-                                for h in sizes):
+    if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+        hidden = (hidden,) if hidden else ()
+    if isinstance(hidden, str) or not isinstance(hidden, Iterable):
         raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
                         f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
-    if isinstance(hidden, (int, np.integer)) and hidden == 0:
-        return ()
-    if any(h < 1 for h in sizes):
-        raise ValueError(f"hidden layers need >= 1 unit each (hidden=0: a linear policy), "
-                         f"got {hidden!r}")
-    return tuple(int(h) for h in sizes)
+    return tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
+                 for h in hidden)
 
 
 def _normalize_mode(normalize: Any) -> str:
     if isinstance(normalize, bool):
         return "fixed" if normalize else "off"
-    if not isinstance(normalize, str):
-        raise TypeError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))} "
-                        f"(or True = 'fixed', False = 'off'), got {normalize!r}")
-    if normalize not in NORMALIZE_MODES:
-        raise ValueError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))}"
-                         f", got {normalize!r}")
+    if not isinstance(normalize, str) or normalize not in NORMALIZE_MODES:
+        error = ValueError if isinstance(normalize, str) else TypeError
+        raise error(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))} "
+                    f"(or True = 'fixed', False = 'off'), got {normalize!r}")
     return normalize
+
+
+def _finite(name: str, value: Any, positive: bool = False, note: str = "") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or (positive and not value > 0):
+        raise ValueError(f"{name} must be a finite number{' > 0' if positive else ''}"
+                         f"{note}, got {value!r}")
+    return float(value)
 
 
 class GymPolicy(Agent):
@@ -192,19 +95,17 @@ class GymPolicy(Agent):
     - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
     - ``reward_offset``: added to every step's reward in the score the search sees
       (e.g. -1 removes Hopper's alive bonus); never in :meth:`returns`.
-    - ``reward_clip``: a number ``c`` clips every step's reward to ``[-c, c]`` (before
-      the offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
-      BipedalWalker's -100 for a fall into -1, so that trying to walk is not punished
-      far below standing still); None: no clipping.
+    - ``reward_clip``: ``c`` clips every step's reward to ``[-c, c]`` (before the
+      offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
+      BipedalWalker's -100 for a fall into -1); None: no clipping.
     - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): observations are
       standardised with the statistics of ``norm_episodes`` random-action episodes run
       once at construction (seeds from ``norm_seed``); ``"running"``: with running
       statistics of every observation the search has seen, merged after each
-      generation in candidate order (see :meth:`task_report`), so that a candidate is
-      always normalised with the statistics as of the start of its generation and a
-      run is the same for any worker count. The statistics are buffers (``obs_mean``,
-      ``obs_std``; running also ``obs_count``, ``obs_m2``): not evolved, saved with the
-      weights.
+      generation in candidate order (see :meth:`task_report`): a candidate sees the
+      statistics of the start of its generation, for any worker count. The statistics
+      are buffers (``obs_mean``, ``obs_std``; running also ``obs_count``, ``obs_m2``):
+      not evolved, saved with the weights.
     - ``env_kwargs``: keyword arguments of ``gymnasium.make`` (e.g.
       ``{"is_slippery": False}`` for FrozenLake; ``-p "env_kwargs={...}"`` on the
       command line).
@@ -237,64 +138,44 @@ class GymPolicy(Agent):
                              f"for another environment use GymPolicy({env_id!r}) "
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
-        greedy, crn = check_bool("greedy", greedy), check_bool("crn", crn)
+        self.greedy, self.crn = check_bool("greedy", greedy), check_bool("crn", crn)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
-        sizes = _hidden_sizes(hidden)
-        episodes = check_int("episodes", episodes, 1)
-        max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
-        mode = _normalize_mode(normalize)
+        self.hidden = _hidden_sizes(hidden)
+        self.episodes = check_int("episodes", episodes, 1)
+        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
+        self.normalize = _normalize_mode(normalize)
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
-        if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
-                or not math.isfinite(reward_offset):
-            raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")
-        if reward_clip is not None and (
-                isinstance(reward_clip, bool) or not isinstance(reward_clip, (int, float))
-                or not reward_clip > 0 or not math.isfinite(reward_clip)):
-            raise ValueError(f"reward_clip must be a finite number > 0 (rewards are clipped "
-                             f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
+        self.reward_offset = _finite("reward_offset", reward_offset)
+        self.reward_clip = None if reward_clip is None else _finite(
+            "reward_clip", reward_clip, positive=True,
+            note=" (rewards are clipped to [-reward_clip, reward_clip]) or None")
         if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
             raise TypeError(f"env_kwargs must be a dict of gymnasium.make() keyword "
                             f"arguments (e.g. {{'is_slippery': False}}), got {env_kwargs!r}")
-        self.env_kwargs = dict(env_kwargs or {})
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         # an unknown id, a missing extra or a keyword the environment refuses fails here
         env = make_env(env_id, kwargs=self.env_kwargs)
-        self.env_id = env_id
-        # workers make it from the spec when they lack its registration (gym.register
-        # in the user's script)
-        self.env_spec = env.spec
+        self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        check_greedy(greedy, self.discrete, env_id)
-        self.episodes, self.max_steps = int(episodes), max_steps
-        self.greedy, self.reward_offset, self.crn = greedy, float(reward_offset), crn
-        self.reward_clip = None if reward_clip is None else float(reward_clip)
-        self.hidden, self.normalize = sizes, mode
-        dims = [self.obs_dim, *sizes, self.act_dim]
-        self.layers = torch.nn.ModuleList(
-            torch.nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        with torch.no_grad():  # start from a zero policy: the search does the rest
-            self.layers[-1].weight.zero_()
-            self.layers[-1].bias.zero_()
-        mean, std = np.zeros(self.obs_dim), np.ones(self.obs_dim)
-        if mode == "fixed":
-            mean, std = self._random_action_statistics(int(norm_episodes), int(norm_seed))
-        if mode == "running":
-            self.register_buffer("obs_count", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("obs_mean", torch.as_tensor(mean, dtype=torch.float64))
-        if mode == "running":
-            self.register_buffer("obs_m2", torch.zeros(self.obs_dim, dtype=torch.float64))
-        self.register_buffer("obs_std", torch.as_tensor(std, dtype=torch.float64))
-        self._norm = (mean, std)
+        check_greedy(self.greedy, self.discrete, env_id)
+        self.layers = zero_output_layers([self.obs_dim, *self.hidden, self.act_dim])
+        buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
+                   "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
+        if self.normalize == "fixed":
+            buffers["obs_mean"], buffers["obs_std"] = self._random_action_statistics(
+                norm_episodes, int(norm_seed))
+        for name in _RUNNING_BUFFERS if self.normalize == "running" else ("obs_mean",
+                                                                              "obs_std"):
+            self.register_buffer(name, torch.as_tensor(buffers[name], dtype=torch.float64))
         self._env = None
         self._report: dict | None = None
 
     def _read_spaces(self, env: Any) -> None:
         import gymnasium as gym
         obs_space, space = env.observation_space, env.action_space
-        # other spaces are flattened as gymnasium.spaces.flatten does: a Discrete
-        # observation becomes a one-hot vector, a Tuple or Dict their parts in a row
         self._obs_space = None if isinstance(obs_space, gym.spaces.Box) else obs_space
         try:
             self.obs_dim = int(gym.spaces.flatdim(obs_space))
@@ -305,17 +186,15 @@ class GymPolicy(Agent):
                              ) from None
         if isinstance(space, gym.spaces.Discrete):
             self.discrete, self.act_dim = True, int(space.n)
-            self.action_high = None
             self._action_start = int(space.start)  # Discrete(3, start=-1): -1, 0, 1
             return
         if not isinstance(space, gym.spaces.Box):
             raise ValueError(f"GymPolicy handles Discrete and Box action spaces; "
                              f"{self.env_id} has {space}")
         self.discrete, self.act_dim = False, int(np.prod(space.shape))
+        self._action_shape = space.shape
         low = np.asarray(space.low, dtype=np.float64).reshape(-1)
         high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        self.action_high = high
-        self._action_shape = space.shape
         bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
         self._squash = ((high + low) / 2, (high - low) / 2) if bounded else None
 
@@ -326,13 +205,11 @@ class GymPolicy(Agent):
         for k in range(episodes):
             obs, _ = env.reset(seed=seed + k)
             env.action_space.seed(seed + k)
-            seen, steps = [], 0
-            while True:
+            seen, done = [], False
+            while not done:
                 seen.append(self.flat_observation(obs))
                 obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                steps += 1
-                if terminated or truncated or (self.max_steps and steps >= self.max_steps):
-                    break
+                done = terminated or truncated or len(seen) == self.max_steps
             stats = stats.merge(Moments.of(np.array(seen)))
         env.close()
         std = np.sqrt(stats.m2 / max(stats.count - 1, 1))
@@ -341,23 +218,18 @@ class GymPolicy(Agent):
     def flat_observation(self, obs: Any) -> np.ndarray:
         """An observation as the policy's flat float64 input (a Box's values; other
         spaces flattened by ``gymnasium.spaces.flatten``: Discrete as one-hot)."""
-        space = self.__dict__.get("_obs_space")  # older pickles lack it: Box
-        if space is not None:
+        if self._obs_space is not None:
             import gymnasium as gym
-            obs = gym.spaces.flatten(space, obs)
+            obs = gym.spaces.flatten(self._obs_space, obs)
         return np.asarray(obs, dtype=np.float64).reshape(-1)
 
     def make_env(self) -> Any:
         """A new environment of this policy's id (from its spec when this process does
         not know the id)."""
-        state = self.__dict__  # older pickles lack env_spec and env_kwargs
-        return make_env(self.env_id, state.get("env_spec"), state.get("env_kwargs"))
+        return make_env(self.env_id, self.env_spec, self.env_kwargs)
 
     def __getstate__(self):  # the environment is rebuilt where the agent lands
-        state = self.__dict__.copy()
-        state["_env"] = None
-        state["_report"] = None
-        return state
+        return {**self.__dict__, "_env": None, "_report": None}
 
     # ------------------------------------------------------------------ acting
     def _numpy_layers(self):
@@ -372,13 +244,13 @@ class GymPolicy(Agent):
 
     def actor(self, layers, rng: np.random.Generator | None = None):
         """``act`` as a function of the observation alone, for one episode: what does
-        not change within an episode (layers, statistics, action space) is looked up
-        once, not at every step (a few us of a step's ~40)."""
-        mean, std = self._norm if self.normalize != "off" else (None, None)
+        not change within an episode is looked up once, not at every step."""
+        normalized = self.normalize != "off"
+        mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
 
         def logits(obs):
-            h = obs if mean is None else (obs - mean) / std
+            h = (obs - mean) / std if normalized else obs
             for w, b in hidden:
                 h = np.tanh(w @ h + b)
             return w_out @ h + b_out
@@ -399,8 +271,6 @@ class GymPolicy(Agent):
         if self._squash is None:
             return lambda obs: logits(obs).reshape(shape)
         offset, scale = self._squash
-        if tuple(shape) == (self.act_dim,):  # reshape would change nothing
-            return lambda obs: np.tanh(logits(obs)) * scale + offset
         return lambda obs: (np.tanh(logits(obs)) * scale + offset).reshape(shape)
 
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
@@ -415,21 +285,18 @@ class GymPolicy(Agent):
         if self._env is None:
             self._env = self.make_env()
         env = self._env
-        self._norm = (self.obs_mean.numpy(), self.obs_std.numpy())
         seeded = self.crn if seeded_actions is None else seeded_actions
-        rng = np.random.default_rng(seed) if (seeded and self.discrete) else None
-        act = self.actor(self._numpy_layers(), rng)
+        act = self.actor(self._numpy_layers(),
+                         np.random.default_rng(seed) if seeded and self.discrete else None)
         keep = record and self.normalize == "running"
         seen: list = []
         limit = self.max_steps or math.inf
         if whole and getattr(env.spec, "max_episode_steps", None):
             limit = math.inf  # the environment's own limit ends the episode
         obs, _ = env.reset(seed=seed)
-        total, steps = 0.0, 0
-        flat = self.__dict__.get("_obs_space") is not None  # a Box needs no flattening
-        while True:
-            x = self.flat_observation(obs) if flat else \
-                np.asarray(obs, dtype=np.float64).reshape(-1)
+        total, steps, done = 0.0, 0, False
+        while not done:
+            x = self.flat_observation(obs)
             if keep:
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(act(x))
@@ -438,8 +305,7 @@ class GymPolicy(Agent):
                 reward = min(max(reward, -reward_clip), reward_clip)
             total += reward + reward_offset
             steps += 1
-            if terminated or truncated or steps >= limit:
-                break
+            done = terminated or truncated or steps >= limit
         if record and self._report is not None:
             self._report["steps"] += steps
             if keep:
@@ -457,9 +323,8 @@ class GymPolicy(Agent):
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
                         if self.normalize == "running" else None}
-        clip = getattr(self, "reward_clip", None)  # absent in agents pickled before it
         return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
-                                                  reward_clip=clip)
+                                                  reward_clip=self.reward_clip)
                               for s in self.episode_seeds()]))
 
     def test_scores(self) -> dict[str, float]:
@@ -483,21 +348,17 @@ class GymPolicy(Agent):
         return self._report
 
     def merge_reports(self, reports: list) -> Mapping[str, float]:
-        """Fold a generation's reports, in candidate order, into the running statistics
-        (Chan et al.'s formula); return the generation's environment steps."""
-        steps = 0
-        stats = self.running_moments() if self.normalize == "running" else None
-        for report in reports:
-            if not report:
-                continue
-            steps += int(report.get("steps", 0))
-            if stats is not None and report.get("obs") is not None:
+        """Fold a generation's reports (None: a failed task), in candidate order, into
+        the running statistics; return the generation's environment steps."""
+        reports = [report for report in reports if report]
+        if self.normalize == "running":
+            stats = self.running_moments()
+            for report in reports:
                 stats = stats.merge(Moments(*report["obs"]))
-        if stats is not None:
             self.set_weights({"obs_count": torch.tensor(stats.count, dtype=torch.float64),
                               "obs_mean": stats.mean, "obs_m2": stats.m2,
                               "obs_std": stats.std()})
-        return {"steps": steps}
+        return {"steps": sum(int(report["steps"]) for report in reports)}
 
     def running_moments(self) -> Moments:
         """The running statistics as a :class:`Moments` ("running" mode only)."""
@@ -510,5 +371,4 @@ class GymPolicy(Agent):
     def shared_state(self) -> dict[str, torch.Tensor]:
         if self.normalize != "running":
             return {}
-        state = self.state_dict()
-        return {name: state[name].clone() for name in _RUNNING_BUFFERS}
+        return {name: getattr(self, name).clone() for name in _RUNNING_BUFFERS}

@@ -90,26 +90,28 @@ class _Sampler(_Policy):
         return (cum < (u * cum[:, -1])[:, None]).sum(dim=1) + self.start
 
 
+def mlp_policy(layers: Any, discrete: bool, greedy: bool = True, mean: Any = None,
+               std: Any = None, start: int = 0, squash: Any = None,
+               shape: tuple = ()) -> torch.nn.Module:
+    """A tanh MLP policy as an exportable module: ``layers`` (``torch.nn.Linear``),
+    observations normalised by ``mean``/``std`` (None: not normalised), then discrete
+    actions from ``start`` (argmax when ``greedy``, else sampled: ``forward(obs, seed)``)
+    or Box actions ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None:
+    raw) in ``shape``. The built-in policies' ``policy_module()`` build theirs with it."""
+    pairs = [(layer.weight, layer.bias) for layer in layers]
+    n = pairs[0][0].shape[1]
+    mean = torch.zeros(n) if mean is None else mean
+    std = torch.ones(n) if std is None else std
+    cls = _Sampler if discrete and not greedy else _Policy
+    return cls(pairs, mean, std, discrete, start, squash, shape)
+
+
 def policy_module(agent: Agent) -> torch.nn.Module:
-    """What ``agent`` acts with, as a torch module: ``forward(obs)`` or, for a discrete
-    policy that samples, ``forward(obs, seed)``; a user's agent: itself (its
-    ``forward()``). A ValueError when there is nothing to export."""
-    from .problems.batched_control import BatchedPolicy
-    from .problems.gym_policy import GymPolicy
-    if isinstance(agent, (GymPolicy, BatchedPolicy)):
-        layers = [(layer.weight, layer.bias) for layer in agent.layers]
-        n = layers[0][0].shape[1]
-        mean, std, start = torch.zeros(n), torch.ones(n), 0
-        if isinstance(agent, GymPolicy):
-            if agent.normalize != "off":
-                mean, std = agent.obs_mean, agent.obs_std
-            start = agent._action_start
-            squash = None if agent.discrete else agent._squash
-            shape = () if agent.discrete else tuple(agent._action_shape)
-        else:
-            squash, shape = (0.0, agent.action_high), (agent.act_dim,)
-        cls = _Sampler if agent.discrete and not agent.greedy else _Policy
-        return cls(layers, mean, std, agent.discrete, start, squash, shape)
+    """What ``agent`` acts with, as a torch module: its ``policy_module()`` where it has
+    one (the built-in policies), else the agent itself (its ``forward()``). A ValueError
+    when there is nothing to export."""
+    if callable(getattr(agent, "policy_module", None)):
+        return agent.policy_module()
     if type(agent).forward is torch.nn.Module.forward:
         raise ValueError(
             f"{type(agent).__name__} cannot be exported: it defines no forward(). An "

@@ -75,7 +75,6 @@ class Draws:
 
 
 def gym_actions(agent: GymPolicy, obs: np.ndarray, u: np.ndarray) -> np.ndarray:
-    agent._norm = (agent.obs_mean.numpy(), agent.obs_std.numpy())  # as an episode does
     act = agent.actor(agent._numpy_layers(), Draws(u))
     return np.array([act(x) for x in obs])
 

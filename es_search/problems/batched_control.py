@@ -141,6 +141,12 @@ class BatchedPolicy(Agent):
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 
     # ------------------------------------------------------------------ the policy
+    def policy_module(self) -> torch.nn.Module:
+        """This policy as one torch module, for :func:`es_search.export.export`."""
+        from ..export import mlp_policy
+        return mlp_policy(self.layers, self.discrete, self.greedy,
+                          squash=(0.0, self.action_high), shape=(self.act_dim,))
+
     def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""

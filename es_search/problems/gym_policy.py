@@ -242,6 +242,16 @@ class GymPolicy(Agent):
         global RNG)."""
         return self.actor(layers, rng)(obs)
 
+    def policy_module(self) -> torch.nn.Module:
+        """This policy as one torch module, for :func:`es_search.export.export`."""
+        from ..export import mlp_policy
+        normalized = self.normalize != "off"
+        return mlp_policy(self.layers, self.discrete, self.greedy,
+                          self.obs_mean if normalized else None,
+                          self.obs_std if normalized else None, self._action_start,
+                          None if self.discrete else self._squash,
+                          () if self.discrete else tuple(self._action_shape))
+
     def actor(self, layers, rng: np.random.Generator | None = None):
         """``act`` as a function of the observation alone, for one episode: what does
         not change within an episode is looked up once, not at every step."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
     import cloudpickle
@@ -131,14 +131,31 @@ class TaskFailure(NamedTuple):
 
 class WorkerError(RuntimeError):
     """Worker processes died (or a task exceeded its timeout) more often than
-    ``max_retries`` allows while scoring ``indices`` of ``generation``."""
+    ``max_retries`` allows while scoring ``indices`` of ``generation``. In a run,
+    ``out`` is set to its folder, whose checkpoint is intact ("": a run without one)."""
 
-    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+    def __init__(self, message: str, generation: int, indices: Sequence[int],
+                 out: str | None = None):
         super().__init__(message)
-        self.generation, self.indices = generation, list(indices)
+        self.generation, self.indices, self.out = generation, list(indices), out
+
+    def render(self, resume: str | None = None) -> str:
+        """The message and, in a run, what was saved and how to continue: ``resume``
+        (default: the ``run()`` call that does)."""
+        message = str(self.args[0])
+        if self.out is None:
+            return message
+        if not self.out:
+            return message + " Nothing was saved (no out folder)."
+        return (f"{message} The checkpoint in {self.out} (generations before "
+                f"{self.generation}) is intact: after fixing the cause, continue with "
+                + (resume or f"run(..., out={self.out!r}, resume=True)."))
+
+    def __str__(self) -> str:
+        return self.render()
 
     def __reduce__(self):
-        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices, self.out))
 
 
 def ranges(indices: Sequence[int]) -> str:
@@ -155,9 +172,62 @@ def ranges(indices: Sequence[int]) -> str:
 
 def check_on_error(value: Any) -> str:
     if value not in ("raise", "worst"):
-        raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
-                         f"'worst' (score the candidate -inf and go on), got {value!r}")
+        raise SettingError("on_error", value, "'raise' (stop the run with a ScoreError) or "
+                           "'worst' (score the candidate -inf and go on)")
     return value
+
+
+def python_term(setting: str, value: Any = None) -> str:
+    """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
+    return setting if value is None else f"{setting}={value}"
+
+
+class _Terms(dict):
+    def __init__(self, term: Callable[..., str]):
+        super().__init__()
+        self.term = term
+
+    def __missing__(self, field: str) -> str:
+        name, sep, value = field.partition("=")
+        return self.term(name, value) if sep else self.term(name)
+
+
+class SettingError(ValueError, TypeError):
+    """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
+    name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
+    ("" for nothing more to say). ``rule`` and ``fix`` write settings as ``{name}`` or
+    ``{name=value}``; :meth:`render` writes them in the caller's terms: ``n_jobs=1`` in
+    Python (``str()``), ``--n-jobs 1`` on the command line. With ``got=False`` the value
+    leads, and the rule says what it conflicts with. Both a ValueError and a TypeError,
+    as the checks raised one or the other.
+
+    >>> error = SettingError("n_jobs", 0, "other than 0", "use {n_jobs=-1} for all cores")
+    >>> str(error)
+    'n_jobs must be other than 0, got 0; use n_jobs=-1 for all cores'
+    >>> error.render(lambda name, value=None: "--" + name.replace("_", "-")
+    ...              + ("" if value is None else f" {value}"), named=False)
+    'must be other than 0, got 0; use --n-jobs -1 for all cores'
+    """
+
+    def __init__(self, setting: str, value: Any, rule: str, fix: str = "",
+                 got: bool = True):
+        super().__init__(setting, value, rule, fix, got)
+        self.setting, self.value, self.rule, self.fix, self.got = (
+            setting, value, rule, fix, got)
+
+    def render(self, term: Callable[..., str] = python_term, named: bool = True) -> str:
+        """The message with settings as ``term(name)``, ``term(name, value_text)`` write
+        them; ``named=False`` leaves out the leading setting (argparse names the flag)."""
+        rule = self.rule.format_map(_Terms(term))
+        if self.got:
+            text = f"must be {rule}, got {self.value!r}"
+            text = f"{term(self.setting)} {text}" if named else text
+        else:
+            text = f"{term(self.setting, repr(self.value))} {rule}"
+        return text + (f"; {self.fix.format_map(_Terms(term))}" if self.fix else "")
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -166,7 +166,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     except BaseException as exc:
         _on_error(callbacks, exc)
         if isinstance(exc, (ScoreError, WorkerError)):
-            explain(exc, settings.out, exc.generation)
+            explain(exc, settings.out)
         elif isinstance(exc, KeyboardInterrupt):
             interrupted(exc, settings.out, len(search.history) if search is not None else 0)
         raise

@@ -315,7 +315,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
-    (["run", "sphere", "--out", ""], "--out: must name a folder, got an empty string"),
+    (["run", "sphere", "--out", ""], "--out must be a folder's path (str or pathlib.Path), "
+                                     "got ''; omit --out for no run folder"),
     (["run", "cartpol"], "unknown problem 'cartpol' (did you mean 'cartpole'?): use a built-in"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
     (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),
@@ -323,16 +324,18 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "es_search.problems.blog:torch"], "is not an es_search.Agent subclass"),
     (["run", "blog", "--sigma", "-1"], "--sigma: must be a positive finite number"),
     (["run", "blog", "--generations", "0"], "--generations: must be >= 1, got 0"),
-    (["run", "blog", "--n-jobs", "0"], "--n-jobs: 0 means no workers; use --n-jobs -1 for "
-                                       "all cores or --n-jobs 1 for a plain loop"),
+    (["run", "blog", "--n-jobs", "0"], "--n-jobs: must be an integer other than 0 (0: no "
+     "workers)"),
+    (["run", "blog", "--n-jobs", "0"], "got 0; use --n-jobs -1 for all cores or --n-jobs 1 "
+     "for a plain loop"),
     (["run", "sphere", "--task-timeout", "1", "--n-jobs", "1"],
-     "--task-timeout needs worker processes (--n-jobs other than 1)"),
-    (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in --out DIR; "
-                                       "pass --out"),
-    (["run", "bipedalwalker", "--population", "8"], "top (16) cannot exceed directions (4); "
-     "use top <= 4 or more directions (top=16: bipedalwalker's default; -o NAME=VALUE sets "
-     "another)"),
-    (["run", "blog", "--seed", "x"], "--seed: must be a number (int), got 'x'"),
+     "--task-timeout 1.0 needs worker processes, not --n-jobs 1"),
+    (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in an out folder; "
+                                       "pass --out DIR"),
+    (["run", "bipedalwalker", "--population", "8"], "top must be <= directions (4), got 16; "
+     "use a smaller top or more directions (top=16: bipedalwalker's default; -o NAME=VALUE "
+     "sets another)"),
+    (["run", "blog", "--seed", "x"], "--seed: invalid int value: 'x'"),
     (["run", "blog", "--seed", "-1"], "--seed: must be a non-negative integer"),
     (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
     (["run", "blog", "-p", "nonsense=1"],
@@ -344,7 +347,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
     (["run", "blog", "--checkpoint-every", "0"], "--checkpoint-every: must be >= 1, got 0"),
     (["run", "blog", "--checkpoint-every", "5"],
-     "--checkpoint-every sets how often the checkpoint in --out DIR is written; pass --out"),
+     "--checkpoint-every 5 sets how often the run folder's checkpoint is written; pass "
+     "--out DIR"),
     (["run", os.path.join(ROOT, "tests", "reliability_agents.py")],
      "reliability_agents.py' names a file; name the agent class too, as "),
     (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":vec"],
@@ -475,7 +479,8 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
     assert f"{out} holds a run already (3 generation(s)" in err and "--overwrite" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == saved
     assert main(first + ["--resume", "--overwrite"]) == 2
-    assert "--resume continues it: pass one of them" in capsys.readouterr().err
+    assert "--resume continues the run in --out, --overwrite replaces it: pass one of them" \
+        in capsys.readouterr().err
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out), "--overwrite"]) == 0
     assert json.loads((out / "command.json").read_text())["params"] == {"dim": 4}
@@ -829,3 +834,30 @@ def test_list_leaves_greedy_out_for_continuous_actions(capsys):
     assert "greedy" not in capsys.readouterr().out
     assert main(["list", "cartpole"]) == 0
     assert "greedy=False" in capsys.readouterr().out
+
+
+def test_a_setting_is_named_by_the_parsers_own_flag():
+    """The command line names a setting by the flag its parser gives it: no table of
+    names, no rewriting of the library's message."""
+    import argparse
+
+    from es_search.cli import _Checked, flag_term
+    from es_search.errors import SettingError
+    from es_search.checks import check_n_jobs
+    parser = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    parser.add_argument("-w", "--workers", dest="n_jobs", type=int, action=_Checked,
+                        check=lambda _, value: check_n_jobs(value))
+    parser.add_argument("--continue", dest="resume", action="store_true")
+    parser.add_argument("--folder", dest="out")
+    term = flag_term(parser)
+    assert (term("n_jobs"), term("n_jobs", "2"), term("resume", "True")) == (
+        "--workers", "--workers 2", "--continue")
+    assert term("score_kwargs", "{}") == "score_kwargs={}"  # no flag: as Python writes it
+    error = SettingError("resume", True, "continues the run in {out}; pass {out=DIR}",
+                         got=False)
+    assert error.render(term) == "--continue continues the run in --folder; pass --folder DIR"
+    with pytest.raises(argparse.ArgumentError) as info:
+        parser.parse_args(["--workers", "0"])
+    assert str(info.value).startswith("argument -w/--workers: must be an integer other than 0")
+    assert "use --workers -1 for all cores or --workers 1 for a plain loop" in str(info.value)
+    assert "n_jobs" not in str(info.value)

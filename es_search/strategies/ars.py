@@ -9,6 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate, noise_vectors
 from ..checks import check_int, check_positive_float
+from ..errors import SettingError
 from .base import Rebuild, Strategy, antithetic_pairs
 
 
@@ -100,8 +101,8 @@ class ARS(Strategy):
         if top is not None:
             top = check_int("top", top, 1)
             if top > directions:
-                raise ValueError(f"top ({top}) cannot exceed directions ({directions}); "
-                                 f"use top <= {directions} or more directions")
+                raise SettingError("top", top, f"<= directions ({directions})",
+                                   "use a smaller top or more directions")
         self.top = directions if top is None else top
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = check_positive_float("step_size", step_size)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -105,11 +105,27 @@ def check_int(name: str, value: Any, minimum: int, note: str = "",
     return int(value)
 
 
-def check_positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            math.isfinite(value) and value > 0):
-        raise SettingError(name, value, "a positive finite number")
+def check_pairs(value: Any, why: str) -> int:
+    """A population of pairs: an even integer >= 2; ``why`` says what the pairs are."""
+    value = check_int("population", value, 2)
+    if value % 2:
+        raise SettingError("population", value, f"even ({why})",
+                           f"use {{population={value + 1}}}")
+    return value
+
+
+def check_number(name: str, value: Any, rule: str = "a finite number",
+                 ok: Callable[[float], bool] = math.isfinite) -> float:
+    """``value`` as a float if it is a real number (not a bool) that is ``ok``, else a
+    SettingError: ``name`` must be ``rule``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
+        raise SettingError(name, value, rule)
     return float(value)
+
+
+def check_positive_float(name: str, value: Any) -> float:
+    return check_number(name, value, "a positive finite number",
+                        lambda v: math.isfinite(v) and v > 0)
 
 
 def check_n_jobs(value: Any) -> int:

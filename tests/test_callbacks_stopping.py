@@ -100,7 +100,7 @@ def test_max_time_counts_from_on_start(monkeypatch):
     (lambda: StopAtScore(math.inf), ValueError, "StopAtScore target must be a finite"),
     (lambda: EarlyStopping(0), ValueError, "patience must be >= 1"),
     (lambda: EarlyStopping(2.5), TypeError, "patience must be an integer >= 1"),
-    (lambda: EarlyStopping(3, min_delta=-0.1), ValueError, "min_delta must be >= 0"),
+    (lambda: EarlyStopping(3, min_delta=-0.1), ValueError, "min_delta must be a finite number >="),
     (lambda: EarlyStopping(3, min_delta=math.nan), ValueError, "min_delta must be a fin"),
     (lambda: EarlyStopping(3, monitor="loss"), ValueError, "monitor must be one of"),
     (lambda: MaxTime(0), ValueError, "MaxTime seconds must be a positive finite number"),

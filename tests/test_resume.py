@@ -247,8 +247,8 @@ def test_checkpoint_every_is_checked_at_the_call(tmp_path):
                                          r"between two checkpoints of the run folder\), "
                                          r"got 0"):
         es_search.run(agents.Vec(), generations=2, out=tmp_path, checkpoint_every=0, **KW)
-    with pytest.raises(ValueError, match=r"checkpoint_every sets how often the run "
-                                         r"folder's checkpoint is written; pass out="):
+    with pytest.raises(ValueError, match=r"checkpoint_every=5 sets how often the run "
+                                         r"folder's checkpoint is written; pass out=DIR"):
         es_search.run(agents.Vec(), generations=2, checkpoint_every=5, **KW)
     assert not list(tmp_path.iterdir())
 

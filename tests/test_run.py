@@ -174,11 +174,11 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"sigma": -1.0}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": float("nan")}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": float("inf")}, ValueError, "sigma must be a positive finite number"),
-    ({"n_jobs": 0}, ValueError, "n_jobs=0"),
+    ({"n_jobs": 0}, ValueError, "n_jobs must be an integer other than 0"),
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
     ({"strategy": "cmaes"}, ValueError, r"unknown strategy 'cmaes' \(did you mean 'cma-es'\?\)"),
-    ({"out": ""}, ValueError, "out must name a folder, got an empty path"),
+    ({"out": ""}, ValueError, r"out must be a folder's path \(str or pathlib.Path\), got ''"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
     args = {"generations": 3, **kwargs}

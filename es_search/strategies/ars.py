@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int, check_positive_float
+from ..checks import check_int, check_pairs, check_positive_float
 from ..errors import SettingError
 from .base import Rebuild, Strategy, antithetic_pairs
 
@@ -81,17 +81,13 @@ class ARS(Strategy):
                  directions: int | None = None, top: int | None = None,
                  step_size: float = 0.02):
         if population is not None:
-            population = check_int("population", population, 2)
-            if population % 2:
-                raise ValueError(f"ars evaluates each direction in both signs, so "
-                                 f"population (= 2 * directions) must be even; got "
-                                 f"{population} (use {population + 1})")
+            population = check_pairs(population, "2 * directions: each in both signs")
         if directions is not None:
             directions = check_int("directions", directions, 1)
             if population is not None and population != 2 * directions:
-                raise ValueError(f"population ({population}) must be 2 * directions "
-                                 f"({2 * directions}); pass population={2 * directions} "
-                                 f"or leave directions out")
+                raise SettingError("population", population, f"2 * directions "
+                                   f"({2 * directions})", f"pass {{population="
+                                   f"{2 * directions}}} or leave directions out")
         elif population is not None:
             directions = population // 2
         else:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int, check_positive_float
+from ..checks import check_number, check_pairs, check_positive_float
 from .base import Rebuild, Strategy
 
 
@@ -90,23 +89,14 @@ class OpenAIES(Strategy):
     def __init__(self, population: int = 32, sigma: float = 0.1,
                  learning_rate: float = 0.01, weight_decay: float = 0.005,
                  beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8):
-        self.population = check_int("population", population, 2)
-        if self.population % 2:
-            raise ValueError(f"openai-es samples antithetic pairs, so population must be "
-                             f"even; got {self.population} (use {self.population + 1})")
+        self.population = check_pairs(population, "openai-es samples antithetic pairs")
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.learning_rate = check_positive_float("learning_rate", learning_rate)
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real):
-            raise TypeError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-        if not math.isfinite(weight_decay) or weight_decay < 0:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-        self.weight_decay = float(weight_decay)
-        for name, value in (("beta1", beta1), ("beta2", beta2)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        self.beta1, self.beta2 = float(beta1), float(beta2)
+        self.weight_decay = check_number("weight_decay", weight_decay, "a finite number >= 0",
+                                         lambda v: math.isfinite(v) and v >= 0)
+        self.beta1, self.beta2 = (check_number(name, value, "a number in [0, 1)",
+                                               lambda v: 0.0 <= v < 1.0)
+                                  for name, value in (("beta1", beta1), ("beta2", beta2)))
         self.epsilon = check_positive_float("epsilon", epsilon)
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> OpenAIESState:

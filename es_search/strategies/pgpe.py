@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int, check_positive_float
+from ..checks import check_number, check_pairs, check_positive_float
 from .base import Rebuild, Strategy, antithetic_pairs
 from .openai_es import centered_ranks
 
@@ -25,11 +24,8 @@ class PGPEState:
 
 
 def _fraction(name: str, value: Any, closed: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            0.0 <= value <= 1.0 if closed else 0.0 < value < 1.0):
-        raise ValueError(f"{name} must be a number in {'[0, 1]' if closed else '(0, 1)'}, "
-                         f"got {value!r}")
-    return float(value)
+    return check_number(name, value, f"a number in {'[0, 1]' if closed else '(0, 1)'}",
+                        lambda v: 0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0)
 
 
 class PGPE(Strategy):
@@ -103,10 +99,7 @@ class PGPE(Strategy):
                  step_size: float | None = None, max_speed: float | None = None,
                  momentum: float = 0.9, stdev_lr: float = 0.1,
                  stdev_max_change: float = 0.2):
-        self.population = check_int("population", population, 2)
-        if self.population % 2:
-            raise ValueError(f"pgpe samples symmetric pairs, so population must be even; "
-                             f"got {self.population} (use {self.population + 1})")
+        self.population = check_pairs(population, "pgpe samples symmetric pairs")
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = None if step_size is None else check_positive_float(
             "step_size", step_size)

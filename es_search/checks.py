@@ -86,6 +86,21 @@ def check_bool(name: str, value: Any) -> bool:
     raise SettingError(name, value, "True or False")
 
 
+def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
+    """``value`` if it is one of ``choices``, else a SettingError listing them."""
+    if isinstance(value, str) and value in choices:
+        return value
+    raise SettingError(name, value, f"one of {', '.join(map(repr, choices))}{note}")
+
+
+def check_dict(name: str, value: Any, what: str) -> dict:
+    """``value`` (None: empty) as a dict, else a SettingError: ``name`` must be ``what``
+    (e.g. "a dict of keyword arguments for score()")."""
+    if value is not None and not isinstance(value, Mapping):
+        raise SettingError(name, value, what)
+    return dict(value or {})
+
+
 def _integral(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 

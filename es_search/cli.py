@@ -863,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
-        message = exc.render(f"\n  {resume_command(argv)}") if isinstance(  # of es_search's
+        message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
             exc, WorkerError) else str(exc)
         print(f"es-search: error: {message}", file=sys.stderr)
         return 1

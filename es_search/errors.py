@@ -141,15 +141,15 @@ class WorkerError(RuntimeError):
 
     def render(self, resume: str | None = None) -> str:
         """The message and, in a run, what was saved and how to continue: ``resume``
-        (default: the ``run()`` call that does)."""
+        follows "continue with" (default: the ``run()`` call that does)."""
         message = str(self.args[0])
         if self.out is None:
             return message
         if not self.out:
             return message + " Nothing was saved (no out folder)."
         return (f"{message} The checkpoint in {self.out} (generations before "
-                f"{self.generation}) is intact: after fixing the cause, continue with "
-                + (resume or f"run(..., out={self.out!r}, resume=True)."))
+                f"{self.generation}) is intact: after fixing the cause, continue with"
+                + (resume or f" run(..., out={self.out!r}, resume=True)."))
 
     def __str__(self) -> str:
         return self.render()

@@ -22,9 +22,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import check_bool, check_int, check_n_jobs, check_positive_float, check_seed
+from .checks import (check_bool, check_dict, check_int, check_n_jobs, check_positive_float,
+                     check_seed)
 from .errors import SettingError, check_on_error
 
+
+#: what ``score_kwargs`` must be
+SCORE_KWARGS = "a dict of keyword arguments for score()"
 
 #: the key that marks a value :func:`describe` replaced by its digest
 DIGEST = "__digest__"
@@ -159,12 +163,7 @@ class Settings:
             raise SettingError("backend", self.backend, "a joblib backend name (e.g. "
                                "'loky', 'multiprocessing', 'dask', 'ray'), a joblib backend "
                                "instance, a dask.distributed Client or None")
-        if self.score_kwargs is None:
-            set_(self, "score_kwargs", {})
-        if not isinstance(self.score_kwargs, Mapping):
-            raise SettingError("score_kwargs", type(self.score_kwargs).__name__,
-                               "a dict of keyword arguments for score()")
-        set_(self, "score_kwargs", dict(self.score_kwargs))
+        set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
         check_on_error(self.on_error)
         set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
         if self.task_timeout is not None:

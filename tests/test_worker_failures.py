@@ -80,8 +80,8 @@ def test_a_worker_error_knows_its_run_folder_and_each_side_renders_the_resume():
     assert str(error).endswith("The checkpoint in runs/a (generations before 3) is intact: "
                                "after fixing the cause, continue with run(..., "
                                "out='runs/a', resume=True).")
-    assert error.render("es-search run x --out runs/a --resume").endswith(
-        "continue with es-search run x --out runs/a --resume")
+    assert error.render(": es-search run x --out runs/a --resume").endswith(
+        "continue with: es-search run x --out runs/a --resume")
     again = cloudpickle.loads(cloudpickle.dumps(error))
     assert (str(again), again.indices) == (str(error), [1])
     error.out = ""  # a run without a folder

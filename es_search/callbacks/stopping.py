@@ -16,7 +16,7 @@ import math
 import time
 from typing import Any
 
-from ..checks import check_int, check_number, check_positive_float
+from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 
 #: the history fields EarlyStopping can watch (higher is better for both)
@@ -86,10 +86,7 @@ class EarlyStopping(Callback):
         self.patience = check_int("EarlyStopping patience", patience, 1,
                                   " (generations without improvement)")
         self.min_delta = _check_real("EarlyStopping min_delta", min_delta, minimum=0.0)
-        if monitor not in MONITORED:
-            raise ValueError(f"EarlyStopping monitor must be one of {MONITORED}, "
-                             f"got {monitor!r}")
-        self.monitor = monitor
+        self.monitor = check_choice("EarlyStopping monitor", monitor, MONITORED)
         self._reset()
 
     def _reset(self) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_bool, check_int
+from ..checks import check_bool, check_choice, check_dict, check_int
 from ..moments import Moments
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
@@ -169,13 +169,8 @@ def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
 def _normalize_mode(normalize: Any) -> str:
     if isinstance(normalize, bool):
         return "fixed" if normalize else "off"
-    if not isinstance(normalize, str):
-        raise TypeError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))} "
-                        f"(or True = 'fixed', False = 'off'), got {normalize!r}")
-    if normalize not in NORMALIZE_MODES:
-        raise ValueError(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))}"
-                         f", got {normalize!r}")
-    return normalize
+    return check_choice("normalize", normalize, NORMALIZE_MODES,
+                        " (or True = 'fixed', False = 'off')")
 
 
 class GymPolicy(Agent):
@@ -254,10 +249,8 @@ class GymPolicy(Agent):
                 or not reward_clip > 0 or not math.isfinite(reward_clip)):
             raise ValueError(f"reward_clip must be a finite number > 0 (rewards are clipped "
                              f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
-        if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
-            raise TypeError(f"env_kwargs must be a dict of gymnasium.make() keyword "
-                            f"arguments (e.g. {{'is_slippery': False}}), got {env_kwargs!r}")
-        self.env_kwargs = dict(env_kwargs or {})
+        self.env_kwargs = check_dict("env_kwargs", env_kwargs, "a dict of gymnasium.make() "
+                                     "keyword arguments (e.g. {{'is_slippery': False}})")
         # an unknown id, a missing extra or a keyword the environment refuses fails here
         env = make_env(env_id, kwargs=self.env_kwargs)
         self.env_id = env_id

@@ -48,7 +48,7 @@ import torch
 from . import checkpoint as _checkpoint
 from .agent import weights_of
 from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
-from .errors import warn_user
+from .errors import SettingError, warn_user
 from .interrupt import deferred_sigint
 from .settings import has_digest
 
@@ -87,6 +87,10 @@ class OutFolderError(ValueError):
     writing it, or it holds a run that would be replaced without ``overwrite``."""
 
 
+class HoldsARun(OutFolderError, SettingError):
+    """The out folder holds a run, and the call neither resumes nor replaces it."""
+
+
 def read_config(path: Any) -> dict:
     """The ``config.json`` of the run in folder ``path``; {} when there is none (or it
     cannot be read)."""
@@ -120,10 +124,9 @@ def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
         return
     generations = saved_generations(path)
     if generations is not None:
-        raise OutFolderError(
-            f"{path} holds a run already ({generations} generation(s) in {HISTORY}); "
-            f"continue it with resume=True (--resume), replace it with overwrite=True "
-            f"(--overwrite), or choose another out folder")
+        raise HoldsARun("out", str(path), f"holds a run already ({generations} generation(s) "
+                        f"in {HISTORY})", "continue it with {resume=True}, replace it with "
+                        "{overwrite=True}, or choose another out folder", got=False)
 
 
 def failure_path(out: Any, generation: int) -> Path:

@@ -476,7 +476,8 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{out} holds a run already (3 generation(s)" in err and "--overwrite" in err
+    assert f"--out {str(out)!r} holds a run already (3 generation(s)" in err
+    assert "continue it with --resume, replace it with --overwrite" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == saved
     assert main(first + ["--resume", "--overwrite"]) == 2
     assert "--resume continues the run in --out, --overwrite replaces it: pass one of them" \

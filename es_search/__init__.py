@@ -10,7 +10,7 @@ from .agent import Agent
 from .batch_check import ScoreBatchMismatch, check_score_batch
 from .candidates import Candidate
 from .checkpoint import CheckpointError, ResumeWarning
-from .errors import ScoreError, WorkerError
+from .errors import ScoreError, SettingError, WorkerError
 from .evaluation import Evaluator, evaluate
 from .interrupt import Terminated
 from .output import OutFolderError
@@ -36,7 +36,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'es_search' has no attribute {name!r}")
 
 __all__ = ["Agent", "Candidate", "CheckpointError", "Evaluator", "OutFolderError", "Result", "ResumeWarning",
-           "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "Strategy", "Terminated",
+           "STRATEGIES", "ScoreBatchMismatch", "ScoreError", "SettingError", "Strategy", "Terminated",
            "UnpicklableAgentError", "UnrepeatableScoreWarning", "WorkerError",
            "__version__",
            "check_repeatable", "check_score_batch", "evaluate", "make_strategy", "replay_task",

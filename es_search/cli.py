@@ -20,7 +20,7 @@ import torch
 from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
-from .errors import ScoreError, SettingError, WorkerError, python_term
+from .errors import ScoreError, SettingError, WorkerError, python_term, render
 from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
@@ -132,8 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "path/to/file.py:Class")
     run.add_argument("--generations", **_int(1),
                      help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population",
-                     **_int(1),
+    run.add_argument("--population", **_int(1),
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
     run.add_argument("--sigma", **_POSITIVE,
@@ -163,16 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a score() that raises: stop (default) or score it -inf and go on")
     run.add_argument("--max-retries", **_int(0), default=2,
                      help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", **_POSITIVE,
-                     default=None,
+    run.add_argument("--task-timeout", **_POSITIVE, default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-sequential-fallback", action="store_true",
                      help="score every generation in the workers, never in this process "
                           "(by default a generation cheaper than a round trip to them is "
                           "scored here): a score() that can crash its process (a C "
                           "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", default=1, metavar="N",
-                     **_int(1),
+    run.add_argument("--checkpoint-every", **_int(1), default=1, metavar="N",
                      help="write --out's checkpoint every N generations (default 1); a "
                           "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -215,8 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the scores agree, 1 when some do not (named on stderr), 2 on bad "
                     "input.")
     check.add_argument("problem")
-    check.add_argument("--population", default=8,
-                       **_int(2),
+    check.add_argument("--population", **_int(2), default=8,
                        help="candidates to score (default 8)")
     check.add_argument("--sigma", **_POSITIVE,
                        help="their jitter (default: the problem's)")
@@ -340,8 +336,8 @@ def _shown(parameter: Any) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .output import check_replaceable, claim, record_command, saved_generations
-
     from .settings import Settings
+
     Settings(n_jobs=args.n_jobs, task_timeout=args.task_timeout, out=args.out,  # run()'s
              resume=args.resume, overwrite=args.overwrite,  # checks, before any work
              checkpoint_every=args.checkpoint_every)
@@ -847,8 +843,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = parser.parse_args(argv)
-        with sigterm_as_interrupt(), _command_line_warnings():  # a scheduler's stop:
-            status = _VERBS[args.verb](args)                    # the Ctrl-C way
+        term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
+        with sigterm_as_interrupt(), _command_line_warnings(term):  # a scheduler's stop:
+            status = _VERBS[args.verb](args)                        # the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
     except (UsageError, ProblemError) as exc:
@@ -856,8 +853,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               else f"{exc}", file=sys.stderr)
         return 2
     except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
-        print(f"es-search: error: {exc.render(flag_term(parser.verbs[args.verb]))}",
-              file=sys.stderr)
+        print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, ImportError) as exc:
         print(f"es-search: error: {exc}", file=sys.stderr)
@@ -901,9 +897,10 @@ def _release_workers() -> None:
 
 
 @contextlib.contextmanager
-def _command_line_warnings() -> Iterator[None]:
-    """es_search's warnings as ``es-search: RuntimeWarning: ...``: they are attributed to
-    the caller's line, which here is the console script's ``sys.exit(main())``."""
+def _command_line_warnings(term: Callable[..., str]) -> Iterator[None]:
+    """es_search's warnings as ``es-search: RuntimeWarning: ...``, settings written by
+    ``term``: they are attributed to the caller's line, which here is the console
+    script's ``sys.exit(main())``."""
     import warnings
     package = os.path.dirname(os.path.abspath(__file__))
     ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", package}
@@ -913,7 +910,9 @@ def _command_line_warnings() -> Iterator[None]:
                       line: str | None = None) -> str:
         where = os.path.abspath(filename)
         if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
-            return f"es-search: {category.__name__}: {message}\n"
+            template = getattr(message, "template", None)  # settings as flags
+            text = message if template is None else render(template, term)
+            return f"es-search: {category.__name__}: {text}\n"
         return default(message, category, filename, lineno, line)
 
     warnings.formatwarning = formatwarning

@@ -192,6 +192,11 @@ class _Terms(dict):
         return self.term(name, value) if sep else self.term(name)
 
 
+def render(template: str, term: Callable[..., str] = python_term) -> str:
+    """``template`` with its settings, ``{name}`` or ``{name=value}``, written by ``term``."""
+    return template.format_map(_Terms(term))
+
+
 class SettingError(ValueError, TypeError):
     """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
     name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
@@ -218,13 +223,13 @@ class SettingError(ValueError, TypeError):
     def render(self, term: Callable[..., str] = python_term, named: bool = True) -> str:
         """The message with settings as ``term(name)``, ``term(name, value_text)`` write
         them; ``named=False`` leaves out the leading setting (argparse names the flag)."""
-        rule = self.rule.format_map(_Terms(term))
+        rule = render(self.rule, term)
         if self.got:
             text = f"must be {rule}, got {self.value!r}"
             text = f"{term(self.setting)} {text}" if named else text
         else:
             text = f"{term(self.setting, repr(self.value))} {rule}"
-        return text + (f"; {self.fix.format_map(_Terms(term))}" if self.fix else "")
+        return text + (f"; {render(self.fix, term)}" if self.fix else "")
 
     def __str__(self) -> str:
         return self.render()
@@ -233,12 +238,17 @@ class SettingError(ValueError, TypeError):
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def warn_user(message: str, category: type[Warning] = RuntimeWarning) -> None:
+def warn_user(message: str, category: type[Warning] = RuntimeWarning,
+              template: bool = False) -> None:
     """``warnings.warn`` attributed to the innermost caller outside es_search (the
     user's ``run()`` call, their callback, the ``es-search`` command), so the warning
-    shows the user's line, not one of es_search's, and filters on it work."""
+    shows the user's line, not one of es_search's, and filters on it work. A
+    ``template`` message (ours: no user data) names settings as SettingError's rule does;
+    the warning keeps it (``template``) for the command line to write in its terms."""
+    warning = category(render(message) if template else message)
+    warning.template = message if template else None
     frame, level = sys._getframe(1), 1
     while frame.f_back is not None and os.path.abspath(
             frame.f_code.co_filename).startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level + 1)
+    warnings.warn(warning, stacklevel=level + 1)

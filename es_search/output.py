@@ -238,8 +238,9 @@ class CheckpointCost:
         self.size = size
 
     def notice(self, run_seconds: float, generations: int, every: int) -> str | None:
-        """The warning to give now, if any (``run_seconds``: the time the run has spent
-        since it started or resumed, ``generations`` in it)."""
+        """The warning to give now, if any, a template naming ``{checkpoint_every=N}``
+        (``run_seconds``: the time the run has spent since it started or resumed,
+        ``generations`` in it)."""
         if self.warned or self.count < self.AFTER or self.seconds < self.FLOOR:
             return None
         share = self.seconds / run_seconds
@@ -250,8 +251,8 @@ class CheckpointCost:
         rest = max(run_seconds - self.seconds, 1e-9) / max(generations, 1)  # a generation
         advice = max(every + 1, math.ceil(each / (0.05 * rest)))  # ~5% of the time
         return (f"writing the checkpoint ({self.size / 1e6:.1f} MB) takes {each * 1e3:.0f} ms "
-                f"a time, {share:.0%} of this run's time so far; checkpoint_every="
-                f"{advice} (es-search run --checkpoint-every {advice}) writes one every "
+                f"a time, {share:.0%} of this run's time so far; {{checkpoint_every="
+                f"{advice}}} writes one every "
                 f"{advice} generations (a kill -9 then redoes up to {advice - 1} on resume; "
                 f"the end, Ctrl-C and errors still save everything; this warning is given "
                 f"once per run)")
@@ -377,7 +378,7 @@ class RunFolder:
         notice = self.checkpoint_cost.notice(time.perf_counter() - self._started,
                                              self._generations, self.checkpoint_every)
         if notice:
-            warn_user(notice)
+            warn_user(notice, template=True)
 
     def on_error(self, error: BaseException) -> None:
         """Ctrl-C, SIGTERM or an error: save the completed generations that the last

@@ -862,3 +862,16 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     assert str(info.value).startswith("argument -w/--workers: must be an integer other than 0")
     assert "use --workers -1 for all cores or --workers 1 for a plain loop" in str(info.value)
     assert "n_jobs" not in str(info.value)
+    import warnings
+
+    import es_search
+    from es_search.cli import _command_line_warnings
+    from es_search.errors import warn_user
+    with warnings.catch_warnings(record=True) as caught:  # a warning naming a setting
+        warnings.simplefilter("always")
+        warn_user("pass {out=DIR}; {resume=True} continues it", template=True)
+    assert str(caught[0].message) == "pass out=DIR; resume=True continues it"
+    with _command_line_warnings(term):  # the command line's: its flags
+        shown = warnings.formatwarning(caught[0].message, RuntimeWarning,
+                                       es_search.__file__, 1)
+    assert shown == "es-search: RuntimeWarning: pass --folder DIR; --continue continues it\n"

@@ -112,11 +112,9 @@ def check_int(name: str, value: Any, minimum: int, note: str = "",
     too). ``note`` explains the value, e.g. " (0: a linear policy)"."""
     if value is None and none_ok:
         return None
-    if not _integral(value):
+    if not _integral(value) or value < minimum:
         also = " or None" if none_ok else ""
         raise SettingError(name, value, f"an integer >= {minimum}{also}{note}")
-    if value < minimum:
-        raise SettingError(name, value, f">= {minimum}{note}")
     return int(value)
 
 

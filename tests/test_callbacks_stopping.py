@@ -98,7 +98,7 @@ def test_max_time_counts_from_on_start(monkeypatch):
     (lambda: StopAtScore(True), TypeError, "StopAtScore target must be a finite number"),
     (lambda: StopAtScore(math.nan), ValueError, "StopAtScore target must be a finite"),
     (lambda: StopAtScore(math.inf), ValueError, "StopAtScore target must be a finite"),
-    (lambda: EarlyStopping(0), ValueError, "patience must be >= 1"),
+    (lambda: EarlyStopping(0), ValueError, "patience must be an integer >= 1"),
     (lambda: EarlyStopping(2.5), TypeError, "patience must be an integer >= 1"),
     (lambda: EarlyStopping(3, min_delta=-0.1), ValueError, "min_delta must be a finite number >="),
     (lambda: EarlyStopping(3, min_delta=math.nan), ValueError, "min_delta must be a fin"),

@@ -323,7 +323,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "no_such_module_xyz:Agent"], "cannot import module 'no_such_module_xyz'"),
     (["run", "es_search.problems.blog:torch"], "is not an es_search.Agent subclass"),
     (["run", "blog", "--sigma", "-1"], "--sigma: must be a positive finite number"),
-    (["run", "blog", "--generations", "0"], "--generations: must be >= 1, got 0"),
+    (["run", "blog", "--generations", "0"], "--generations: must be an integer >= 1, got 0"),
     (["run", "blog", "--n-jobs", "0"], "--n-jobs: must be an integer other than 0 (0: no "
      "workers)"),
     (["run", "blog", "--n-jobs", "0"], "got 0; use --n-jobs -1 for all cores or --n-jobs 1 "
@@ -345,7 +345,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "-p", "work=lots"],
      "cannot build blog with -p work='lots': work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
-    (["run", "blog", "--checkpoint-every", "0"], "--checkpoint-every: must be >= 1, got 0"),
+    (["run", "blog", "--checkpoint-every", "0"],
+     "--checkpoint-every: must be an integer >= 1, got 0"),
     (["run", "blog", "--checkpoint-every", "5"],
      "--checkpoint-every 5 sets how often the run folder's checkpoint is written; pass "
      "--out DIR"),
@@ -398,7 +399,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
                     "--out DIR`"),
     (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
-    (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
+    (["check", "blog", "--population", "1"], "--population: must be an integer >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):

@@ -243,7 +243,7 @@ def test_a_stopped_run_is_checkpointed_whatever_checkpoint_every(tmp_path):
 
 
 def test_checkpoint_every_is_checked_at_the_call(tmp_path):
-    with pytest.raises(ValueError, match=r"checkpoint_every must be >= 1 \(generations "
+    with pytest.raises(ValueError, match=r"checkpoint_every must be an integer >= 1 \(generations "
                                          r"between two checkpoints of the run folder\), "
                                          r"got 0"):
         es_search.run(agents.Vec(), generations=2, out=tmp_path, checkpoint_every=0, **KW)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -99,6 +101,14 @@ def check_dict(name: str, value: Any, what: str) -> dict:
     if value is not None and not isinstance(value, Mapping):
         raise SettingError(name, value, what)
     return dict(value or {})
+
+
+def check_path(name: str, value: Any, what: str = "a folder path") -> Path:
+    """``value`` (a str or path, not empty: "" would be the current folder) as a Path, a
+    leading ``~`` expanded as a shell does, else a SettingError: it must be ``what``."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise SettingError(name, value, f"{what} (str or pathlib.Path, not empty)")
+    return Path(value).expanduser()
 
 
 def _integral(value: Any) -> bool:

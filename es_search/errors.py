@@ -183,13 +183,13 @@ def python_term(setting: str, value: Any = None) -> str:
 
 
 class _Terms(dict):
+    """``{name}`` and ``{name=value}`` in a template, as ``term(name[, value])`` writes them."""
+
     def __init__(self, term: Callable[..., str]):
-        super().__init__()
         self.term = term
 
     def __missing__(self, field: str) -> str:
-        name, sep, value = field.partition("=")
-        return self.term(name, value) if sep else self.term(name)
+        return self.term(*field.split("=", 1))
 
 
 def render(template: str, term: Callable[..., str] = python_term) -> str:
@@ -200,19 +200,11 @@ def render(template: str, term: Callable[..., str] = python_term) -> str:
 class SettingError(ValueError, TypeError):
     """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
     name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
-    ("" for nothing more to say). ``rule`` and ``fix`` write settings as ``{name}`` or
-    ``{name=value}``; :meth:`render` writes them in the caller's terms: ``n_jobs=1`` in
-    Python (``str()``), ``--n-jobs 1`` on the command line. With ``got=False`` the value
-    leads, and the rule says what it conflicts with. Both a ValueError and a TypeError,
-    as the checks raised one or the other.
-
-    >>> error = SettingError("n_jobs", 0, "other than 0", "use {n_jobs=-1} for all cores")
-    >>> str(error)
-    'n_jobs must be other than 0, got 0; use n_jobs=-1 for all cores'
-    >>> error.render(lambda name, value=None: "--" + name.replace("_", "-")
-    ...              + ("" if value is None else f" {value}"), named=False)
-    'must be other than 0, got 0; use --n-jobs -1 for all cores'
-    """
+    (or ""). ``rule`` and ``fix`` write settings as ``{name}`` or ``{name=value}``, which
+    :meth:`render` writes in the caller's terms: ``n_jobs=1`` in Python (``str()``),
+    ``--n-jobs 1`` on the command line. With ``got=False`` the value leads, and the rule
+    says what it conflicts with. A ValueError and a TypeError, as the checks raised one
+    or the other."""
 
     def __init__(self, setting: str, value: Any, rule: str, fix: str = "",
                  got: bool = True):

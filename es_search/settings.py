@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import (check_bool, check_dict, check_int, check_n_jobs, check_positive_float,
-                     check_seed)
+from .checks import (check_bool, check_dict, check_int, check_n_jobs, check_path,
+                     check_positive_float, check_seed)
 from .errors import SettingError, check_on_error
 
 
@@ -179,12 +179,7 @@ class Settings:
         check_bool("resume", self.resume)
         check_bool("overwrite", self.overwrite)
         if self.out is not None:
-            if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__") \
-                    or not str(self.out if isinstance(self.out, (str, Path)) else
-                               self.out.__fspath__()):  # "" would be the current folder
-                raise SettingError("out", self.out, "a folder's path (str or pathlib.Path)",
-                                   "omit {out} for no run folder")
-            set_(self, "out", Path(self.out).expanduser())  # "~/runs/a" as a shell reads it
+            set_(self, "out", check_path("out", self.out))
         for name, does in (("resume", "continues"), ("overwrite", "replaces")):
             if getattr(self, name) and self.out is None:
                 raise SettingError(name, True, does + " the run saved in an out folder; "

@@ -315,8 +315,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
-    (["run", "sphere", "--out", ""], "--out must be a folder's path (str or pathlib.Path), "
-                                     "got ''; omit --out for no run folder"),
+    (["run", "sphere", "--out", ""], "--out must be a folder path (str or pathlib.Path, not "
+                                     "empty), got ''"),
     (["run", "cartpol"], "unknown problem 'cartpol' (did you mean 'cartpole'?): use a built-in"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
     (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),

@@ -178,7 +178,7 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
     ({"strategy": "cmaes"}, ValueError, r"unknown strategy 'cmaes' \(did you mean 'cma-es'\?\)"),
-    ({"out": ""}, ValueError, r"out must be a folder's path \(str or pathlib.Path\), got ''"),
+    ({"out": ""}, ValueError, r"out must be a folder path \(str or pathlib.Path, not empty\), got ''"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
     args = {"generations": 3, **kwargs}

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_bool, check_choice, check_dict, check_int
+from ..checks import check_bool, check_choice, check_dict, check_int, check_number
 from ..moments import Moments
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
@@ -241,14 +241,11 @@ class GymPolicy(Agent):
         max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         mode = _normalize_mode(normalize)
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
-        if isinstance(reward_offset, bool) or not isinstance(reward_offset, (int, float)) \
-                or not math.isfinite(reward_offset):
-            raise ValueError(f"reward_offset must be a finite number, got {reward_offset!r}")
-        if reward_clip is not None and (
-                isinstance(reward_clip, bool) or not isinstance(reward_clip, (int, float))
-                or not reward_clip > 0 or not math.isfinite(reward_clip)):
-            raise ValueError(f"reward_clip must be a finite number > 0 (rewards are clipped "
-                             f"to [-reward_clip, reward_clip]) or None, got {reward_clip!r}")
+        check_number("reward_offset", reward_offset)
+        if reward_clip is not None:
+            check_number("reward_clip", reward_clip, "a finite number > 0 (rewards are "
+                         "clipped to [-reward_clip, reward_clip]) or None",
+                         lambda v: math.isfinite(v) and v > 0)
         self.env_kwargs = check_dict("env_kwargs", env_kwargs, "a dict of gymnasium.make() "
                                      "keyword arguments (e.g. {{'is_slippery': False}})")
         # an unknown id, a missing extra or a keyword the environment refuses fails here

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
+from ..errors import SettingError
 from ..scores import best_index, same_score
 from .base import Rebuild, Strategy
 
@@ -98,8 +99,8 @@ class HillClimb(Strategy):
 # ------------------------------------------------- shared by the (1+lambda) hill climbers
 def check_reevaluate(value: Any) -> bool | str:
     if not isinstance(value, bool) and value != "auto":
-        raise TypeError(f"reevaluate must be True, False or 'auto' (re-evaluate when the "
-                        f"starting agent's two scores differ), got {value!r}")
+        raise SettingError("reevaluate", value, "True, False or 'auto' (re-evaluate when "
+                           "the starting agent's two scores differ)")
     return value
 
 

@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 _LAZY = {"Agent": "agent", "ScoreBatchMismatch": "batch_check",
          "check_score_batch": "batch_check", "Candidate": "candidates",
          "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint",
-         "ScoreError": "errors", "WorkerError": "errors", "Evaluator": "evaluation",
+         "ScoreError": "errors", "SettingError": "errors", "WorkerError": "errors", "Evaluator": "evaluation",
          "evaluate": "evaluation", "Terminated": "interrupt", "OutFolderError": "output",
          "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "repeat_check",
          "check_repeatable": "repeat_check", "replay_task": "replay", "Result": "result",

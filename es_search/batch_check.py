@@ -27,8 +27,8 @@ from typing import Any, Mapping
 from .agent import Agent
 from .batched import group_size, has_score_batch
 from .candidates import Candidate
-from .checks import (check_int, check_is_agent, check_positive_float, check_score_kwargs,
-                     check_seed)
+from .checks import (check_int, check_is_agent, check_number, check_positive_float,
+                     check_score_kwargs, check_seed)
 from .scores import NotAScore, same_score
 from .seeding import preserved_global_rngs, task_seed
 from .worker import Payload, run_group, score_alone
@@ -70,8 +70,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     sigma = check_positive_float("sigma", sigma)
     seed = check_seed(seed)
     for name, value in (("rtol", rtol), ("atol", atol)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-            raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+        check_number(name, value, "a number >= 0", lambda v: v >= 0)
     check_score_kwargs(agent, dict(score_kwargs or {}))
     work = agent.clone()
     payload = Payload(work.get_flat(), dict(score_kwargs or {}), work.shared_state() or None)

@@ -40,6 +40,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from .checks import check_int
 from .scores import NotAScore, as_score
 from .seeding import generators
 
@@ -62,14 +63,9 @@ def group_size(agent: Any) -> int:
     """
     if not has_score_batch(agent):
         return 0
-    size = getattr(agent, "score_batch_size", 0)
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-        error = ValueError if isinstance(size, (int, np.integer)) and \
-            not isinstance(size, bool) else TypeError
-        raise error(f"{type(agent).__name__}.score_batch_size must be an integer >= 0 "
-                         f"(candidates per score_batch() call; 0 scores them one by one), "
-                         f"got {size!r}")
-    return int(size)
+    return check_int(f"{type(agent).__name__}.score_batch_size",
+                     getattr(agent, "score_batch_size", 0), 0,
+                     " (candidates per score_batch() call; 0 scores them one by one)")
 
 
 def stack_weights(weights: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Mapping
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from .agent import Agent
+from .errors import SettingError
 
 
 def check_is_agent(agent: Any) -> None:
@@ -78,36 +81,74 @@ def check_evolved(agent: Agent) -> None:
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """``value`` if it is True or False (a NumPy bool too), else a TypeError naming
+    """``value`` if it is True or False (a NumPy bool too), else a SettingError naming
     ``name``: a string such as "false" is not read as True."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise TypeError(f"{name} must be True or False, got {value!r}")
+    raise SettingError(name, value, "True or False")
+
+
+def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
+    """``value`` if it is one of ``choices``, else a SettingError listing them."""
+    if isinstance(value, str) and value in choices:
+        return value
+    raise SettingError(name, value, f"one of {', '.join(map(repr, choices))}{note}")
+
+
+def check_dict(name: str, value: Any, what: str) -> dict:
+    """``value`` (None: empty) as a dict, else a SettingError: ``name`` must be ``what``
+    (e.g. "a dict of keyword arguments for score()")."""
+    if value is not None and not isinstance(value, Mapping):
+        raise SettingError(name, value, what)
+    return dict(value or {})
+
+
+def check_path(name: str, value: Any, what: str = "a folder path") -> Path:
+    """``value`` (a str or path, not empty: "" would be the current folder) as a Path, a
+    leading ``~`` expanded as a shell does, else a SettingError: it must be ``what``."""
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise SettingError(name, value, f"{what} (str or pathlib.Path, not empty)")
+    return Path(value).expanduser()
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",
               none_ok: bool = False) -> int | None:
-    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``), else an error
-    naming ``name`` whatever ``value`` is (a string from the command line too): a
-    TypeError for a value that is not an integer, a ValueError for one below
-    ``minimum``. ``note`` explains the value, e.g. " (0: a linear policy)"."""
+    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``), else a
+    SettingError naming ``name`` whatever ``value`` is (a string from the command line
+    too). ``note`` explains the value, e.g. " (0: a linear policy)"."""
     if value is None and none_ok:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not _integral(value) or value < minimum:
         also = " or None" if none_ok else ""
-        raise TypeError(f"{name} must be an integer >= {minimum}{also}{note}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}{note}, got {value}")
+        raise SettingError(name, value, f"an integer >= {minimum}{also}{note}")
     return int(value)
 
 
-def check_positive_float(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a positive finite number, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
+def check_pairs(value: Any, why: str) -> int:
+    """A population of pairs: an even integer >= 2; ``why`` says what the pairs are."""
+    value = check_int("population", value, 2)
+    if value % 2:
+        raise SettingError("population", value, f"even ({why})",
+                           f"use {{population={value + 1}}}")
     return value
+
+
+def check_number(name: str, value: Any, rule: str = "a finite number",
+                 ok: Callable[[float], bool] = math.isfinite) -> float:
+    """``value`` as a float if it is a real number (not a bool) that is ``ok``, else a
+    SettingError: ``name`` must be ``rule``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
+        raise SettingError(name, value, rule)
+    return float(value)
+
+
+def check_positive_float(name: str, value: Any) -> float:
+    return check_number(name, value, "a positive finite number",
+                        lambda v: math.isfinite(v) and v > 0)
 
 
 def check_n_jobs(value: Any) -> int:
@@ -117,22 +158,19 @@ def check_n_jobs(value: Any) -> int:
     if value is None:
         import joblib
         return int(joblib.Parallel(n_jobs=None).n_jobs)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"n_jobs must be an integer (-1 = all cores, 1 = no parallelism) "
-                        f"or None (joblib.parallel_config's n_jobs, else 1), got {value!r}")
-    if value == 0:
-        raise ValueError("n_jobs=0 means no workers; use n_jobs=-1 for all cores or "
-                         "n_jobs=1 for a plain loop in this process")
+    if not _integral(value) or value == 0:
+        raise SettingError("n_jobs", value, "an integer other than 0 (0: no workers), or "
+                           "None (joblib's default)",
+                           "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop "
+                           "in this process")
     return int(value)
 
 
 def check_seed(value: Any) -> int:
     """A run's seed: an integer >= 0 (None is refused: the seed is what makes a run
     reproducible, so it is always chosen and recorded)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"seed must be a non-negative integer, got {value!r}")
-    if value < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {value}")
+    if not _integral(value) or value < 0:
+        raise SettingError("seed", value, "a non-negative integer")
     return int(value)
 
 

@@ -21,7 +21,7 @@ import torch
 from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
-from .errors import ScoreError, WorkerError
+from .errors import ScoreError, SettingError, WorkerError, python_term, render
 from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
@@ -71,64 +71,50 @@ def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=1
     return params
 
 
-def _folder(text: str) -> str:
-    """--out's type: a folder's name (an empty one, e.g. an unset variable, would be the
-    current folder)."""
-    if not text:
-        raise argparse.ArgumentTypeError("must name a folder, got an empty string (omit "
-                                         "--out for no run folder)")
-    return text
+class _Checked(argparse.Action):
+    """Stores an option's value once ``check(dest, value)`` (the check ``run()`` makes,
+    in es_search.checks) accepts it; a refused one is named as this parser spells it."""
 
+    def __init__(self, *args: Any, check: Callable[[str, Any], Any], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.check = check
 
-def _checked(convert: type, check: Any) -> Any:
-    """An argparse type: ``convert`` the text, then ``check`` it with the check ``run()``
-    makes (es_search.checks); the message without the setting's name, as argparse names
-    the flag."""
-    def parse(text: str) -> Any:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
         try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"must be a number ({convert.__name__}), got {text!r}") from None
-        try:
-            return check(value)
-        except (TypeError, ValueError) as exc:
-            raise argparse.ArgumentTypeError(
-                cli_terms(re.sub(r"^[a-z_]+[ =]", "", str(exc)))) from None
-    parse.__name__ = convert.__name__
-    return parse
+            setattr(namespace, self.dest, self.check(self.dest, values))
+        except SettingError as exc:  # argparse names the flag
+            raise argparse.ArgumentError(self, exc.render(flag_term(parser), named=False))
 
 
-#: run() arguments in the library's messages, as the command line spells them
-_FLAGS = ("n_jobs", "task_timeout", "max_retries", "checkpoint_every", "on_error",
-          "sequential_fallback", "repeat_check")
+def _int(minimum: int) -> dict:
+    """add_argument's arguments for an integer >= ``minimum``."""
+    return {"type": int, "action": _Checked,
+            "check": lambda name, value: check_int(name, value, minimum)}
 
 
-def cli_terms(message: str) -> str:
-    """A library message in the command line's terms: ``n_jobs=-1`` is ``--n-jobs -1``,
-    ``(n_jobs != 1)`` is ``(--n-jobs other than 1)``, a leading ``task_timeout`` is
-    ``--task-timeout``. Code in the message (``replay_task(agent, ...)``) is left alone.
+_POSITIVE = {"type": float, "action": _Checked, "check": check_positive_float}
+_SEED = {"type": int, "action": _Checked, "check": lambda _, value: check_seed(value)}
 
-    >>> cli_terms("use n_jobs=-1 for all cores; task_timeout needs workers (n_jobs != 1)")
-    'use --n-jobs -1 for all cores; --task-timeout needs workers (--n-jobs other than 1)'
 
-    A name given with its flag keeps the flag only:
+def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
+    """How ``parser`` writes a setting of ``run()`` (for :meth:`SettingError.render`):
+    the flag of its option whose dest is the setting (``--n-jobs 2``; a switch alone,
+    ``--resume``, ``--no-progress`` for ``progress``), else as Python writes it."""
+    actions = {action.dest: action for action in parser._actions if action.option_strings}
 
-    >>> cli_terms("continue it with resume=True (--resume); checkpoint_every=9 "
-    ...           "(es-search run --checkpoint-every 9) writes one every 9")
-    'continue it with --resume; --checkpoint-every 9 writes one every 9'
-    """
-    message = re.sub(r"\b\w+=[^\s(),;]+ \((?:es-search run )?(--[\w-]+(?: [^()]*)?)\)", r"\1",
-                     message)
-    for name in _FLAGS:
-        flag = "--" + name.replace("_", "-")
-        message = re.sub(rf"(?<![\w(])(?<!, ){name}=(-?\d+)\b", rf"{flag} \1", message)
-        message = message.replace(f"({name} != 1)", f"({flag} other than 1)")
-        message = re.sub(rf"(^|; ){name}\b(?!\()", rf"\1{flag}", message)
-    return message
+    def term(setting: str, value: str | None = None) -> str:
+        action = actions.get(setting) or actions.get("no_" + setting)
+        if action is None:
+            return python_term(setting, value)
+        flag = action.option_strings[-1]
+        return flag if value is None or action.nargs == 0 else f"{flag} {value}"
+    return term
 
 
 class _Parser(argparse.ArgumentParser):
+    verbs: dict = {}  # the verbs' own parsers, by name
+
     def error(self, message: str) -> None:  # one line, exit 2, no traceback
         raise UsageError(f"{self.prog}: {message}")
 
@@ -138,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Evolution-strategies search of PyTorch agents on all cores.")
     parser.add_argument("--version", action="version", version=f"es_search {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    parser.verbs = verbs.choices
 
     run = verbs.add_parser("run", help="optimise a problem",
                            description="Optimise PROBLEM: a built-in name (es-search list), "
@@ -145,21 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
                                      "path/to/file.py:Class")
-    run.add_argument("--generations", type=_checked(int, lambda v: check_int("generations", v, 1)),
+    run.add_argument("--generations", **_int(1),
                      help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population",
-                     type=_checked(int, lambda v: check_int("population", v, 1)),
+    run.add_argument("--population", **_int(1),
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
-    run.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
+    run.add_argument("--sigma", **_POSITIVE,
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
                           f"run's own")
-    run.add_argument("--n-jobs", type=_checked(int, check_n_jobs), default=-1,
+    run.add_argument("--n-jobs", type=int, action=_Checked, default=-1,
+                     check=lambda _, value: check_n_jobs(value),
                      help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", type=_checked(int, check_seed), default=None,
+    run.add_argument("--seed", **_SEED, default=None,
                      help="default 0; with --resume, the run's own")
     run.add_argument("--backend", default=None,
                      help="loky (default), multiprocessing, dask (give its --scheduler), "
@@ -167,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
-    run.add_argument("--out", default=None, type=_folder, help="folder to write the run into")
+    run.add_argument("--out", default=None, help="folder to write the run into")
     run.add_argument("--resume", action="store_true",
                      help="continue the run saved in --out from its checkpoint")
     run.add_argument("--overwrite", action="store_true",
@@ -175,18 +162,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "--out that holds a run is refused)")
     run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
                      help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", type=_checked(int, lambda v: check_int("max_retries", v, 0)), default=2,
+    run.add_argument("--max-retries", **_int(0), default=2,
                      help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", type=_checked(float, lambda v: check_positive_float("task_timeout", v)),
-                     default=None,
+    run.add_argument("--task-timeout", **_POSITIVE, default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-sequential-fallback", action="store_true",
                      help="score every generation in the workers, never in this process "
                           "(by default a generation cheaper than a round trip to them is "
                           "scored here): a score() that can crash its process (a C "
                           "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", default=1, metavar="N",
-                     type=_checked(int, lambda v: check_int("checkpoint_every", v, 1)),
+    run.add_argument("--checkpoint-every", **_int(1), default=1, metavar="N",
                      help="write --out's checkpoint every N generations (default 1); a "
                           "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -194,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip scoring the starting agent twice under one task seed "
                           "before the run (a warning when the scores differ: the run "
                           "would depend on --n-jobs)")
-    run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N",
-                     type=_checked(int, check_select_tasks),
+    run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N", type=int,
+                     action=_Checked, check=lambda _, value: check_select_tasks(value),
                      help=f"at the end, score the best weights and the final centre on N "
                           f"fresh tasks each and hand back the better (default "
                           f"{SELECT_TASKS}; 0: the best weights, untested)")
@@ -234,12 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "the scores agree, 1 when some do not (named on stderr), 2 on bad "
                     "input.")
     check.add_argument("problem")
-    check.add_argument("--population", default=8,
-                       type=_checked(int, lambda v: check_int("population", v, 2)),
+    check.add_argument("--population", **_int(2), default=8,
                        help="candidates to score (default 8)")
-    check.add_argument("--sigma", type=_checked(float, lambda v: check_positive_float("sigma", v)),
+    check.add_argument("--sigma", **_POSITIVE,
                        help="their jitter (default: the problem's)")
-    check.add_argument("--seed", type=_checked(int, check_seed), default=0)
+    check.add_argument("--seed", **_SEED, default=0)
     check.add_argument("--exact", action="store_true",
                        help="require bit-identical scores (default: within a relative "
                             "1e-6, the last bits of a batched product may differ)")
@@ -371,23 +355,17 @@ def _shown(parameter: Any) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from .output import check_replaceable, claim, record_command, saved_generations
+    from .settings import Settings
 
+    Settings(n_jobs=args.n_jobs, task_timeout=args.task_timeout, out=args.out,  # run()'s
+             resume=args.resume, overwrite=args.overwrite,  # checks, before any work
+             checkpoint_every=args.checkpoint_every)
     cls = load_problem(args.problem)
-    if args.resume and not args.out:
-        raise UsageError("--resume continues the run saved in --out DIR; pass --out")
     params = _parse_params(args.param)
     strategy_options = _parse_params(args.strategy_option, "-o", "reevaluate=True")
     if args.resume:  # what is not given again is the run's own
         params, strategy_options = _the_runs_own(args, params, strategy_options)
     args.seed = 0 if args.seed is None else args.seed
-    if args.checkpoint_every != 1 and not args.out:
-        raise UsageError("--checkpoint-every sets how often the checkpoint in --out DIR is "
-                         "written; pass --out")
-    if args.overwrite and args.resume:
-        raise UsageError("--overwrite replaces the run saved in --out DIR and --resume "
-                         "continues it: pass one of them")
-    if args.overwrite and not args.out:
-        raise UsageError("--overwrite replaces the run saved in --out DIR; pass --out")
     from .callbacks.options import from_args
     callbacks = from_args(args, args.problem)
     with claim(args.out) if args.out else contextlib.nullcontext():
@@ -582,11 +560,11 @@ def _check_strategy(args: argparse.Namespace, strategy: str, defaults: dict,
     try:
         make_strategy(strategy, args.population or defaults["population"],
                       args.sigma or defaults["sigma"], **options)
-    except (TypeError, ValueError) as exc:
-        ours = [k for k in options if k not in given and re.search(rf"\b{k}\b", str(exc))]
-        hint = (f" ({', '.join(f'{k}={options[k]!r}' for k in ours)}: {args.problem}'s "
-                f"default; -o NAME=VALUE sets another)") if ours else ""
-        raise UsageError(f"{cli_terms(str(exc))}{hint}") from None
+    except SettingError as exc:
+        if exc.setting not in options or exc.setting in given:
+            raise
+        raise UsageError(f"{exc} ({exc.setting}={exc.value!r}: {args.problem}'s default; "
+                         f"-o NAME=VALUE sets another)") from None
 
 
 def _target_generations(out: str) -> int | None:
@@ -900,20 +878,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = parser.parse_args(argv)
-        with sigterm_as_interrupt(), _command_line_warnings():  # a scheduler's stop:
-            status = _VERBS[args.verb](args)                    # the Ctrl-C way
+        term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
+        with sigterm_as_interrupt(), _command_line_warnings(term):  # a scheduler's stop:
+            status = _VERBS[args.verb](args)                        # the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
     except (UsageError, ProblemError) as exc:
         print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")
               else f"{exc}", file=sys.stderr)
         return 2
+    except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
+        print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
+        return 2
     except (ValueError, TypeError, ImportError) as exc:
-        print(f"es-search: error: {cli_terms(str(exc))}", file=sys.stderr)
+        print(f"es-search: error: {exc}", file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
-        print(f"es-search: error: {_in_command_terms(str(exc), argv)}",  # of es_search's own
-              file=sys.stderr)
+        message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
+            exc, WorkerError) else str(exc)
+        print(f"es-search: error: {message}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         _silence_stdout()
@@ -949,9 +932,10 @@ def _release_workers() -> None:
 
 
 @contextlib.contextmanager
-def _command_line_warnings() -> Iterator[None]:
-    """es_search's warnings as ``es-search: RuntimeWarning: ...``: they are attributed to
-    the caller's line, which here is the console script's ``sys.exit(main())``."""
+def _command_line_warnings(term: Callable[..., str]) -> Iterator[None]:
+    """es_search's warnings as ``es-search: RuntimeWarning: ...``, settings written by
+    ``term``: they are attributed to the caller's line, which here is the console
+    script's ``sys.exit(main())``."""
     import warnings
     package = os.path.dirname(os.path.abspath(__file__))
     ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", package}
@@ -961,7 +945,9 @@ def _command_line_warnings() -> Iterator[None]:
                       line: str | None = None) -> str:
         where = os.path.abspath(filename)
         if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
-            return f"es-search: {category.__name__}: {cli_terms(str(message))}\n"
+            template = getattr(message, "template", None)  # settings as flags
+            text = message if template is None else render(template, term)
+            return f"es-search: {category.__name__}: {text}\n"
         return default(message, category, filename, lineno, line)
 
     warnings.formatwarning = formatwarning
@@ -969,13 +955,6 @@ def _command_line_warnings() -> Iterator[None]:
         yield
     finally:
         warnings.formatwarning = default
-
-
-def _in_command_terms(message: str, argv: Sequence[str]) -> str:
-    """A failed run's message with its Python advice, ``continue with run(..., out=DIR,
-    resume=True)``, as the command that continues it."""
-    return re.sub(r"continue with run\(\.\.\., out=.*?, resume=True\)\.?",
-                  lambda _: f"continue with:\n  {resume_command(argv)}", message)
 
 
 def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],

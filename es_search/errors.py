@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
     import cloudpickle
@@ -131,14 +131,32 @@ class TaskFailure(NamedTuple):
 
 class WorkerError(RuntimeError):
     """Worker processes died (or a task exceeded its timeout) more often than
-    ``max_retries`` allows while scoring ``indices`` of ``generation``."""
+    ``max_retries`` allows while scoring ``indices`` of ``generation``. In a run,
+    ``out`` is set to its folder, whose checkpoint is intact ("": a run without one)."""
 
-    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+    def __init__(self, message: str, generation: int, indices: Sequence[int],
+                 out: str | None = None):
         super().__init__(message)
-        self.generation, self.indices = generation, list(indices)
+        self.generation, self.indices, self.out = generation, list(indices), out
+
+    def render(self, resume: str | None = None) -> str:
+        """The message and, in a run, what was saved and how to continue: ``resume``
+        follows "continue with" (default: the ``run()`` call that does)."""
+        message = str(self.args[0])
+        if self.out is None:
+            return message
+        if not self.out:
+            return message + " Nothing was saved (no out folder)."
+        before = f" (generations before {self.generation})" if self.generation >= 0 else ""
+        return (f"{message} The checkpoint in {self.out}{before} is intact: after fixing "
+                f"the cause, continue with"
+                + (resume or f" run(..., out={self.out!r}, resume=True)."))
+
+    def __str__(self) -> str:
+        return self.render()
 
     def __reduce__(self):
-        return (WorkerError, (str(self.args[0]), self.generation, self.indices))
+        return (WorkerError, (str(self.args[0]), self.generation, self.indices, self.out))
 
 
 def ranges(indices: Sequence[int]) -> str:
@@ -155,20 +173,75 @@ def ranges(indices: Sequence[int]) -> str:
 
 def check_on_error(value: Any) -> str:
     if value not in ("raise", "worst"):
-        raise ValueError(f"on_error must be 'raise' (stop the run with a ScoreError) or "
-                         f"'worst' (score the candidate -inf and go on), got {value!r}")
+        raise SettingError("on_error", value, "'raise' (stop the run with a ScoreError) or "
+                           "'worst' (score the candidate -inf and go on)")
     return value
+
+
+def python_term(setting: str, value: Any = None) -> str:
+    """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
+    return setting if value is None else f"{setting}={value}"
+
+
+class _Terms(dict):
+    """``{name}`` and ``{name=value}`` in a template, as ``term(name[, value])`` writes them."""
+
+    def __init__(self, term: Callable[..., str]):
+        self.term = term
+
+    def __missing__(self, field: str) -> str:
+        return self.term(*field.split("=", 1))
+
+
+def render(template: str, term: Callable[..., str] = python_term) -> str:
+    """``template`` with its settings, ``{name}`` or ``{name=value}``, written by ``term``."""
+    return template.format_map(_Terms(term))
+
+
+class SettingError(ValueError, TypeError):
+    """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
+    name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
+    (or ""). ``rule`` and ``fix`` write settings as ``{name}`` or ``{name=value}``, which
+    :meth:`render` writes in the caller's terms: ``n_jobs=1`` in Python (``str()``),
+    ``--n-jobs 1`` on the command line. With ``got=False`` the value leads, and the rule
+    says what it conflicts with. A ValueError and a TypeError, as the checks raised one
+    or the other."""
+
+    def __init__(self, setting: str, value: Any, rule: str, fix: str = "",
+                 got: bool = True):
+        super().__init__(setting, value, rule, fix, got)
+        self.setting, self.value, self.rule, self.fix, self.got = (
+            setting, value, rule, fix, got)
+
+    def render(self, term: Callable[..., str] = python_term, named: bool = True) -> str:
+        """The message with settings as ``term(name)``, ``term(name, value_text)`` write
+        them; ``named=False`` leaves out the leading setting (argparse names the flag)."""
+        rule = render(self.rule, term)
+        if self.got:
+            text = f"must be {rule}, got {self.value!r}"
+            text = f"{term(self.setting)} {text}" if named else text
+        else:
+            text = f"{term(self.setting, repr(self.value))} {rule}"
+        return text + (f"; {render(self.fix, term)}" if self.fix else "")
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def warn_user(message: str, category: type[Warning] = RuntimeWarning) -> None:
+def warn_user(message: str, category: type[Warning] = RuntimeWarning,
+              template: bool = False) -> None:
     """``warnings.warn`` attributed to the innermost caller outside es_search (the
     user's ``run()`` call, their callback, the ``es-search`` command), so the warning
-    shows the user's line, not one of es_search's, and filters on it work."""
+    shows the user's line, not one of es_search's, and filters on it work. A
+    ``template`` message (ours: no user data) names settings as SettingError's rule does;
+    the warning keeps it (``template``) for the command line to write in its terms."""
+    warning = category(render(message) if template else message)
+    warning.template = message if template else None
     frame, level = sys._getframe(1), 1
     while frame.f_back is not None and os.path.abspath(
             frame.f_code.co_filename).startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level + 1)
+    warnings.warn(warning, stacklevel=level + 1)

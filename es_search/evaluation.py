@@ -222,9 +222,10 @@ class Evaluator:
                                            score_kwargs=self.score_kwargs)
         except TimeLimit:
             warn_user(f"the repeat check (the starting agent scored twice in this process, "
-                      f"before the workers start) ran over 3 x task_timeout = {limit:g} s "
-                      f"and was stopped; the run's own tasks are bounded by task_timeout "
-                      f"in the workers (repeat_check=False skips the check)")
+                      f"before the workers start) ran over 3 x {{task_timeout}} = {limit:g} "
+                      f"s and was stopped; the run's own tasks are bounded by "
+                      f"{{task_timeout}} in the workers ({{repeat_check=False}} skips the "
+                      f"check)", template=True)
             return
         except Exception:  # noqa: BLE001 - the first task reports it, with its seed
             return

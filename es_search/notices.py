@@ -48,17 +48,10 @@ def failure_message(agent_name: str, failures: list, out: Any) -> str:
             f"once per run). {replay}. First traceback:\n{first.traceback}")
 
 
-def explain(exc: Exception, out: Any, generation: int) -> None:
-    """Add to ``exc`` (a ScoreError or WorkerError) where the run's work is and how to go
-    on."""
-    if isinstance(exc, ScoreError):
-        exc.out = None if out is None else str(out)
-        return
-    before = "" if generation < 0 else f" (generations before {generation})"  # <0: start
-    note = (f" The checkpoint in {out}{before} is intact: "
-            f"after fixing the cause, continue with run(..., out={str(out)!r}, resume=True)."
-            if out is not None else " Nothing was saved (no out folder).")
-    exc.args = (str(exc.args[0]) + note,) + exc.args[1:]
+def explain(exc: Exception, out: Any) -> None:
+    """Tell ``exc`` (a ScoreError or WorkerError) its run's folder: its message then
+    says where the run's work is and how to go on."""
+    exc.out = str(out) if out is not None else (None if isinstance(exc, ScoreError) else "")
 
 
 def interrupted(exc: BaseException, out: Any, completed: int) -> None:

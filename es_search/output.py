@@ -53,7 +53,7 @@ import torch
 from . import checkpoint as _checkpoint
 from .agent import weights_of
 from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
-from .errors import warn_user
+from .errors import SettingError, warn_user
 from .interrupt import deferred_sigint
 from .settings import has_digest
 
@@ -93,6 +93,10 @@ class OutFolderError(ValueError):
     writing it, or it holds a run that would be replaced without ``overwrite``."""
 
 
+class HoldsARun(OutFolderError, SettingError):
+    """The out folder holds a run, and the call neither resumes nor replaces it."""
+
+
 def read_config(path: Any) -> dict:
     """The ``config.json`` of the run in folder ``path``; {} when there is none (or it
     cannot be read)."""
@@ -126,10 +130,9 @@ def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
         return
     generations = saved_generations(path)
     if generations is not None:
-        raise OutFolderError(
-            f"{path} holds a run already ({generations} generation(s) in {HISTORY}); "
-            f"continue it with resume=True (--resume), replace it with overwrite=True "
-            f"(--overwrite), or choose another out folder")
+        raise HoldsARun("out", str(path), f"holds a run already ({generations} generation(s) "
+                        f"in {HISTORY})", "continue it with {resume=True}, replace it with "
+                        "{overwrite=True}, or choose another out folder", got=False)
 
 
 def failure_path(out: Any, generation: int) -> Path:
@@ -241,8 +244,9 @@ class CheckpointCost:
         self.size = size
 
     def notice(self, run_seconds: float, generations: int, every: int) -> str | None:
-        """The warning to give now, if any (``run_seconds``: the time the run has spent
-        since it started or resumed, ``generations`` in it)."""
+        """The warning to give now, if any, a template naming ``{checkpoint_every=N}``
+        (``run_seconds``: the time the run has spent since it started or resumed,
+        ``generations`` in it)."""
         if self.warned or self.count < self.AFTER or self.seconds < self.FLOOR:
             return None
         share = self.seconds / run_seconds
@@ -253,8 +257,8 @@ class CheckpointCost:
         rest = max(run_seconds - self.seconds, 1e-9) / max(generations, 1)  # a generation
         advice = max(every + 1, math.ceil(each / (0.05 * rest)))  # ~5% of the time
         return (f"writing the checkpoint ({self.size / 1e6:.1f} MB) takes {each * 1e3:.0f} ms "
-                f"a time, {share:.0%} of this run's time so far; checkpoint_every="
-                f"{advice} (es-search run --checkpoint-every {advice}) writes one every "
+                f"a time, {share:.0%} of this run's time so far; {{checkpoint_every="
+                f"{advice}}} writes one every "
                 f"{advice} generations (a kill -9 then redoes up to {advice - 1} on resume; "
                 f"the end, Ctrl-C and errors still save everything; this warning is given "
                 f"once per run)")
@@ -380,7 +384,7 @@ class RunFolder:
         notice = self.checkpoint_cost.notice(time.perf_counter() - self._started,
                                              self._generations, self.checkpoint_every)
         if notice:
-            warn_user(notice)
+            warn_user(notice, template=True)
 
     def on_error(self, error: BaseException) -> None:
         """Ctrl-C, SIGTERM or an error: save the completed generations that the last

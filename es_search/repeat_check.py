@@ -50,10 +50,10 @@ except ImportError:  # pragma: no cover
 
 from .batched import group_size
 from .candidates import Candidate
-from .checks import check_is_agent, check_seed
+from .checks import check_dict, check_is_agent, check_seed
 from .scores import same_score
 from .seeding import preserved_global_rngs
-from .settings import describe
+from .settings import SCORE_KWARGS, describe
 from .worker import Payload, has_hooks, run_group, run_task, single_torch_thread
 
 
@@ -87,10 +87,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     check``) without scoring the agent a third time."""
     check_is_agent(agent)
     seed = check_seed(seed)
-    if score_kwargs is not None and not isinstance(score_kwargs, Mapping):
-        raise TypeError(f"score_kwargs must be a dict of keyword arguments for score(), "
-                        f"got {type(score_kwargs).__name__}")
-    score_kwargs = dict(score_kwargs or {})
+    score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
     first = agent.clone()
     (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
     same = same_score(a, b)

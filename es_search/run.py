@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_evolved, check_is_agent, check_score_kwargs, check_scores
+from .checks import (check_dict, check_evolved, check_is_agent, check_score_kwargs,
+                     check_scores)
 from .errors import ScoreError, WorkerError, warn_user
 from .evaluation import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -179,7 +180,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     except BaseException as exc:
         _on_error(callbacks, exc)
         if isinstance(exc, (ScoreError, WorkerError)):
-            explain(exc, settings.out, exc.generation)
+            explain(exc, settings.out)
         elif isinstance(exc, KeyboardInterrupt):
             interrupted(exc, settings.out, len(search.history) if search is not None else 0)
         raise
@@ -193,10 +194,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
 def _make_strategy(strategy: Any, population: int | None, sigma: float | None,
                    strategy_options: Any, n: int) -> Strategy:
     """The run's strategy, checked against ``n`` evolved values (at the call)."""
-    if strategy_options is not None and not isinstance(strategy_options, Mapping):
-        raise TypeError(f"strategy_options must be a dict of the strategy's own options "
-                        f"(e.g. {{'reevaluate': True}}), got {strategy_options!r}")
-    options = dict(strategy_options or {})
+    options = check_dict("strategy_options", strategy_options, "a dict of the strategy's "
+                         "own options (e.g. {{'reevaluate': True}})")
     for name in ("population", "sigma"):
         if name in options:
             raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "

@@ -16,7 +16,6 @@ gives one at a time (a chunk's task seeds, a group's streams, a generation's noi
 from __future__ import annotations
 
 import functools
-import numbers
 import os
 import random
 import threading
@@ -25,6 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+
+from .checks import check_int
 
 _MASK32 = 0xFFFF_FFFF
 
@@ -51,11 +52,7 @@ def _task(seed: Any, generation: Any, index: Any) -> tuple[int, int, int]:
             ("seed", seed, 0, "the run's seed"),
             ("generation", generation, -1, "-1 is the starting agent's evaluation"),
             ("index", index, 0, "the candidate's index in its generation")):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an integer >= {low} ({note}), got {value!r}")
-        if value < low:
-            raise ValueError(f"{name} must be an integer >= {low} ({note}), got {value}")
-        values.append(int(value))
+        values.append(check_int(name, value, low, f" ({note})"))
     return values[0], values[1], values[2]
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .checks import check_int
+from .errors import SettingError
 from .scores import same_score
 
 #: the generation whose task seeds are the selection test's (no run reaches it)
@@ -36,11 +37,11 @@ BEST, CENTER = "best", "center"
 def check_select_tasks(value: Any) -> int:
     """``select_tasks`` as an int: 0 (off) or 2 or more (one task cannot tell a score that
     ignores its seed from one that does not)."""
-    tasks = check_int("select_tasks", value, 0, " (tasks of the selection test per "
-                                                "candidate at the end of the run; 0: off)")
+    tasks = check_int("select_tasks", value, 0, " (0: off)")
     if tasks == 1:
-        raise ValueError("select_tasks must be 0 (off) or 2 or more, got 1: one task "
-                         "cannot tell a score that ignores its task seed")
+        raise SettingError("select_tasks", value, "0 (off) or an integer >= 2: one task "
+                                                  "cannot tell a score that ignores its "
+                                                  "task seed")
     return tasks
 
 

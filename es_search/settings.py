@@ -2,8 +2,9 @@
 command line all build one :class:`Settings` and share it.
 
 Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
-their own settings); an invalid value raises at construction a ``TypeError`` or
-``ValueError`` that names the setting and says how to fix it.
+their own settings); an invalid value raises at construction a
+:class:`~es_search.errors.SettingError` (a ``ValueError`` and a ``TypeError``) that names
+the setting and says how to fix it.
 
 Example::
 
@@ -13,7 +14,7 @@ Example::
     >>> Settings(n_jobs=0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: n_jobs=0 means no workers; ...
+    es_search.errors.SettingError: n_jobs must be an integer other than 0 ...
 """
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import check_bool, check_int, check_n_jobs, check_positive_float, check_seed
-from .errors import check_on_error
+from .checks import (check_bool, check_dict, check_int, check_n_jobs, check_path,
+                     check_positive_float, check_seed)
+from .errors import SettingError, check_on_error
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
 
+
+#: what ``score_kwargs`` must be
+SCORE_KWARGS = "a dict of keyword arguments for score()"
 
 #: the key that marks a value :func:`describe` replaced by its digest
 DIGEST = "__digest__"
@@ -156,59 +161,47 @@ class Settings:
         if self.generations is not None:
             set_(self, "generations", check_int("generations", self.generations, 1))
             if self.generations >= SELECTION_GENERATION:  # its seeds are the selection's
-                raise ValueError(f"generations must be below {SELECTION_GENERATION}")
+                raise SettingError("generations", self.generations,
+                                   f"an integer below {SELECTION_GENERATION}")
         set_(self, "select_tasks", check_select_tasks(self.select_tasks))
         set_(self, "seed", check_seed(self.seed))
         set_(self, "n_jobs", check_n_jobs(self.n_jobs))
         if self.backend is not None and not isinstance(self.backend, str) and \
                 not hasattr(self.backend, "configure") and not _is_client(self.backend):
-            raise TypeError(f"backend must be a joblib backend name (e.g. 'loky', "
-                            f"'multiprocessing', 'dask', 'ray'), a joblib backend "
-                            f"instance, a dask.distributed Client or None, got "
-                            f"{self.backend!r}")
-        if self.score_kwargs is None:
-            set_(self, "score_kwargs", {})
-        if not isinstance(self.score_kwargs, Mapping):
-            raise TypeError(f"score_kwargs must be a dict of keyword arguments for "
-                            f"score(), got {type(self.score_kwargs).__name__}")
-        set_(self, "score_kwargs", dict(self.score_kwargs))
+            raise SettingError("backend", self.backend, "a joblib backend name (e.g. "
+                               "'loky', 'multiprocessing', 'dask', 'ray'), a joblib backend "
+                               "instance, a dask.distributed Client or None")
+        set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
         check_on_error(self.on_error)
         set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
         if self.task_timeout is not None:
             set_(self, "task_timeout", check_positive_float("task_timeout",
                                                             self.task_timeout))
             if self.n_jobs == 1:
-                raise ValueError("task_timeout needs worker processes (n_jobs != 1): a "
-                                 "score() running in this process cannot be stopped")
+                raise SettingError("task_timeout", self.task_timeout, "needs worker "
+                                   "processes, not {n_jobs=1}: a score() running in this "
+                                   "process cannot be stopped", got=False)
         check_bool("sequential_fallback", self.sequential_fallback)
         check_bool("progress", self.progress)
         check_bool("repeat_check", self.repeat_check)
         check_bool("resume", self.resume)
         check_bool("overwrite", self.overwrite)
         if self.out is not None:
-            if not isinstance(self.out, (str, Path)) and not hasattr(self.out, "__fspath__"):
-                raise TypeError(f"out must be a folder path (str or pathlib.Path), got "
-                                f"{self.out!r}")
-            if not str(self.out if isinstance(self.out, (str, Path)) else
-                       self.out.__fspath__()):
-                raise ValueError("out must name a folder, got an empty path (it would be "
-                                 "the current folder); pass out=None for no run folder")
-            set_(self, "out", Path(self.out).expanduser())  # "~/runs/a" as a shell reads it
-        if self.resume and self.out is None:
-            raise ValueError("resume=True continues the run saved in an out folder; "
-                             "pass out=<that folder>")
-        if self.overwrite and self.out is None:
-            raise ValueError("overwrite=True replaces the run saved in an out folder; "
-                             "pass out=<that folder>")
+            set_(self, "out", check_path("out", self.out))
+        for name, does in (("resume", "continues"), ("overwrite", "replaces")):
+            if getattr(self, name) and self.out is None:
+                raise SettingError(name, True, does + " the run saved in an out folder; "
+                                   "pass {out=DIR}", got=False)
         set_(self, "checkpoint_every", check_int(
             "checkpoint_every", self.checkpoint_every, 1,
             " (generations between two checkpoints of the run folder)"))
         if self.checkpoint_every != 1 and self.out is None:
-            raise ValueError("checkpoint_every sets how often the run folder's checkpoint "
-                             "is written; pass out=<folder> (without one nothing is saved)")
+            raise SettingError("checkpoint_every", self.checkpoint_every, "sets how often "
+                               "the run folder's checkpoint is written; pass {out=DIR} "
+                               "(without one nothing is saved)", got=False)
         if self.resume and self.overwrite:
-            raise ValueError("resume=True continues the run in out, overwrite=True "
-                             "replaces it: pass one of them")
+            raise SettingError("resume", True, "continues the run in {out}, "
+                               "{overwrite=True} replaces it: pass one of them", got=False)
 
     @classmethod
     def for_run(cls, **settings: Any) -> "Settings":

@@ -120,7 +120,7 @@ class NoBatch(es_search.Agent):
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"population": 1}, ValueError, "population must be >= 2"),
+    ({"population": 1}, ValueError, "population must be an integer >= 2"),
     ({"sigma": 0}, ValueError, "sigma must be a positive"),
     ({"rtol": -1}, ValueError, "rtol must be a number >= 0"),
     ({"atol": float("nan")}, ValueError, "atol must be a number >= 0"),

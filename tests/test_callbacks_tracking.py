@@ -152,7 +152,7 @@ def test_tensorboard_bad_input(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ValueError, match="is a file"):
         TensorBoard(tmp_path / "file")
-    with pytest.raises(ValueError, match="must name a folder, got an empty path"):
+    with pytest.raises(ValueError, match="log_dir must be a folder path .*, got ''"):
         TensorBoard("")
 
 

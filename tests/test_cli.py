@@ -315,24 +315,27 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["run", "nope"], "unknown problem 'nope'"),
-    (["run", "sphere", "--out", ""], "--out: must name a folder, got an empty string"),
+    (["run", "sphere", "--out", ""], "--out must be a folder path (str or pathlib.Path, not "
+                                     "empty), got ''"),
     (["run", "cartpol"], "unknown problem 'cartpol' (did you mean 'cartpole'?): use a built-in"),
     (["run", "es_search.problems.blog:Missing"], "has no attribute 'Missing'"),
     (["run", "no/such/file.py:Agent"], "no such file: no/such/file.py"),
     (["run", "no_such_module_xyz:Agent"], "cannot import module 'no_such_module_xyz'"),
     (["run", "es_search.problems.blog:torch"], "is not an es_search.Agent subclass"),
     (["run", "blog", "--sigma", "-1"], "--sigma: must be a positive finite number"),
-    (["run", "blog", "--generations", "0"], "--generations: must be >= 1, got 0"),
-    (["run", "blog", "--n-jobs", "0"], "--n-jobs: 0 means no workers; use --n-jobs -1 for "
-                                       "all cores or --n-jobs 1 for a plain loop"),
+    (["run", "blog", "--generations", "0"], "--generations: must be an integer >= 1, got 0"),
+    (["run", "blog", "--n-jobs", "0"], "--n-jobs: must be an integer other than 0 (0: no "
+     "workers)"),
+    (["run", "blog", "--n-jobs", "0"], "got 0; use --n-jobs -1 for all cores or --n-jobs 1 "
+     "for a plain loop"),
     (["run", "sphere", "--task-timeout", "1", "--n-jobs", "1"],
-     "--task-timeout needs worker processes (--n-jobs other than 1)"),
-    (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in --out DIR; "
-                                       "pass --out"),
-    (["run", "bipedalwalker", "--population", "8"], "top (16) cannot exceed directions (4); "
-     "use top <= 4 or more directions (top=16: bipedalwalker's default; -o NAME=VALUE sets "
-     "another)"),
-    (["run", "blog", "--seed", "x"], "--seed: must be a number (int), got 'x'"),
+     "--task-timeout 1.0 needs worker processes, not --n-jobs 1"),
+    (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in an out folder; "
+                                       "pass --out DIR"),
+    (["run", "bipedalwalker", "--population", "8"], "top must be <= directions (4), got 16; "
+     "use a smaller top or more directions (top=16: bipedalwalker's default; -o NAME=VALUE "
+     "sets another)"),
+    (["run", "blog", "--seed", "x"], "--seed: invalid int value: 'x'"),
     (["run", "blog", "--seed", "-1"], "--seed: must be a non-negative integer"),
     (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
     (["run", "blog", "-p", "nonsense=1"],
@@ -342,9 +345,11 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "-p", "work=lots"],
      "cannot build blog with -p work='lots': work must be an integer >= 0, got 'lots'"),
     (["run", "blog", "--strategy", "nope"], "invalid choice: 'nope'"),
-    (["run", "blog", "--checkpoint-every", "0"], "--checkpoint-every: must be >= 1, got 0"),
+    (["run", "blog", "--checkpoint-every", "0"],
+     "--checkpoint-every: must be an integer >= 1, got 0"),
     (["run", "blog", "--checkpoint-every", "5"],
-     "--checkpoint-every sets how often the checkpoint in --out DIR is written; pass --out"),
+     "--checkpoint-every 5 sets how often the run folder's checkpoint is written; pass "
+     "--out DIR"),
     (["run", os.path.join(ROOT, "tests", "reliability_agents.py")],
      "reliability_agents.py' names a file; name the agent class too, as "),
     (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":vec"],
@@ -394,7 +399,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
                     "--out DIR`"),
     (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
-    (["check", "blog", "--population", "1"], "--population: must be >= 2, got 1"),
+    (["check", "blog", "--population", "1"], "--population: must be an integer >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
@@ -476,10 +481,12 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"{out} holds a run already (3 generation(s)" in err and "--overwrite" in err
+    assert f"--out {str(out)!r} holds a run already (3 generation(s)" in err
+    assert "continue it with --resume, replace it with --overwrite" in err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == saved
     assert main(first + ["--resume", "--overwrite"]) == 2
-    assert "--resume continues it: pass one of them" in capsys.readouterr().err
+    assert "--resume continues the run in --out, --overwrite replaces it: pass one of them" \
+        in capsys.readouterr().err
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out), "--overwrite"]) == 0
     assert json.loads((out / "command.json").read_text())["params"] == {"dim": 4}
@@ -834,3 +841,43 @@ def test_list_leaves_greedy_out_for_continuous_actions(capsys):
     assert "greedy" not in capsys.readouterr().out
     assert main(["list", "cartpole"]) == 0
     assert "greedy=False" in capsys.readouterr().out
+
+
+def test_a_setting_is_named_by_the_parsers_own_flag():
+    """The command line names a setting by the flag its parser gives it: no table of
+    names, no rewriting of the library's message."""
+    import argparse
+
+    from es_search.cli import _Checked, flag_term
+    from es_search.errors import SettingError
+    from es_search.checks import check_n_jobs
+    parser = argparse.ArgumentParser(prog="x", exit_on_error=False)
+    parser.add_argument("-w", "--workers", dest="n_jobs", type=int, action=_Checked,
+                        check=lambda _, value: check_n_jobs(value))
+    parser.add_argument("--continue", dest="resume", action="store_true")
+    parser.add_argument("--folder", dest="out")
+    term = flag_term(parser)
+    assert (term("n_jobs"), term("n_jobs", "2"), term("resume", "True")) == (
+        "--workers", "--workers 2", "--continue")
+    assert term("score_kwargs", "{}") == "score_kwargs={}"  # no flag: as Python writes it
+    error = SettingError("resume", True, "continues the run in {out}; pass {out=DIR}",
+                         got=False)
+    assert error.render(term) == "--continue continues the run in --folder; pass --folder DIR"
+    with pytest.raises(argparse.ArgumentError) as info:
+        parser.parse_args(["--workers", "0"])
+    assert str(info.value).startswith("argument -w/--workers: must be an integer other than 0")
+    assert "use --workers -1 for all cores or --workers 1 for a plain loop" in str(info.value)
+    assert "n_jobs" not in str(info.value)
+    import warnings
+
+    import es_search
+    from es_search.cli import _command_line_warnings
+    from es_search.errors import warn_user
+    with warnings.catch_warnings(record=True) as caught:  # a warning naming a setting
+        warnings.simplefilter("always")
+        warn_user("pass {out=DIR}; {resume=True} continues it", template=True)
+    assert str(caught[0].message) == "pass out=DIR; resume=True continues it"
+    with _command_line_warnings(term):  # the command line's: its flags
+        shown = warnings.formatwarning(caught[0].message, RuntimeWarning,
+                                       es_search.__file__, 1)
+    assert shown == "es-search: RuntimeWarning: pass --folder DIR; --continue continues it\n"

@@ -177,8 +177,9 @@ def test_an_evaluator_refuses_bad_weights_and_generations_before_scoring():
                                 {"fc2.weight": torch.zeros(1, 3)}])
         with pytest.raises(TypeError, match=r"weights must be a list of weight dicts"):
             evaluator.evaluate({"fc1.weight": torch.ones(1, 3)})
-        with pytest.raises(ValueError, match=r"generation must be >= 0 \(task i of a call "
-                                             r"runs under task_seed\(seed, generation, i\)\)"):
+        with pytest.raises(ValueError, match=r"generation must be an integer >= 0 \(task i "
+                                             r"of a call runs under task_seed\(seed, "
+                                             r"generation, i\)\)"):
             evaluator.evaluate([{}], generation=-1)
         assert evaluator.evaluate([{"fc1.weight": torch.ones(1, 3)}], 1) == [3.0]
     with pytest.raises(TypeError, match="generation must be an integer"):

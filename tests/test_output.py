@@ -223,9 +223,9 @@ def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
     es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out)
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     with pytest.raises(es_search.OutFolderError, match=re.escape(
-            f"{out} holds a run already (3 generation(s) in history.jsonl); continue it "
-            f"with resume=True (--resume), replace it with overwrite=True (--overwrite), "
-            f"or choose another out folder")):
+            f"out={str(out)!r} holds a run already (3 generation(s) in history.jsonl); "
+            f"continue it with resume=True, replace it with overwrite=True, or choose "
+            f"another out folder")):
         es_search.run(Counting(), generations=5, n_jobs=1, progress=False, out=out)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     with pytest.raises(ValueError, match="pass one of them"):

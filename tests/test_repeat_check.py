@@ -205,7 +205,7 @@ def test_evaluate_and_an_evaluator_warn_once_as_they_start(n_jobs):
 
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="score_kwargs must be a dict of keyword arguments "
-                                        "for score\\(\\), got int"):
+                                        "for score\\(\\), got 3"):
         es_search.check_repeatable(Quadratic(), score_kwargs=3)
     with pytest.raises(TypeError, match="agent must be an es_search.Agent"):
         es_search.check_repeatable(object())

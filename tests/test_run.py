@@ -167,18 +167,18 @@ def test_a_score_that_is_not_a_number_names_the_agent():
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"generations": 0}, ValueError, "generations must be >= 1"),
+    ({"generations": 0}, ValueError, "generations must be an integer >= 1"),
     ({"generations": 2.5}, TypeError, "generations must be an integer"),
-    ({"population": 0}, ValueError, "population must be >= 1"),
+    ({"population": 0}, ValueError, "population must be an integer >= 1"),
     ({"sigma": 0}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": -1.0}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": float("nan")}, ValueError, "sigma must be a positive finite number"),
     ({"sigma": float("inf")}, ValueError, "sigma must be a positive finite number"),
-    ({"n_jobs": 0}, ValueError, "n_jobs=0"),
+    ({"n_jobs": 0}, ValueError, "n_jobs must be an integer other than 0"),
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
     ({"strategy": "cmaes"}, ValueError, r"unknown strategy 'cmaes' \(did you mean 'cma-es'\?\)"),
-    ({"out": ""}, ValueError, "out must name a folder, got an empty path"),
+    ({"out": ""}, ValueError, r"out must be a folder path \(str or pathlib.Path, not empty\), got ''"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):
     args = {"generations": 3, **kwargs}
@@ -285,7 +285,7 @@ def test_a_run_starts_no_more_workers_than_its_largest_generation(monkeypatch):
     plain = es_search.run(Quadratic(), population=2, strategy_options={"reevaluate": False},
                           **{**kwargs, "n_jobs": 1})
     assert [h["scores"] for h in capped.history] == [h["scores"] for h in plain.history]
-    with pytest.raises(ValueError, match="max_workers must be >= 1"):
+    with pytest.raises(ValueError, match="max_workers must be an integer >= 1"):
         es_search.Evaluator(Quadratic(), max_workers=0)
 
 

@@ -72,7 +72,7 @@ def test_selection_tasks_are_a_stream_of_their_own():
     seeds = {task_seed(3, SELECTION_GENERATION, i) for i in range(8)}
     search = {task_seed(3, g, i) for g in range(-1, 50) for i in range(8)}
     assert len(seeds) == 8 and not seeds & search
-    with pytest.raises(ValueError, match="generations must be below"):
+    with pytest.raises(ValueError, match="generations must be an integer below"):
         es_search.run(Quadratic(), generations=SELECTION_GENERATION, progress=False)
     for bad, error in ((1, ValueError), (-1, ValueError), (2.0, TypeError)):
         with pytest.raises(error, match="select_tasks"):

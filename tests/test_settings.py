@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import es_search
+from es_search.errors import SettingError
 
 import reliability_agents as agents
 
@@ -57,11 +58,35 @@ def test_bad_arguments_fail_at_the_call_before_any_work(tmp_path, which, data):
     with pytest.raises((TypeError, ValueError)) as info:
         es_search.run(Counting(), **kwargs)
     assert Counting.calls == 0 and not out.exists()
-    assert str(info.value)
+    error = info.value  # what was wrong, as fields, and the setting named in the message
+    assert isinstance(error, SettingError) and error.setting == which and error.value is value
+    assert str(error).startswith(which)
 
 
 def test_resume_needs_out_and_timeout_needs_workers():
     with pytest.raises(ValueError, match="pass out="):
         es_search.run(agents.Vec(), generations=1, resume=True, n_jobs=1)
-    with pytest.raises(ValueError, match="task_timeout needs worker processes"):
+    with pytest.raises(ValueError, match=r"task_timeout=1.0 needs worker processes, not n_jobs=1"):
         es_search.run(agents.Vec(), generations=1, task_timeout=1.0, n_jobs=1)
+
+
+def test_a_setting_error_carries_its_fields_and_renders_each_side():
+    with pytest.raises(SettingError) as info:
+        es_search.run(agents.Vec(), generations=1, n_jobs=0)
+    error = info.value
+    assert (error.setting, error.value) == ("n_jobs", 0)
+    assert "other than 0" in error.rule and "{n_jobs=-1}" in error.fix
+    assert str(error).startswith("n_jobs must be an integer other than 0")
+    assert "use n_jobs=-1 for all cores" in str(error)
+    shouted = error.render(lambda name, value=None: name.upper() + (
+        "" if value is None else f" := {value}"))
+    assert shouted.startswith("N_JOBS must be") and "use N_JOBS := -1 for all" in shouted
+    assert isinstance(error, ValueError) and isinstance(error, TypeError)
+    again = cloudpickle.loads(cloudpickle.dumps(error))  # e.g. raised in a worker
+    assert str(again) == str(error) and again.setting == "n_jobs"
+    with pytest.raises(SettingError) as info:  # two settings that conflict
+        es_search.run(agents.Vec(), generations=1, resume=True, overwrite=True,
+                      out="x", n_jobs=1)
+    assert (info.value.setting, info.value.value, info.value.got) == ("resume", True, False)
+    assert str(info.value) == ("resume=True continues the run in out, overwrite=True "
+                               "replaces it: pass one of them")

@@ -96,3 +96,18 @@ def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
     assert "needs a larger task_timeout" in str(info.value)
     assert "killed for memory" not in str(info.value)  # that is for dead workers
     assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 0
+
+
+def test_a_worker_error_knows_its_run_folder_and_each_side_renders_the_resume():
+    error = es_search.WorkerError("generation 3: candidates 1 could not be scored.", 3, [1])
+    assert str(error) == "generation 3: candidates 1 could not be scored."  # not in a run
+    error.out = "runs/a"
+    assert str(error).endswith("The checkpoint in runs/a (generations before 3) is intact: "
+                               "after fixing the cause, continue with run(..., "
+                               "out='runs/a', resume=True).")
+    assert error.render(": es-search run x --out runs/a --resume").endswith(
+        "continue with: es-search run x --out runs/a --resume")
+    again = cloudpickle.loads(cloudpickle.dumps(error))
+    assert (str(again), again.indices) == (str(error), [1])
+    error.out = ""  # a run without a folder
+    assert str(error).endswith("could not be scored. Nothing was saved (no out folder).")

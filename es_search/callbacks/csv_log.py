@@ -4,11 +4,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
-from pathlib import Path
 from typing import Any, Iterable
 
+from ..checks import check_path
 from ..errors import warn_user
 from ..files import writable_folder_problem
 from ..output import atomic_write, from_json, to_json
@@ -59,10 +58,7 @@ class CSV(Callback):
     """
 
     def __init__(self, path: Any):
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"CSV path must be a file path (str or pathlib.Path), "
-                            f"got {path!r}")
-        self.path = Path(path).expanduser()
+        self.path = check_path("CSV path", path, "a file path")
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_bool
 from ..extras import require
 from .base import Callback, RunInfo
 from .fields import flatten, scalars
@@ -70,9 +71,7 @@ class MLflow(Callback):
         if tags is not None and not (isinstance(tags, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in tags.items())):
             raise TypeError(f"MLflow tags must be a dict of str to str, got {tags!r}")
-        if not isinstance(log_weights, bool):
-            raise TypeError(f"MLflow log_weights must be True or False, "
-                            f"got {log_weights!r}")
+        check_bool("MLflow log_weights", log_weights)
         require("mlflow", "mlflow")  # fail now, naming the extra, if mlflow is missing
         self.experiment = experiment
         self.run_name = run_name

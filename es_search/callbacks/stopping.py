@@ -13,25 +13,20 @@ lose: :class:`EarlyStopping` rebuilds its count from the history the run hands t
 from __future__ import annotations
 
 import math
-import numbers
 import time
 from typing import Any
 
+from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 
 #: the history fields EarlyStopping can watch (higher is better for both)
 MONITORED = ("best_score", "mean_score")
 
 
-def _check_real(name: str, value: Any, *, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum:g}, got {value:g}")
-    return value
+def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
+    return check_number(name, value, "a finite number" + (
+        f" >= {minimum:g}" if minimum > -math.inf else ""),
+        lambda v: math.isfinite(v) and v >= minimum)
 
 
 class StopAtScore(Callback):
@@ -88,18 +83,10 @@ class EarlyStopping(Callback):
     """
 
     def __init__(self, patience: int, min_delta: float = 0.0, monitor: str = "best_score"):
-        if isinstance(patience, bool) or not isinstance(patience, numbers.Integral):
-            raise TypeError(f"EarlyStopping patience must be an integer >= 1 (generations "
-                            f"without improvement), got {patience!r}")
-        if patience < 1:
-            raise ValueError(f"EarlyStopping patience must be >= 1 (generations without "
-                             f"improvement), got {patience}")
-        self.patience = int(patience)
+        self.patience = check_int("EarlyStopping patience", patience, 1,
+                                  " (generations without improvement)")
         self.min_delta = _check_real("EarlyStopping min_delta", min_delta, minimum=0.0)
-        if monitor not in MONITORED:
-            raise ValueError(f"EarlyStopping monitor must be one of {MONITORED}, "
-                             f"got {monitor!r}")
-        self.monitor = monitor
+        self.monitor = check_choice("EarlyStopping monitor", monitor, MONITORED)
         self._reset()
 
     def _reset(self) -> None:
@@ -146,14 +133,7 @@ class MaxTime(Callback):
     """
 
     def __init__(self, seconds: float):
-        if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
-            raise TypeError(f"MaxTime seconds must be a positive finite number, "
-                            f"got {seconds!r}")
-        seconds = float(seconds)
-        if not (math.isfinite(seconds) and seconds > 0):
-            raise ValueError(f"MaxTime seconds must be a positive finite number, "
-                             f"got {seconds}")
-        self.seconds = seconds
+        self.seconds = check_positive_float("MaxTime seconds", seconds)
         self.started: float | None = None
         self.reason: str | None = None
 

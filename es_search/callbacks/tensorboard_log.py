@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..checks import check_path
 from ..extras import require
 from ..files import writable_folder_problem
 from .base import Callback, RunInfo
@@ -48,13 +49,7 @@ class TensorBoard(Callback):
     """
 
     def __init__(self, log_dir: Any):
-        if not isinstance(log_dir, (str, os.PathLike)):
-            raise TypeError(f"TensorBoard log_dir must be a folder path (str or "
-                            f"pathlib.Path), got {log_dir!r}")
-        if not os.fspath(log_dir):
-            raise ValueError("TensorBoard log_dir must name a folder, got an empty path "
-                             "(it would be the current folder)")
-        self.log_dir = Path(log_dir).expanduser()
+        self.log_dir = check_path("TensorBoard log_dir", log_dir)
         if self.log_dir.exists() and not self.log_dir.is_dir():
             raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} is a file; give "
                              f"a folder (it is created if missing)")

@@ -23,7 +23,7 @@ import torch
 
 from ..agent import Agent
 from ..batched import as_scores, vmap_call
-from ..checks import check_int
+from ..checks import check_choice, check_int
 from ..extras import require
 
 SPLITS = ("train", "test")
@@ -68,11 +68,9 @@ class Digits(Agent):
     def __init__(self, split: str = "train", metric: str | None = None, hidden: int = 32,
                  init_seed: int = 0, split_seed: int = 0, score_batch_size: int = 32):
         super().__init__()
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        metric = metric or ("log_likelihood" if split == "train" else "accuracy")
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+        check_choice("split", split, SPLITS)
+        metric = check_choice("metric", metric or (
+            "log_likelihood" if split == "train" else "accuracy"), METRICS)
         hidden = check_int("hidden", hidden, 0, " (0: linear)")
         score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                        " (0: score one candidate per call)")
@@ -118,8 +116,7 @@ class Digits(Agent):
 
     def accuracy(self, split: str = "test") -> float:
         """This agent's accuracy on ``split`` (default: the held-out test part)."""
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        check_choice("split", split, SPLITS)
         x, y = load_split(split, self.split_seed)
         with torch.no_grad():
             return float((self(x).argmax(dim=-1) == y).to(torch.float64).mean())

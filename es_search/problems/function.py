@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
+from ..checks import check_bool
 from ..scores import as_real
 
 
@@ -39,8 +40,7 @@ class Function(Agent):
             raise ValueError(f"x0 must be a non-empty vector (1-d), got shape {x0.shape}")
         if not np.all(np.isfinite(x0)):
             raise ValueError("x0 must be finite; it holds NaN or inf")
-        if not isinstance(minimize, bool):
-            raise TypeError(f"minimize must be True or False, got {minimize!r}")
+        check_bool("minimize", minimize)
         self.fn, self.minimize = fn, minimize
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
 

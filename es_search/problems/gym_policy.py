@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_bool, check_int
+from ..checks import check_bool, check_choice, check_dict, check_int, check_number
 from ..moments import Moments
 # env_spec: for the CLI; _mujoco_warnings_to_python: for the tests
 from .gym_env import _mujoco_warnings_to_python, env_spec, make_env  # noqa: F401
@@ -66,19 +66,8 @@ def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
 def _normalize_mode(normalize: Any) -> str:
     if isinstance(normalize, bool):
         return "fixed" if normalize else "off"
-    if not isinstance(normalize, str) or normalize not in NORMALIZE_MODES:
-        error = ValueError if isinstance(normalize, str) else TypeError
-        raise error(f"normalize must be one of {', '.join(map(repr, NORMALIZE_MODES))} "
-                    f"(or True = 'fixed', False = 'off'), got {normalize!r}")
-    return normalize
-
-
-def _finite(name: str, value: Any, positive: bool = False, note: str = "") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or (positive and not value > 0):
-        raise ValueError(f"{name} must be a finite number{' > 0' if positive else ''}"
-                         f"{note}, got {value!r}")
-    return float(value)
+    return check_choice("normalize", normalize, NORMALIZE_MODES,
+                        " (or True = 'fixed', False = 'off')")
 
 
 class GymPolicy(Agent):
@@ -147,14 +136,13 @@ class GymPolicy(Agent):
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.normalize = _normalize_mode(normalize)
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
-        self.reward_offset = _finite("reward_offset", reward_offset)
-        self.reward_clip = None if reward_clip is None else _finite(
-            "reward_clip", reward_clip, positive=True,
-            note=" (rewards are clipped to [-reward_clip, reward_clip]) or None")
-        if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
-            raise TypeError(f"env_kwargs must be a dict of gymnasium.make() keyword "
-                            f"arguments (e.g. {{'is_slippery': False}}), got {env_kwargs!r}")
-        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.reward_offset = check_number("reward_offset", reward_offset)
+        self.reward_clip = None if reward_clip is None else check_number(
+            "reward_clip", reward_clip, "a finite number > 0 (rewards are clipped to "
+            "[-reward_clip, reward_clip]) or None", lambda v: math.isfinite(v) and v > 0)
+        self.env_id = env_id
+        self.env_kwargs = check_dict("env_kwargs", env_kwargs, "a dict of gymnasium.make() "
+                                     "keyword arguments (e.g. {{'is_slippery': False}})")
         # an unknown id, a missing extra or a keyword the environment refuses fails here
         env = make_env(env_id, kwargs=self.env_kwargs)
         self.env_spec = env.spec  # workers lacking its registration make it from this

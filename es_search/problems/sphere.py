@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import torch
 
 from ..agent import Agent
-from ..checks import check_int
+from ..checks import check_int, check_number
 
 
 class Sphere(Agent):
@@ -73,8 +72,4 @@ class Rosenbrock(Sphere):
 
 def _finite(name: str, value: Any) -> float:
     """``value`` as a finite float, else an error naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a finite number, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    return float(value)
+    return check_number(name, value)

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int
+from ..checks import check_pairs
 from .base import Strategy
 
 
@@ -23,11 +23,7 @@ class Antithetic(Strategy):
 
 def even_population(name: str, population: int) -> int:
     """``population``, checked: at least 2 and even (twice the number of pairs)."""
-    population = check_int("population", population, 2)
-    if population % 2:
-        raise ValueError(f"{name} samples antithetic pairs, so population must be even; "
-                         f"got {population} (use {population + 1})")
-    return population
+    return check_pairs(population, f"{name} samples antithetic pairs")
 
 
 def pairs(count: int, sigma: float, vector: np.ndarray | None = None) -> list[Candidate]:

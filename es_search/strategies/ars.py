@@ -9,6 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
+from ..errors import SettingError
 from .antithetic import Antithetic, antithetic_pairs, even_population, noise_sum
 from .base import Rebuild, worst_finite
 
@@ -85,9 +86,9 @@ class ARS(Antithetic):
         if directions is not None:
             directions = check_int("directions", directions, 1)
             if population is not None and population != 2 * directions:
-                raise ValueError(f"population ({population}) must be 2 * directions "
-                                 f"({2 * directions}); pass population={2 * directions} "
-                                 f"or leave directions out")
+                raise SettingError("population", population, f"2 * directions "
+                                   f"({2 * directions})", f"pass {{population="
+                                   f"{2 * directions}}} or leave directions out")
         elif population is not None:
             directions = population // 2
         else:
@@ -97,8 +98,8 @@ class ARS(Antithetic):
         if top is not None:
             top = check_int("top", top, 1)
             if top > directions:
-                raise ValueError(f"top ({top}) cannot exceed directions ({directions}); "
-                                 f"use top <= {directions} or more directions")
+                raise SettingError("top", top, f"<= directions ({directions})",
+                                   "use a smaller top or more directions")
         self.top = directions if top is None else top
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = check_positive_float("step_size", step_size)

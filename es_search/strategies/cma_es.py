@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_int, check_positive_float, did_you_mean
+from ..checks import check_dict, check_int, check_positive_float, did_you_mean
 from ..extras import require
 from ..seeding import preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
@@ -139,10 +139,7 @@ class CMAES(Strategy):
         self.population = None if population is None else check_int(
             "population", population, 2)
         self.initial_sigma = check_positive_float("sigma", sigma)
-        if options is not None and not isinstance(options, Mapping):
-            raise TypeError(f"options must be a dict of pycma options, got "
-                            f"{type(options).__name__}")
-        self.options = dict(options or {})
+        self.options = check_dict("options", options, "a dict of pycma options")
         taken = {"popsize", "seed", "randn", "verbose", "verb_disp", "verb_log"} & set(
             self.options)
         if taken:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float
+from ..errors import SettingError
 from ..scores import best_index, same_score
 from .base import Rebuild, Strategy
 
@@ -26,8 +27,8 @@ class Climber(Strategy):
         self.population = check_int("population", population, 1)
         self.initial_sigma = check_positive_float("sigma", sigma)
         if not isinstance(reevaluate, bool) and reevaluate != "auto":
-            raise TypeError(f"reevaluate must be True, False or 'auto' (re-evaluate when "
-                            f"the starting agent's two scores differ), got {reevaluate!r}")
+            raise SettingError("reevaluate", reevaluate, "True, False or 'auto' (re-evaluate "
+                               "when the starting agent's two scores differ)")
         self.reevaluate = reevaluate
 
     @property

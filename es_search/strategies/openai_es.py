@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_positive_float
+from ..checks import check_number, check_positive_float
 from .antithetic import Antithetic, antithetic_pairs, even_population, noise_sum
 from .base import Rebuild, centered_ranks
 
@@ -71,17 +70,11 @@ class OpenAIES(Antithetic):
         self.population = even_population(self.name, population)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.learning_rate = check_positive_float("learning_rate", learning_rate)
-        if isinstance(weight_decay, bool) or not isinstance(weight_decay, numbers.Real):
-            raise TypeError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-        if not math.isfinite(weight_decay) or weight_decay < 0:
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-        self.weight_decay = float(weight_decay)
-        for name, value in (("beta1", beta1), ("beta2", beta2)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise TypeError(f"{name} must be a number in [0, 1), got {value!r}")
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        self.beta1, self.beta2 = float(beta1), float(beta2)
+        self.weight_decay = check_number("weight_decay", weight_decay, "a finite number >= 0",
+                                         lambda v: math.isfinite(v) and v >= 0)
+        self.beta1, self.beta2 = (check_number(name, value, "a number in [0, 1)",
+                                               lambda v: 0.0 <= v < 1.0)
+                                  for name, value in (("beta1", beta1), ("beta2", beta2)))
         self.epsilon = check_positive_float("epsilon", epsilon)
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> OpenAIESState:

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_positive_float
+from ..checks import check_number, check_positive_float
 from .antithetic import Antithetic, antithetic_pairs, even_population, pairs
 from .base import Rebuild, centered_ranks
 
@@ -25,11 +24,8 @@ class PGPEState:
 
 
 def _fraction(name: str, value: Any, closed: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            0.0 <= value <= 1.0 if closed else 0.0 < value < 1.0):
-        raise ValueError(f"{name} must be a number in {'[0, 1]' if closed else '(0, 1)'}, "
-                         f"got {value!r}")
-    return float(value)
+    return check_number(name, value, f"a number in {'[0, 1]' if closed else '(0, 1)'}",
+                        lambda v: 0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0)
 
 
 class PGPE(Antithetic):

@@ -392,6 +392,11 @@ def test_cma_es_all_non_finite_generation_keeps_the_state():
     state = strategy.init(np.zeros(3), 0.0, seed=0)
     candidates = strategy.ask(state, 0)
     assert strategy.tell(state, 0, candidates, [math.nan] * 4, None) is state
+    told = strategy.tell(state, 0, candidates, [1.0] * 4, None)  # its pycma object live
+    asked = strategy.ask(told, 1)
+    kept = strategy.tell(told, 1, asked, [math.nan] * 4, None)
+    assert np.array_equal(kept.center, told.center) and kept.sigma == told.sigma
+    assert _same_candidates(strategy.ask(kept, 1), asked)
 
 
 # ------------------------------------------------------------------ ars

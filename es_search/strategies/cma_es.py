@@ -271,8 +271,9 @@ class CMAES(Strategy):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
         values = worst_finite(scores)
-        if values is None:
-            return state
+        if values is None:  # the state as it was (pickled: its live object was asked)
+            return state if isinstance(state.es, bytes) else dataclasses.replace(
+                state, es=pickle.dumps(state.es.peek(), protocol=5))
         with _RNG_LOCK:  # pycma minimises: tell it -score
             _RNG.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
             es.tell(solutions, [-float(v) for v in values])

@@ -13,7 +13,7 @@ import numpy as np
 from ..candidates import Candidate
 from ..checks import check_int, check_positive_float, did_you_mean
 from ..extras import require
-from ..seeding import preserved_global_rngs, stream_seed
+from ..seeding import fresh_in_forked_child, preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
 
 #: the purpose key of the strategy's own random streams (see es_search.seeding)
@@ -24,6 +24,7 @@ _STREAM = 0xC3A
 #: seeds NumPy's global one, it draws the same numbers), and the lock around its use
 _RNG = np.random.RandomState()
 _RNG_LOCK = threading.RLock()
+fresh_in_forked_child(globals(), "_RNG_LOCK", threading.RLock)
 
 
 def _global_randn(*shape: int) -> np.ndarray:

@@ -4,8 +4,7 @@
     PYTHONPATH=$PWD python benchmarks/cma_overhead.py --weights 5000 --generations 4
 
 The strategy keeps pycma's object in an immutable, picklable state (checkpoints hold
-it): each generation pickles it once (tell) and, for a state it did not just make,
-unpickles it (ask). For each ``--weights`` n, one round times ``--generations``
+it): live, pickled every 64th tell and when the state is pickled. For each ``--weights`` n, one round times ``--generations``
 generations of ask/tell on a cheap quadratic (population 16, no workers, no run folder)
 through ``es_search.strategies.CMAES`` and through pycma directly, in an order that
 alternates between rounds; it prints the median milliseconds per generation of each over

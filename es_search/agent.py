@@ -1,6 +1,7 @@
 """The unit of evolution: a ``torch.nn.Module`` with a ``score()``."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 from typing import Any, Mapping, Sequence
@@ -223,16 +224,16 @@ class Agent(torch.nn.Module):
     def set_flat(self, vector: np.ndarray) -> None:
         """Load a vector laid out as ``get_flat()`` returns it."""
         vector = torch.as_tensor(np.asarray(vector))
-        params = self.evolved_parameters()
-        size = sum(p.numel() for _, p in params)
+        params = [p for _, p in self.evolved_parameters()]
+        size = sum(p.numel() for p in params)
         if vector.ndim != 1 or vector.numel() != size:
             raise ValueError(f"{type(self).__name__} evolves {size} values; got a vector of "
                              f"shape {tuple(vector.shape)}")
-        offset = 0
-        with torch.no_grad():
-            for _, p in params:
+        offset = 0  # (no_grad() costs more than the copies of a small agent: only if needed)
+        with torch.no_grad() if torch.is_grad_enabled() else contextlib.nullcontext():
+            for p in params:
                 n = p.numel()
-                p.copy_(vector[offset:offset + n].view(p.shape))
+                p.copy_(vector[offset:offset + n].view_as(p))
                 offset += n
 
     def clone(self) -> "Agent":

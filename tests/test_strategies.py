@@ -349,6 +349,26 @@ def test_cma_es_tell_after_ask_equals_a_tell_from_the_state_alone():
     assert "_asked" not in pickle.loads(pickle.dumps(strategy)).__dict__
 
 
+def test_cma_es_reused_states_replay_what_they_were():
+    # a told state's pycma object is live and taken by the next ask; asking (or telling)
+    # that state again rebuilds it, also past the tells where it is pickled
+    strategy = CMAES(population=4, sigma=0.5)
+    states = [strategy.init(np.zeros(3), 0.0, seed=2)]
+    for generation in range(70):
+        candidates = strategy.ask(states[-1], generation)
+        states.append(strategy.tell(states[-1], generation, candidates,
+                                    [-float((c.vector ** 2).sum()) for c in candidates], None))
+    asked = [strategy.ask(states[g], g) for g in range(70)]
+    for g in (3, 63, 64, 65, 69):
+        assert _same_candidates(strategy.ask(states[g], g), asked[g])
+        again = pickle.loads(pickle.dumps(states[g]))
+        assert _same_candidates(strategy.ask(again, g), asked[g])
+        scores = [-float((c.vector ** 2).sum()) for c in asked[g]]
+        told = strategy.tell(states[g], g, asked[g], scores, None)
+        assert np.array_equal(told.center, states[g + 1].center)
+        assert _same_candidates(strategy.ask(told, g + 1), strategy.ask(states[g + 1], g + 1))
+
+
 def test_cma_es_tells_pycma_minus_the_score():
     strategy = CMAES(population=8, sigma=0.5)
     state = strategy.init(np.zeros(2), 0.0, seed=0)
@@ -372,6 +392,11 @@ def test_cma_es_all_non_finite_generation_keeps_the_state():
     state = strategy.init(np.zeros(3), 0.0, seed=0)
     candidates = strategy.ask(state, 0)
     assert strategy.tell(state, 0, candidates, [math.nan] * 4, None) is state
+    told = strategy.tell(state, 0, candidates, [1.0] * 4, None)  # its pycma object live
+    asked = strategy.ask(told, 1)
+    kept = strategy.tell(told, 1, asked, [math.nan] * 4, None)
+    assert np.array_equal(kept.center, told.center) and kept.sigma == told.sigma
+    assert _same_candidates(strategy.ask(kept, 1), asked)
 
 
 # ------------------------------------------------------------------ ars

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
+import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -12,22 +13,66 @@ import numpy as np
 from ..candidates import Candidate
 from ..checks import check_dict, check_int, check_positive_float, did_you_mean
 from ..extras import require
-from ..seeding import preserved_global_rngs, stream_seed
+from ..seeding import fresh_in_forked_child, preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
 
 #: the purpose key of the strategy's own random streams (see es_search.seeding)
 _STREAM = 0xC3A
 
 
+#: the generator pycma draws from (a legacy RandomState: seeded as ``np.random.seed``
+#: seeds NumPy's global one, it draws the same numbers), and the lock around its use
+_RNG = np.random.RandomState()
+_RNG_LOCK = threading.RLock()
+fresh_in_forked_child(globals(), "_RNG_LOCK", threading.RLock)
+
+
 def _global_randn(*shape: int) -> np.ndarray:
-    """pycma's ``randn`` option: standard normals from NumPy's *global* generator.
+    """pycma's ``randn`` option: standard normals from ``_RNG``, which ``ask``/``tell``
+    seed per generation (the caller's global generators are not touched).
 
     pycma's default, the bound method ``np.random.randn``, would pickle a snapshot of
-    the global generator with the strategy, and every unpickled copy would then repeat
-    the same draws; a module-level function pickles by name and draws from the global
-    generator, which ``ask``/``tell`` seed per generation.
+    the generator with the strategy, and every unpickled copy would then repeat the
+    same draws; a module-level function pickles by name.
     """
-    return np.random.standard_normal(shape)
+    return _RNG.standard_normal(shape)
+
+
+#: a told state holds its pycma object live; every this many tells one is pickled
+#: (bounding how far a reused state's object is replayed from, see :class:`_Live`)
+_PICKLE_EVERY = 64
+
+
+class _Live:
+    """A told state's pycma object, live (pickled only when the state is: as bytes).
+
+    ``take()`` hands it to one ``ask`` (asking and telling change it); a state asked
+    again rebuilds it from ``source``, ``(strategy, parent state, generation, scores)``:
+    the parent's object asked and told again as in that generation (the same seeded
+    draws). ``depth``: tells since the last pickled object.
+    """
+
+    def __init__(self, es: Any, source: tuple, depth: int):
+        self.es, self.source, self.depth = es, source, depth
+
+    def peek(self) -> Any:
+        if self.es is None:
+            strategy, parent, generation, scores = self.source
+            candidates = strategy._ask(parent, generation)
+            self.es = _take(strategy._tell(parent, generation, candidates, scores, None).es)
+        return self.es
+
+    def take(self) -> Any:
+        es, self.es = self.peek(), None
+        return es
+
+    def __reduce__(self):
+        return bytes, (pickle.dumps(self.peek(), protocol=5),)
+
+
+def _take(es: "bytes | _Live") -> Any:
+    """A pycma object of a state's own (``CMAESState.es``) to ask and tell."""
+    return pickle.loads(es) if isinstance(es, bytes) else es.take()
 
 
 class Asked(list):
@@ -49,7 +94,7 @@ RESTARTS = ("ipop", "bipop")
 
 @dataclass(frozen=True)
 class CMAESState:
-    es: bytes  # pycma's CMAEvolutionStrategy, pickled (so the state is immutable)
+    es: bytes | _Live  # pycma's CMAEvolutionStrategy, pickled or live (see _Live)
     center: np.ndarray  # pycma's mean
     sigma: float  # pycma's overall step size
     seed: int  # the run's seed
@@ -74,14 +119,15 @@ class CMAES(Strategy):
     ``ask``/``tell`` interface. Needs the optional extra ``cma``.
 
     Candidates are explicit vectors (``Candidate("vector", vector=x)``): pycma samples
-    them in the main process. Seeding: before each ``ask`` (and ``tell``) NumPy's
-    global generator, which pycma samples from, is seeded with
-    ``es_search.seeding.stream_seed(seed, ...)`` for that generation inside
-    ``preserved_global_rngs()``, so the same seed gives the same run and the caller's
-    own random state is untouched. The pycma object is kept pickled in the state: the
-    state is a frozen value that a checkpoint can pickle. The list ``ask`` returns hands
-    its pycma object over to ``tell`` (once); other candidates are checked against a
-    replay of the generation's (deterministic) ``ask``.
+    them in the main process. Seeding: before each ``ask`` (and ``tell``) the
+    generator pycma samples from (its ``randn`` option, es_search's own) is seeded with
+    ``es_search.seeding.stream_seed(seed, ...)`` for that generation, so the same seed
+    gives the same run and the caller's own random state is untouched. The state is a
+    frozen value that a checkpoint can pickle; its pycma object stays live (pickled
+    with the state) and one ``ask`` takes it over; a state asked again replays how it
+    came about. The list ``ask`` returns hands its pycma object over to ``tell``
+    (once); other candidates are checked against a replay of the generation's
+    (deterministic) ``ask``.
 
     Scores are maximised; pycma minimises, so it is told ``-score``. pycma cannot take
     NaN or infinities: a non-finite score (NaN, +inf or -inf) is told as the worst
@@ -201,9 +247,9 @@ class CMAES(Strategy):
                                    maxiter0=float(es.opts["maxiter"]))
 
     def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
-        es = pickle.loads(state.es)
-        with preserved_global_rngs():
-            np.random.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
+        es = _take(state.es)
+        with _RNG_LOCK:
+            _RNG.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
             solutions = [np.array(x, dtype=np.float64) for x in es.ask()]
         return Asked([Candidate("vector", vector=x.copy()) for x in solutions],
                      (state.es, generation, es, solutions))
@@ -223,16 +269,19 @@ class CMAES(Strategy):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
         values = worst_finite(scores)
-        if values is None:
-            return state
-        with preserved_global_rngs():  # pycma minimises: tell it -score
-            np.random.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
+        if values is None:  # the state as it was (pickled: its live object was asked)
+            return state if isinstance(state.es, bytes) else dataclasses.replace(
+                state, es=pickle.dumps(state.es.peek(), protocol=5))
+        with _RNG_LOCK:  # pycma minimises: tell it -score
+            _RNG.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
             es.tell(solutions, [-float(v) for v in values])
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):
             return self._restart(state, generation, es.countevals)
-        return dataclasses.replace(state, es=pickle.dumps(es, protocol=5),
-                                   center=np.array(es.mean, dtype=np.float64),
+        depth = state.es.depth + 1 if isinstance(state.es, _Live) else 1
+        kept = _Live(es, (self, state, generation, scores), depth) \
+            if depth < _PICKLE_EVERY else pickle.dumps(es, protocol=5)
+        return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 
     def _restarts_left(self, state: CMAESState) -> bool:

@@ -36,7 +36,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("signum, error", [("SIGINT", KeyboardInterrupt),
                                             ("SIGTERM", es_search.Terminated)])
 def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_resume(
-        tmp_path, capsys, signum, error):
+        tmp_path, capsys, signum, error, ctrl_c):
     import signal
     import threading
     import time

@@ -112,7 +112,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, ext
     assert same_history(read_history(out / "history.jsonl"), full.history)
 
 
-def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path):
+def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path, ctrl_c):
     out = tmp_path / "run"
     argv = ["run", f"{AGENTS}:Vec", "--generations", "30", "--n-jobs", "2",
             "--out", str(out), *ARGS]
@@ -158,7 +158,7 @@ sys.meta_path.insert(0, WaitInTorchsImport())
 
 @pytest.mark.skipif(not hasattr(signal, "pause"), reason="POSIX signals")
 @pytest.mark.parametrize("how", ["console script", "python -m"])
-def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how):
+def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how, ctrl_c):
     (tmp_path / "sitecustomize.py").write_text(WAIT_IN_TORCHS_IMPORT)
     script = tmp_path / "es-search"  # as pip's console script calls main()
     script.write_text("import sys\nfrom es_search.cli import main\n"
@@ -180,7 +180,7 @@ def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, h
                                              ("work", "es-search-notes.py"),
                                              ("es-search.exe", "train.py")])
 def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path, folder,
-                                                                        script):
+                                                                        script, ctrl_c):
     """Only the command takes SIGINT while it starts: a user's program (here in a folder
     named like the command, as a clone of this repository is) keeps Python's handler."""
     path = tmp_path / folder / script
@@ -239,7 +239,8 @@ def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status):
+def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status,
+                                                                  ctrl_c):
     """The run is whole once it has ended: the message points at ``es-search test``,
     not at a resume, and a SIGTERM then too leaves no worker behind."""
     out, marker = tmp_path / "run", tmp_path / "testing"
@@ -264,7 +265,7 @@ def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signu
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status):
+def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status, ctrl_c):
     out, marker = tmp_path / "run", tmp_path / "testing"
     made = cli("run", f"{AGENTS}:SlowTest", "--generations", "1", "--n-jobs", "1",
                "--out", str(out), "--no-test", *ARGS[:-2], "-p", f"marker={marker}")

@@ -61,12 +61,25 @@ def dask_client():
         yield client
 
 
-# backend outermost (the bottom decorator varies slowest): every multiprocessing run forks
-# before the Dask fixture starts its threads here (a fork beside a live event loop thread
-# can inherit a held lock and hang: seen once in CI, at pgpe--1-multiprocessing)
-@pytest.mark.parametrize("n_jobs", N_JOBS)
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-@pytest.mark.parametrize("backend", BACKENDS)
+#: the fast run's cases, n_jobs=2: every strategy on loky, one on each other backend;
+#: the rest of the matrix is slow
+FAST = {("multiprocessing", "cma-es"), ("dask", "pgpe")}
+
+
+def matrix():
+    """(backend, strategy, n_jobs), backend outermost: every multiprocessing run forks
+    before the Dask fixture starts its threads here (a fork beside a live event loop
+    thread can inherit a held lock and hang: seen once in CI, at pgpe--1-multiprocessing)."""
+    for backend in BACKENDS:
+        for strategy in sorted(STRATEGIES):
+            for n_jobs in N_JOBS:
+                fast = n_jobs == 2 and (backend == "loky" or (backend, strategy) in FAST)
+                yield pytest.param(backend, strategy, n_jobs,
+                                   id=f"{strategy}-{n_jobs}-{backend}",
+                                   marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("backend, strategy, n_jobs", list(matrix()))
 def test_same_seed_same_run(strategy, n_jobs, backend, reference, request):
     if backend == "dask":
         request.getfixturevalue("dask_client")

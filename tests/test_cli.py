@@ -114,6 +114,7 @@ def test_a_run_with_no_finite_score_fails(tmp_path, capsys):
     assert (tmp_path / "run" / "result.json").exists()  # what was done is kept
 
 
+@pytest.mark.slow
 def test_blog_run_writes_results(tmp_path):
     proc = run_cli("run", "blog", "-p", "work=20", "--generations", "3", "--population", "4",
                    "--n-jobs", "2", "--seed", "1", "--out", str(tmp_path / "blog"))
@@ -144,6 +145,7 @@ MINE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_users_file_and_class(tmp_path, capsys):
     path = tmp_path / "my_agent.py"
     path.write_text(MINE)
@@ -204,6 +206,7 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         sys.modules.pop("es_probe_walkers", None)
 
 
+@pytest.mark.slow
 def test_a_gym_module_in_the_current_folder_registers_its_environment(tmp_path):
     """`es-search run gym:envs:ID`, as the installed script runs it (the current folder
     not on sys.path): envs.py is found there, and the workers make the environment it
@@ -661,6 +664,7 @@ def test_a_failing_agent_is_one_message_with_the_right_exit_status(tmp_path, cap
         assert f"{name}.test_scores() {what}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_warnings_read_as_the_command_lines(tmp_path, capsys):
     (tmp_path / "mine.py").write_text(USER_AGENTS)
     script = tmp_path / "es-search"  # as pip's console script calls main()
@@ -687,6 +691,7 @@ def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
     assert len(read_history(out / "history.jsonl")) == 60  # the run's own 60
 
 
+@pytest.mark.slow
 def test_no_sequential_fallback_keeps_a_crashing_score_in_the_workers(tmp_path):
     """A trivial score() is scored in the command's own process by default; one that
     can crash its process is kept in the workers, where a crash is a WorkerError."""

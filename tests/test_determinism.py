@@ -61,9 +61,9 @@ def dask_client():
         yield client
 
 
-#: the fast run's cases, n_jobs=2: every strategy on loky, one on each other backend;
-#: the rest of the matrix is slow
-FAST = {("multiprocessing", "cma-es"), ("dask", "pgpe")}
+#: the fast run's cases, n_jobs=2: every strategy on loky and one on multiprocessing; the
+#: rest of the matrix is slow (Dask's n_jobs=1 result: also tests/test_cluster_runs.py)
+FAST = {("multiprocessing", "cma-es")}
 
 
 def matrix():
@@ -109,6 +109,7 @@ def test_runs_in_several_threads_give_their_sequential_results():
         assert list(pool.map(one, range(4))) == alone
 
 
+@pytest.mark.slow
 def test_runs_in_two_threads_with_workers_of_their_own_sizes_give_their_own_results():
     """Two threads run with n_jobs 2 and 3: loky's one executor per process is resized
     between them (loky may warn), and each run equals its plain loop. A run whose

@@ -115,6 +115,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, ext
     assert same_history(read_history(out / "history.jsonl"), full.history)
 
 
+@pytest.mark.slow
 def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path, ctrl_c):
     out = tmp_path / "run"
     argv = ["run", f"{AGENTS}:Vec", "--generations", "30", "--n-jobs", "2",
@@ -196,6 +197,7 @@ def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path,
     assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     """A job scheduler's stop: the run's workers must not outlive it (Python's default
     for SIGTERM is to die at once, leaving a pool's processes behind)."""
@@ -218,7 +220,8 @@ def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
-@pytest.mark.parametrize("backend", ["loky", pytest.param("multiprocessing", marks=SLOW)])
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
 def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
     """As ``timeout``, Slurm and systemd stop a job: every process of the group at once.
     A multiprocessing worker killed while it holds its pool's task-queue lock (an idle
@@ -241,8 +244,8 @@ def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
-@pytest.mark.parametrize("signum, status", [pytest.param(signal.SIGTERM, 143, marks=SLOW),
-                                            (signal.SIGINT, 130)])
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status,
                                                                   ctrl_c):
     """The run is whole once it has ended: the message points at ``es-search test``,
@@ -268,8 +271,8 @@ def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signu
     assert not any(map(_running, children))
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143),
-                                            pytest.param(signal.SIGINT, 130, marks=SLOW)])
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status, ctrl_c):
     out, marker = tmp_path / "run", tmp_path / "testing"
     made = cli("run", f"{AGENTS}:SlowTest", "--generations", "1", "--n-jobs", "1",
@@ -305,7 +308,8 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("backend", ["loky", pytest.param("multiprocessing", marks=SLOW)])
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
 def test_workers_end_soon_after_their_run_is_killed(tmp_path, backend):
     """``kill -9`` of the run alone (the OOM killer's way): its workers, which nobody
     can stop any more, end within seconds instead of idling for loky's 300 s."""
@@ -328,6 +332,7 @@ def test_workers_end_soon_after_their_run_is_killed(tmp_path, backend):
         sigkill_group(proc)
 
 
+@pytest.mark.slow
 def test_cli_resume_refuses_other_parameters(tmp_path):
     out = tmp_path / "run"
     first = cli("run", f"{AGENTS}:Vec", "--generations", "1", "--n-jobs", "1",
@@ -400,6 +405,7 @@ print(status, len(workers))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_the_command_ends_its_workers_before_it_returns(tmp_path):
     """The command line's loky workers are gone when main() returns, not joined by

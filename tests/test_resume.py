@@ -295,6 +295,7 @@ def test_best_weights_file_goes_with_the_checkpoint(tmp_path):
     assert same_weights(torch.load(tmp_path / "best_weights.pt"), result.best_weights)
 
 
+@pytest.mark.slow
 def test_the_checkpoint_cost_benchmark_runs_and_writes_its_table(tmp_path):
     import os
     import subprocess

@@ -255,6 +255,7 @@ def test_amdahl_fit_recovers_the_serial_fraction():
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
+@pytest.mark.slow
 def test_benchmark_runs_end_to_end(tmp_path, capsys):
     # the library measures and reports: no targets, no README
     lib, repo = tmp_path / "lib", tmp_path / "repo"
@@ -304,6 +305,7 @@ def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
     assert "best score" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
 def test_the_benchmark_counts_the_cores_this_process_may_use(tmp_path):
     """Pinned to one core (as a container's quota or taskset pins it), the benchmark

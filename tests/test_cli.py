@@ -1,3 +1,5 @@
+"""The command line (es_search.cli): its verbs, options and messages, errors as one line
+and an exit status, and runs through the command as a user types them."""
 import json
 import os
 import re

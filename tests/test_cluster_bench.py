@@ -1,4 +1,4 @@
-"""Issue 9's benchmark: the cost model recovers known costs, the report and the targets
+"""The cluster benchmark: the cost model recovers known costs, the report and the targets
 render from a saved run (the measuring itself: `es-search bench --backend dask`)."""
 from __future__ import annotations
 

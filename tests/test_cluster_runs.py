@@ -1,4 +1,4 @@
-"""Issue 9 through run(): Dask and Ray give the n_jobs=1 result, also with a worker
+"""Clusters through run(): Dask and Ray give the n_jobs=1 result, also with a worker
 killed mid-run; workers that join are used; the centre travels once per worker or is
 derived by the workers; retry limits and messages as on loky."""
 from __future__ import annotations

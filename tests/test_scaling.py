@@ -1,4 +1,5 @@
-"""Issue 3: the evaluation engine at the core limit, its backends and its benchmark."""
+"""The evaluation engine at the core limit: any n_jobs gives the same run, workers persist,
+a generation sends few bytes per candidate; its backends and its scaling benchmark."""
 import json
 import os
 import sys

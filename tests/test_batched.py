@@ -387,6 +387,7 @@ def test_readme_batching_tables_are_the_ranges_of_the_committed_runs(tmp_path):
     assert refused.returncode == 2 and "--readme goes with --ranges" in refused.stderr
 
 
+@pytest.mark.slow
 def test_persistent_loops_benchmark_scores_as_the_engine_does():
     """benchmarks/persistent_loops.py: its forked loops give loky's scores (it raises
     otherwise) and it prints the three paths."""

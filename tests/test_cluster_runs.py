@@ -146,7 +146,6 @@ def test_dask_by_name_runs_on_the_active_client(cluster, reference):
     assert same(result, reference)
 
 
-@pytest.mark.slow
 def test_the_several_machines_recipe(tmp_path, capsys):
     """The README's recipe, on one machine: `dask scheduler`, `dask worker ADDRESS
     --nworkers 2 --nthreads 1`, then `es-search run ... --scheduler ADDRESS`."""

@@ -350,14 +350,14 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "--checkpoint-every", "0"], "--checkpoint-every: must be >= 1, got 0"),
     (["run", "blog", "--checkpoint-every", "5"],
      "--checkpoint-every sets how often the checkpoint in --out DIR is written; pass --out"),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py")],
-     "reliability_agents.py' names a file; name the agent class too, as "),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":vec"],
-     "reliability_agents.py has no attribute 'vec' (did you mean 'Vec'?); its "
-     "es_search.Agent classes: Vec, DiesOnce"),
+    (["run", os.path.join(ROOT, "tests", "agents.py")],
+     "agents.py' names a file; name the agent class too, as "),
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":vec"],
+     "agents.py has no attribute 'vec' (did you mean 'Vec'?); its "
+     "es_search.Agent classes: Quadratic, NoisyEverywhere"),
     (["run", "es_search.problems.sphere:Spher"], "es_search.problems.sphere has no attribute "
      "'Spher' (did you mean 'Sphere'?); its es_search.Agent classes: Sphere, Rastrigin"),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":SlowTest"],
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":SlowTest"],
      "SlowTest.__init__() missing 1 required positional argument: 'marker' (give it with "
      "-p NAME=VALUE)"),
     (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
@@ -395,8 +395,9 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "TensorBoard log_dir '/proc/x' cannot be written: no file can be created in '/proc'"),
     (["bench", "--quick", "--out", "/proc/x"],
      "--out /proc/x cannot be written: no file can be created in '/proc'"),
-    (["run", os.path.join(ROOT, "tests", "agents.py") + ":Raises", "-p", "dim=-1"],
-     "cannot build " + os.path.join(ROOT, "tests", "agents.py") + ":Raises with -p dim=-1: "
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":ConstructorRaises", "-p", "dim=-1"],
+     "cannot build " + os.path.join(ROOT, "tests", "agents.py")
+     + ":ConstructorRaises with -p dim=-1: "
      "RuntimeError: no dimension -1"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "

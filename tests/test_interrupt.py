@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import signal
 
-import cloudpickle
 import pytest
 
 import es_search
 from es_search import checkpoint
 from es_search.seeding import task_seed
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

@@ -21,7 +21,7 @@ from es_search.problems import load_problem
 from compare import same_history
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS = str(ROOT / "tests" / "reliability_agents.py")
+AGENTS = str(ROOT / "tests" / "agents.py")
 #: the cases of a parametrized test that the fast run leaves out (run with -m slow)
 SLOW = pytest.mark.slow
 ARGS = ["--population", "4", "--sigma", "0.3", "--seed", "5", "--no-progress",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import cloudpickle
 import numpy as np
 import pytest
 import torch
@@ -14,9 +13,8 @@ from es_search import checkpoint
 from es_search.output import read_history
 from es_search.settings import describe
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 from compare import same_history, same_weights  # noqa: E402
 
 SEED = 11

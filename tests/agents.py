@@ -1,7 +1,18 @@
-"""Agents shared by the tests (importable by worker processes)."""
+"""Agents shared by the tests: well-behaved ones, batched ones (score_batch) and ones that
+misbehave on purpose (die, hang, raise, return non-finite scores, cannot be pickled).
+
+conftest.py registers this module with cloudpickle by value, so worker processes need
+not import ``tests``; the command line loads it by path (``tests/agents.py:Class``) in
+subprocesses. (Agents that workers must import by reference: reference_agents.py.)"""
+from __future__ import annotations
+
+import math
 import os
+import signal
 import random
 import tempfile
+import threading
+import time
 
 import numpy as np
 import torch
@@ -195,7 +206,7 @@ def sweep_seed(seed, n_jobs=-1):
                          progress=False).best_score
 
 
-class Raises(Quadratic):
+class ConstructorRaises(Quadratic):
     """A constructor that fails with something else than a TypeError or ValueError."""
 
     def __init__(self, dim: int = 3):
@@ -214,3 +225,268 @@ class Transposed(es_search.Agent):
 
     def score(self):
         return -float(((self.w - torch.arange(6.0).reshape(2, 3)) ** 2).sum())
+
+
+# ------------------------------------------------------------- batched (score_batch)
+class RowExact(es_search.Agent):
+    """score() computes exactly what one row of score_batch() computes: a quadratic
+    plus noise from the candidate's own stream. Optional faults for the tests: a task
+    seed whose row raises (``bad_seed``) or returns NaN (``nan_seed``), and a batch
+    that raises whenever it holds more than one candidate (``batch_only_fault``)."""
+
+    score_batch_size = 4
+
+    def __init__(self, dim=5, bad_seed=None, nan_seed=None, batch_only_fault=False):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(dim), requires_grad=False)
+        self.bad_seed, self.nan_seed = bad_seed, nan_seed
+        self.batch_only_fault = batch_only_fault
+
+    def _value(self, w, seed):
+        if seed == self.bad_seed:
+            raise ValueError(f"bad candidate (task seed {seed})")
+        if seed == self.nan_seed:
+            return float("nan")
+        noise = np.random.default_rng(seed).standard_normal()
+        return -float(((w.double() - 3) ** 2).sum()) + 0.1 * noise
+
+    def score(self):
+        return self._value(self.w, self.task_seed)
+
+    def score_batch(self, params, seeds):
+        if self.batch_only_fault and len(seeds) > 1:
+            raise MemoryError("this batch is too big")
+        return [self._value(params["w"][i], s) for i, s in enumerate(seeds)]
+
+
+class GroupSensitive(es_search.Agent):
+    """Each row's score depends (slightly) on the rest of its group: the run is still
+    the same for any worker count, because groups are cut at fixed indices."""
+
+    score_batch_size = 4  # population 8 and a re-evaluated parent: groups [0, 4), [4, 9)
+
+    def __init__(self, dim=4):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(dim), requires_grad=False)
+
+    def score_batch(self, params, seeds):
+        w = params["w"].double()
+        return -((w - 3) ** 2).sum(dim=1) + 1e-6 * w.sum() + 1e-3 * torch.rand(len(seeds))
+
+
+class ReportsGroupSize(GroupSensitive):
+    """GroupSensitive in groups of 8; each group reports its size."""
+
+    score_batch_size = 8
+
+    def score_batch(self, params, seeds):
+        self.group_rows = len(seeds)
+        return super().score_batch(params, seeds)
+
+    def task_report(self):
+        return self.__dict__.pop("group_rows", None)
+
+
+class BatchedRunningStats(RunningStats):
+    """RunningStats scored a group at a time: each row draws from its own generator
+    (its task seed); the group reports the statistics of all its rows at once."""
+
+    score_batch_size = 4
+
+    def score_batch(self, params, seeds):
+        std = torch.sqrt(self.m2 / self.count.clamp(min=1) + 1e-8)
+        scores, seen = [], []
+        for w, seed in zip(params["w"], seeds):
+            g = torch.Generator().manual_seed(seed % 2 ** 63)
+            steps = int(torch.randint(3, 9, (), generator=g))
+            obs = (torch.randn(steps, w.numel(), dtype=torch.float64, generator=g) * 2 + 1
+                   + w.double())
+            seen.append(obs)
+            scores.append(-float((((obs - self.mean) / std - 0.5) ** 2).mean()))
+        obs = torch.cat(seen)
+        self._seen = (float(len(obs)), obs.mean(0), ((obs - obs.mean(0)) ** 2).sum(0))
+        return scores
+
+
+# ------------------------------------------------- misbehaving on purpose (reliability)
+class Vec(es_search.Agent):
+    """A 4-vector; score -|x - 1|^2 plus task-seeded noise (so seeds matter)."""
+
+    def __init__(self, delay: float = 0.0, dim: int = 4):
+        super().__init__()
+        self.delay = float(delay)
+        self.x = torch.nn.Parameter(torch.zeros(int(dim), dtype=torch.float64),
+                                    requires_grad=False)
+
+    def score(self, **kwargs) -> float:
+        if self.delay:
+            time.sleep(self.delay)
+        return -float(((self.x - 1) ** 2).sum()) + 0.01 * float(torch.randn(()))
+
+
+class DiesOnce(Vec):
+    """The worker running task seed ``kill_seed`` dies (os._exit), the first time only:
+    a marker file records that it already did."""
+
+    def __init__(self, kill_seed: int, marker: str):
+        super().__init__()
+        self.kill_seed, self.marker = kill_seed, marker
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.kill_seed and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            os._exit(17)
+        return super().score(**kwargs)
+
+
+class KilledAtStart(Vec):
+    """A worker process that unpickles this agent (the engine's start-up, before any
+    task) is killed with SIGKILL, as the OOM killer kills: the first time only when a
+    ``marker`` file is given (it records that it happened), else every time."""
+
+    def __init__(self, marker: str | None = None):
+        super().__init__()
+        self.marker, self.home = marker, os.getpid()
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if os.getpid() == self.home or (self.marker and os.path.exists(self.marker)):
+            return
+        if self.marker:
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class AlwaysDies(Vec):
+    """The worker running task seed ``kill_seed`` always dies."""
+
+    def __init__(self, kill_seed: int):
+        super().__init__()
+        self.kill_seed = kill_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.kill_seed:
+            os._exit(17)
+        return super().score(**kwargs)
+
+
+class Hangs(Vec):
+    """Task seed ``hang_seed`` sleeps for a minute."""
+
+    def __init__(self, hang_seed: int):
+        super().__init__()
+        self.hang_seed = hang_seed
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed == self.hang_seed:
+            time.sleep(60)
+        return super().score(**kwargs)
+
+
+class Raises(Vec):
+    """``score()`` raises for the tasks whose seeds are in ``fail_seeds``."""
+
+    def __init__(self, fail_seeds=()):
+        super().__init__()
+        self.fail_seeds = set(fail_seeds)
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed in self.fail_seeds:
+            raise ValueError(f"boom at {self.x.tolist()}")
+        return super().score(**kwargs)
+
+
+class NonFinite(Vec):
+    """Every third task (by seed) scores NaN, every fifth +inf."""
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed % 3 == 0:
+            return math.nan
+        if self.task_seed % 5 == 0:
+            return math.inf
+        return super().score(**kwargs)
+
+
+class Holder:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+class WithLock(Vec):
+    def __init__(self):
+        super().__init__()
+        self.stuff = {"cfg": [1, 2, Holder()]}
+
+
+class WithGenerator(Vec):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        self.inner.gen = (i for i in range(3))
+
+
+class WithFile(Vec):
+    def __init__(self, path: str):
+        super().__init__()
+        self.log = open(path, "w")
+
+
+class Sleepy(Vec):
+    """Every task but those seeded ``quick_seeds`` (the starting evaluation's: they
+    run while the second worker may still be starting, and could all land on the
+    first) writes its worker's pid into ``folder`` and sleeps for a minute."""
+
+    def __init__(self, folder: str, quick_seeds: set):
+        super().__init__()
+        self.folder, self.quick_seeds = folder, set(quick_seeds)
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed not in self.quick_seeds:
+            with open(os.path.join(self.folder, str(os.getpid())), "w"):
+                pass
+            time.sleep(60)
+        return super().score(**kwargs)
+
+
+class SlowTest(Vec):
+    """A quick search whose ``test_scores()`` (in the main process, after the run) first
+    creates the file ``marker``, then sleeps for a minute."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker = marker
+
+    def test_scores(self) -> dict:
+        with open(self.marker, "w"):
+            pass
+        time.sleep(60)
+        return {"never": 0.0}
+
+
+class UsesData(Raises):
+    """:class:`Raises` whose score adds the sum of its ``data`` keyword (a tensor)."""
+
+    def score(self, data, **kwargs) -> float:
+        return super().score(**kwargs) + float(data.sum())
+
+
+class LoopDraws(Vec):
+    """Draws from Python's ``random`` after the Dask worker's event loop drew from it
+    too, while this call ran in a thread beside it (as the loop's jittered heartbeats
+    do): the task's seeded draws must not see the loop's."""
+
+    def score(self, **kwargs) -> float:
+        import random
+        if threading.current_thread() is not threading.main_thread():  # beside the loop
+            try:
+                from distributed import get_worker
+                loop = get_worker().loop
+            except (ImportError, ValueError):
+                loop = None
+            if loop is not None:
+                done = threading.Event()
+                loop.add_callback(lambda: (random.random(), done.set()))
+                done.wait(5)
+        return -float(((self.x - 1) ** 2).sum()) + random.random()

@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -47,3 +48,16 @@ def ray_session(request):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def ctrl_c():
+    """Python's Ctrl-C handler (KeyboardInterrupt) in this process for the test, as in
+    a program started from a terminal, and SIGINT's default in the processes it starts.
+
+    A test of Ctrl-C sets the handler it tests: started in the background (nohup,
+    ``cmd &`` in a script), pytest and its children begin with SIGINT ignored, which
+    es_search rightly keeps. A handler, unlike SIG_IGN, is reset by exec."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

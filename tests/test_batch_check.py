@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import es_search
-from batch_agents import GroupSensitive, RowExact
+from agents import GroupSensitive, RowExact
 from es_search.scores import NotAScore
 from es_search.seeding import seed_global_rngs, task_seed
 from test_batched import Line

@@ -394,6 +394,7 @@ def test_readme_batching_tables_are_rendered_from_the_committed_run(tmp_path):
     assert "| CartPole, balancing policy | 10.0x | NOT met |" in table
 
 
+@pytest.mark.slow
 def test_persistent_loops_benchmark_scores_as_the_engine_does():
     """benchmarks/persistent_loops.py: its forked loops give loky's scores (it raises
     otherwise) and it prints the three paths."""

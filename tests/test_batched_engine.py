@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 import math
 
-import cloudpickle
 import joblib
 import numpy as np
 import pytest
@@ -16,10 +15,7 @@ from es_search.candidates import Candidate
 from es_search.chunking import chunk_bounds, group_bounds
 from es_search.seeding import task_seed
 
-import batch_agents
-from batch_agents import GroupSensitive, ReportsGroupSize, RowExact
-
-cloudpickle.register_pickle_by_value(batch_agents)
+from agents import GroupSensitive, ReportsGroupSize, RowExact
 
 
 def comparable(result):
@@ -210,7 +206,7 @@ def test_batched_pendulum_is_the_per_candidate_run(strategy):
 
 
 def test_shared_statistics_from_groups_are_the_same_for_any_worker_count():
-    from batch_agents import BatchedRunningStats
+    from agents import BatchedRunningStats
     kwargs = dict(generations=3, population=10, sigma=0.3, seed=5, progress=False,
                   strategy="openai-es")
     reference = es_search.run(BatchedRunningStats(), n_jobs=1, **kwargs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 
-import cloudpickle
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -15,9 +14,6 @@ import es_search
 from es_search import checkpoint
 from es_search.strategies.hill_climb import HillClimbState
 
-import reliability_agents as agents
-
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

@@ -1,7 +1,6 @@
 """Work claiming on loky (es_search.claims): the workers take blocks of long tasks as they
 come free. Who claims what must never show in a result: the run equals n_jobs=1, errors
 name the lowest failing candidate, a dead worker's blocks are scored again."""
-import cloudpickle
 import pytest
 
 import es_search
@@ -11,12 +10,8 @@ from es_search.evaluation import Evaluator
 from es_search.seeding import task_seed
 
 import agents
-import batch_agents
-import reliability_agents
 from compare import same_history, same_weights
 
-for module in (agents, batch_agents, reliability_agents):
-    cloudpickle.register_pickle_by_value(module)  # workers need not import tests/
 
 pytestmark = pytest.mark.skipif(not claims.AVAILABLE, reason="needs fcntl")
 SEED = 11
@@ -58,8 +53,8 @@ def test_claimed_runs_equal_the_in_process_run(rounds, monkeypatch, strategy, po
     assert same_weights(claimed.best_weights, alone.best_weights)
 
 
-@pytest.mark.parametrize("factory", [batch_agents.RowExact, batch_agents.GroupSensitive,
-                                     batch_agents.BatchedRunningStats])
+@pytest.mark.parametrize("factory", [agents.RowExact, agents.GroupSensitive,
+                                     agents.BatchedRunningStats])
 def test_batched_groups_are_claimed_whole(rounds, factory):
     alone, claimed = _both(factory, population=10, sigma=0.3)
     assert len(rounds) >= 3
@@ -90,7 +85,7 @@ def test_the_lowest_failing_candidate_is_the_error(rounds):
     messages = []
     for n_jobs in (1, 2):
         with pytest.raises(es_search.ScoreError) as info:
-            es_search.run(reliability_agents.Raises(bad), generations=3, population=8,
+            es_search.run(agents.Raises(bad), generations=3, population=8,
                           sigma=0.3, seed=SEED, n_jobs=n_jobs, sequential_fallback=False,
                           progress=False)
         messages.append((info.value.generation, info.value.index))
@@ -100,16 +95,16 @@ def test_the_lowest_failing_candidate_is_the_error(rounds):
 def test_failures_scored_worst_are_the_same_when_claimed(rounds):
     bad = {task_seed(SEED, g, i) for g in (1, 2) for i in (0, 5)}
     with pytest.warns(RuntimeWarning, match="raised on 2 candidate.*of generation 1"):
-        alone, claimed = _both(lambda: reliability_agents.Raises(bad), population=8,
+        alone, claimed = _both(lambda: agents.Raises(bad), population=8,
                                sigma=0.3, on_error="worst")
     assert same_history(claimed.history, alone.history)
     assert claimed.history[1]["failures"] == 2
 
 
 def test_a_worker_that_dies_while_claiming_changes_nothing(rounds, tmp_path):
-    clean = es_search.run(reliability_agents.Vec(), generations=3, n_jobs=1, population=8,
+    clean = es_search.run(agents.Vec(), generations=3, n_jobs=1, population=8,
                           sigma=0.3, seed=SEED, progress=False)
-    agent = reliability_agents.DiesOnce(task_seed(SEED, 2, 5), str(tmp_path / "died"))
+    agent = agents.DiesOnce(task_seed(SEED, 2, 5), str(tmp_path / "died"))
     with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*5"):
         result = es_search.run(agent, generations=3, n_jobs=2, population=8, sigma=0.3,
                                seed=SEED, sequential_fallback=False, progress=False)

@@ -1,3 +1,5 @@
+"""The command line (es_search.cli): its verbs, options and messages, errors as one line
+and an exit status, and runs through the command as a user types them."""
 import json
 import os
 import re
@@ -114,6 +116,7 @@ def test_a_run_with_no_finite_score_fails(tmp_path, capsys):
     assert (tmp_path / "run" / "result.json").exists()  # what was done is kept
 
 
+@pytest.mark.slow
 def test_blog_run_writes_results(tmp_path):
     proc = run_cli("run", "blog", "-p", "work=20", "--generations", "3", "--population", "4",
                    "--n-jobs", "2", "--seed", "1", "--out", str(tmp_path / "blog"))
@@ -144,6 +147,7 @@ MINE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_users_file_and_class(tmp_path, capsys):
     path = tmp_path / "my_agent.py"
     path.write_text(MINE)
@@ -204,6 +208,7 @@ def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         sys.modules.pop("es_probe_walkers", None)
 
 
+@pytest.mark.slow
 def test_a_gym_module_in_the_current_folder_registers_its_environment(tmp_path):
     """`es-search run gym:envs:ID`, as the installed script runs it (the current folder
     not on sys.path): envs.py is found there, and the workers make the environment it
@@ -350,14 +355,14 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "blog", "--checkpoint-every", "5"],
      "--checkpoint-every 5 sets how often the run folder's checkpoint is written; pass "
      "--out DIR"),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py")],
-     "reliability_agents.py' names a file; name the agent class too, as "),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":vec"],
-     "reliability_agents.py has no attribute 'vec' (did you mean 'Vec'?); its "
-     "es_search.Agent classes: Vec, DiesOnce"),
+    (["run", os.path.join(ROOT, "tests", "agents.py")],
+     "agents.py' names a file; name the agent class too, as "),
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":vec"],
+     "agents.py has no attribute 'vec' (did you mean 'Vec'?); its "
+     "es_search.Agent classes: Quadratic, NoisyEverywhere"),
     (["run", "es_search.problems.sphere:Spher"], "es_search.problems.sphere has no attribute "
      "'Spher' (did you mean 'Sphere'?); its es_search.Agent classes: Sphere, Rastrigin"),
-    (["run", os.path.join(ROOT, "tests", "reliability_agents.py") + ":SlowTest"],
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":SlowTest"],
      "SlowTest.__init__() missing 1 required positional argument: 'marker' (give it with "
      "-p NAME=VALUE)"),
     (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
@@ -392,8 +397,9 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "TensorBoard log_dir '/proc/x' cannot be written: no file can be created in '/proc'"),
     (["bench", "--quick", "--out", "/proc/x"],
      "--out /proc/x cannot be written: no file can be created in '/proc'"),
-    (["run", os.path.join(ROOT, "tests", "agents.py") + ":Raises", "-p", "dim=-1"],
-     "cannot build " + os.path.join(ROOT, "tests", "agents.py") + ":Raises with -p dim=-1: "
+    (["run", os.path.join(ROOT, "tests", "agents.py") + ":ConstructorRaises", "-p", "dim=-1"],
+     "cannot build " + os.path.join(ROOT, "tests", "agents.py")
+     + ":ConstructorRaises with -p dim=-1: "
      "RuntimeError: no dimension -1"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
     (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
@@ -670,6 +676,7 @@ def test_a_failing_agent_is_one_message_with_the_right_exit_status(tmp_path, cap
         assert f"{name}.test_scores() {what}" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_warnings_read_as_the_command_lines(tmp_path, capsys):
     (tmp_path / "mine.py").write_text(USER_AGENTS)
     script = tmp_path / "es-search"  # as pip's console script calls main()
@@ -696,6 +703,7 @@ def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
     assert len(read_history(out / "history.jsonl")) == 60  # the run's own 60
 
 
+@pytest.mark.slow
 def test_no_sequential_fallback_keeps_a_crashing_score_in_the_workers(tmp_path):
     """A trivial score() is scored in the command's own process by default; one that
     can crash its process is kept in the workers, where a crash is a WorkerError."""

@@ -1,4 +1,4 @@
-"""Issue 9, the pools alone: Dask and Ray actors run chunks in order, keep payloads,
+"""The cluster pools alone: Dask and Ray actors run chunks in order, keep payloads,
 derive them from recipes, report lost workers, and use workers that join."""
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 import warnings
 
-import cloudpickle
 import numpy as np
 import pytest
 
@@ -16,9 +15,8 @@ from es_search.candidates import Candidate
 from es_search.evaluation import Evaluator
 from es_search.seeding import task_seed
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

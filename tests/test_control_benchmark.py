@@ -9,6 +9,7 @@ BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
                      "benchmarks", "control.py")
 
 
+@pytest.mark.slow
 def test_control_benchmark_smoke(tmp_path):
     pytest.importorskip("gymnasium")
     module = runpy.run_path(BENCH, run_name="not_main")

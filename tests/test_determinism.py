@@ -61,12 +61,25 @@ def dask_client():
         yield client
 
 
-# backend outermost (the bottom decorator varies slowest): every multiprocessing run forks
-# before the Dask fixture starts its threads here (a fork beside a live event loop thread
-# can inherit a held lock and hang: seen once in CI, at pgpe--1-multiprocessing)
-@pytest.mark.parametrize("n_jobs", N_JOBS)
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-@pytest.mark.parametrize("backend", BACKENDS)
+#: the fast run's cases, n_jobs=2: every strategy on loky and one on multiprocessing; the
+#: rest of the matrix is slow (Dask's n_jobs=1 result: also tests/test_cluster_runs.py)
+FAST = {("multiprocessing", "cma-es")}
+
+
+def matrix():
+    """(backend, strategy, n_jobs), backend outermost: every multiprocessing run forks
+    before the Dask fixture starts its threads here (a fork beside a live event loop
+    thread can inherit a held lock and hang: seen once in CI, at pgpe--1-multiprocessing)."""
+    for backend in BACKENDS:
+        for strategy in sorted(STRATEGIES):
+            for n_jobs in N_JOBS:
+                fast = n_jobs == 2 and (backend == "loky" or (backend, strategy) in FAST)
+                yield pytest.param(backend, strategy, n_jobs,
+                                   id=f"{strategy}-{n_jobs}-{backend}",
+                                   marks=() if fast else pytest.mark.slow)
+
+
+@pytest.mark.parametrize("backend, strategy, n_jobs", list(matrix()))
 def test_same_seed_same_run(strategy, n_jobs, backend, reference, request):
     if backend == "dask":
         request.getfixturevalue("dask_client")
@@ -96,6 +109,7 @@ def test_runs_in_several_threads_give_their_sequential_results():
         assert list(pool.map(one, range(4))) == alone
 
 
+@pytest.mark.slow
 def test_runs_in_two_threads_with_workers_of_their_own_sizes_give_their_own_results():
     """Two threads run with n_jobs 2 and 3: loky's one executor per process is resized
     between them (loky may warn), and each run equals its plain loop. A run whose

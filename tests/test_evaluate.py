@@ -200,6 +200,7 @@ def test_an_evaluator_scores_only_while_open(n_jobs):
         evaluator.evaluate(weights)
 
 
+@pytest.mark.slow
 def test_the_evaluate_calls_benchmark_runs_and_checks_its_scores():
     """benchmarks/evaluate_calls.py times both kinds of call on the same weights and
     raises if their scores differ."""

@@ -5,16 +5,14 @@ from __future__ import annotations
 import os
 import signal
 
-import cloudpickle
 import pytest
 
 import es_search
 from es_search import checkpoint
 from es_search.seeding import task_seed
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
@@ -36,7 +34,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("signum, error", [("SIGINT", KeyboardInterrupt),
                                             ("SIGTERM", es_search.Terminated)])
 def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_resume(
-        tmp_path, capsys, signum, error):
+        tmp_path, capsys, signum, error, ctrl_c):
     import signal
     import threading
     import time

@@ -21,7 +21,9 @@ from es_search.problems import load_problem
 from compare import same_history
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS = str(ROOT / "tests" / "reliability_agents.py")
+AGENTS = str(ROOT / "tests" / "agents.py")
+#: the cases of a parametrized test that the fast run leaves out (run with -m slow)
+SLOW = pytest.mark.slow
 ARGS = ["--population", "4", "--sigma", "0.3", "--seed", "5", "--no-progress",
         "-p", "delay=0.01"]
 
@@ -86,7 +88,8 @@ def reference(generations: int):
 
 
 @pytest.mark.filterwarnings("ignore::es_search.ResumeWarning")  # resumed without the delay
-@pytest.mark.parametrize("lines, extra", [(1, 0.0), (5, 0.004), (9, 0.023)])
+@pytest.mark.parametrize("lines, extra", [(1, 0.0), pytest.param(5, 0.004, marks=SLOW),
+                                          pytest.param(9, 0.023, marks=SLOW)])
 def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, extra):
     """Killed after ``lines`` generations plus ``extra`` seconds: somewhere in the next
     generation (scoring, writing the history line or the checkpoint)."""
@@ -112,7 +115,8 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, ext
     assert same_history(read_history(out / "history.jsonl"), full.history)
 
 
-def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path):
+@pytest.mark.slow
+def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path, ctrl_c):
     out = tmp_path / "run"
     argv = ["run", f"{AGENTS}:Vec", "--generations", "30", "--n-jobs", "2",
             "--out", str(out), *ARGS]
@@ -157,8 +161,8 @@ sys.meta_path.insert(0, WaitInTorchsImport())
 
 
 @pytest.mark.skipif(not hasattr(signal, "pause"), reason="POSIX signals")
-@pytest.mark.parametrize("how", ["console script", "python -m"])
-def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how):
+@pytest.mark.parametrize("how", [pytest.param("console script", marks=SLOW), "python -m"])
+def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, how, ctrl_c):
     (tmp_path / "sitecustomize.py").write_text(WAIT_IN_TORCHS_IMPORT)
     script = tmp_path / "es-search"  # as pip's console script calls main()
     script.write_text("import sys\nfrom es_search.__main__ import main\n"
@@ -176,11 +180,11 @@ def test_ctrl_c_while_the_command_imports_torch_is_one_line_exit_130(tmp_path, h
     assert (proc.returncode, out, err) == (130, "", "es-search: interrupted\n")
 
 
-@pytest.mark.parametrize("folder, script", [("es-search", "train.py"),
-                                             ("work", "es-search-notes.py"),
-                                             ("es-search.exe", "train.py")])
+@pytest.mark.parametrize("folder, script", [
+    ("es-search", "train.py"), pytest.param("work", "es-search-notes.py", marks=SLOW),
+    pytest.param("es-search.exe", "train.py", marks=SLOW)])
 def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path, folder,
-                                                                        script):
+                                                                        script, ctrl_c):
     """Only the command takes SIGINT while it starts: a user's program (here in a folder
     named like the command, as a clone of this repository is) keeps Python's handler."""
     path = tmp_path / folder / script
@@ -208,6 +212,7 @@ def test_import_es_search_imports_nothing_and_run_stays_the_function():
         0, "['es_search']\nes_search.run es_search.agent\n"), out.stderr
 
 
+@pytest.mark.slow
 def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     """A job scheduler's stop: the run's workers must not outlive it (Python's default
     for SIGTERM is to die at once, leaving a pool's processes behind)."""
@@ -230,6 +235,7 @@ def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
 def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
     """As ``timeout``, Slurm and systemd stop a job: every process of the group at once.
@@ -253,8 +259,10 @@ def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status):
+def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signum, status,
+                                                                  ctrl_c):
     """The run is whole once it has ended: the message points at ``es-search test``,
     not at a resume, and a SIGTERM then too leaves no worker behind."""
     out, marker = tmp_path / "run", tmp_path / "testing"
@@ -278,8 +286,9 @@ def test_stopped_while_testing_the_ended_run_says_how_to_test_it(tmp_path, signu
     assert not any(map(_running, children))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status):
+def test_stopped_test_verb_offers_no_resume(tmp_path, signum, status, ctrl_c):
     out, marker = tmp_path / "run", tmp_path / "testing"
     made = cli("run", f"{AGENTS}:SlowTest", "--generations", "1", "--n-jobs", "1",
                "--out", str(out), "--no-test", *ARGS[:-2], "-p", f"marker={marker}")
@@ -314,6 +323,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
 def test_workers_end_soon_after_their_run_is_killed(tmp_path, backend):
     """``kill -9`` of the run alone (the OOM killer's way): its workers, which nobody
@@ -337,6 +347,7 @@ def test_workers_end_soon_after_their_run_is_killed(tmp_path, backend):
         sigkill_group(proc)
 
 
+@pytest.mark.slow
 def test_cli_resume_refuses_other_parameters(tmp_path):
     out = tmp_path / "run"
     first = cli("run", f"{AGENTS}:Vec", "--generations", "1", "--n-jobs", "1",
@@ -349,6 +360,7 @@ def test_cli_resume_refuses_other_parameters(tmp_path):
     assert "cannot resume" in stderr and "arguments.dim: 4 in the checkpoint, 5 now" in stderr
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::es_search.ResumeWarning")  # resumed without the delay
 def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_path):
     """--checkpoint-every 4: killed with generations in history.jsonl that the last
@@ -408,6 +420,7 @@ print(status, len(workers))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 def test_the_command_ends_its_workers_before_it_returns(tmp_path):
     """The command line's loky workers are gone when main() returns, not joined by

@@ -83,7 +83,7 @@ def test_missing_optional_dependency_names_the_extra(monkeypatch, tmp_path):
 
 # ----------------------------------------------------------------- one run at a time
 ROOT = Path(__file__).resolve().parents[1]
-AGENTS = str(ROOT / "tests" / "reliability_agents.py")
+AGENTS = str(ROOT / "tests" / "agents.py")
 
 
 class Counting(es_search.Agent):

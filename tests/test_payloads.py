@@ -4,7 +4,6 @@ import glob
 import os
 import tempfile
 
-import cloudpickle
 import numpy as np
 import pytest
 
@@ -16,8 +15,6 @@ from es_search.evaluation import Evaluator
 
 import agents
 from compare import same_history, same_weights
-
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 
 def test_share_vectors_puts_each_large_float64_array_once_and_take_vectors_restores():

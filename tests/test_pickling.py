@@ -1,14 +1,12 @@
 """Agents that cannot be copied or sent to workers are named before any work."""
 from __future__ import annotations
 
-import cloudpickle
 import pytest
 
 import es_search
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

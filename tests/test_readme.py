@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -35,6 +37,7 @@ def test_the_first_example_finds_the_optimum(tmp_path):
     assert all(2.5 < w < 3.5 for w in eval(weights))
 
 
+@pytest.mark.slow
 def test_the_score_batch_example_scores_each_row_on_its_own(tmp_path):
     """The batched classifier, given a data set, passes check_score_batch and runs."""
     (example,) = [b for b in python_blocks() if "def score_batch" in b]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import cloudpickle
 import numpy as np
 import pytest
 import torch
@@ -14,9 +13,8 @@ from es_search import checkpoint
 from es_search.output import read_history
 from es_search.settings import describe
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 from compare import same_history, same_weights  # noqa: E402
 
 SEED = 11
@@ -295,6 +293,7 @@ def test_best_weights_file_goes_with_the_checkpoint(tmp_path):
     assert same_weights(torch.load(tmp_path / "best_weights.pt"), result.best_weights)
 
 
+@pytest.mark.slow
 def test_the_checkpoint_cost_benchmark_runs_and_writes_its_table(tmp_path):
     import os
     import subprocess

@@ -1,4 +1,5 @@
-"""The evaluation engine at the core limit, its backends and its benchmarks."""
+"""The evaluation engine at the core limit: any n_jobs gives the same run, workers persist,
+a generation sends few bytes per candidate; its backends and its scaling benchmark."""
 import json
 import os
 import sys
@@ -256,6 +257,7 @@ def test_amdahl_fit_recovers_the_serial_fraction():
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(joblib.cpu_count() < 2, reason="needs 2 cores")
 def test_es_search_bench_prints_and_writes_its_json(tmp_path, capsys):
     assert cli_main(["bench", "--quick", "--n-jobs", "1,2", "--out", str(tmp_path)]) == 0
@@ -275,6 +277,7 @@ def test_es_search_bench_prints_and_writes_its_json(tmp_path, capsys):
     assert "--n-jobs values go from 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_benchmark_runs_end_to_end(tmp_path, capsys):
     # the harness measures and reports: no targets, no README
     lib, repo = tmp_path / "lib", tmp_path / "repo"
@@ -321,6 +324,7 @@ def test_cli_runs_on_a_dask_scheduler(dask_client, capsys):
     assert "best score" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity")
 def test_the_benchmark_counts_the_cores_this_process_may_use(tmp_path):
     """Pinned to one core (as a container's quota or taskset pins it), the benchmark

@@ -18,11 +18,10 @@ import es_search
 from es_search import checkpoint
 from es_search.seeding import task_seed
 
-import reliability_agents as agents
+import agents
 
 ROOT = Path(__file__).resolve().parents[1]
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
@@ -160,7 +159,7 @@ def test_replay_task_from_the_checkpoint_and_by_hand(tmp_path):
         es_search.replay_task(agents.Vec(), out=tmp_path, generation=2, index="1")
     with pytest.raises(TypeError, match="generation must be an integer >= -1 .*got 2.0"):
         es_search.replay_task(agents.Vec(), out=tmp_path, generation=2.0, index=1)
-    with pytest.raises(ValueError, match=r"the run in .* evolved .*reliability_agents.Vec "
+    with pytest.raises(ValueError, match=r"the run in .* evolved .*agents.Vec "
                                          r"\(4 evolved values\); the agent given is "
                                          r".*Vec \(6\): pass an agent built as the run's was"):
         es_search.replay_task(agents.Vec(dim=6), out=tmp_path, generation=2, index=1)

@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import es_search
 from es_search.errors import SettingError
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

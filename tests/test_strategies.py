@@ -611,6 +611,7 @@ def test_restart_state_pickles_and_same_seed_same_restarts():
     assert _same_candidates(strategy.ask(a, 12), strategy.ask(b, 12))
 
 
+@pytest.mark.slow
 def test_the_cma_overhead_benchmark_runs_and_prints_its_table():
     import os
     import subprocess

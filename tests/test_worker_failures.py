@@ -10,9 +10,8 @@ from es_search import checkpoint
 from es_search.output import read_history
 from es_search.seeding import task_seed
 
-import reliability_agents as agents
+import agents
 
-cloudpickle.register_pickle_by_value(agents)  # workers need not import tests/
 from compare import same_history, same_weights  # noqa: E402
 
 SEED = 11

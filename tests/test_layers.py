@@ -72,3 +72,20 @@ def test_the_check_finds_an_upward_import_and_an_unlisted_module(tmp_path):
     missing, upward = violations(tmp_path, readme_layers(table))
     assert missing == {"new"}
     assert upward == ["low.py:1 (low) imports high"]
+
+
+def test_code_metrics_counts_cycles_through_imports_inside_functions(tmp_path, capsys):
+    """benchmarks/code_metrics.py: a cycle closed by an import inside a function counts;
+    an error guard counts as error code."""
+    import runpy
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .b import g\n\n\ndef f(x):\n    if x < 0:\n"
+                                  "        raise ValueError('x must be >= 0')\n    return g(x)\n")
+    (package / "b.py").write_text("def g(x):\n    from .a import f\n    return x\n")
+    metrics = runpy.run_path(str(ROOT / "benchmarks" / "code_metrics.py"), run_name="x")
+    assert metrics["main"]([str(package)]) == 0
+    printed = capsys.readouterr().out
+    assert "import cycles: 1\n  pkg.a <-> pkg.b\n" in printed
+    assert "error and warning code: 2 of 8 code lines" in printed

@@ -198,7 +198,8 @@ def test_mlflow_run_read_back_with_mlflow_client(file_store, tmp_path, result):
         assert metric_steps(client, tracker.run_id, key) == [
             (h["generation"], float(h[key])) for h in result.history]
     for artifact, expected in (("best_weights", result.best_weights),
-                               ("center_weights", result.center_weights)):
+                               ("center_weights", result.center_weights),
+                               ("chosen_weights", result.chosen_weights)):
         local = client.download_artifacts(tracker.run_id, f"{artifact}.pt",
                                           str(tmp_path / artifact))
         weights = torch.load(local)

@@ -47,7 +47,8 @@ class MLflow(Callback):
       variable to true unless it is set already;
     - ``tags``: extra tags for the run (``{str: str}``);
     - ``log_weights``: save the best weights and the final centre (``torch.save``) as the
-      artifacts ``best_weights.pt`` and ``center_weights.pt`` at the end.
+      artifacts ``chosen_weights.pt`` (the run's answer), ``best_weights.pt`` and
+      ``center_weights.pt`` at the end.
 
     Logged: the run's config as params (nested keys joined with dots); each generation's
     numbers (``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds``,
@@ -116,7 +117,7 @@ class MLflow(Callback):
             return
         if self.log_weights:
             import torch
-            for name in ("best_weights", "center_weights"):
+            for name in ("chosen_weights", "best_weights", "center_weights"):
                 weights = getattr(result, name, None)
                 if weights is None:
                     continue

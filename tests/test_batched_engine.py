@@ -73,6 +73,7 @@ def test_batched_runs_are_identical_for_any_worker_count(n_jobs, group_sensitive
     assert comparable(result) == group_sensitive_reference
 
 
+@pytest.mark.slow
 def test_batched_runs_on_dask_give_the_same_run(group_sensitive_reference):
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,

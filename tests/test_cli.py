@@ -177,6 +177,7 @@ def test_a_users_class_runs_with_the_strategys_own_size_and_step(
         in capsys.readouterr().out  # the default strategy, hill-climb
 
 
+@pytest.mark.slow
 def test_a_module_in_the_current_folder_and_a_run_tested_from_elsewhere(
         tmp_path, monkeypatch, capsys):
     """`es-search run walkers:Mine` finds walkers.py in the current folder, as
@@ -300,6 +301,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     assert err == ""
 
 
+@pytest.mark.slow
 def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     """`es-search run ... | head -1`: the test's figures are saved before they are printed."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -811,6 +813,7 @@ def test_a_run_whose_workers_die_says_the_command_that_continues_it(tmp_path, ca
     assert "resume=True" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_output_that_cannot_be_written_is_one_line_and_exit_1(tmp_path):
     with open("/dev/full", "w") as full:

@@ -147,6 +147,7 @@ def test_a_lost_worker_is_reported_and_the_pool_goes_on(pool):
     assert pool.run_chunks(exit_if, [(False, "c"), (False, "d")]) == ["c", "d"]
 
 
+@pytest.mark.slow
 def test_a_chunk_over_its_time_is_stopped(pool):
     began = time.perf_counter()
     with pytest.raises(TimeoutError):
@@ -169,6 +170,7 @@ def test_dask_workers_that_join_are_used(cluster):
     cluster[0].scale(2)
 
 
+@pytest.mark.slow
 def test_dask_short_calls_run_on_the_workers_event_loop_long_ones_beside_it(cluster):
     """The event loop's own thread (the worker's main thread) when the previous call on
     that worker was short; the actor thread at first and after a long call."""

@@ -159,6 +159,7 @@ def acted(tmp_path_factory):
                                     for fmt in ("torchscript", "onnx")}) for case in CASES}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_exported_policies_run_without_es_search_and_act_as_the_agent(case, acted):
     expected, got = acted[case]

@@ -120,6 +120,7 @@ def wait_for_history(out: Path, proc: subprocess.Popen, limit: float = 60) -> No
     pytest.fail("the run made no progress")
 
 
+@pytest.mark.slow
 def test_a_second_run_into_a_folder_in_use_fails_at_once(tmp_path, capsys):
     out = tmp_path / "run"
     first = start_cli_run(out)

@@ -95,6 +95,7 @@ def test_replay_task_weights_are_one_dict_without_a_candidate():
                               weights={})
 
 
+@pytest.mark.slow
 def test_a_class_of_the_users_script_is_explained_in_a_workers_traceback(tmp_path):
     """cloudpickle sends a script's class by value, with "<dynamic-code>" for its file."""
     script = tmp_path / "mine.py"

@@ -45,6 +45,7 @@ def test_a_worker_killed_while_the_workers_start_changes_nothing(tmp_path):
     assert same_weights(result.best_weights, clean.best_weights)
 
 
+@pytest.mark.slow
 def test_a_worker_killed_at_every_start_gives_a_clear_error(tmp_path):
     agent = agents.KilledAtStart()
     with pytest.warns(RuntimeWarning, match="retry 1 of 1"):
@@ -73,6 +74,7 @@ def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(
     assert (tmp_path / "failures" / "generation-1.pkl").exists()
 
 
+@pytest.mark.slow
 def test_task_timeout_bounds_the_repeat_check_too(tmp_path):
     """The repeat check scores the starting agent in this process, before any worker:
     a score() that hangs there is stopped after 3 x task_timeout, then the workers'

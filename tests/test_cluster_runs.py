@@ -255,6 +255,7 @@ def test_a_scheduler_host_that_does_not_resolve_is_refused_at_once(monkeypatch, 
     assert looked_up == ["no-such-host.invalid"] and clients == []  # no Client tried
 
 
+@pytest.mark.slow  # sometimes waits 2 minutes (see the session 18 note)
 def test_a_lost_scheduler_is_a_worker_error_that_says_so(cluster, monkeypatch):
     """The scheduler gone mid-run (Dask's CommClosedError from the client): es_search's
     WorkerError, which the run explains (where its work is, how to resume) and the

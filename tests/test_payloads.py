@@ -52,7 +52,7 @@ def test_float32_vectors_score_as_in_this_process(monkeypatch):
              Candidate("noise", 0.0, -1.0, 3, vector=np.full(5, 0.3, dtype=np.float32))]
     center = agent.get_flat()
     with Evaluator(agent, seed=2, n_jobs=1) as here:
-        expected = here.score(0, center, asked * 3)
+        expected = here.score(0, center, asked * 3).scores
     with Evaluator(agent, seed=2, n_jobs=2, sequential_fallback=False) as there:
         assert there.score(0, center, asked * 3).scores == expected
 

@@ -195,26 +195,24 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
         what = (f"a task ran over task_timeout={task_timeout} s per score()"
                 if timed_out else f"a worker process died ({type(error).__name__}: "
                 f"{str(error).splitlines()[0] if str(error) else ''})")
-        if generation is None:  # the workers' start-up: no candidate was given yet
-            where, again, failed, replay = ("starting the workers", "starting them",
-                                            "failed", "")
-        else:
-            where = f"generation {generation}: candidates {ranges(lost())}"
-            again = f"scoring candidates {ranges(lost())}"
-            failed = "could not be scored"
-            replay = ("; replay one of these tasks in this process with "
-                      "es_search.replay_task to see it")
-        if attempt == max_retries:
-            why = ("A score() that takes longer needs a larger task_timeout (or none); "
-                   "one that hangs can be stopped under a debugger" if timed_out else
-                   "A worker that dies is often killed for memory (the kernel's OOM "
-                   "killer) or crashed in native code")
-            raise WorkerError(
-                f"{where} {failed}: {what}, {attempt + 1} time(s) (max_retries="
-                f"{max_retries}). {why}{replay}.",
-                -1 if generation is None else generation, lost()) from error
-        warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
-                  f"seeds (retry {attempt + 1} of {max_retries})")
+        start = generation is None  # the workers' start-up: no candidate was given yet
+        where = ("starting the workers" if start else
+                 f"generation {generation}: candidates {ranges(lost())}")
+        if attempt < max_retries:
+            again = "starting them" if start else f"scoring candidates {ranges(lost())}"
+            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                      f"seeds (retry {attempt + 1} of {max_retries})")
+            continue
+        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+               "that hangs can be stopped under a debugger" if timed_out else
+               "A worker that dies is often killed for memory (the kernel's OOM killer) "
+               "or crashed in native code")
+        replay = "" if start else ("; replay one of these tasks in this process with "
+                                   "es_search.replay_task to see it")
+        raise WorkerError(
+            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
+            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
+            -1 if start else generation, lost()) from error
     raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
 
 

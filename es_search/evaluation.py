@@ -72,11 +72,30 @@ class Scored:
 
 
 class Engine:
-    """Scores candidates of one run on workers that persist across generations; a run's
-    engine and, under :class:`es_search.Evaluator`, a user's. Use it as a context
-    manager (settings: see :class:`es_search.Evaluator`). Each :meth:`score` call
-    returns a :class:`Scored`; ``stats`` tells what the dispatch policy measured and
-    chose so far.
+    """Scores candidates on workers that persist across calls (a run's generations);
+    :meth:`score` returns a :class:`Scored`. Under :class:`es_search.Evaluator`, a
+    user's too.
+
+    Use it as a context manager. Settings come as a :class:`~es_search.settings.Settings`
+    (``settings=``) or as the same keywords: ``n_jobs`` means what it means in joblib
+    (-1 all cores, 1 a plain loop in this process, 0 an error); ``backend=None`` leaves
+    the choice to the caller's ``joblib.parallel_config`` (loky by default); ``"dask"``
+    runs on the active ``dask.distributed.Client``, ``"ray"`` on Ray (both on
+    :mod:`es_search.pools`, one actor per worker process). ``max_workers``: start no
+    more worker processes than this on this machine (a run's largest generation).
+
+    Entering first checks that the agent's score is repeatable (``repeat_check=True``:
+    :func:`~es_search.check_repeatable`, two ``score()`` calls in this process; a warning,
+    :class:`~es_search.UnrepeatableScoreWarning`, when it is not), then starts the
+    workers and caches the agent in each (``startup_seconds``), then times empty round
+    trips: the first overhead estimates of the dispatch policy.
+
+    Sequential fallback (``sequential_fallback=True``): a generation is scored in this
+    process when the :class:`~es_search.dispatch.DispatchPolicy` predicts that to be
+    faster. Results do not depend on the choice. In this process, a ``score()`` that
+    crashes the process takes this one down: ``sequential_fallback=False`` keeps every
+    generation in the workers (a ``task_timeout`` implies it). ``stats`` tells what was
+    chosen.
     """
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,

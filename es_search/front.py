@@ -1,8 +1,7 @@
 """The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`),
-over the run's engine (:class:`~es_search.evaluation.Engine`, which scores candidates
-described by seeds). A run's engine is an :class:`Evaluator` too: its end re-tests the
-best weights with :meth:`Evaluator.evaluate` (:mod:`es_search.selection`).
-"""
+over the run's engine (:class:`~es_search.evaluation.Engine`), which scores candidates
+described by seeds. A run's :class:`Evaluator` re-tests its best weights with
+:meth:`Evaluator.evaluate` (:mod:`es_search.selection`)."""
 from __future__ import annotations
 
 import copy
@@ -21,44 +20,11 @@ __all__ = ["Evaluator", "evaluate"]
 
 
 class Evaluator(Engine):
-    """Scores weight dicts (:meth:`evaluate`), or a run's candidates, on workers kept
-    open between calls.
+    """The engine (:class:`~es_search.evaluation.Engine`: its settings, its workers kept
+    open between calls) with :meth:`evaluate`, which scores weight dicts. A run makes
+    its own."""
 
-    Use it as a context manager. Settings come as a :class:`~es_search.settings.Settings`
-    (``settings=``) or as the same keywords: ``n_jobs`` means what it means in joblib
-    (-1 all cores, 1 a plain loop in this process, 0 an error); ``backend=None`` leaves
-    the choice to the caller's ``joblib.parallel_config`` (loky by default); ``"dask"``
-    runs on the active ``dask.distributed.Client``, ``"ray"`` on Ray (both on
-    :mod:`es_search.pools`, one actor per worker process).
-
-    A run makes its own; in a loop of your own, :meth:`evaluate` scores weight dicts on
-    workers kept open between calls.
-
-    ``max_workers``: start no more worker processes than this on this machine (a
-    run's largest generation; ``n_jobs`` beyond it would only add start-up time and
-    memory).
-
-    Entering first checks that the agent's score is repeatable (``repeat_check=True``:
-    :func:`~es_search.check_repeatable`, two ``score()`` calls in this process; a warning,
-    :class:`~es_search.UnrepeatableScoreWarning`, when it is not), then starts the
-    workers and caches the agent in each (``startup_seconds``), then times empty round
-    trips: the first overhead estimates of the dispatch policy.
-
-    Sequential fallback (``sequential_fallback=True``): a generation is scored in this
-    process when the :class:`~es_search.dispatch.DispatchPolicy` predicts that to be
-    faster. Results do not depend on the choice. In this process, a ``score()`` that
-    crashes the process takes this one down: ``sequential_fallback=False`` keeps every
-    generation in the workers (a ``task_timeout`` implies it). ``stats`` tells what was
-    chosen.
-
-    ``score(generation, center, candidates)`` (the run's way, candidates described by
-    seeds) returns a :class:`~es_search.evaluation.Scored`: scores, the
-    :class:`~es_search.errors.TaskFailure` of each task that raised (``on_error="worst"``;
-    scored -inf), each task's ``task_report()``, the centre and shared state the tasks
-    loaded, and ``stats``.
-    """
-
-    _weights: "_Over | None" = None  # what evaluate() loads weights over (first call)
+    _over: "_Over | None" = None  # what evaluate() loads weights over (its first call)
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
@@ -80,15 +46,14 @@ class Evaluator(Engine):
             >>> scores
             [6.0, 9.0]
         """
-        weights = _weights_list(weights)
-        generation = _check_generation(generation)
+        weights, generation = _weights_list(weights), _check_generation(generation)
         if not weights:
             return []
-        if self._weights is None:  # before any weights dict is loaded into self.local
-            self._weights = _Over(self.local)
-        candidates = self._weights.candidates(weights)
+        if self._over is None:  # before any weights dict is loaded into self.local
+            self._over = _Over(self.local)
+        candidates = self._over.candidates(weights)
         try:
-            return self.score(generation, self._weights.center, candidates).scores
+            return self.score(generation, self._over.center, candidates).scores
         except ScoreError as exc:  # no run folder: its message replays weights[index]
             exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
             raise
@@ -96,21 +61,19 @@ class Evaluator(Engine):
 
 class _Over:
     """What :meth:`Evaluator.evaluate` loads every weights dict over: the agent's own
-    evolved values (the centre) and the values of what is not evolved (buffers, frozen
-    parameters), taken at the first call (scoring in this process loads each candidate
-    into the engine's agent, which must not become the next call's centre)."""
+    values, taken at the first call (scoring in this process loads each candidate into
+    the engine's agent, which must not become the next call's centre)."""
 
     def __init__(self, agent: Agent):
         self.checker = copy.deepcopy(agent)  # weights are tried on it first
         self.center = agent.get_flat()
         evolved = {name for name, _ in agent.evolved_parameters()}
-        self.base = {name: value.detach().clone()
+        self.base = {name: value.detach().clone()  # buffers, frozen parameters
                      for name, value in agent.state_dict().items() if name not in evolved}
-        self.unevolved_set: set[str] = set()  # the names a weights dict has set so far
+        self.unevolved_set: set[str] = set()  # of these, the names a dict has set so far
 
     def candidates(self, weights: list[Mapping[str, Any]]) -> list[Candidate]:
-        """One candidate per weights dict; bad names or shapes fail here, before any
-        scoring."""
+        """One per weights dict; bad names or shapes fail here, before any scoring."""
         for w in weights:
             self.checker.set_weights(w)
             self.unevolved_set.update(name for name in w if name in self.base)
@@ -143,8 +106,7 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
     (:func:`es_search.replay_task` with ``weights=``).
     """
     check_is_agent(agent)
-    weights = _weights_list(weights)
-    generation = _check_generation(generation)
+    weights, generation = _weights_list(weights), _check_generation(generation)
     if not weights:
         return []
     with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from es_search.bench import BenchAgent, calibrate  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
-from es_search.evaluation import Evaluator  # noqa: E402
+from es_search.front import Evaluator  # noqa: E402
 
 
 def one_run(ms: float, generations: int, workers: int, population: int) -> dict:

@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from benchmarks.harness.measure import load_average  # noqa: E402
 from es_search.candidates import Candidate  # noqa: E402
-from es_search.evaluation import Evaluator  # noqa: E402
+from es_search.front import Evaluator  # noqa: E402
 from es_search.problems.batched_control import Pendulum  # noqa: E402
 
 GROUP = 32
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             looped, _ = loop_generation(pipes, center, candidates, g)
             times["loops"].append(time.perf_counter() - began)
             began = time.perf_counter()
-            scored = batched.score(g, center, candidates)
+            scored = batched.score(g, center, candidates).scores
             times["loky"].append(time.perf_counter() - began)
             began = time.perf_counter()
             alone.score(g, center, candidates)

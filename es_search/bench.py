@@ -2,7 +2,7 @@
 
 For ``n_jobs`` from 1 to the cores this process may use and scores of 0, 1 and 10 ms of
 calibrated pure-Python work, it times one generation (population 64, the median of a few)
-through :class:`~es_search.evaluation.Evaluator`, as ``run()`` scores, prints the table and
+through :class:`~es_search.evaluation.Engine`, as ``run()`` scores, prints the table and
 writes ``bench.json``. The full benchmark (the blog post's scheme, the ceiling, the cost
 model) is ``python benchmarks/scaling.py`` in the repository.
 """
@@ -73,7 +73,7 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
     over ``n_jobs=1``; a JSON-able dict."""
     import joblib
     from .candidates import Candidate
-    from .evaluation import Evaluator
+    from .evaluation import Engine
     n_cpus = joblib.cpu_count()  # what n_jobs=-1 uses: affinity and cgroup quotas
     n_values = sorted(set(n_values or range(1, n_cpus + 1)) | {1})
     if n_values[0] < 1 or n_values[-1] > n_cpus:
@@ -83,7 +83,7 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
         agent = BenchAgent(loops=calibrate(cost / 1e3)["loops"])
         block = []
         for n in n_values:
-            with Evaluator(agent, seed=0, n_jobs=n) as ev:
+            with Engine(agent, seed=0, n_jobs=n) as ev:
                 center = ev.local.get_flat()
                 times = []
                 for generation in range(reps + 1):  # the first warms the workers up

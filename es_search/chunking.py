@@ -1,12 +1,14 @@
 """How a generation's candidates are cut into groups and chunks, one place for every
-question: groups (:func:`group_bounds`), chunks (:func:`chunk_bounds`), how many
-(:func:`chunk_count`, from the task time and the measured :func:`imbalance` of the
-workers' shares). Results never depend on the chunks: every task is seeded by its index,
-and the groups depend on the generation's size only.
+question: groups (:func:`group_bounds`), chunks (:func:`chunk_bounds`), how many, or
+whether the workers claim tasks instead (:class:`ChunkPolicy`, from the task time and
+the measured :func:`imbalance` of the workers' shares). Results never depend on the
+chunks: every task is seeded by its index, and the groups depend on the generation's
+size only.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
 
 
 def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
@@ -46,30 +48,58 @@ def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
 
 
-def chunk_count(n: int, workers: int, task: float | None, cap: int | None,
-                balance_from: float, min_chunk: float, imbalance: float | None = 1.0,
-                imbalance_from: float = 0.0) -> int:
-    """Chunks for ``n`` tasks of ``task`` seconds each on ``workers`` (see
-    ``Evaluator._chunk_count``); a multiple of ``workers``. ``imbalance``: how much
-    longer the busiest worker's share ran than the average one (0.1: 10%; None: not
-    measured yet); below ``imbalance_from``, one chunk per worker.
+@dataclass
+class ChunkPolicy:
+    """How a parallel generation is handed to the workers, from what the
+    :class:`~es_search.dispatch.DispatchPolicy` measured (``measured``: its ``n_workers``,
+    ``task_seconds``, ``imbalance``): claimed as the workers come free, or cut into
+    chunks. ``evolved``: the agent's evolved values; ``group``: its ``group_size`` (0:
+    not batched); ``claims``: the pool's workers can claim; ``cap``: chunks per worker
+    at most (None: any)."""
+    evolved: int = 0
+    group: int = 0
+    claims: bool = False
+    cap: int | None = None
 
-    >>> chunk_count(64, 2, 0.015, None, 0.002, 0.005)  # 15 ms episodes: one per chunk
-    64
-    >>> chunk_count(64, 2, 0.003, None, 0.002, 0.005)  # 3 ms: chunks of about 5 ms
-    38
-    >>> chunk_count(64, 2, 0.015, 4, 0.002, 0.005)  # a pool that allows 4 per worker
-    8
-    >>> chunk_count(64, 2, 0.001, None, 0.002, 0.005)  # short tasks: one per worker
-    2
-    >>> chunk_count(64, 2, 0.015, 4, 0.002, 0.005, 0.04, 0.1)  # even shares: one each
-    2
-    """
-    if task is None or task < balance_from or imbalance is None or imbalance < imbalance_from:
-        return workers
-    per_worker = max(1, n // workers)
-    count = max(1, min(per_worker, int(per_worker * task / min_chunk)))
-    return workers * (count if cap is None else min(count, cap))
+    #: scores at least this long (seconds per task) are taken by the workers as they
+    #: come free (claimed, or several chunks per worker): episodes of uneven length, or
+    #: a core that another program slows, no longer hold the whole generation back
+    BALANCE_FROM: ClassVar[float] = 0.002
+    #: agents with this many evolved values or more claim tasks two at a time: an
+    #: antithetic pair's noise (~1 ms per 10^5 values) is then drawn once, in one worker;
+    #: smaller ones one at a time (the end of a generation waits for one task at most)
+    CLAIM_PAIRS_FROM: ClassVar[int] = 100_000
+    #: a chunk lasts at least about this long (each chunk costs one more round trip)
+    MIN_CHUNK_SECONDS: ClassVar[float] = 0.005
+    #: ... and only when the busiest worker's share of a generation (cut one chunk per
+    #: worker) ran this much longer than the average share (median of recent ones).
+    #: Finer chunks cost the workers time too (the main process handles every chunk on
+    #: the same cores): 4-9% with even 10 ms tasks on 2 cores, where LunarLander's and
+    #: Hopper's shares differ by ~5% (``benchmarks/chunking.py``)
+    IMBALANCE_FROM: ClassVar[float] = 0.10
+
+    def claim_unit(self, measured: Any) -> int:
+        """Tasks a worker claims at a time (a whole group when batched); 0: chunks."""
+        if not self.claims or (measured.task_seconds or 0) < self.BALANCE_FROM:
+            return 0
+        return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
+
+    def count(self, n: int, measured: Any) -> int:
+        """Chunks for ``n`` candidates, a multiple of the workers: one per worker, or,
+        for long tasks and uneven shares, chunks of about ``MIN_CHUNK_SECONDS`` or more,
+        ``cap`` per worker at most (a generation then waits at its end for about half a
+        chunk, not half a worker's share)."""
+        task, uneven = measured.task_seconds, measured.imbalance
+        if task is None or task < self.BALANCE_FROM or uneven is None \
+                or uneven < self.IMBALANCE_FROM:
+            return measured.n_workers
+        per_worker = max(1, n // measured.n_workers)
+        count = max(1, min(per_worker, int(per_worker * task / self.MIN_CHUNK_SECONDS)))
+        return measured.n_workers * (count if self.cap is None else min(count, self.cap))
+
+    def bounds(self, n: int, measured: Any) -> list[tuple[int, int]]:
+        """The chunks of ``n`` candidates (:func:`chunk_bounds`, :meth:`count` of them)."""
+        return chunk_bounds(n, self.count(n, measured), self.group)
 
 
 def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: int,

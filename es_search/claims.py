@@ -119,7 +119,7 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
     on_error, the shared vectors' reference),
     blocks of ``unit`` candidates (``chunking.group_bounds``: whole groups when ``unit``
     is the group size). ``retrying(call, lost)`` makes the call (the engine's
-    ``Evaluator._retrying``): when a worker dies, the blocks not returned are claimed
+    ``Engine._retrying``): when a worker dies, the blocks not returned are claimed
     again by fresh workers. Returns the scores, the reports and each worker call's
     seconds."""
     n = len(candidates)

@@ -2,9 +2,11 @@
 warnings pointed at the user's own code."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import warnings
+from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
 
 try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
@@ -169,6 +171,49 @@ def ranges(indices: Sequence[int]) -> str:
         if i is not None:
             run.append(i)
     return ", ".join(out)
+
+
+#: what a call to the workers raises when a worker was lost (loky's
+#: TerminatedWorkerError, the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran
+#: over its time: the call is made again (``retrying``)
+LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
+
+
+def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
+             generation: int | None, lost: Callable[[], list[int]]) -> Any:
+    """``call()``, the one way every call to the workers is made: when a worker is
+    lost (killed, crashed) or a chunk runs over its time, ``call()`` is made again
+    (on fresh workers, with the same task seeds), ``max_retries`` times at most;
+    then a :class:`WorkerError` is raised. ``lost()``: the candidates not scored
+    (``generation`` None: the workers' start-up)."""
+    for attempt in range(max_retries + 1):
+        try:
+            return call()
+        except LOST as exc:
+            error = exc
+        timed_out = not isinstance(error, BrokenExecutor)
+        what = (f"a task ran over task_timeout={task_timeout} s per score()"
+                if timed_out else f"a worker process died ({type(error).__name__}: "
+                f"{str(error).splitlines()[0] if str(error) else ''})")
+        start = generation is None  # the workers' start-up: no candidate was given yet
+        where = ("starting the workers" if start else
+                 f"generation {generation}: candidates {ranges(lost())}")
+        if attempt < max_retries:
+            again = "starting them" if start else f"scoring candidates {ranges(lost())}"
+            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                      f"seeds (retry {attempt + 1} of {max_retries})")
+            continue
+        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+               "that hangs can be stopped under a debugger" if timed_out else
+               "A worker that dies is often killed for memory (the kernel's OOM killer) "
+               "or crashed in native code")
+        replay = "" if start else ("; replay one of these tasks in this process with "
+                                   "es_search.replay_task to see it")
+        raise WorkerError(
+            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
+            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
+            -1 if start else generation, lost()) from error
+    raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
 
 
 def check_on_error(value: Any) -> str:

@@ -20,7 +20,7 @@ class Warnings:
     def on_generation(self, record: dict) -> None:
         if record["failures"] and "failures" not in self.warned:
             self.warned.add("failures")
-            failures = self.search.evaluator.failures if self.search is not None else []
+            failures = self.search.scored.failures if self.search is not None else []
             warn_user(failure_message(self.agent_name, failures, self.out))
         if record["nonfinite"] and "nonfinite" not in self.warned:
             self.warned.add("nonfinite")

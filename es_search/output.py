@@ -460,13 +460,12 @@ class RunFolder:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
 
     def save_failures(self, generation: int, center: Any, candidates: list,
-                      indices: list, detail: Any) -> None:
+                      indices: list, detail: Any, shared: dict | None) -> None:
         """What ``replay_task(agent, out=out, generation=g, index=i)`` needs (the
-        tasks of ``generation`` at ``indices`` failed)."""
+        tasks of ``generation`` at ``indices`` failed, with ``shared`` loaded)."""
         self._begin()
         path = failure_path(self.path, generation)
         path.parent.mkdir(parents=True, exist_ok=True)
-        shared = self.search.evaluator.last_shared if self.search is not None else None
         _checkpoint.save(path, {
             "generation": generation, "center": center, "candidates": list(candidates),
             "seed": self.config["seed"], "score_kwargs": self.config["score_kwargs"],

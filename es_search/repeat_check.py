@@ -51,6 +51,8 @@ except ImportError:  # pragma: no cover
 from .batched import group_size
 from .candidates import Candidate
 from .checks import check_dict, check_is_agent, check_seed
+from .errors import warn_user
+from .interrupt import TimeLimit, time_limit
 from .scores import same_score
 from .seeding import preserved_global_rngs
 from .settings import SCORE_KWARGS, describe
@@ -77,6 +79,29 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     it with its task and seed).
     """
     return repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
+
+
+def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
+                         task_timeout: float | None) -> None:
+    """The engine's start: warn when :func:`check_repeatable` finds a problem. What
+    ``score()`` raises is left to the first task, which reports it with its task and
+    seed. With a ``task_timeout`` the check (three score() calls at most, in this
+    process) gets three times that."""
+    limit = None if task_timeout is None else 3 * task_timeout
+    try:
+        with time_limit(limit):
+            problem = check_repeatable(agent, seed=seed, score_kwargs=score_kwargs)
+    except TimeLimit:
+        warn_user(f"the repeat check (the starting agent scored twice in this process, "
+                  f"before the workers start) ran over 3 x {{task_timeout}} = {limit:g} "
+                  f"s and was stopped; the run's own tasks are bounded by "
+                  f"{{task_timeout}} in the workers ({{repeat_check=False}} skips the "
+                  f"check)", template=True)
+        return
+    except Exception:  # noqa: BLE001 - the first task reports it, with its seed
+        return
+    if problem:
+        warn_user(problem, UnrepeatableScoreWarning)
 
 
 def repeat_and_score(agent: Any, *, seed: int = 0,

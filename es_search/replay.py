@@ -21,7 +21,7 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int, check_is_agent, check_seed
-from .evaluation import as_tensors
+from .front import as_tensors
 from .output import (CHECKPOINT, failure_generations, failure_path, read_config,
                      read_score_kwargs)
 from .seeding import preserved_global_rngs

@@ -19,7 +19,7 @@ from .callbacks.base import RunInfo, as_callbacks
 from .checks import (check_dict, check_evolved, check_is_agent, check_score_kwargs,
                      check_scores)
 from .errors import ScoreError, WorkerError, warn_user
-from .evaluation import Evaluator
+from .front import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent, check_score_kwargs_pickle

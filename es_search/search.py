@@ -17,12 +17,14 @@ import numpy as np
 from .agent import weights_of
 from .candidates import Candidate
 from .errors import ScoreError, WorkerError
+from .evaluation import Scored
 from .record import make_record
 from .scores import best_index, is_better
 
-#: ``on_failures(generation, center, candidates, indices, detail)``: called when tasks
-#: of a generation failed (tolerated or not), before the run goes on or raises
-OnFailures = Callable[[int, np.ndarray, list, list, Any], None]
+#: ``on_failures(generation, center, candidates, indices, detail, shared)``: called when
+#: tasks of a generation failed (tolerated or not), before the run goes on or raises;
+#: ``shared``: the shared state the tasks loaded
+OnFailures = Callable[[int, np.ndarray, list, list, Any, Any], None]
 
 
 class Search:
@@ -39,6 +41,7 @@ class Search:
         self.history: list[dict] = []
         self.next_generation = 0
         self.improved = False
+        self.scored: Scored | None = None  # the last generation's (tolerated failures)
         self._offset = 0.0
         self._started = time.perf_counter()
 
@@ -48,14 +51,15 @@ class Search:
         ``initial_evaluations``) and initialise the strategy."""
         center = self.evaluator.local.get_flat()
         count = self.strategy.initial_evaluations  # each under its own task seed
-        scores = self._score(-1, center, [Candidate("center")] * count)
+        scored = self._score(-1, center, [Candidate("center")] * count)
+        scores = scored.scores
         self.evaluations = count
         self.state = self.strategy.init_from(center, scores, seed)
         # a non-finite start never counts as the best: NaN until a finite score comes
         self.best_score = scores[0] if math.isfinite(scores[0]) else math.nan
         self.best_flat = center
-        self.best_shared = self.evaluator.last_shared
-        self._merge()
+        self.best_shared = scored.shared
+        self._merge(scored)
 
     def resume(self, saved: dict) -> None:
         """Continue from a checkpoint's contents."""
@@ -86,8 +90,8 @@ class Search:
         strategy, evaluator = self.strategy, self.evaluator
         center = strategy.center(self.state)
         candidates = strategy.ask(self.state, generation)
-        scores = self._score(generation, center, candidates)
-        failures, shared = len(evaluator.failures), evaluator.last_shared
+        self.scored = scored = self._score(generation, center, candidates)
+        scores = scored.scores
         self.evaluations += len(scores)
         rebuilt: dict[int, Any] = {}
 
@@ -101,11 +105,11 @@ class Search:
         self.improved = top is not None and is_better(scores[top], self.best_score)
         if self.improved:
             self.best_score, self.best_flat = scores[top], rebuild(top)
-            self.best_shared = shared
-        self._merge()
+            self.best_shared = scored.shared
+        self._merge(scored)
         record = make_record(
             generation=generation, best_score=self.best_score, scores=scores,
-            sigma=strategy.sigma(self.state), failures=failures,
+            sigma=strategy.sigma(self.state), failures=len(scored.failures),
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
@@ -130,25 +134,26 @@ class Search:
         return weights_of(self.evaluator.local, flat, shared)
 
     # ------------------------------------------------------------------ helpers
-    def _score(self, generation: int, center: np.ndarray, candidates: list) -> list[float]:
+    def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
         evaluator = self.evaluator
         try:
-            scores = evaluator.score(generation, center, candidates)
+            scored = evaluator.score(generation, center, candidates)
         except (ScoreError, WorkerError) as exc:
             if self.on_failures is not None:
                 failed = [exc.index] if isinstance(exc, ScoreError) else exc.indices
-                self.on_failures(generation, center, candidates, failed, exc)
+                self.on_failures(generation, center, candidates, failed, exc,
+                                 evaluator.shared_state())
             raise
-        if evaluator.failures and self.on_failures is not None:
+        if scored.failures and self.on_failures is not None:
             self.on_failures(generation, center, candidates,
-                             [f.index for f in evaluator.failures], evaluator.failures)
-        return scores
+                             [f.index for f in scored.failures], scored.failures, scored.shared)
+        return scored
 
-    def _merge(self) -> None:
-        """Fold the last generation's reports into the shared state, in candidate order."""
+    def _merge(self, scored: Scored) -> None:
+        """Fold a generation's reports into the shared state, in candidate order."""
         evaluator = self.evaluator
         if not evaluator.hooks:
             return
-        counters = evaluator.local.merge_reports(list(evaluator.reports))
+        counters = evaluator.local.merge_reports(list(scored.reports))
         for name, value in (counters or {}).items():
             self.counters[name] = self.counters.get(name, 0) + value

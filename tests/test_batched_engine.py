@@ -12,7 +12,7 @@ import torch
 import es_search
 from es_search import claims
 from es_search.candidates import Candidate
-from es_search.chunking import chunk_bounds, group_bounds
+from es_search.chunking import ChunkPolicy, chunk_bounds, group_bounds
 from es_search.seeding import task_seed
 
 from agents import GroupSensitive, ReportsGroupSize, RowExact
@@ -95,7 +95,7 @@ def test_a_small_remainder_joins_the_last_group_on_any_worker_count(n_jobs, clai
     # scored alike in one process, in chunks, or claimed by the workers (long tasks)
     rounds = []
     if claimed:  # every task counts as long: claimed from generation 1 on
-        monkeypatch.setattr(es_search.Evaluator, "BALANCE_FROM", 0.0)
+        monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", 0.0)
         reset = claims.Counter.reset
         monkeypatch.setattr(claims.Counter, "reset",
                             lambda self: rounds.append(1) or reset(self))
@@ -105,13 +105,13 @@ def test_a_small_remainder_joins_the_last_group_on_any_worker_count(n_jobs, clai
         center = ev.local.get_flat()
         runs = []
         for generation in range(3):
-            scores = ev.score(generation, center, candidates)
-            runs.append((scores, list(ev.reports)))
+            scored = ev.score(generation, center, candidates)
+            runs.append((scored.scores, scored.reports))
     assert len(rounds) >= (3 if claimed else 0)  # the counter's creation, generations 1-2
     sizes = [8] + [None] * 7 + [9] + [None] * 8
     assert all(reports == sizes for _, reports in runs)
     with es_search.Evaluator(ReportsGroupSize(), seed=3, n_jobs=1) as ev:
-        assert [s for s, _ in runs] == [ev.score(g, center, candidates) for g in range(3)]
+        assert [s for s, _ in runs] == [ev.score(g, center, candidates).scores for g in range(3)]
 
 
 def test_a_failing_row_is_found_and_replayed(tmp_path):

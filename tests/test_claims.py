@@ -6,7 +6,8 @@ import pytest
 import es_search
 from es_search import claims
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.chunking import ChunkPolicy
+from es_search.evaluation import Engine
 from es_search.seeding import task_seed
 
 import agents
@@ -21,7 +22,7 @@ SEED = 11
 def rounds(monkeypatch):
     """Every task counts as long (claimed from the second generation on, once a task
     time is known); returns the list of claimed rounds (one entry per counter reset)."""
-    monkeypatch.setattr(Evaluator, "BALANCE_FROM", 0.0)
+    monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", 0.0)
     seen = []
     reset = claims.Counter.reset
 
@@ -45,7 +46,7 @@ def _both(agent_factory, **kw):
                                                  ("pgpe", 10)])
 def test_claimed_runs_equal_the_in_process_run(rounds, monkeypatch, strategy, population,
                                                pairs_from):
-    monkeypatch.setattr(Evaluator, "CLAIM_PAIRS_FROM", pairs_from)
+    monkeypatch.setattr(ChunkPolicy, "CLAIM_PAIRS_FROM", pairs_from)
     alone, claimed = _both(lambda: agents.MatrixAgent(dim=5), strategy=strategy,
                            population=population, sigma=0.3)
     assert len(rounds) >= 3  # generations 1-3 (and the counter's creation)
@@ -66,17 +67,18 @@ def test_every_block_is_claimed_once_and_each_worker_stops_at_the_end(
         rounds, monkeypatch, pairs_from, blocks):
     # a small agent claims one task at a time; a large one (here: from 0 values) two,
     # so that an antithetic pair's noise is drawn once
-    monkeypatch.setattr(Evaluator, "CLAIM_PAIRS_FROM", pairs_from)
+    monkeypatch.setattr(ChunkPolicy, "CLAIM_PAIRS_FROM", pairs_from)
     candidates = [Candidate("jitter", 0.3)] * 9
-    with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=2,
-                   sequential_fallback=False) as ev:
+    with Engine(agents.MatrixAgent(), seed=SEED, n_jobs=2,
+                sequential_fallback=False) as ev:
         center = ev.local.get_flat()
-        first = ev.score(0, center, candidates)  # chunks: no task time known yet
-        second = ev.score(1, center, candidates)  # claimed
+        first = ev.score(0, center, candidates).scores  # chunks: no task time known yet
+        second = ev.score(1, center, candidates).scores  # claimed
         with open(ev._counter.path, "rb") as f:
             taken = int.from_bytes(f.read(8), "little")
-    with Evaluator(agents.MatrixAgent(), seed=SEED, n_jobs=1) as ev:
-        assert [first, second] == [ev.score(g, center, candidates) for g in range(2)]
+    with Engine(agents.MatrixAgent(), seed=SEED, n_jobs=1) as ev:
+        assert [first, second] == [ev.score(g, center, candidates).scores
+                                   for g in range(2)]
     assert taken == blocks + 2  # and one empty claim per worker at the end
 
 

@@ -12,7 +12,7 @@ import pytest
 import es_search
 from es_search.bench import BenchAgent
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.front import Evaluator
 from es_search.seeding import task_seed
 
 import agents
@@ -88,14 +88,14 @@ def test_a_large_centre_is_sent_once_then_derived_by_the_workers(backend):
     with Evaluator(agent, seed=1, n_jobs=1) as ev:
         center = ev.local.get_flat()
         for g in range(4):
-            alone.append(ev.score(g, center, candidates))
+            alone.append(ev.score(g, center, candidates).scores)
             if g != 1:  # generation 1 keeps its centre
                 center = ev.rebuild(g, center, candidates[g % 8], g % 8)
     with Evaluator(agent, seed=1, n_jobs=-1, backend=backend,
                    sequential_fallback=False) as ev:
         center = ev.local.get_flat()
         for g in range(4):
-            assert ev.score(g, center, candidates) == alone[g]
+            assert ev.score(g, center, candidates).scores == alone[g]
             if g != 1:  # generation 1 keeps its centre
                 center = ev.rebuild(g, center, candidates[g % 8], g % 8)
         history, pool = ev._centres, ev.pool
@@ -124,14 +124,14 @@ def test_workers_that_join_between_generations_are_used(cluster):
     candidates = [Candidate("jitter", 0.1)] * 6
     center = agents.Vec().get_flat()
     with Evaluator(agents.Vec(), seed=2, n_jobs=1) as ev:
-        alone = [ev.score(g, center, candidates) for g in range(2)]
+        alone = [ev.score(g, center, candidates).scores for g in range(2)]
     with Evaluator(agents.Vec(), seed=2, n_jobs=-1, backend=client,
                    sequential_fallback=False) as ev:
-        assert ev.score(0, center, candidates) == alone[0]
+        assert ev.score(0, center, candidates).scores == alone[0]
         assert ev.n_workers == 2
         cluster_.scale(3)
         client.wait_for_workers(3, timeout=60)
-        assert ev.score(1, center, candidates) == alone[1]
+        assert ev.score(1, center, candidates).scores == alone[1]
         assert ev.n_workers == 3
     cluster_.scale(2)
 

@@ -1,6 +1,7 @@
 """The in-process/parallel choice (es_search.dispatch.DispatchPolicy): what it chooses
 from given measurements, and that the choice never changes a result."""
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -8,7 +9,8 @@ import torch
 import es_search
 from es_search.candidates import Candidate
 from es_search.dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
-from es_search.evaluation import Evaluator
+from es_search.chunking import ChunkPolicy
+from es_search.front import Evaluator
 from es_search.problems.sphere import Sphere
 
 MS = 1e-3
@@ -165,9 +167,9 @@ def test_the_path_does_not_change_the_scores():
     with Evaluator(Sphere(dim=50), seed=3, n_jobs=2) as ev:
         center = ev.local.get_flat()
         ev.policy.choose = lambda n: SEQUENTIAL
-        here = ev.score(2, center, candidates)
+        here = ev.score(2, center, candidates).scores
         ev.policy.choose = lambda n: PARALLEL
-        there = ev.score(2, center, candidates)
+        there = ev.score(2, center, candidates).scores
         assert ev.stats["last_path"] == (PARALLEL if ev.pool is not None else SEQUENTIAL)
     assert here == there
 
@@ -191,14 +193,14 @@ def test_uneven_shares_are_cut_into_several_chunks_per_worker_with_the_same_scor
     candidates = [es_search.Candidate("center")] * 8 + [es_search.Candidate("jitter", 0.3)] * 8
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=1) as ev:
         center = ev.local.get_flat()
-        reference = [ev.score(g, center, candidates) for g in range(2)]
+        reference = [ev.score(g, center, candidates).scores for g in range(2)]
     with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
-        assert ev._chunk_count(16) == 2  # nothing measured yet: one chunk per worker
-        first = ev.score(0, center, candidates)
-        assert ev.policy.imbalance > ev.IMBALANCE_FROM
-        assert ev._chunk_count(16) == 8  # 5 ms tasks, uneven shares: four per worker
-        assert ev._chunk_count(3) == 2   # never more chunks than candidates allow
-        second = ev.score(1, center, candidates)
+        assert ev.chunking.count(16, ev.policy) == 2  # nothing measured: one per worker
+        first = ev.score(0, center, candidates).scores
+        assert ev.policy.imbalance > ChunkPolicy.IMBALANCE_FROM
+        assert ev.chunking.count(16, ev.policy) == 8  # 5 ms tasks, uneven: four per worker
+        assert ev.chunking.count(3, ev.policy) == 2  # never more chunks than candidates
+        second = ev.score(1, center, candidates).scores
     assert [first, second] == reference
 
 
@@ -211,25 +213,43 @@ def test_even_shares_of_long_tasks_stay_one_chunk_per_worker():
         for g in range(3):
             ev.score(g, center, candidates)
         # 8 x 20 ms of sleep each: a loaded machine must delay one share by 16 ms to fail
-        assert ev.policy.imbalance < ev.IMBALANCE_FROM
-        assert ev._chunk_count(16) == 2
+        assert ev.policy.imbalance < ChunkPolicy.IMBALANCE_FROM
+        assert ev.chunking.count(16, ev.policy) == 2
+
+
+def measured(task, workers=2, uneven=0.5):
+    """What a DispatchPolicy measured, as the chunk policy reads it."""
+    return SimpleNamespace(n_workers=workers, task_seconds=task, imbalance=uneven)
 
 
 def test_chunk_count_cuts_long_tasks_finer_and_respects_the_pool_cap():
-    from es_search.chunking import chunk_count
-    assert chunk_count(16, 2, None, None, 0.002, 0.005) == 2  # nothing measured yet
-    assert chunk_count(16, 2, 0.001, None, 0.002, 0.005) == 2  # short: one per worker
-    assert chunk_count(16, 2, 0.05, None, 0.002, 0.005) == 16  # long: one task a chunk
-    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005) == 8      # Dask/Ray/joblib cap
-    assert chunk_count(64, 4, 0.0025, None, 0.002, 0.005) == 32  # ~5 ms chunks
-    assert chunk_count(3, 2, 0.05, None, 0.002, 0.005) == 2    # never more than tasks
-    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, None, 0.1) == 2  # shares unmeasured
-    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, 0.05, 0.1) == 2  # even shares
-    assert chunk_count(16, 2, 0.05, 4, 0.002, 0.005, 0.15, 0.1) == 8  # uneven shares
+    policy, capped = ChunkPolicy(), ChunkPolicy(cap=4)
+    assert policy.count(16, measured(None)) == 2  # nothing measured yet
+    assert policy.count(16, measured(0.001)) == 2  # short: one per worker
+    assert policy.count(16, measured(0.05)) == 16  # long: one task a chunk
+    assert capped.count(16, measured(0.05)) == 8  # Dask/Ray/joblib cap
+    assert policy.count(64, measured(0.0025, 4)) == 32  # ~5 ms chunks
+    assert policy.count(3, measured(0.05)) == 2  # never more than tasks
+    assert capped.count(16, measured(0.05, uneven=None)) == 2  # shares unmeasured
+    assert capped.count(16, measured(0.05, uneven=0.05)) == 2  # even shares
+    assert capped.count(16, measured(0.05, uneven=0.15)) == 8  # uneven shares
     for n in range(1, 40):
         for task in (0.0025, 0.004, 0.01, 0.1):
-            count = chunk_count(n, 3, task, None, 0.002, 0.005)
+            count = policy.count(n, measured(task, 3))
             assert count % 3 == 0 and 3 <= count <= max(3, n)
+    # batched: chunks are whole groups of 4
+    assert ChunkPolicy(group=4).bounds(16, measured(0.05)) == [(0, 4), (4, 8), (8, 12),
+                                                               (12, 16)]
+
+
+def test_claims_take_long_tasks_one_two_or_a_group_at_a_time():
+    claiming = ChunkPolicy(evolved=10, claims=True)
+    assert claiming.claim_unit(measured(None)) == 0  # nothing measured: chunks
+    assert claiming.claim_unit(measured(0.001)) == 0  # short tasks: chunks
+    assert claiming.claim_unit(measured(0.05)) == 1
+    assert ChunkPolicy(evolved=10**6, claims=True).claim_unit(measured(0.05)) == 2  # pairs
+    assert ChunkPolicy(evolved=10**6, group=8, claims=True).claim_unit(measured(0.05)) == 8
+    assert ChunkPolicy(evolved=10).claim_unit(measured(0.05)) == 0  # a pool without claims
 
 
 def test_a_cheap_start_score_does_not_send_costly_builds_back_to_this_process():

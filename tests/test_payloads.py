@@ -11,7 +11,8 @@ import es_search
 from es_search import candidates as _candidates
 from es_search import evaluation
 from es_search.candidates import Candidate, Shared, share_vectors, take_vectors
-from es_search.evaluation import Evaluator
+from es_search.chunking import ChunkPolicy
+from es_search.front import Evaluator
 
 import agents
 from compare import same_history, same_weights
@@ -51,9 +52,9 @@ def test_float32_vectors_score_as_in_this_process(monkeypatch):
              Candidate("noise", 0.0, -1.0, 3, vector=np.full(5, 0.3, dtype=np.float32))]
     center = agent.get_flat()
     with Evaluator(agent, seed=2, n_jobs=1) as here:
-        expected = here.score(0, center, asked * 3)
+        expected = here.score(0, center, asked * 3).scores
     with Evaluator(agent, seed=2, n_jobs=2, sequential_fallback=False) as there:
-        assert there.score(0, center, asked * 3) == expected
+        assert there.score(0, center, asked * 3).scores == expected
 
 
 @pytest.mark.parametrize("claimed", [False, True])
@@ -65,7 +66,7 @@ def test_shared_vectors_give_the_plain_loops_run(monkeypatch, strategy, claimed)
     if strategy == "cma-es":
         pytest.importorskip("cma")
     monkeypatch.setattr(_candidates, "SHARE_FROM", 8)
-    monkeypatch.setattr(Evaluator, "BALANCE_FROM", 0.0 if claimed else 1e9)
+    monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", 0.0 if claimed else 1e9)
     sizes = []
 
     def spy(given):

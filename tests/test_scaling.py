@@ -18,7 +18,8 @@ from benchmarks.harness.model import fit_models
 from es_search.bench import BenchAgent
 from es_search.candidates import Candidate
 from es_search.cli import main as cli_main
-from es_search.evaluation import Evaluator
+from es_search.chunking import ChunkPolicy
+from es_search.front import Evaluator
 from es_search.problems.sphere import Sphere
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,7 +47,8 @@ def _scores(n_jobs, fallback=True, agent=None, backend=None):
     agent = agent or Sphere(dim=50)
     with Evaluator(agent, seed=3, n_jobs=n_jobs, backend=backend,
                    sequential_fallback=fallback) as ev:
-        return ev.score(2, ev.local.get_flat(), MIXED), dict(ev.stats)
+        scored = ev.score(2, ev.local.get_flat(), MIXED)
+        return scored.scores, scored.stats
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,7 @@ def test_workers_persist_across_runs_and_startup_is_timed_apart():
 def test_bytes_per_candidate_small_and_independent_of_parameter_count(monkeypatch):
     # one chunk per worker for both sizes: on a loaded machine the larger agent's
     # jitter can pass BALANCE_FROM, and claimed tasks send other (as small) messages
-    monkeypatch.setattr(Evaluator, "BALANCE_FROM", float("inf"))
+    monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", float("inf"))
     sent = {}
     for size in (10, 100_000):
         with Evaluator(BenchAgent(size=size), seed=0, n_jobs=2,
@@ -138,7 +140,7 @@ def test_a_centre_that_stays_or_moves_gives_the_in_process_scores():
     def scores(n_jobs):
         with Evaluator(BenchAgent(size=10), seed=3, n_jobs=n_jobs,
                        sequential_fallback=False) as ev:
-            return [ev.score(g, c, candidates) for g, c in enumerate(centers)]
+            return [ev.score(g, c, candidates).scores for g, c in enumerate(centers)]
 
     assert scores(2) == scores(1)
 

@@ -9,7 +9,7 @@ import torch
 
 import es_search
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.front import Evaluator
 
 from agents import Quadratic, RunningStats
 
@@ -66,8 +66,8 @@ def test_resume_equals_an_uninterrupted_run(reference, tmp_path):
 def test_agents_without_hooks_send_no_shared_state():
     with Evaluator(Quadratic(), seed=0, n_jobs=1) as ev:
         assert not ev.hooks
-        ev.score(0, ev.local.get_flat(), [Candidate("jitter", 0.1)] * 3)
-        assert ev.last_shared is None and ev.reports == [None] * 3
+        scored = ev.score(0, ev.local.get_flat(), [Candidate("jitter", 0.1)] * 3)
+        assert scored.shared is None and scored.reports == [None] * 3
     result = es_search.run(Quadratic(), generations=2, population=3, n_jobs=1,
                            progress=False)
     assert "steps" not in result.history[0]

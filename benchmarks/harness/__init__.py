@@ -5,7 +5,7 @@ calibrated pure-Python work, the blog post's agent with its loop scaled to 1000)
 populations and agent sizes, it times one generation of scoring, side by side in the same
 blocks of one run, for:
 
-- ``engine``: es_search's :class:`~es_search.evaluation.Evaluator` (persistent workers,
+- ``engine``: es_search's :class:`~es_search.Evaluator` (persistent workers,
   candidates as seeds, sequential fallback), opened once per block as ``run()`` does;
 - ``blog``: the blog post's scheme: a new ``multiprocessing.Pool(n)`` per generation,
   agent objects and weight dicts built in this process and pickled per task;

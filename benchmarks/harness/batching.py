@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.front import Evaluator
 from es_search.extras import require
 from es_search.record import TIMING_FIELDS
 from es_search.run import run as es_run
@@ -161,7 +161,7 @@ def measure(problem: str, stage: str, pop: int, workers: int, reps: int,
                 ev.score(generation, center, candidates)  # untimed: after the others ran
                 for g in range(generation + 1, generation + 1 + settings.burst):
                     began = time.perf_counter()
-                    scores = ev.score(g, center, candidates)
+                    scores = ev.score(g, center, candidates).scores
                     times[path].append(time.perf_counter() - began)
                     steps[path].append(round(sum(scores) * episodes) if length is None
                                        else length * episodes * pop)

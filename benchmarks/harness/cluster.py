@@ -35,7 +35,7 @@ import torch
 
 from es_search.agent import Agent
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.front import Evaluator
 from .measure import load_average
 from .schemes import PipeCounter
 from .workloads import BenchAgent, calibrate
@@ -206,7 +206,7 @@ def measure_overheads(backend: Any, n: int, reps: int, log: Callable = print) ->
 
 def _hill_climb_generation(ev: Evaluator, g: int, center: np.ndarray,
                            candidates: list[Candidate]) -> np.ndarray:
-    scores = ev.score(g, center, candidates)
+    scores = ev.score(g, center, candidates).scores
     best = int(np.argmax(scores))
     return ev.rebuild(g, center, candidates[best], best)
 

@@ -2,7 +2,7 @@
 
 For each ``n`` workers and configuration (score cost, agent size, population),
 :func:`measure_block` times, interleaved rep by rep so that each ratio compares figures
-taken moments apart: es_search's :class:`~es_search.evaluation.Evaluator` at ``n_jobs=1``
+taken moments apart: es_search's :class:`~es_search.Evaluator` at ``n_jobs=1``
 and at ``n``, the blog post's Pool scheme and a plain joblib loop (see
 :mod:`benchmarks.harness.schemes`). :func:`measure` runs the whole grid of a mode plus worker
 start-up, the ceiling (before and after) and the bytes per candidate; it returns raw
@@ -22,7 +22,7 @@ import torch
 
 from es_search.agent import Agent
 from es_search.candidates import Candidate
-from es_search.evaluation import Evaluator
+from es_search.front import Evaluator
 from .model import path_kind
 from .schemes import PipeCounter, blog_generation, ceiling, joblib_generation
 from .workloads import COST_SECONDS, SIGMA, BenchAgent, calibrate, make_agent
@@ -153,7 +153,7 @@ def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
         for label in ("one_chunk", "engine"):
             with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as ev:
                 if label == "one_chunk":
-                    ev.BALANCE_FROM = float("inf")
+                    ev.chunking.BALANCE_FROM = float("inf")
                 center = ev.local.get_flat()
                 candidates = [Candidate("jitter", SIGMA)] * pop
                 ev.score(0, center, candidates)  # warm: the file name's length is fixed
@@ -161,7 +161,7 @@ def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
                 center = moved(center)
                 _, sent = _time(lambda: ev.score(1, center, candidates))
                 files = _shared_bytes(ev) - files
-                chunks = ev._chunk_count(pop)
+                chunks = ev.chunking.count(pop, ev.policy)
             if label == "one_chunk":
                 row.update(bytes_per_candidate=sent / pop, shared_file_bytes_per_generation=files)
             else:

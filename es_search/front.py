@@ -1,0 +1,144 @@
+"""The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`),
+over the run's engine (:class:`~es_search.evaluation.Engine`), which scores candidates
+described by seeds. A run's :class:`Evaluator` re-tests its best weights with
+:meth:`Evaluator.evaluate` (:mod:`es_search.selection`)."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from .agent import Agent
+from .candidates import Candidate
+from .checks import check_int, check_is_agent
+from .errors import ScoreError
+from .evaluation import Engine
+
+__all__ = ["Evaluator", "evaluate"]
+
+
+class Evaluator(Engine):
+    """The engine (:class:`~es_search.evaluation.Engine`: its settings, its workers kept
+    open between calls) with :meth:`evaluate`, which scores weight dicts. A run makes
+    its own."""
+
+    _over: "_Over | None" = None  # what evaluate() loads weights over (its first call)
+
+    def evaluate(self, weights: Sequence[Mapping[str, Any]],
+                 generation: int = 0) -> list[float]:
+        """Score each weights dict, loaded over the agent's own weights (a subset of
+        names is fine), on this evaluator's workers; scores in input order. Task ``i``
+        runs under ``es_search.task_seed(seed, generation, i)``: in a loop, give each
+        call its own ``generation``, or every call replays the same random streams
+        (the same episodes, the same sampled actions). A bad name or shape fails
+        before any scoring. Example (a loop of your own, workers kept between calls)::
+
+            >>> import torch, es_search
+            >>> from es_search.problems.blog import BlogAgent
+            >>> agent = BlogAgent(work=0)
+            >>> with es_search.Evaluator(agent, n_jobs=1) as evaluator:
+            ...     for generation in range(3):
+            ...         w = [{"fc1.weight": torch.full((1, 3), float(generation + k))}
+            ...              for k in range(2)]
+            ...         scores = evaluator.evaluate(w, generation)
+            >>> scores
+            [6.0, 9.0]
+        """
+        weights, generation = _weights_list(weights), _check_generation(generation)
+        if not weights:
+            return []
+        if self._over is None:  # before any weights dict is loaded into self.local
+            self._over = _Over(self.local)
+        candidates = self._over.candidates(weights)
+        try:
+            return self.score(generation, self._over.center, candidates).scores
+        except ScoreError as exc:  # no run folder: its message replays weights[index]
+            exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
+            raise
+
+
+class _Over:
+    """What :meth:`Evaluator.evaluate` loads every weights dict over: the agent's own
+    values, taken at the first call (scoring in this process loads each candidate into
+    the engine's agent, which must not become the next call's centre)."""
+
+    def __init__(self, agent: Agent):
+        self.checker = copy.deepcopy(agent)  # weights are tried on it first
+        self.center = agent.get_flat()
+        evolved = {name for name, _ in agent.evolved_parameters()}
+        self.base = {name: value.detach().clone()  # buffers, frozen parameters
+                     for name, value in agent.state_dict().items() if name not in evolved}
+        self.unevolved_set: set[str] = set()  # of these, the names a dict has set so far
+
+    def candidates(self, weights: list[Mapping[str, Any]]) -> list[Candidate]:
+        """One per weights dict; bad names or shapes fail here, before any scoring."""
+        for w in weights:
+            self.checker.set_weights(w)
+            self.unevolved_set.update(name for name in w if name in self.base)
+        # each dict over the agent's own values: what an earlier dict set that is not
+        # evolved is set back (workers keep their agent from one candidate to the next)
+        reset = {name: self.base[name] for name in sorted(self.unevolved_set)}
+        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
+        return [Candidate("weights", vector={**reset, **as_tensors(w)}) for w in weights]
+
+
+def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,
+             seed: int = 0, generation: int = 0, backend: Any = None,
+             score_kwargs: Mapping[str, Any] | None = None,
+             repeat_check: bool = True) -> list[float]:
+    """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.
+
+    Each dict is loaded over the agent's own weights (a subset of names is fine). Task
+    ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
+    modified. Workers start and stop with each call (~13 ms on 2 cores): in a loop of
+    your own, keep them with :meth:`Evaluator.evaluate`. ``repeat_check``: first score
+    the agent twice in this process and warn if its score depends on its past
+    (:func:`~es_search.check_repeatable`); False saves those two ``score()`` calls.
+
+    The blog post's whole example::
+
+        scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
+
+    A ``score()`` that raises stops the call with a :class:`~es_search.ScoreError`
+    whose message says how to replay that weights dict in this process
+    (:func:`es_search.replay_task` with ``weights=``).
+    """
+    check_is_agent(agent)
+    weights, generation = _weights_list(weights), _check_generation(generation)
+    if not weights:
+        return []
+    with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
+                   score_kwargs=score_kwargs, repeat_check=repeat_check) as evaluator:
+        return evaluator.evaluate(weights, generation)
+
+
+def _weights_list(weights: Any) -> list[Mapping[str, Any]]:
+    """``weights`` as a list of dicts, or a TypeError that says what was passed."""
+    if isinstance(weights, Mapping) or not hasattr(weights, "__iter__"):
+        raise TypeError(f"weights must be a list of weight dicts, one per candidate "
+                        f"(for one agent's: [weights]), got {type(weights).__name__}")
+    weights = list(weights)
+    for i, w in enumerate(weights):
+        if not isinstance(w, Mapping):
+            raise TypeError(f"weights[{i}] must be a dict of name -> tensor, "
+                            f"got {type(w).__name__}")
+    return weights
+
+
+def _check_generation(generation: Any) -> int:
+    return check_int("generation", generation, 0,
+                     " (task i of a call runs under task_seed(seed, generation, i))")
+
+
+def as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
+    """A weights dict with its NumPy arrays as tensors of the same dtype and values (an
+    array torch cannot hold stays as it is; set_weights says what is wrong with it)."""
+    def tensor(value: Any) -> Any:
+        try:
+            return torch.tensor(value)
+        except (TypeError, ValueError, RuntimeError):
+            return value
+    return {name: tensor(value) if isinstance(value, np.ndarray) else value
+            for name, value in weights.items()}

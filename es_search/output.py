@@ -394,10 +394,10 @@ class RunFolder:
                               (CHOSEN_WEIGHTS, result.chosen_weights)):
             if weights is not None:
                 atomic_write(self.path / name, lambda f: torch.save(weights, f))
+        seconds = result.history[-1]["seconds"] if result.history else 0.0  # searching
         dump_json(self.path / RESULT, {  # last: the end is whole once it is there
             "best_score": result.best_score, "evaluations": result.evaluations,
-            "generations": result.generations, "seconds": result.history[-1]["seconds"]
-            if result.history else 0.0, "seed": result.seed,
+            "generations": result.generations, "seconds": seconds, "seed": result.seed,
             "stopped_by": result.stopped_by, "chosen": result.chosen,
             "selection": result.selection, "select_tasks": self.config["select_tasks"]})
         if self._generations == 0 and (self.path / PLOT).exists():

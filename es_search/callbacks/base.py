@@ -70,8 +70,9 @@ class Generation(dict):
     ``improved`` (whether the best score did), ``failures`` (:class:`Failures` of the
     tasks scored -inf, or None), ``stats`` (``Evaluator.stats``) and ``checkpoint`` (the
     search's state after it: ``strategy``, ``state``, ``best_score``, ``best_flat``,
-    ``best_shared``, ``evaluations``, ``counters``, ``shared``, the next ``generation``).
-    """
+    ``best_shared``, ``evaluations``, ``counters``, ``shared``, the next ``generation``);
+    to keep the record past the call, keep ``dict(record)`` (the attributes hold the
+    search's state)."""
 
     def __init__(self, record: dict, improved: bool, failures: Failures | None,
                  stats: dict, checkpoint: dict, agent: Any):

@@ -13,15 +13,15 @@ class Warnings:
     (``on_error="worst"``); the history's ``nonfinite`` and ``failures`` count them. A
     callback (``on_generation`` only, :mod:`es_search.callbacks.base`)."""
 
-    def __init__(self, agent_name: str, out: Any, search: Any = None):
-        self.agent_name, self.out, self.search = agent_name, out, search
+    def __init__(self, agent_name: str, out: Any):
+        self.agent_name, self.out = agent_name, out
         self.warned: set[str] = set()
 
-    def on_generation(self, record: dict) -> None:
-        if record["failures"] and "failures" not in self.warned:
+    def on_generation(self, record: Any) -> None:
+        """``record``: the generation's :class:`~es_search.callbacks.base.Generation`."""
+        if record.failures and "failures" not in self.warned:
             self.warned.add("failures")
-            failures = self.search.scored.failures if self.search is not None else []
-            warn_user(failure_message(self.agent_name, failures, self.out))
+            warn_user(failure_message(self.agent_name, record.failures.detail, self.out))
         if record["nonfinite"] and "nonfinite" not in self.warned:
             self.warned.add("nonfinite")
             warn_user(
@@ -32,9 +32,6 @@ class Warnings:
 
 
 def failure_message(agent_name: str, failures: list, out: Any) -> str:
-    if not failures:
-        return (f"{agent_name}.score() raised; on_error='worst' scored the candidate -inf "
-                f"and the run goes on (this warning is given once per run).")
     first = failures[0]
     replay = (f"Replay one with es_search.replay_task(agent, out={str(out)!r}, "
               f"generation={first.generation}, index={first.index})" if out is not None

@@ -265,14 +265,13 @@ class CheckpointCost:
 
 
 class RunFolder:
-    """Writes one run into ``path`` (see the module docstring); a callback
-    (``on_start``/``on_generation``/``on_end``, :mod:`es_search.callbacks.base`).
+    """Writes one run into ``path`` (see the module docstring): a callback
+    (:mod:`es_search.callbacks.base`) that needs nothing but what the callbacks get.
 
     Opening it takes the folder's lock, refuses to replace a run the folder holds
     unless ``overwrite`` (:func:`check_replaceable`) and, with ``resume``, reads the
     checkpoint (``saved``, None when there is none) and checks it against ``config``.
-    The run then calls :meth:`track` with its :class:`~es_search.search.Search`, and
-    the callback methods; :meth:`close` releases the folder (also when the run fails).
+    :meth:`close` releases the folder (also when the run fails).
     """
 
     def __init__(self, path: Any, config: dict, resume: bool = False,
@@ -281,7 +280,7 @@ class RunFolder:
         self.path = Path(path)
         self.config = config
         self.checkpoint_every = checkpoint_every
-        self._pending: dict | None = None  # the last generation's checkpoint, unwritten
+        self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
         self._weights_due = False  # the best improved since best_weights.pt was written
         self.checkpoint_cost = CheckpointCost()
         self._started, self._generations = 0.0, 0  # this session's (on_start sets it)
@@ -289,7 +288,6 @@ class RunFolder:
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
-        self.search: Any = None
         self._score_kwargs = score_kwargs
         self._begun = False
         try:
@@ -318,7 +316,15 @@ class RunFolder:
         if self._score_kwargs and not (self.path / SCORE_KWARGS).exists():
             _checkpoint.save(self.path / SCORE_KWARGS, dict(self._score_kwargs))
         dump_json(self.path / CONFIG, self.config)
-        self._open_history()
+        if not self.saved:
+            self._history = open(self.path / HISTORY, "w")
+            return
+        # history.jsonl as of the checkpoint (replaced atomically)
+        text = "".join(self.saved["history_text"])
+        atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
+        self._digest = hashlib.sha256(text.encode())
+        self.history_lines = len(self.saved["history_text"])
+        self._history = open(self.path / HISTORY, "a")
 
     def _load(self, config: dict) -> dict | None:
         """The checkpoint, checked against ``config`` and the history file."""
@@ -336,36 +342,27 @@ class RunFolder:
             self.path, saved["history_lines"], saved["history_sha256"])
         return saved
 
-    def track(self, search: Any) -> None:
-        self.search = search
-
     # ------------------------------------------------------------------ callbacks
-    def _open_history(self) -> None:
-        if not self.saved:
-            self._history = open(self.path / HISTORY, "w")
-            return
-        # history.jsonl as of the checkpoint (replaced atomically)
-        text = "".join(self.saved["history_text"])
-        atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
-        self._digest = hashlib.sha256(text.encode())
-        self.history_lines = len(self.saved["history_text"])
-        self._history = open(self.path / HISTORY, "a")
-
     def on_start(self, info: Any) -> None:
         self._begin()
         self._started = time.perf_counter()
         dump_json(self.path / CONFIG, self.config)  # with what the start decided
-        if self.saved:
-            self.save_weights(self.search.best_weights())
+        start = info.start
+        self._save_failures(start.failures)
+        if self.saved:  # best_weights.pt as of the checkpoint (a crash may leave a later one)
+            self._save_weights(start.best_weights())
         else:  # the starting agent, the best so far
             self._weights_due = True
-            self.save_checkpoint()
+            self._put_aside(start)
+            self._save_pending()
 
-    def on_generation(self, record: dict) -> None:
+    def on_generation(self, record: Any) -> None:
+        """``record``: the generation's :class:`~es_search.callbacks.base.Generation`."""
         if self.history_lines == len(self.saved["history_text"] if self.saved else ()):
             # the run goes on: what its (or a replaced run's) end wrote no longer holds
             for name in AT_THE_END:
                 (self.path / name).unlink(missing_ok=True)
+        self._save_failures(record.failures)
         with deferred_sigint():  # history line and checkpoint stay whole
             line = json.dumps(to_json(record)) + "\n"
             self._history.write(line)
@@ -374,12 +371,11 @@ class RunFolder:
             self._digest.update(line.encode())
             self.history_lines += 1
             # best_weights.pt goes with the checkpoint: both as of the same generation
-            self._weights_due |= self.search.improved
+            self._weights_due |= record.improved
+            self._put_aside(record)
             done = record["generation"] + 1
             if done % self.checkpoint_every == 0 or done >= self.config["generations"]:
-                self.save_checkpoint()
-            else:  # written by the next due generation, or when the run ends or fails
-                self._pending = self._checkpoint_data(pending=True)
+                self._save_pending()  # else by the next due one, the end, or an error
         self._generations += 1
         notice = self.checkpoint_cost.notice(time.perf_counter() - self._started,
                                              self._generations, self.checkpoint_every)
@@ -387,8 +383,9 @@ class RunFolder:
             warn_user(notice, template=True)
 
     def on_error(self, error: BaseException) -> None:
-        """Ctrl-C, SIGTERM or an error: save the completed generations that the last
-        checkpoint lacks."""
+        """Ctrl-C, SIGTERM or an error: save the failure record of the tasks that
+        raised, if any, and the completed generations that the last checkpoint lacks."""
+        self._save_failures(getattr(error, "failures", None))
         self._save_pending()
 
     def on_end(self, result: Any) -> None:
@@ -397,10 +394,11 @@ class RunFolder:
                               (CHOSEN_WEIGHTS, result.chosen_weights)):
             if weights is not None:
                 atomic_write(self.path / name, lambda f: torch.save(weights, f))
+        seconds = result.history[-1]["seconds"] if result.history else 0.0  # searching
         dump_json(self.path / RESULT, {  # last: the end is whole once it is there
             "best_score": result.best_score, "evaluations": result.evaluations,
-            "generations": result.generations, "seconds": self.search.seconds(),
-            "seed": result.seed, "stopped_by": result.stopped_by, "chosen": result.chosen,
+            "generations": result.generations, "seconds": seconds, "seed": result.seed,
+            "stopped_by": result.stopped_by, "chosen": result.chosen,
             "selection": result.selection, "select_tasks": self.config["select_tasks"]})
         if self._generations == 0 and (self.path / PLOT).exists():
             return  # a resume with nothing left to run: the plot shows this history
@@ -427,50 +425,43 @@ class RunFolder:
             release(key)
 
     # ------------------------------------------------------------------ files
-    def save_checkpoint(self, data: dict | None = None) -> None:
-        """Save what continuing the run needs (``data``: a checkpoint put aside by a
-        generation that did not write it; default: as of now). The history is not
-        copied into every checkpoint (that would grow with the run): the checkpoint
-        holds the number and SHA-256 of the ``history.jsonl`` lines written before it,
-        which a resume checks and reads back."""
-        data = data or self._checkpoint_data()
-        began = time.perf_counter()
+    def _put_aside(self, outcome: Any) -> None:
+        """The checkpoint as of ``outcome``, to write now or later. The history is not
+        copied into every checkpoint (that would grow with the run): it holds the
+        number and SHA-256 of the ``history.jsonl`` lines written before it, which a
+        resume checks and reads back."""
+        data = {**outcome.checkpoint, "history_lines": self.history_lines,
+                "history_sha256": self._digest.hexdigest(), "config": self.config}
+        # the agent's shared state may change in place before it is written
+        data["shared"] = copy.deepcopy(data["shared"])
+        self._pending = data, outcome
+
+    def _save_pending(self) -> None:
+        if self._pending is None:
+            return
+        (data, outcome), began = self._pending, time.perf_counter()
         with deferred_sigint():
             if self._weights_due:
-                self.save_weights(self.search.weights_of(data["best_flat"],
-                                                         data["best_shared"]))
+                self._save_weights(outcome.best_weights())
                 self._weights_due = False
             _checkpoint.save(self.path / CHECKPOINT, data)
             self._pending = None
         self.checkpoint_cost.add(time.perf_counter() - began,
                                  (self.path / CHECKPOINT).stat().st_size)
 
-    def _checkpoint_data(self, pending: bool = False) -> dict:
-        data = {**self.search.checkpoint(), "history_lines": self.history_lines,
-                "history_sha256": self._digest.hexdigest(), "config": self.config}
-        if pending:  # the agent's shared state may change in place before it is written
-            data["shared"] = copy.deepcopy(data["shared"])
-        return data
-
-    def _save_pending(self) -> None:
-        if self._pending is not None:
-            self.save_checkpoint(self._pending)
-
-    def save_weights(self, weights: dict) -> None:
+    def _save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
 
-    def save_failures(self, generation: int, center: Any, candidates: list,
-                      indices: list, detail: Any, shared: dict | None) -> None:
-        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs (the
-        tasks of ``generation`` at ``indices`` failed, with ``shared`` loaded)."""
+    def _save_failures(self, failures: Any) -> None:
+        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs
+        (:class:`~es_search.callbacks.base.Failures`, or None: nothing failed)."""
+        if failures is None:
+            return
         self._begin()
-        path = failure_path(self.path, generation)
+        path = failure_path(self.path, failures.generation)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _checkpoint.save(path, {
-            "generation": generation, "center": center, "candidates": list(candidates),
-            "seed": self.config["seed"], "score_kwargs": self.config["score_kwargs"],
-            "indices": list(indices), "shared": shared,
-            "detail": detail if isinstance(detail, list) else repr(detail)})
+        _checkpoint.save(path, {**failures._asdict(), "seed": self.config["seed"],
+                                "score_kwargs": self.config["score_kwargs"]})
 
 
 def read_score_kwargs(out: Any, recorded: dict) -> dict:

@@ -2,11 +2,12 @@
 
 The loop: build the :class:`~es_search.settings.Settings` (every check), the strategy and
 the callbacks; open the run folder (:class:`~es_search.output.RunFolder`, a callback
-itself); start the :class:`~es_search.Evaluator`; score the starting agent or resume
-from the checkpoint (:class:`~es_search.search.Search`); then per generation one
-``Search.step()`` and every callback's ``on_generation`` -- the run folder first, so a
-callback that stops the run leaves a resumable checkpoint -- then the warnings, the
-progress bar and the user's callbacks.
+itself, fed only by what every callback gets); start the :class:`~es_search.Evaluator`;
+score the starting agent or resume from the checkpoint
+(:class:`~es_search.search.Search`); then per generation one ``Search.step()`` and every
+callback's ``on_generation`` with its outcome -- the run folder first, so a callback that
+stops the run leaves a resumable checkpoint -- then the warnings, the progress bar and
+the user's callbacks.
 """
 from __future__ import annotations
 
@@ -84,10 +85,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       ``out`` that holds a run is refused before any work: nothing computed is lost by
       mistake.
     - ``callbacks``: callables taking each generation's history record (a dict, see
-      ``es_search.record``), or objects with ``on_start`` / ``on_generation`` /
-      ``on_end`` / ``on_error`` methods (``es_search.callbacks.Callback``); one whose
-      ``on_generation`` returns True stops the run after that generation (the run
-      folder and checkpoint already hold it, so it can be resumed).
+      ``es_search.record``; its attributes hold the rest of the generation's outcome,
+      ``es_search.callbacks.Generation``), or objects with ``on_start`` /
+      ``on_generation`` / ``on_end`` / ``on_error`` methods
+      (``es_search.callbacks.Callback``); one whose ``on_generation`` returns True
+      stops the run after that generation (the run folder and checkpoint already hold
+      it, so it can be resumed).
     - ``on_error``: ``"raise"`` (stop with a :class:`~es_search.ScoreError` when a
       ``score()`` raises) or ``"worst"`` (score that candidate -inf, count it in the
       history's ``failures``, go on).
@@ -143,7 +146,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None
-    bar, search, callbacks = ProgressBar(settings.progress), None, []
+    bar, search = ProgressBar(settings.progress), None
+    callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
     engine, ended = settings, None
     if folder and folder.saved and folder.saved["generation"] >= settings.generations:
         ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
@@ -153,18 +157,15 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
         with Evaluator(agent, settings=engine,
                        max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
-            search = Search(strategy, evaluator, folder and folder.save_failures)
-            if folder:
-                folder.track(search)
-            search.resume(folder.saved) if folder and folder.saved else \
+            search = Search(strategy, evaluator)
+            start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
                 config["resolved"] = strategy.resolved(search.state)
-            callbacks = [*([folder] if folder else []), Warnings(
-                type(agent).__name__, settings.out, search), bar, *user_callbacks]
+            callbacks += [Warnings(type(agent).__name__, settings.out), bar, *user_callbacks]
             _call_all(callbacks, "on_start", RunInfo(
                 config, settings.out, settings.generations, search.next_generation,
-                list(search.history), start_agent))
+                list(search.history), start_agent, start))
             stopped_by = None
             while search.next_generation < settings.generations and stopped_by is None:
                 stopped_by = _stop_reason(callbacks, search.step())

@@ -4,34 +4,32 @@
 (with the agent's shared state as of the generation the best was scored), the
 evaluation count, the counters ``merge_reports()`` returned and the history. It is
 what a checkpoint saves (:meth:`Search.checkpoint`) and restores
-(:meth:`Search.resume`); ``run()`` calls :meth:`Search.step` once per generation.
+(:meth:`Search.resume`); ``run()`` calls :meth:`Search.step` once per generation. Each
+hands back the outcome that ``run()`` passes to the callbacks, the run folder included
+(:class:`~es_search.callbacks.base.Generation`).
 """
 from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .agent import weights_of
+from .callbacks.base import Failures, Generation
 from .candidates import Candidate
 from .errors import ScoreError, WorkerError
 from .evaluation import Scored
 from .record import make_record
 from .scores import best_index, is_better
 
-#: ``on_failures(generation, center, candidates, indices, detail, shared)``: called when
-#: tasks of a generation failed (tolerated or not), before the run goes on or raises;
-#: ``shared``: the shared state the tasks loaded
-OnFailures = Callable[[int, np.ndarray, list, list, Any, Any], None]
-
 
 class Search:
     """The state of one run between generations (see the module docstring)."""
 
-    def __init__(self, strategy: Any, evaluator: Any, on_failures: OnFailures | None = None):
-        self.strategy, self.evaluator, self.on_failures = strategy, evaluator, on_failures
+    def __init__(self, strategy: Any, evaluator: Any):
+        self.strategy, self.evaluator = strategy, evaluator
         self.state: Any = None
         self.best_score = float("nan")
         self.best_flat: np.ndarray | None = None
@@ -40,15 +38,14 @@ class Search:
         self.counters: dict[str, float] = {}
         self.history: list[dict] = []
         self.next_generation = 0
-        self.improved = False
-        self.scored: Scored | None = None  # the last generation's (tolerated failures)
+        self.failures: Failures | None = None  # the last scoring's (on_error="worst")
         self._offset = 0.0
         self._started = time.perf_counter()
 
     # ------------------------------------------------------------------ start / resume
-    def start(self, seed: int) -> None:
+    def start(self, seed: int) -> Generation:
         """Score the starting agent (generation -1, as often as the strategy's
-        ``initial_evaluations``) and initialise the strategy."""
+        ``initial_evaluations``) and initialise the strategy; the outcome (no record)."""
         center = self.evaluator.local.get_flat()
         count = self.strategy.initial_evaluations  # each under its own task seed
         scored = self._score(-1, center, [Candidate("center")] * count)
@@ -60,9 +57,10 @@ class Search:
         self.best_flat = center
         self.best_shared = scored.shared
         self._merge(scored)
+        return self._outcome({}, True)
 
-    def resume(self, saved: dict) -> None:
-        """Continue from a checkpoint's contents."""
+    def resume(self, saved: dict) -> Generation:
+        """Continue from a checkpoint's contents; the outcome (no record)."""
         self.state, self.evaluations = saved["state"], saved["evaluations"]
         self.best_score, self.best_flat = saved["best_score"], saved["best_flat"]
         self.best_shared = saved.get("best_shared")
@@ -72,25 +70,30 @@ class Search:
         self._offset = self.history[-1]["seconds"] if self.history else 0.0
         if saved.get("shared"):
             self.evaluator.local.load_shared_state(saved["shared"])
+        return self._outcome({}, False)
 
-    def checkpoint(self) -> dict:
-        """What continuing before ``next_generation`` needs (the run folder adds the
-        history's line count and digest, and the config)."""
-        local = self.evaluator.local
-        return {"generation": self.next_generation, "strategy": self.strategy,
-                "state": self.state, "best_score": self.best_score,
-                "best_flat": self.best_flat, "evaluations": self.evaluations,
-                "counters": dict(self.counters), "best_shared": self.best_shared,
-                "shared": dict(local.shared_state()) if self.evaluator.hooks else None}
+    def _outcome(self, record: dict, improved: bool) -> Generation:
+        """The outcome the callbacks get; its ``checkpoint``: what continuing before
+        ``next_generation`` needs (the run folder adds the history's line count and
+        digest, and the config)."""
+        evaluator = self.evaluator
+        checkpoint = {
+            "generation": self.next_generation, "strategy": self.strategy,
+            "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
+            "evaluations": self.evaluations, "counters": dict(self.counters),
+            "best_shared": self.best_shared,
+            "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
+        return Generation(record, improved, self.failures, evaluator.stats, checkpoint,
+                          evaluator.local)
 
     # ------------------------------------------------------------------ one generation
-    def step(self) -> dict:
-        """Run generation ``next_generation``; its history record."""
+    def step(self) -> Generation:
+        """Run generation ``next_generation``; its outcome."""
         generation = self.next_generation
         strategy, evaluator = self.strategy, self.evaluator
         center = strategy.center(self.state)
         candidates = strategy.ask(self.state, generation)
-        self.scored = scored = self._score(generation, center, candidates)
+        scored = self._score(generation, center, candidates)
         scores = scored.scores
         self.evaluations += len(scores)
         rebuilt: dict[int, Any] = {}
@@ -102,8 +105,8 @@ class Search:
 
         self.state = strategy.tell(self.state, generation, candidates, scores, rebuild)
         top = best_index(scores)
-        self.improved = top is not None and is_better(scores[top], self.best_score)
-        if self.improved:
+        improved = top is not None and is_better(scores[top], self.best_score)
+        if improved:
             self.best_score, self.best_flat = scores[top], rebuild(top)
             self.best_shared = scored.shared
         self._merge(scored)
@@ -113,7 +116,7 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
-        return record
+        return self._outcome(record, improved)
 
     def seconds(self) -> float:
         """Wall-clock seconds the run has spent, summed over resumes."""
@@ -121,17 +124,13 @@ class Search:
 
     def best_weights(self) -> dict:
         """The best weights, with the shared state they were scored with."""
-        return self.weights_of(self.best_flat, self.best_shared)
+        return weights_of(self.evaluator.local, self.best_flat, self.best_shared)
 
     def center_weights(self) -> dict:
         """The strategy's centre now (its mean; a hill climber's parent), with the
         agent's shared state now: what the next generation would start from."""
-        return self.weights_of(self.strategy.center(self.state),
-                             self.evaluator.local.shared_state())
-
-    def weights_of(self, flat: np.ndarray, shared: dict | None) -> dict:
-        """The agent's weights dict for the flat vector ``flat``, with ``shared``."""
-        return weights_of(self.evaluator.local, flat, shared)
+        local = self.evaluator.local
+        return weights_of(local, self.strategy.center(self.state), local.shared_state())
 
     # ------------------------------------------------------------------ helpers
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
@@ -139,14 +138,13 @@ class Search:
         try:
             scored = evaluator.score(generation, center, candidates)
         except (ScoreError, WorkerError) as exc:
-            if self.on_failures is not None:
-                failed = [exc.index] if isinstance(exc, ScoreError) else exc.indices
-                self.on_failures(generation, center, candidates, failed, exc,
-                                 evaluator.shared_state())
+            failed = [exc.index] if isinstance(exc, ScoreError) else exc.indices
+            exc.failures = Failures(generation, center, candidates, failed, repr(exc),
+                                    evaluator.shared_state())
             raise
-        if scored.failures and self.on_failures is not None:
-            self.on_failures(generation, center, candidates,
-                             [f.index for f in scored.failures], scored.failures, scored.shared)
+        self.failures = Failures(generation, center, candidates, [
+            f.index for f in scored.failures], scored.failures,
+            scored.shared) if scored.failures else None
         return scored
 
     def _merge(self, scored: Scored) -> None:

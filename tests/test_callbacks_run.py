@@ -94,6 +94,42 @@ def test_csv_equals_the_history(tmp_path):
     assert log.load() == result.history
 
 
+def test_every_callback_gets_the_outcome_the_run_folder_writes_from(tmp_path):
+    """on_generation's record is the history dict, with the rest of the generation's
+    outcome as attributes (es_search.callbacks.Generation); info.start is the start's.
+    A callback of one's own can write what the run folder writes."""
+    from agents import Raises
+    from es_search import checkpoint
+    from es_search.seeding import task_seed
+
+    class Outcomes(Callback):
+        def on_start(self, info):
+            self.start, self.seen = info.start, []
+
+        def on_generation(self, record):
+            self.seen.append((record, record.best_weights()))
+
+    outcomes, out = Outcomes(), tmp_path / "run"
+    with pytest.warns(RuntimeWarning, match="raised on 1 candidate"):
+        result = es_search.run(Raises({task_seed(5, 1, 2)}), generations=4, out=out,
+                               on_error="worst", callbacks=[outcomes], **SETTINGS)
+    records = [record for record, _ in outcomes.seen]
+    assert records == result.history and dict(outcomes.start) == {}
+    assert outcomes.start.improved and outcomes.start.failures is None
+    bests = [outcomes.start.checkpoint["best_score"]] + [r["best_score"] for r in records]
+    assert [r.improved for r in records] == [a != b for a, b in zip(bests, bests[1:])]
+    assert [r.failures and (r.failures.generation, r.failures.indices)
+            for r in records] == [None, (1, [2]), None, None]
+    saved = checkpoint.load(out / "failures" / "generation-1.pkl")
+    assert saved["indices"] == [2] and saved["candidates"] == records[1].failures.candidates
+    last, best = outcomes.seen[-1]
+    on_disk = checkpoint.load(out / checkpoint.CHECKPOINT)
+    assert on_disk["generation"] == last.checkpoint["generation"] == 4
+    assert np.array_equal(on_disk["best_flat"], last.checkpoint["best_flat"])
+    for weights in (result.best_weights, torch.load(out / "best_weights.pt")):
+        assert all(torch.equal(best[k], weights[k]) for k in weights)
+
+
 # --- stopping rules through run() ---------------------------------------------------
 
 @pytest.mark.parametrize("rule, stops_after", [

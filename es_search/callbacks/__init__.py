@@ -11,13 +11,13 @@ is itself a callback); the others are imported on first use.
 """
 from importlib import import_module
 
-from .base import Callback, FunctionCallback, RunInfo, as_callbacks
+from .base import Callback, Failures, FunctionCallback, Generation, RunInfo, as_callbacks
 
 _LAZY = {"CSV": "csv_log", "MLflow": "mlflow_log", "TensorBoard": "tensorboard_log",
          "EarlyStopping": "stopping", "MaxTime": "stopping", "StopAtScore": "stopping"}
 
-__all__ = ["CSV", "Callback", "EarlyStopping", "FunctionCallback", "MLflow", "MaxTime",
-           "RunInfo", "StopAtScore", "TensorBoard", "as_callbacks"]
+__all__ = ["CSV", "Callback", "EarlyStopping", "Failures", "FunctionCallback", "Generation",
+           "MLflow", "MaxTime", "RunInfo", "StopAtScore", "TensorBoard", "as_callbacks"]
 
 
 def __getattr__(name: str):

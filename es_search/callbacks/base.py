@@ -8,7 +8,9 @@ The run calls, in this order:
 - ``on_start(info)`` once, before the first generation it runs (also on a resume);
 - ``on_generation(record)`` after every generation, once the run folder and checkpoint
   hold it; a true return value stops the run after that generation (the stopped run
-  can be resumed with the same or more generations and equals an uninterrupted one);
+  can be resumed with the same or more generations and equals an uninterrupted one).
+  ``record`` is a :class:`Generation`: the history record, a ``dict``, whose attributes
+  are the rest of the generation's outcome (the run folder writes it all from them);
 - ``on_end(result)`` once, with the :class:`~es_search.Result`, also when stopped early;
 - ``on_error(error)`` instead of ``on_end`` when the run raises (a failed score, a lost
   worker, Ctrl-C: ``error`` is the exception, re-raised after every ``on_error``), so
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
+
+from ..agent import weights_of
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,9 @@ class RunInfo:
     - ``generations``: the generation count the run will reach unless stopped;
     - ``first_generation``: 0 for a new run, the next generation on a resume;
     - ``history``: the records of the generations already done (a resume), in order;
-    - ``agent``: the starting agent (do not modify it).
+    - ``agent``: the starting agent (do not modify it);
+    - ``start``: the search as it starts, a :class:`Generation` with an empty record
+      (``improved`` on a new run: the starting agent is the best so far).
     """
 
     config: dict
@@ -43,6 +49,41 @@ class RunInfo:
     first_generation: int = 0
     history: list = field(default_factory=list)
     agent: Any = None
+    start: Generation | None = None
+
+
+class Failures(NamedTuple):
+    """The tasks of a generation that raised: what :func:`es_search.replay_task` needs.
+    A run's :class:`~es_search.ScoreError` or :class:`~es_search.WorkerError` carries
+    its own as ``error.failures``."""
+
+    generation: int
+    center: Any  # the generation's centre, a flat vector
+    candidates: list
+    indices: list  # of the failed candidates
+    detail: Any  # their TaskFailures (on_error="worst"), or the error's repr
+    shared: dict | None  # the agent's shared state the tasks loaded
+
+
+class Generation(dict):
+    """A generation's outcome: its history record (this dict) and, as attributes,
+    ``improved`` (whether the best score did), ``failures`` (:class:`Failures` of the
+    tasks scored -inf, or None), ``stats`` (``Evaluator.stats``) and ``checkpoint`` (the
+    search's state after it: ``strategy``, ``state``, ``best_score``, ``best_flat``,
+    ``best_shared``, ``evaluations``, ``counters``, ``shared``, the next ``generation``);
+    to keep the record past the call, keep ``dict(record)`` (the attributes hold the
+    search's state)."""
+
+    def __init__(self, record: dict, improved: bool, failures: Failures | None,
+                 stats: dict, checkpoint: dict, agent: Any):
+        super().__init__(record)
+        self.improved, self.failures, self.stats = improved, failures, stats
+        self.checkpoint, self._agent = checkpoint, agent
+
+    def best_weights(self) -> dict:
+        """The best weights, with the shared state they were scored with."""
+        return weights_of(self._agent, self.checkpoint["best_flat"],
+                          self.checkpoint["best_shared"])
 
 
 class Callback:

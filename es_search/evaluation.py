@@ -183,8 +183,7 @@ class Evaluator:
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
-            self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout,
-                                            self.max_workers)
+            self.pool = _backends.open_pool(self.backend, self.task_timeout, self.max_workers)
         except BaseException:
             self.close()
             raise
@@ -192,9 +191,9 @@ class Evaluator:
             self.close()
             return
         self.n_workers = self.pool.n_workers
-        if isinstance(self.pool, _backends.LokyPool) and claims.AVAILABLE:
+        if self.pool.claims and claims.AVAILABLE:
             self._counter = Counter(self.pool.files.folder)
-        if getattr(self.pool, "derives", False):
+        if self.pool.derives_centres:
             from .pools.centres import CentreHistory
             self._centres = CentreHistory()
         self.policy = DispatchPolicy(self.n_workers, self.sequential_fallback,
@@ -309,7 +308,7 @@ class Evaluator:
             try:
                 raw, reports = self._score_parallel(generation, payload, candidates)
             except OSError as exc:
-                if self.pool is None or self.pool.is_local:
+                if self.pool is None or self.pool.local:
                     raise
                 # a cluster pool lost its scheduler (Dask's CommClosedError) or network
                 raise WorkerError(
@@ -431,7 +430,7 @@ class Evaluator:
         about half a chunk, not half a worker's share.
         Results never depend on it (tasks are seeded by index)."""
         return chunk_count(n, self.n_workers, self.policy.task_seconds,
-                           getattr(self.pool, "max_chunks_per_worker", None),
+                           self.pool.max_chunks_per_worker,
                            self.BALANCE_FROM, self.MIN_CHUNK_SECONDS,
                            self.policy.imbalance, self.IMBALANCE_FROM)
 

@@ -228,22 +228,25 @@ def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
 
 #: seconds an idle loky worker waits for the next run before it ends (joblib's)
 IDLE_SECONDS = 300
-#: the thread pools of numerical libraries, one thread in each worker (as torch's:
+#: the thread pools of numerical libraries, one thread in each loky worker (as torch's:
 #: one task per core) unless this process's environment sets them
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-#: loky's reusable executor as this module last asked for it (another run in this
-#: process may have resized it under an open pool)
-_reusable: dict[str, Any] = {}
+#: loky workers kept for the next run of as many (a warm start), and the open pools
+#: that use them. es_search's own executor: loky's reusable one is joblib's, which
+#: assumes it made it (a joblib.Parallel after a run would fail)
+_kept: dict[str, Any] = {"executor": None, "size": 0, "users": weakref.WeakSet()}
 
 
 class LocalPool(Pool):
-    """Worker processes of this machine, on a loky executor (loky's public API): for
-    ``"loky"`` the process's reusable one, whose workers wait for the next run (a
-    warm start); for ``"multiprocessing"`` one of its own, with workers started the
-    ``multiprocessing`` way (fork on Linux), closed with the pool. Either ends its
-    workers at once on a Ctrl-C, a chunk over time or a lost worker; a retry gets
-    fresh ones. Every worker starts by watching its parent (:func:`watch_parent`)."""
+    """Worker processes of this machine, on a loky ``ProcessPoolExecutor`` (a public
+    API: it can kill its workers, which ``concurrent.futures``' cannot before Python
+    3.14). ``"loky"``: workers started the loky way, kept for the next run of as many
+    workers (a warm start; a run that asks for another number while they are in use
+    gets its own); ``"multiprocessing"``: workers started the ``multiprocessing`` way
+    (fork on Linux), closed with the pool. A Ctrl-C, a chunk over time or a lost worker
+    ends them at once; a retry gets fresh ones. Every worker starts by watching its
+    parent (:func:`~es_search.interrupt.watch_parent`)."""
 
     local = True
 
@@ -252,29 +255,29 @@ class LocalPool(Pool):
         self.claims = task_timeout is None  # claimed tasks are not timed: chunks are
         self.files = SharedFiles()
         self._executor: Any = None
-        self._workers()
 
     def _workers(self) -> Any:
-        from joblib.externals.loky import ProcessPoolExecutor, get_reusable_executor
-        if self._executor is None:
-            if self.kind == "loky":
-                env = {var: os.environ.get(var, "1") for var in THREAD_VARS}
-                self._executor = get_reusable_executor(
-                    self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent, env=env)
-                _reusable.update(executor=self._executor, size=self.n_workers)
-            else:
-                self._executor = ProcessPoolExecutor(
-                    self.n_workers, context=multiprocessing.get_context(),
-                    initializer=watch_parent)
-            own_workers(self._executor)
-        return self._executor
-
-    def live_workers(self) -> int:
-        """loky keeps one executor per process: a run in another thread that asks for
-        fewer workers resizes it under this one."""
-        if self.kind == "loky" and _reusable.get("executor") is self._executor:
-            return max(1, min(self.n_workers, _reusable["size"]))
-        return self.n_workers
+        if self._executor is not None:
+            return self._executor
+        from joblib.externals.loky import ProcessPoolExecutor
+        loky, kept = self.kind == "loky", _kept["executor"]
+        if loky and kept is not None and _kept["size"] == self.n_workers:
+            self._executor = kept
+        elif loky:
+            self._executor = ProcessPoolExecutor(
+                self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
+                env={var: os.environ.get(var, "1") for var in THREAD_VARS})
+            if not _kept["users"]:  # else kept for the runs that use it
+                if kept is not None:
+                    kept.shutdown(wait=True, kill_workers=True)
+                _kept.update(executor=self._executor, size=self.n_workers)
+        else:
+            self._executor = ProcessPoolExecutor(
+                self.n_workers, context=multiprocessing.get_context(),
+                initializer=watch_parent)
+        if self._executor is _kept["executor"]:
+            _kept["users"].add(self)
+        return own_workers(self._executor)
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
@@ -283,9 +286,9 @@ class LocalPool(Pool):
         try:
             executor = self._workers()
             futures = {executor.submit(_capture, fn, *args_list[i]): i for i in todo}
-        except BrokenExecutor:
+        except RuntimeError as exc:  # a lost worker, or workers another run stopped
             self._stop()
-            raise
+            raise BrokenExecutor(f"{type(exc).__name__}: {exc}") from exc
         rounds = -(-len(todo) // self.n_workers)  # chunks one worker runs in turn
         _, late = concurrent.futures.wait(futures, None if timeout is None
                                           else timeout * rounds)
@@ -304,7 +307,10 @@ class LocalPool(Pool):
         return in_order(done, len(args_list))
 
     def _stop(self) -> None:
+        """End the workers now (the other runs that share them retry)."""
         executor, self._executor = self._executor, None
+        if executor is _kept["executor"]:
+            _kept.update(executor=None, users=weakref.WeakSet())
         if executor is not None:
             executor.shutdown(wait=True, kill_workers=True)
 
@@ -312,9 +318,10 @@ class LocalPool(Pool):
         self._stop()
 
     def close(self) -> None:
-        if self.kind != "loky":  # loky's workers wait for the next run
-            self._stop()
-        self._executor = None
+        if self._executor is _kept["executor"]:  # kept for the next run
+            _kept["users"].discard(self)
+            self._executor = None
+        self._stop()
         super().close()
 
 

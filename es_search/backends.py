@@ -30,7 +30,7 @@ import numpy as np
 from .extras import require
 from .interrupt import own_workers, watch_parent
 from .pools import is_client
-from .pools.base import Pool, in_order, same_bytes  # noqa: F401 - same_bytes: files'
+from .pools.base import Pool, in_order, same_bytes
 from .seeding import fresh_in_forked_child
 
 

@@ -163,7 +163,7 @@ class time_limit:
             self._previous = None
 
 
-# ------------------------------------------------------------ the command, starting
+# ------------------------------------------------------------ the command: its start and exit
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
     """SIGINT while the command imports its modules (torch takes a second or more):
     the command line's one line and exit status 130, not a traceback of the import."""

@@ -28,7 +28,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from .extras import require
-from .interrupt import own_workers, watch_parent
+from .interrupt import own_workers, released, watch_parent
 from .pools import is_client
 from .pools.base import Pool, in_order, same_bytes
 from .seeding import fresh_in_forked_child
@@ -261,7 +261,8 @@ class LocalPool(Pool):
             return self._executor
         from joblib.externals.loky import ProcessPoolExecutor
         loky, kept = self.kind == "loky", _kept["executor"]
-        if loky and kept is not None and _kept["size"] == self.n_workers:
+        if loky and kept is not None and _kept["size"] == self.n_workers and \
+                not released(kept):
             self._executor = kept
         elif loky:
             self._executor = ProcessPoolExecutor(

@@ -233,6 +233,11 @@ def own_workers(executor: Any) -> Any:
     return executor
 
 
+def released(executor: Any) -> bool:
+    """True once :func:`release_workers` ended ``executor``'s workers."""
+    return executor not in _EXECUTORS
+
+
 def release_workers() -> None:
     """End this process's local workers now, Ctrl-C held off for the few milliseconds it
     takes. loky keeps its workers for the next run and, at interpreter exit, waits for
@@ -242,6 +247,7 @@ def release_workers() -> None:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if held else None
     try:
         for executor in list(_EXECUTORS):
+            _EXECUTORS.discard(executor)
             executor.shutdown(wait=True, kill_workers=True)
     finally:
         if held:

@@ -310,10 +310,11 @@ class LocalPool(Pool):
     def _stop(self) -> None:
         """End the workers now (the other runs that share them retry)."""
         executor, self._executor = self._executor, None
+        if executor is None:
+            return
         if executor is _kept["executor"]:
             _kept.update(executor=None, users=weakref.WeakSet())
-        if executor is not None:
-            executor.shutdown(wait=True, kill_workers=True)
+        executor.shutdown(wait=True, kill_workers=True)
 
     def abort(self) -> None:
         self._stop()

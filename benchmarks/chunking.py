@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import es_search  # noqa: E402
 from es_search import claims  # noqa: E402
-from es_search.backends import LokyPool  # noqa: E402
+from es_search.backends import LocalPool  # noqa: E402
 from es_search.chunking import ChunkPolicy  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
 
@@ -41,14 +41,14 @@ def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, l
     ChunkPolicy.IMBALANCE_FROM = 0.0  # the chunk rules cut whatever the shares
     claims.AVAILABLE = rule == "claims"  # es_search's rule on loky
     if rule == "claims":
-        LokyPool.max_chunks_per_worker = 4
+        LocalPool.max_chunks_per_worker = 4
         ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
         ChunkPolicy.IMBALANCE_FROM = AUTO_IMBALANCE_FROM
     elif rule.startswith("cap"):  # at most K chunks per worker, of about 5 ms or more
-        LokyPool.max_chunks_per_worker = int(rule[3:])
+        LocalPool.max_chunks_per_worker = int(rule[3:])
         ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
     else:  # chunks of about X seconds, down to one task each
-        LokyPool.max_chunks_per_worker = None
+        LocalPool.max_chunks_per_worker = None
         ChunkPolicy.MIN_CHUNK_SECONDS = float(rule.split("=")[1])
     began = time.perf_counter()
     result = es_search.run(cls(), generations=generations, population=config["population"],

@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import es_search  # noqa: E402
-from es_search.backends import release_local_workers  # noqa: E402
+from es_search.interrupt import release_workers  # noqa: E402
 
 
 class Slow(es_search.Agent):
@@ -115,7 +115,7 @@ def sweep(backend: str, delays: list[float], generations: int, reference,
         backend += " (warm)"
     for delay in delays:
         if backend == "loky":
-            release_local_workers()  # a fresh pool: the workers start with the run
+            release_workers()  # a fresh pool: the workers start with the run
         elif warm:  # loky's workers kept from the last run: the kill hits a generation
             es_search.run(Slow(), generations=1, n_jobs=2, **KW)
         out: dict = {}

@@ -22,7 +22,8 @@ from . import __version__
 from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
                      keyword_names, keyword_parameters, score_kwargs_misfit)
 from .errors import ScoreError, SettingError, WorkerError, python_term, render
-from .interrupt import Terminated, end_command_start, sigterm_as_interrupt
+from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
+                        silence_stdout)
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
 from .seeding import build_seeded
 from .selection import SELECT_TASKS, check_select_tasks, describe, same_weights
@@ -899,10 +900,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {message}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
-        _silence_stdout()
+        silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
     except OSError as exc:  # a full disk (for the output too: > /dev/full), a lost mount
-        _silence_stdout()
+        silence_stdout()
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
@@ -911,24 +912,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 143 if terminated else 130
     finally:
         if command:
-            _release_workers()
-
-
-def _release_workers() -> None:
-    """The work is done: end the loky workers now, Ctrl-C held off for the few
-    milliseconds it takes, rather than in loky's exit handler (seconds, in which a
-    Ctrl-C printed a traceback and exited 0)."""
-    import signal
-    from .backends import release_local_workers
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: nothing to hold off
-        release_local_workers()
-        return
-    try:
-        release_local_workers()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+            release_workers()
 
 
 @contextlib.contextmanager
@@ -971,16 +955,6 @@ def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],
     if args.out:
         return f"es-search: interrupted; resume with:\n  {resume_command(argv)}"
     return "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)"
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that Python's flush at exit does not fail again on
-    the closed pipe (the recipe of Python's signal module documentation)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured)
-        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -169,8 +169,7 @@ class Engine:
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
-            self.pool = _backends.open_pool(self.n_jobs, self.backend, self.task_timeout,
-                                            self.max_workers)
+            self.pool = _backends.open_pool(self.backend, self.task_timeout, self.max_workers)
         except BaseException:
             self.close()
             raise
@@ -178,14 +177,14 @@ class Engine:
             self.close()
             return
         self.n_workers = self.pool.n_workers
-        if isinstance(self.pool, _backends.LokyPool) and claims.AVAILABLE:
+        if self.pool.claims and claims.AVAILABLE:
             self._counter = Counter(self.pool.files.folder)
-        if getattr(self.pool, "derives", False):
+        if self.pool.derives_centres:
             from .pools.centres import CentreHistory
             self._centres = CentreHistory()
         self.policy.n_workers = self.n_workers
         self.chunking = replace(self.chunking, claims=self._counter is not None,
-                                cap=getattr(self.pool, "max_chunks_per_worker", None))
+                                cap=self.pool.max_chunks_per_worker)
         try:
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
@@ -277,7 +276,7 @@ class Engine:
             try:
                 raw, reports = self._score_parallel(generation, payload, candidates)
             except OSError as exc:
-                if self.pool is None or self.pool.is_local:
+                if self.pool is None or self.pool.local:
                     raise
                 # a cluster pool lost its scheduler (Dask's CommClosedError) or network
                 raise WorkerError(

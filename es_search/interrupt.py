@@ -1,11 +1,15 @@
-"""Ctrl-C and SIGTERM: never in the middle of writing a checkpoint and its history line,
-and never leaving worker processes behind."""
+"""Process control, in one place: Ctrl-C and SIGTERM (never in the middle of writing a
+checkpoint and its history line), the lifetime of this machine's worker processes (they
+end with their parent; the command releases them when its work is done), and the
+command's start and exit (a Ctrl-C while it imports, a closed stdout)."""
 from __future__ import annotations
 
 import os
 import signal
 import sys
 import threading
+import time
+import weakref
 from typing import Any
 
 
@@ -159,7 +163,7 @@ class time_limit:
             self._previous = None
 
 
-# ------------------------------------------------------------ the command, starting
+# ------------------------------------------------------------ the command: its start and exit
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
     """SIGINT while the command imports its modules (torch takes a second or more):
     the command line's one line and exit status 130, not a traceback of the import."""
@@ -185,3 +189,66 @@ def end_command_start() -> None:
     handles, where :func:`guard_command_start` had replaced it."""
     if _in_main_thread() and signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that Python's flush at exit does not fail again on
+    the closed pipe (the recipe of Python's signal module documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured)
+        pass
+
+
+# ------------------------------------------------------------ local workers' lifetime
+PARENT_POLL_SECONDS = 1.0
+
+
+def watch_parent() -> None:
+    """A local worker's first act (the executor's initializer): end this process within
+    ``PARENT_POLL_SECONDS`` of its parent's death. Ctrl-C and SIGTERM stop the workers
+    themselves, but a ``kill -9`` or the OOM killer gives the run no chance to: its
+    workers would finish their chunk, then idle for loky's 300 s timeout, holding their
+    memory. A daemon thread polls ``os.getppid()`` (a dead parent's children are
+    adopted by another)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)  # nobody is left to read what this worker would compute
+
+    threading.Thread(target=watch, name="es_search-parent-watch", daemon=True).start()
+
+
+#: the executors whose workers this process started (released by release_workers)
+_EXECUTORS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def own_workers(executor: Any) -> Any:
+    """Note a loky executor of this process's: :func:`release_workers` ends its
+    workers. Returns ``executor``."""
+    _EXECUTORS.add(executor)
+    return executor
+
+
+def released(executor: Any) -> bool:
+    """True once :func:`release_workers` ended ``executor``'s workers."""
+    return executor not in _EXECUTORS
+
+
+def release_workers() -> None:
+    """End this process's local workers now, Ctrl-C held off for the few milliseconds it
+    takes. loky keeps its workers for the next run and, at interpreter exit, waits for
+    them (seconds, in which a Ctrl-C printed a traceback and exited 0): the command
+    releases them once its work is done."""
+    held = _in_main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if held else None
+    try:
+        for executor in list(_EXECUTORS):
+            _EXECUTORS.discard(executor)
+            executor.shutdown(wait=True, kill_workers=True)
+    finally:
+        if held:
+            signal.signal(signal.SIGINT, previous)

@@ -115,7 +115,7 @@ def pool(request):
 
 
 def test_chunks_run_on_distinct_processes_and_payloads_travel_once(pool):
-    assert pool.n_workers == 2 and not pool.is_local
+    assert pool.n_workers == 2 and not pool.local
     data = pool.put("data", np.ones(10_000))
     for _ in range(3):
         out = pool.run_chunks(pid_and_sum, [(data,), (data, 1.0)])

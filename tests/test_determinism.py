@@ -134,26 +134,20 @@ def test_runs_in_two_threads_with_workers_of_their_own_sizes_give_their_own_resu
             assert [run.result(timeout=60) for run in runs] == alone
 
 
-def test_a_pool_another_run_shrank_is_warmed_with_the_workers_left():
-    """An Evaluator of 3 workers; another, of 2, opened in the same process resizes
-    loky's shared executor: the first counts the workers there are, warms them up
-    without waiting for the third, and scores as before."""
-    import warnings
+def test_evaluators_of_other_worker_counts_open_at_once_keep_their_own_workers():
+    """An Evaluator of 3 workers and, opened meanwhile in the same process, one of 2:
+    each keeps its own workers (loky's are kept for the next run of as many; the 3
+    are in use, so the 2 are new) and scores as n_jobs=1."""
     from agents import NoisyEverywhere
     weights = [NoisyEverywhere().get_weights() for _ in range(6)]
     expected = es_search.evaluate(NoisyEverywhere(), weights, n_jobs=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # loky: resizing an executor
-        with es_search.Evaluator(NoisyEverywhere(), n_jobs=3,
-                                 sequential_fallback=False) as three:
-            with es_search.Evaluator(NoisyEverywhere(), n_jobs=2,
-                                     sequential_fallback=False):
-                assert three.pool.live_workers() == 2
-                began = time.perf_counter()
-                three._warm_up(timeout=30.0)
-                assert time.perf_counter() - began < 30.0  # not waiting out the deadline
-                assert len(three.worker_pids) == 2
-                assert three.evaluate(weights, 0) == expected
+    with es_search.Evaluator(NoisyEverywhere(), n_jobs=3,
+                             sequential_fallback=False) as three:
+        with es_search.Evaluator(NoisyEverywhere(), n_jobs=2,
+                                 sequential_fallback=False) as two:
+            assert len(three.worker_pids) == 3 and len(two.worker_pids) == 2
+            assert not three.worker_pids & two.worker_pids
+            assert three.evaluate(weights, 0) == expected == two.evaluate(weights, 0)
 
 
 def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do():

@@ -383,20 +383,21 @@ def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_pat
     assert same_history(read_history(out / "history.jsonl"), full.history)
 
 
-def test_a_process_that_opened_a_pool_never_watches_its_own_parent():
-    """joblib may run a call in the process that opened the pool (multiprocessing in a
-    daemon process): that process must not end when its parent does (nohup, a closed
-    terminal), only workers do."""
+def test_workers_watch_their_parent_and_the_process_that_opened_them_does_not():
+    """A local worker watches its parent from its start (the executor's initializer),
+    to end with it (kill -9, the OOM killer); the process that opened the pool never
+    watches its own (it must live on under nohup, after a terminal closed)."""
     import threading
 
-    from es_search import backends
+    def watched():
+        return "es_search-parent-watch" in [t.name for t in threading.enumerate()]
+
     vec = load_problem(f"{AGENTS}:Vec")
-    with es_search.Evaluator(vec(), n_jobs=2, sequential_fallback=False):
-        pass  # opens a local pool: this process is its owner
-    assert os.getpid() in backends._POOL_OWNERS
-    assert backends._capture_local(lambda: 7) == (True, 7)
-    assert backends._watched_pid != os.getpid()
-    assert not [t for t in threading.enumerate() if t.name == "es_search-parent-watch"]
+    for backend in ("loky", "multiprocessing"):
+        with es_search.Evaluator(vec(), n_jobs=2, backend=backend,
+                                 sequential_fallback=False) as evaluator:
+            assert evaluator.pool.run_chunks(watched, [()] * 2) == [True, True]
+    assert not watched()
 
 
 CHILDREN = r"""

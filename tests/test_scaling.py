@@ -191,6 +191,26 @@ def test_parallel_config_backend_is_used(reference):
         assert _run(2) == reference
 
 
+def test_the_users_joblib_works_after_a_run_on_loky():
+    """es_search keeps loky workers of its own between runs: loky's reusable executor
+    is joblib's, which assumes it made it (a joblib.Parallel after a run failed)."""
+    _scores(2, fallback=False)
+    assert joblib.Parallel(n_jobs=2)(joblib.delayed(abs)(-i) for i in range(4)) == [0, 1, 2, 3]
+    _scores(2, fallback=False)  # and es_search after joblib
+
+
+def test_a_run_after_the_workers_were_released_starts_new_ones_without_a_retry():
+    """The command releases its workers when its work is done; a run after that (or
+    after a library user's release) starts new ones, not a retry on the ended ones."""
+    import warnings
+    from es_search.interrupt import release_workers
+    _scores(2, fallback=False)
+    release_workers()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a retry warns
+        assert _scores(2, fallback=False)[0] == _scores(1)[0]
+
+
 def test_dask_without_client_says_how_to_make_one(monkeypatch):
     distributed = pytest.importorskip("distributed")
 

@@ -1,14 +1,100 @@
-"""The part of the Dask and Ray pools that does not depend on the cluster: one
-:class:`~.runner.Runner` per worker process, parcels sent once to each, chunks dealt
-round-robin, results and errors in order."""
+"""What every pool of the engine is (:class:`Pool`: what it can do, declared, and how
+it runs a round of chunks), and the part of the Dask and Ray pools that does not depend
+on the cluster (:class:`ActorPool`): one :class:`~.runner.Runner` per worker process,
+parcels sent once to each, chunks dealt round-robin, results and errors in order."""
 from __future__ import annotations
 
 import time
 from typing import Any, Callable, Sequence
 
-from ..backends import Pool, _in_order
+import numpy as np
+
 from . import WorkerLost
 from .runner import Mismatch, Parcel, Tracker
+
+
+class Pool:
+    """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
+
+    What a pool can do, declared (the engine reads these, never the pool's type):
+
+    - ``local``: the workers are processes of this machine (payloads travel as
+      files in ``files``);
+    - ``claims``: the workers can claim a generation's tasks from a counter in
+      ``files`` as they come free (:mod:`es_search.claims`);
+    - ``derives_centres``: ``put`` takes a recipe, and the workers keep or derive a
+      generation's centre (:mod:`es_search.pools.centres`);
+    - ``max_chunks_per_worker``: chunks per worker at most in one round when uneven
+      shares make the engine cut a generation finer (each costs a hand-out).
+
+    And what it does:
+
+    - ``n_workers``: chunks that run at once; ``live_workers()``: the worker
+      processes there are now, at most ``n_workers``;
+    - ``put(name, value)``: a payload (bytes or a NumPy array) every chunk of a round
+      gets: returns what to pass in the chunks' arguments (a small ``FileRef`` on local
+      pools, else the value); a later ``put`` of the same name replaces it;
+    - ``run_chunks(fn, args_list, done=None, timeout=None)``: ``fn(*args)`` for each
+      ``args`` on the workers, the results in order; when some raise, the first error
+      (in order) is raised after all have finished; a lost worker raises a
+      ``BrokenExecutor``, a chunk over ``timeout`` s a ``TimeoutError``; ``done`` (a
+      dict) receives each result by position as it arrives, so a retry skips them;
+    - ``abort()``: stop running chunks now (Ctrl-C); ``close()``: release the workers'
+      files (the workers themselves persist across runs where the backend allows).
+    """
+
+    n_workers = 1
+    local = False
+    claims = False
+    derives_centres = False
+    max_chunks_per_worker: int | None = 4
+    files: Any = None
+
+    def put(self, name: str, value: Any) -> Any:
+        if self.files is None:
+            return value
+        if isinstance(value, np.ndarray):
+            return self.files.put_array(name, value)
+        return self.files.put_blob(name, bytes(value))
+
+    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
+                   done: dict | None = None, timeout: float | None = None) -> list:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Stop the running chunks (best effort)."""
+
+    def live_workers(self) -> int:
+        return self.n_workers
+
+    def close(self) -> None:
+        if self.files is not None:
+            files, self.files = self.files, None
+            files.close()
+
+
+def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when two arrays hold the same values bit for bit (``-0.0`` is not
+    ``0.0`` here, and a NaN equals the same NaN: what a worker computes from them)."""
+    if a is b:
+        return True
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                          np.ascontiguousarray(b).reshape(-1).view(np.uint8))
+
+
+def in_order(done: dict, n: int) -> list:
+    """The results by position; the first chunk that raised (in order) raises."""
+    results = []
+    for i in range(n):
+        ok, value = done[i]
+        if not ok:
+            for j in [j for j in done if not done[j][0]]:
+                del done[j]  # a retry reruns them
+            raise value
+        results.append(value)
+    return results
 
 
 #: seconds a pool waits for a worker when the cluster has none
@@ -41,10 +127,8 @@ class ActorPool(Pool):
       others, so a retry reruns only the lost ones).
     """
 
-    is_local = False
-    files = None
     #: parcels may carry recipes that runners derive them from
-    derives = True
+    derives_centres = True
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs
@@ -131,7 +215,7 @@ class ActorPool(Pool):
                 self._forget(key)
         if errors:
             raise errors[min(errors)]
-        return _in_order(done, len(args_list))
+        return in_order(done, len(args_list))
 
     def _call(self, key: Any, fn: Callable, args: tuple,
               whole: frozenset[int] = frozenset()) -> Any:

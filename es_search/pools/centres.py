@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import same_bytes as _same  # bit for bit: -0.0 is not 0.0
+from .base import same_bytes as _same  # bit for bit: -0.0 is not 0.0
 
 #: centres smaller than this (bytes) always travel whole: a recipe would save nothing
 DERIVE_FROM = 1 << 16

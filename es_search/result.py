@@ -136,8 +136,8 @@ class Result:
         >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
         True
         """
-        from .output import read_result
-        return read_result(out, agent)
+        from .folder import RunDir
+        return RunDir(out).result(agent)
 
     def plot(self, path: Any = None) -> Any:
         """Best and mean score per generation (needs matplotlib: ``es_search[plot]``)."""

@@ -108,9 +108,9 @@ class RunSpec:
 
     def problem_class(self) -> type:
         """The problem's class, loaded once per spec (a file is run when loaded)."""
-        if "_cls" not in vars(self):
+        if "_cls" not in vars(self):  # named from here: as given, in the messages too
             self._cls = load_problem(self.problem, self.cwd if os.path.isdir(self.cwd)
-                                     else None)
+                                     and self.cwd != os.getcwd() else None)
         return self._cls
 
     def defining(self) -> dict:
@@ -171,7 +171,7 @@ class RunSpec:
                    strategy_options=spec.strategy_options, **settings)
 
 
-def test_figures(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
+def scores_of_tests(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
     """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
     ``center`` weights (tested once when they are the ``same``): ``{"best": ...,
     "center": ...}``; {} if the agent has none."""

@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from . import checkpoint as _checkpoint
-from .agent import weights_of
 from .files import from_json
 from .settings import has_digest
 
@@ -155,35 +154,3 @@ class RunDir:
         """The generations the folder holds failure records for, in order."""
         return sorted(int(p.stem.split("-", 1)[1])
                       for p in (self.path / FAILURES).glob("generation-*.pkl"))
-
-    def result(self, agent: Any = None) -> Any:
-        """:meth:`es_search.Result.load`: the run as of its last checkpoint."""
-        from .result import Result
-        if not (self.path / CHECKPOINT).is_file():
-            raise OutFolderError(f"{self.path} holds no run to load (no {CHECKPOINT}); it is "
-                                 f"written by es_search.run(..., out=DIR) or es-search run "
-                                 f"--out DIR")
-        saved = _checkpoint.load(self.path / CHECKPOINT)
-        if not saved["history_lines"]:
-            raise OutFolderError(f"{self.path} holds no run to load: it stopped before its "
-                                 f"first generation (start it again: it may be replaced)")
-        config = saved["config"]
-        if agent is not None and (
-                not config["agent"].endswith("." + type(agent).__qualname__)
-                or agent.num_evolved() != config["num_evolved"]):
-            raise ValueError(f"the run in {self.path} evolved {config['agent']} "
-                             f"({config['num_evolved']} evolved weights); the agent given is "
-                             f"{type(agent).__module__}.{type(agent).__qualname__} "
-                             f"({agent.num_evolved()}): pass an agent built as the run's "
-                             f"was, or none")
-        end, center = self.end(), self.weights("center")
-        if center is None and agent is not None:  # not ended: as of the checkpoint
-            center = weights_of(agent, saved["strategy"].center(saved["state"]),
-                                saved.get("shared"))
-        return Result(best_score=saved["best_score"], best_weights=self.weights("best"),
-                      evaluations=saved["evaluations"], history=self.history(
-                          saved["history_lines"], saved["history_sha256"])[0],
-                      seed=config["seed"], config=config,
-                      agent=agent.clone() if agent is not None else None,
-                      stopped_by=end.get("stopped_by"), center_weights=center,
-                      chosen=end.get("chosen", "best"), selection=end.get("selection"))

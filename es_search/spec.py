@@ -171,7 +171,7 @@ class RunSpec:
                    strategy_options=spec.strategy_options, **settings)
 
 
-def scores_of_tests(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
+def tested(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
     """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
     ``center`` weights (tested once when they are the ``same``): ``{"best": ...,
     "center": ...}``; {} if the agent has none."""

@@ -239,7 +239,8 @@ def load_run(out: Any) -> Any:
     (``config.json``), so that ``best_agent()`` and ``center_agent()`` work:
     ``load_run("runs/cartpole").center_agent().test_scores()``."""
     from ..folder import RunDir
+    from ..result import Result
     run = RunDir(out)
     spec = run.spec()
     cls = load_problem(spec["problem"], spec["cwd"] if os.path.isdir(spec["cwd"]) else None)
-    return run.result(build_problem(cls, spec["params"], spec["seed"]))
+    return Result.load(run.path, build_problem(cls, spec["params"], spec["seed"]))

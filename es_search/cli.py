@@ -491,9 +491,9 @@ def _test(agent: Any, best: dict, center: dict | None, out: str | None,
     """Test ``agent`` with the ``best`` and the ``center`` weights (``chosen``: the one
     the run hands back), write the figures to ``out/test.json`` and print them."""
     from .folder import TEST
-    from .spec import tested
+    from .spec import held_out_figures
     same = same_weights(best, center)
-    figures = tested(agent, best, center, same)
+    figures = held_out_figures(agent, best, center, same)
     if figures and out:  # saved before printing: a reader that leaves early loses nothing
         from .files import dump_json
         dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave

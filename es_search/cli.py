@@ -358,9 +358,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .settings import Settings
     from .spec import RunSpec
 
-    Settings(n_jobs=args.n_jobs, task_timeout=args.task_timeout, out=args.out,  # run()'s
-             resume=args.resume, overwrite=args.overwrite,  # checks, before any work
-             checkpoint_every=args.checkpoint_every)
+    settings = {name: getattr(args, name) for name in (
+        "n_jobs", "out", "resume", "overwrite", "on_error", "max_retries", "task_timeout",
+        "checkpoint_every", "select_tasks")}
+    settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
+                     for name in ("progress", "sequential_fallback", "repeat_check")})
+    Settings(**settings)  # run()'s checks, before any work
     spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
                    strategy_options=_parse_params(args.strategy_option, "-o",
                                                   "reevaluate=True"),
@@ -381,14 +384,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scored: list = []  # the generations this command scores
     with _dask_client(args.scheduler):
         started = time.perf_counter()
-        result = spec.run(
-            n_jobs=args.n_jobs, backend=backend, progress=not args.no_progress,
-            out=args.out, resume=args.resume, overwrite=args.overwrite,
-            on_error=args.on_error, max_retries=args.max_retries,
-            task_timeout=args.task_timeout, callbacks=[*callbacks, scored.append],
-            checkpoint_every=args.checkpoint_every,
-            sequential_fallback=not args.no_sequential_fallback,
-            repeat_check=not args.no_repeat_check, select_tasks=args.select_tasks)
+        result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
     return _print_run(args, result, elapsed, done_before=args.resume and not scored)
 

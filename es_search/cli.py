@@ -187,13 +187,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="constructor argument of the agent (repeatable); with --resume "
-                          "and none given, the run's own")
+                     help="constructor argument of the agent (repeatable); with --resume, "
+                          "the run's own where not given again")
     run.add_argument("-o", "--strategy-option", action="append", default=[],
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list STRATEGY; with "
-                          "--resume and none given, the run's own")
+                          "--resume, the run's own where not given again")
     from .callbacks.options import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 

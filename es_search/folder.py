@@ -31,8 +31,6 @@ LOCK = ".lock"
 TEST = "test.json"
 #: written when a run ends; removed when it goes on (a resume) or is replaced
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
-#: :meth:`RunDir.weights` by name
-WEIGHTS = {"best": BEST_WEIGHTS, "center": CENTER_WEIGHTS, "chosen": CHOSEN_WEIGHTS}
 
 
 class OutFolderError(ValueError):
@@ -104,7 +102,7 @@ class RunDir:
     def weights(self, which: str) -> dict | None:
         """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved):
         tensors, and the shared state's numbers and arrays; nothing else is unpickled."""
-        path = self.path / WEIGHTS[which]
+        path = self.path / f"{which}_weights.pt"  # BEST_WEIGHTS, ...
         if not path.is_file():
             return None
         try:

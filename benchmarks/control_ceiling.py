@@ -87,11 +87,12 @@ class Snapshots:
 
     def on_generation(self, record: dict) -> None:
         from es_search import checkpoint
+        from es_search.folder import CHECKPOINT
         elapsed = time.perf_counter() - self.started
         if self.fractions and elapsed >= self.fractions[0] * self.budget:
             while self.fractions and elapsed >= self.fractions[0] * self.budget:
                 self.fractions.pop(0)
-            self.saved.append(checkpoint.load(self.folder / checkpoint.CHECKPOINT))
+            self.saved.append(checkpoint.load(self.folder / CHECKPOINT))
             self.seconds.append(elapsed)
 
 

@@ -179,12 +179,3 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
             "n_jobs, backend, progress, callbacks, on_error, max_retries, task_timeout "
             "and checkpoint_every may change; score_batch_size is the agent's), or use "
             "another out folder to start a new run.")
-
-
-def __getattr__(name: str) -> Any:
-    """``CHECKPOINT`` and ``FAILURES``: names of the run folder's layout, which
-    :mod:`es_search.output` owns (kept here for code written before it did)."""
-    if name in ("CHECKPOINT", "FAILURES"):
-        from . import output
-        return getattr(output, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

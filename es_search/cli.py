@@ -14,19 +14,17 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
-
-import torch
+from typing import Any, Callable, Iterator, Sequence
 
 from . import __version__
-from .checks import (check_int, check_n_jobs, check_positive_float, check_seed, did_you_mean,
-                     keyword_names, keyword_parameters, score_kwargs_misfit)
+from .checks import (check_int, check_n_jobs, check_positive_float, check_seed,
+                     keyword_parameters)
 from .errors import ScoreError, SettingError, WorkerError, python_term, render
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem, resolve_spec
-from .seeding import build_seeded
+from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem
 from .selection import SELECT_TASKS, check_select_tasks, describe, same_weights
+from .spec import TestScoresError
 from .strategies import DEFAULT, STRATEGIES
 
 
@@ -190,13 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
     run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="constructor argument of the agent (repeatable); with --resume "
-                          "and none given, the run's own")
+                     help="constructor argument of the agent (repeatable); with --resume, "
+                          "the run's own where not given again")
     run.add_argument("-o", "--strategy-option", action="append", default=[],
                      metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list STRATEGY; with "
-                          "--resume and none given, the run's own")
+                          "--resume, the run's own where not given again")
     from .callbacks.options import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
@@ -303,11 +301,12 @@ def _describe_problem(spec: str) -> int:
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
         map(_shown, parameters)) or "none"
     print(f"  parameters (-p NAME=VALUE): {shown}")
-    defaults = _defaults(cls)
+    from .spec import problem_defaults, strategy_default
+    defaults = problem_defaults(cls)
     options = defaults.get("strategy_options") or {}
     strategy = defaults.get("strategy", DEFAULT)
     size = {key: defaults[key] if defaults[key] is not None else
-            f"{_strategy_default(strategy, key)} (the strategy's default)"
+            f"{strategy_default(strategy, key)} (the strategy's default)"
             for key in ("population", "sigma")}
     print(f"  es-search run {spec} uses: strategy {strategy}, "
           f"population {size['population']}, sigma {size['sigma']}, "
@@ -355,132 +354,53 @@ def _shown(parameter: Any) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .output import check_replaceable, claim, record_command, saved_generations
-    from .settings import Settings
-
-    Settings(n_jobs=args.n_jobs, task_timeout=args.task_timeout, out=args.out,  # run()'s
-             resume=args.resume, overwrite=args.overwrite,  # checks, before any work
-             checkpoint_every=args.checkpoint_every)
-    cls = load_problem(args.problem)
-    params = _parse_params(args.param)
-    strategy_options = _parse_params(args.strategy_option, "-o", "reevaluate=True")
-    if args.resume:  # what is not given again is the run's own
-        params, strategy_options = _the_runs_own(args, params, strategy_options)
-    args.seed = 0 if args.seed is None else args.seed
     from .callbacks.options import from_args
+    from .folder import RunDir
+    from .settings import Settings
+    from .spec import RunSpec
+
+    settings = {name: getattr(args, name) for name in (
+        "n_jobs", "out", "resume", "overwrite", "on_error", "max_retries", "task_timeout",
+        "checkpoint_every", "select_tasks")}
+    settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
+                     for name in ("progress", "sequential_fallback", "repeat_check")})
+    Settings(**settings)  # run()'s checks, before any work
+    spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
+                   strategy_options=_parse_params(args.strategy_option, "-o",
+                                                  "reevaluate=True"),
+                   population=args.population, sigma=args.sigma,
+                   generations=args.generations, seed=args.seed)
+    spec.problem_class()  # a problem that cannot be loaded: said before anything else
     callbacks = from_args(args, args.problem)
-    with claim(args.out) if args.out else contextlib.nullcontext():
-        if args.out:  # the problem and -p values, which run() cannot see: checked now,
-            check_replaceable(args.out, args.resume, args.overwrite)  # written once run()
-            if args.resume and saved_generations(args.out) is None:  # a typo in --out?
-                print(f"{args.out} holds no run yet: --resume starts a new one there")
-            command = {"problem": args.problem, "params": params, "cwd": os.getcwd(),
-                       "strategy_options": strategy_options}
-            record_command(args.out, command, args.resume, _defining(cls), write=False)
-            callbacks = [_CommandFile(args.out, command), *callbacks]  # accepted the run
-        return _build_and_run(args, cls, params, strategy_options, callbacks)
-
-
-def _the_runs_own(args: argparse.Namespace, params: dict,
-                  strategy_options: dict) -> tuple[dict, dict]:
-    """For ``--resume``: the run's own seed, strategy, population and sigma (its
-    config.json), -p and -o values (its command.json) where the command line does not
-    give them, so that ``es-search run PROBLEM --out DIR --resume`` continues the run
-    as it was started. What is given is kept, name by name (and refused when it
-    differs from the run's)."""
-    from .output import COMMAND, from_json, read_config
-    config = read_config(args.out)
-    strategy = config.get("strategy") if isinstance(config.get("strategy"), dict) else {}
-    if args.seed is None and isinstance(config.get("seed"), int):
-        args.seed = config["seed"]
-    if args.strategy is None and strategy.get("name") in STRATEGIES:
-        args.strategy = strategy["name"]
-    if args.strategy == strategy.get("name"):
-        args.population = args.population or strategy.get("population")
-        args.sigma = args.sigma or strategy.get("sigma")
-    try:
-        command = from_json(json.loads((Path(args.out) / COMMAND).read_text()))
-    except (OSError, ValueError):
-        return params, strategy_options
-    if isinstance(command.get("params"), dict):  # name by name: given ones win
-        params = {**command["params"], **params}
-    if isinstance(command.get("strategy_options"), dict) \
-            and args.strategy == strategy.get("name"):
-        strategy_options = {**command["strategy_options"], **strategy_options}
-    return params, strategy_options
-
-
-class _CommandFile:
-    """Writes ``command.json`` when the run starts, after ``run()``'s own checks: a run
-    refused (say, a resume of another agent's run) leaves the folder as it was."""
-
-    def __init__(self, out: str, command: dict):
-        self.out, self.command = out, command
-
-    def on_start(self, info: Any) -> None:
-        from .output import record_command
-        record_command(self.out, self.command, resume=False)
-
-
-def _defining(cls: type) -> Callable[[dict], dict]:
-    """What a resume must keep of a ``command.json`` for problem class ``cls``: the
-    problem (a file named from any folder) and its constructor arguments, the -p values
-    over the defaults (``-p hidden=0`` where 0 is the default changes nothing)."""
-    import inspect
-
-    from .files import as_read_back
-    defaults = as_read_back({p.name: p.default for p in keyword_parameters(cls) or ()
-                             if p.default is not inspect.Parameter.empty})
-
-    def defining(command: dict) -> dict:
-        return {"problem": resolve_spec(command["problem"], command.get("cwd")),
-                "arguments": {**defaults, **command["params"]}}
-    return defining
-
-
-def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
-                   given_options: dict, callbacks: list) -> int:
-    from .output import CHOSEN_WEIGHTS, TEST
-    from .run import run
-
-    agent = _build(cls, params, args.seed, args.problem)
-    _check_no_score_kwargs(agent)
-    defaults = _defaults(cls)
-    generations = args.generations or (args.resume and _target_generations(args.out)) or \
-        defaults["generations"]
-    strategy = args.strategy or defaults.get("strategy", DEFAULT)
-    strategy_options = dict(defaults.get("strategy_options") or {}) if (
-        strategy == defaults.get("strategy", DEFAULT)) else {}
-    strategy_options.update(given_options)
-    _check_strategy(args, strategy, defaults, strategy_options, given_options)
+    if args.resume:  # what is not given again is the run's own
+        if RunDir(args.out).generations() is None:  # a typo in --out?
+            print(f"{args.out} holds no run yet: --resume starts a new one there")
+        spec = RunSpec.resume(args.out, spec)
     backend = args.backend
     if args.scheduler is not None:
         if backend not in (None, "dask"):
             raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
                              f"--backend {backend}")
         backend = "dask"
-    scored = _ScoredGenerations()
-    callbacks = [*callbacks, scored]
+    scored: list = []  # the generations this command scores
     with _dask_client(args.scheduler):
         started = time.perf_counter()
-        result = run(agent, generations=generations,
-                     population=args.population or defaults["population"],
-                     sigma=args.sigma or defaults["sigma"], strategy=strategy,
-                     n_jobs=args.n_jobs, seed=args.seed, backend=backend,
-                     progress=not args.no_progress, out=args.out, resume=args.resume,
-                     overwrite=args.overwrite,
-                     on_error=args.on_error, max_retries=args.max_retries,
-                     task_timeout=args.task_timeout, strategy_options=strategy_options,
-                     callbacks=callbacks, checkpoint_every=args.checkpoint_every,
-                     sequential_fallback=not args.no_sequential_fallback,
-                     repeat_check=not args.no_repeat_check,
-                     select_tasks=args.select_tasks)
+        result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
+    return _print_run(args, result, elapsed, done_before=args.resume and not scored)
+
+
+def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
+               done_before: bool) -> int:
+    """What ``es-search run`` prints of its ``result`` (``done_before``: a resumed run
+    that had no generation left, whose end and test are the earlier ones), and the test
+    of its best weights and final centre."""
+    from .folder import CHOSEN_WEIGHTS, TEST, RunDir
+    from .spec import TestScoresError
     searched = result.history[-1]["seconds"] if result.history else 0.0
-    best = result.best_score + 0.0  # -0.0 reads 0
-    print(f"{args.problem}: best score {best:.6g} after {result.generations} "
-          f"generation{'s' if result.generations != 1 else ''}, {result.evaluations} "
-          f"evaluations in {searched:.1f} s of search "
+    print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
+          f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
+          f"{result.evaluations} evaluations in {searched:.1f} s of search "
           f"({elapsed:.1f} s in all)")
     if not math.isfinite(result.best_score):  # nothing to keep: say so, and fail
         print(f"es-search: error: no finite score in {result.evaluations} evaluations "
@@ -492,27 +412,27 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
-    # a resumed run that had no generation left: its end is the earlier one, tested then
-    done_before = args.resume and scored.count == 0
+    test_command = shlex.join([*program(), 'test', str(args.out)])
     if done_before:
         print(f"the run in {args.out}/ had already completed its {result.generations} "
               f"generations: nothing left to do (a larger --generations continues it)")
-    earlier = _earlier_test(args.out, result.center_weights) if done_before else None
+    same = same_weights(result.best_weights, result.center_weights)
+    earlier = RunDir(args.out).test(result.center_weights is not None) if done_before \
+        else None  # a resumed run removes test.json with its first generation
     if earlier is not None and not args.no_test:
-        print(f"the figures of its earlier test ({Path(args.out) / TEST}; "
-              f"{shlex.join([*program(), 'test', args.out])} tests it again):")
-        _print_test(earlier, same_weights(result.best_weights, result.center_weights),
-                    result.chosen)
+        print(f"the figures of its earlier test ({Path(args.out) / TEST}; {test_command} "
+              f"tests it again):")
+        _print_test(earlier, same, result.chosen)
     elif not args.no_test:
         try:
-            _report_test(result.agent, result.best_weights, result.center_weights, args.out,
-                         result.chosen)
+            _test(result.agent, result.best_weights, result.center_weights, args.out,
+                  result.chosen)
         except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
             raise InterruptedTesting(exc) from exc
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
-                     f"fixed, test it with: {shlex.join([*program(), 'test', args.out])}"
-                     if args.out else " (the run's result was not saved: pass --out DIR)")
+                     f"fixed, test it with: {test_command}" if args.out
+                     else " (the run's result was not saved: pass --out DIR)")
             raise TestScoresError(f"{exc}{where}") from exc.__cause__
     if args.out:
         files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
@@ -525,118 +445,14 @@ def _build_and_run(args: argparse.Namespace, cls: type, params: dict,
     return 0
 
 
-class _ScoredGenerations:
-    """A callback that counts the generations the run scores (none: a resumed run that
-    had already completed them all)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def on_generation(self, record: dict) -> None:
-        self.count += 1
-
-
-def _earlier_test(out: str, center: dict | None) -> dict | None:
-    """The figures ``out/test.json`` holds (``{"best": ..., "center": ...}``), or None
-    when it is missing, unreadable or lacks the final centre's (``center`` not None).
-    Call it only for a run that scored no new generation: a resumed run removes
-    test.json with its first one, so what remains is the test of these weights."""
-    from .output import TEST, from_json
-    try:
-        figures = from_json(json.loads((Path(out) / TEST).read_text()))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(figures, dict) or not isinstance(figures.get("best"), dict) or (
-            center is not None and not isinstance(figures.get("center"), dict)):
-        return None
-    return figures
-
-
-def _check_strategy(args: argparse.Namespace, strategy: str, defaults: dict,
-                    options: dict, given: dict) -> None:
-    """Build the strategy once before the run, to say which refused option is the
-    problem's default rather than the user's (``-o top=16`` of bipedalwalker's ARS,
-    with a --population too small for it)."""
-    from .strategies import make_strategy
-    try:
-        make_strategy(strategy, args.population or defaults["population"],
-                      args.sigma or defaults["sigma"], **options)
-    except SettingError as exc:
-        if exc.setting not in options or exc.setting in given:
-            raise
-        raise UsageError(f"{exc} ({exc.setting}={exc.value!r}: {args.problem}'s default; "
-                         f"-o NAME=VALUE sets another)") from None
-
-
-def _target_generations(out: str) -> int | None:
-    """The generations the run in ``out`` was asked for (its config.json), if any: what
-    ``--resume`` without ``--generations`` continues to."""
-    from .output import read_config
-    return read_config(out).get("generations")
-
-
-class TestScoresError(RuntimeError):
-    """The agent's ``test_scores()`` raised or returned something that is not a dict."""
-
-
-def _build(cls: type, params: dict, seed: int, spec: str) -> Any:
-    """The problem's agent; a built-in's random initial weights come from the run's
-    seed (and the caller's RNGs are left as they were): the same command, the same run.
-    ``spec``: the problem as the command line named it."""
-    known = keyword_names(cls)
-    for name in params if known is not None else ():
-        if name not in known:
-            raise UsageError(f"{spec} has no parameter {name!r}"
-                             f"{did_you_mean(name, known)} (-p NAME=VALUE); its parameters: "
-                             f"{', '.join(known) or 'none'}")
-    try:
-        return build_seeded(seed, cls, **params)
-    except ImportError:  # a missing extra: its own message names it
-        raise
-    except Exception as exc:  # noqa: BLE001 - whatever the constructor raises: one line
-        hint = " (give it with -p NAME=VALUE)" if isinstance(exc, TypeError) and \
-            "missing" in str(exc) and "required" in str(exc) else ""
-        what = str(exc) if isinstance(exc, (TypeError, ValueError)) else \
-            f"{type(exc).__name__}: {exc}"
-        given = " with " + ", ".join(f"-p {k}={v!r}" for k, v in params.items()) \
-            if params else ""
-        raise UsageError(f"cannot build {spec}{given}: {what}{hint}") from None
-
-
-def _check_no_score_kwargs(agent: Any) -> None:
-    """The command line gives ``score()`` no keyword arguments: one it requires is a
-    usage error, with the ways to give it."""
-    misfit = score_kwargs_misfit(agent, {})
-    if misfit is not None:
-        raise UsageError(
-            f"{misfit}, and the command line passes score() no arguments: give them "
-            f"defaults, take them in __init__ (set with -p NAME=VALUE), or call "
-            f"es_search.run(agent, score_kwargs={{...}}) from Python")
-
-
-def _defaults(cls: type) -> dict:
-    """A run's settings where the command line gives none: the problem's own first; a
-    population or sigma it does not set is the strategy's own (None here), as in
-    ``es_search.run``."""
-    defaults = {"generations": 50, "population": None, "sigma": None}
-    defaults.update(getattr(cls, "default_config", {}))
-    return defaults
-
-
-def _strategy_default(strategy: str, key: str) -> Any:
-    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
-    import inspect
-    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
-
-
 def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
     from .repeat_check import repeat_and_score
+    from .spec import RunSpec, problem_defaults
 
-    cls = load_problem(args.problem)
-    agent = _build(cls, _parse_params(args.param), args.seed, args.problem)
-    _check_no_score_kwargs(agent)
+    spec = RunSpec(args.problem, _parse_params(args.param), seed=args.seed)
+    agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
     problem, start = repeat_and_score(agent, seed=args.seed)
     if problem:
@@ -652,9 +468,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not has_score_batch(agent):
         return 0
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
+    sigma = args.sigma or problem_defaults(type(agent))["sigma"] or 0.1
     try:
-        scores = check_score_batch(agent, population=args.population,
-                                   sigma=args.sigma or _defaults(cls)["sigma"] or 0.1,
+        scores = check_score_batch(agent, population=args.population, sigma=sigma,
                                    seed=args.seed, **tolerance)
     except ScoreBatchMismatch as exc:
         print(f"es-search check: {exc}", file=sys.stderr)
@@ -667,37 +483,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report_test(agent: Any, best: dict, center: dict | None, out: str | None,
-                 chosen: str) -> dict:
-    """Print the ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the same; ``chosen`` the one the run
-    hands back), and write them to ``out/test.json`` (``{"best": ..., "center":
-    ...}``); {} if the agent has none."""
-    def scores(weights: dict) -> dict:
-        tested = agent.clone()
-        tested.set_weights(weights)
-        name = f"{type(agent).__name__}.test_scores()"
-        try:
-            with torch.no_grad():  # as score(): no gradients are used
-                figures = tested.test_scores()
-        except Exception as exc:  # noqa: BLE001 - the user's code: named, in one line
-            raise TestScoresError(f"{name} raised {type(exc).__name__}: {exc}") from exc
-        if not isinstance(figures, Mapping):
-            raise TestScoresError(f"{name} returned {type(figures).__name__} "
-                                  f"{figures!r:.60}; it must return a dict of name -> number "
-                                  f"(or {{}} for none)")
-        return dict(figures)
-
-    figures = {"best": scores(best)}
-    if not figures["best"]:
-        return {}
+def _test(agent: Any, best: dict, center: dict | None, out: str | None,
+          chosen: str) -> dict:
+    """Test ``agent`` with the ``best`` and the ``center`` weights (``chosen``: the one
+    the run hands back), write the figures to ``out/test.json`` and print them."""
+    from .folder import TEST
+    from .spec import held_out_figures
     same = same_weights(best, center)
-    if center is not None:
-        figures["center"] = figures["best"] if same else scores(center)
-    if out:  # saved before printing: a reader that leaves early (| head) loses nothing
-        from .output import TEST, dump_json
+    figures = held_out_figures(agent, best, center, same)
+    if figures and out:  # saved before printing: a reader that leaves early loses nothing
+        from .files import dump_json
         dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave
-    _print_test(figures, same, chosen)
+    if figures:
+        _print_test(figures, same, chosen)
     return figures
 
 
@@ -715,53 +513,34 @@ def _print_test(figures: dict, same: bool, chosen: str) -> None:
         print(f"test of {label}, outside the search: {text}")
 
 
-def _load_weights(path: Path) -> dict:
-    from .output import load_weights
-    try:
-        return load_weights(path)
-    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line, exit 2
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        if "weights_only" in first or "Weights only load failed" in first:
-            first = "not tensors as es_search saves them: a torn or foreign file"
-        raise UsageError(f"cannot load {path} as saved weights "
-                         f"({type(exc).__name__}: {first})") from None
-
-
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .output import BEST_WEIGHTS, CENTER_WEIGHTS, OutFolderError, claim, read_end
-    from .problems import run_agent
-    out = Path(args.out)
-    try:
-        agent = run_agent(out)
-    except OutFolderError as exc:
-        raise UsageError(str(exc)) from None
-    if not (out / BEST_WEIGHTS).is_file():
-        raise UsageError(f"{out} has no {BEST_WEIGHTS}: its run stopped before its first "
-                         f"generation")
+    from .folder import BEST_WEIGHTS, OutFolderError, RunDir
+    from .output import acquire, release
+    from .spec import RunSpec
+    run = RunDir(args.out)
+    agent = RunSpec.load(run.path).build_agent()
+    if not (run.path / BEST_WEIGHTS).is_file():
+        raise UsageError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before its "
+                         f"first generation")
     try:  # not while a run goes on in it: its best weights change, test.json would stay
-        with claim(out):
-            best = _load_weights(out / BEST_WEIGHTS)
-            center = _load_weights(out / CENTER_WEIGHTS) if (out / CENTER_WEIGHTS).is_file() \
-                else None  # written at the end of a run: none while one is interrupted
-            if not _report_test(agent, best, center, str(out),
-                                read_end(out).get("chosen", "best")):
-                print(f"{out}: {type(agent).__name__} defines no test figures (override "
-                      f"Agent.test_scores() to have some)")
+        key = acquire(run.path)
     except OutFolderError as exc:
         raise UsageError(f"{exc} (test it once the run has ended)") from None
+    try:  # the centre: none while a run is interrupted
+        if not _test(agent, run.weights("best"), run.weights("center"), args.out,
+                     run.end().get("chosen", "best")):
+            print(f"{args.out}: {type(agent).__name__} defines no test figures "
+                  f"(override Agent.test_scores() to have some)")
+    finally:
+        release(key)
     return 0
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
-    from .output import OutFolderError
     from .problems import load_run
-    try:
-        result = load_run(args.out)
-    except OutFolderError as exc:
-        raise UsageError(str(exc)) from None
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
-    print(result.export(path, args.to, args.which))
+    print(load_run(args.out).export(path, args.to, args.which))
     return 0
 
 

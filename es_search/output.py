@@ -1,6 +1,8 @@
 """The run folder (``out=DIR``): its layout, owned here, written as the run goes.
 
-- ``config.json``: what defines the run (written first);
+- ``config.json``: what defines the run (written first): its spec
+  (:mod:`es_search.spec`; null for an agent given to ``run()``) and what ``run()``
+  recorded;
 - ``history.jsonl``: one JSON line per generation (:mod:`es_search.record`), appended
   and fsynced each generation;
 - ``best_weights.pt``: ``torch.save`` of the best weights (a state dict, with the
@@ -26,14 +28,13 @@
 - ``result.json``: the summary, at the end, with ``chosen``, ``selection`` (the
   selection test's figures) and ``select_tasks``; ``plot.png``: best and mean score per
   generation, at the end, when matplotlib is installed;
-- ``command.json``: the problem and its parameters, on the command line (``es-search
-  run``), compared on ``--resume``;
 - ``test.json``: the ``test_scores()`` of the best weights and of the final centre,
   written by ``es-search run`` at the end and by ``es-search test DIR``;
 - ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
   into it fails at once; the kernel releases it when the process dies, however it dies.
 
-:class:`RunFolder` is the callback that writes all of it.
+:class:`RunFolder` is the callback that writes all of it; :class:`~es_search.folder.RunDir`
+reads it.
 """
 from __future__ import annotations
 
@@ -46,81 +47,32 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import torch
 
 from . import checkpoint as _checkpoint
-from .agent import weights_of
-from .files import as_read_back, atomic_write, dump_json, from_json, read_history, to_json
+from .files import atomic_write, dump_json, from_json, read_history, to_json
 from .errors import SettingError, warn_user
+from .folder import (AT_THE_END, BEST_WEIGHTS, CENTER_WEIGHTS, CHECKPOINT, CHOSEN_WEIGHTS,
+                     CONFIG, FAILURES, HISTORY, LOCK, PLOT, RESULT, SCORE_KWARGS, TEST,
+                     OutFolderError, RunDir)
 from .interrupt import deferred_sigint
-from .settings import has_digest
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock
     fcntl = None
 
-HISTORY = "history.jsonl"
-CONFIG = "config.json"
-BEST_WEIGHTS = "best_weights.pt"
-CENTER_WEIGHTS = "center_weights.pt"
-CHOSEN_WEIGHTS = "chosen_weights.pt"
-RESULT = "result.json"
-PLOT = "plot.png"
-CHECKPOINT = "checkpoint.pkl"
-SCORE_KWARGS = "score_kwargs.pkl"
-FAILURES = "failures"
-LOCK = ".lock"
-#: written by the command line: the problem and its -p parameters (checked on --resume)
-COMMAND = "command.json"
-#: written by the command line: the test_scores() of the best weights and the centre
-TEST = "test.json"
-#: written when a run ends; removed when it goes on (a resume) or is replaced
-AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
-
 __all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "CHOSEN_WEIGHTS",
-           "COMMAND", "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST",
+           "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST",
            "OutFolderError", "RunFolder", "SCORE_KWARGS", "acquire", "atomic_write",
-           "check_replaceable", "claim", "dump_json", "failure_generations", "failure_path",
-           "from_json", "load_weights", "read_end", "read_history", "read_result",
-           "read_score_kwargs", "record_command", "release", "saved_generations", "to_json"]
-
-
-class OutFolderError(ValueError):
-    """The out folder cannot be used: it cannot be created or written, another run is
-    writing it, or it holds a run that would be replaced without ``overwrite``."""
+           "check_replaceable", "claim", "dump_json", "from_json", "read_history", "release",
+           "to_json"]
 
 
 class HoldsARun(OutFolderError, SettingError):
     """The out folder holds a run, and the call neither resumes nor replaces it."""
-
-
-def read_config(path: Any) -> dict:
-    """The ``config.json`` of the run in folder ``path``; {} when there is none (or it
-    cannot be read)."""
-    try:
-        config = json.loads((Path(path) / CONFIG).read_text())
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def saved_generations(path: Any) -> int | None:
-    """How many generations the run in folder ``path`` recorded (its history lines), or
-    None when it holds no run: no history line and no result. A checkpoint alone (a run
-    that stopped before its first generation: a callback that failed at the start, a
-    Ctrl-C) holds no more than the starting agent's score, and may be replaced."""
-    path = Path(path)
-    try:
-        with open(path / HISTORY, "rb") as f:
-            lines = sum(1 for line in f if line.endswith(b"\n"))
-    except OSError:
-        lines = 0
-    if lines or (path / RESULT).exists():
-        return lines
-    return None
 
 
 def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
@@ -128,21 +80,11 @@ def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
     would replace the run folder ``path`` holds: nothing computed is lost by mistake."""
     if resume or overwrite:
         return
-    generations = saved_generations(path)
+    generations = RunDir(path).generations()
     if generations is not None:
         raise HoldsARun("out", str(path), f"holds a run already ({generations} generation(s) "
                         f"in {HISTORY})", "continue it with {resume=True}, replace it with "
                         "{overwrite=True}, or choose another out folder", got=False)
-
-
-def failure_path(out: Any, generation: int) -> Path:
-    return Path(out) / FAILURES / f"generation-{generation}.pkl"
-
-
-def failure_generations(out: Any) -> list[int]:
-    """The generations ``out`` holds failure records for, in order."""
-    return sorted(int(p.stem.split("-", 1)[1])
-                  for p in (Path(out) / FAILURES).glob("generation-*.pkl"))
 
 
 _HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]
@@ -278,6 +220,7 @@ class RunFolder:
                  overwrite: bool = False, score_kwargs: dict | None = None,
                  checkpoint_every: int = 1):
         self.path = Path(path)
+        self.dir = RunDir(path)
         self.config = config
         self.checkpoint_every = checkpoint_every
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
@@ -311,8 +254,8 @@ class RunFolder:
         if not self.saved:  # a new run: nothing of a run it replaces
             for name in (CHECKPOINT, SCORE_KWARGS, *AT_THE_END):
                 (self.path / name).unlink(missing_ok=True)
-            for generation in failure_generations(self.path):
-                failure_path(self.path, generation).unlink()
+            for generation in self.dir.failure_generations():
+                self.dir.failure_path(generation).unlink()
         if self._score_kwargs and not (self.path / SCORE_KWARGS).exists():
             _checkpoint.save(self.path / SCORE_KWARGS, dict(self._score_kwargs))
         dump_json(self.path / CONFIG, self.config)
@@ -338,8 +281,8 @@ class RunFolder:
                 f"the run in {self.path} has already completed {saved['generation']} "
                 f"generations; resume it with generations >= {saved['generation']} (it "
                 f"cannot be shortened)")
-        saved["history"], saved["history_text"] = verified_history(
-            self.path, saved["history_lines"], saved["history_sha256"])
+        saved["history"], saved["history_text"] = self.dir.history(
+            saved["history_lines"], saved["history_sha256"])
         return saved
 
     # ------------------------------------------------------------------ callbacks
@@ -412,7 +355,7 @@ class RunFolder:
         """``(chosen, selection)`` of the run's end (``result.json``) when its selection
         test had ``tasks`` tasks (a resume of a run that had ended keeps it); else
         None."""
-        end = read_end(self.path)
+        end = self.dir.end()
         if end.get("select_tasks") != tasks or end.get("chosen") not in ("best", "center"):
             return None
         return end["chosen"], end.get("selection")
@@ -458,111 +401,7 @@ class RunFolder:
         if failures is None:
             return
         self._begin()
-        path = failure_path(self.path, failures.generation)
+        path = self.dir.failure_path(failures.generation)
         path.parent.mkdir(parents=True, exist_ok=True)
         _checkpoint.save(path, {**failures._asdict(), "seed": self.config["seed"],
                                 "score_kwargs": self.config["score_kwargs"]})
-
-
-def read_score_kwargs(out: Any, recorded: dict) -> dict:
-    """The ``score_kwargs`` of the run in ``out``: ``score_kwargs.pkl``, or ``recorded``
-    (a config's or an older failure record's) when they hold the values themselves."""
-    path = Path(out) / SCORE_KWARGS
-    if path.is_file():
-        return _checkpoint.load(path)
-    if has_digest(recorded):
-        raise OutFolderError(f"{out} has no {SCORE_KWARGS}, and its config holds only "
-                             f"digests of the run's score_kwargs; pass score_kwargs=")
-    return dict(recorded or {})
-
-
-def record_command(out: Any, command: dict, resume: bool,
-                   defining: Callable[[dict], dict] | None = None, write: bool = True) -> None:
-    """Write ``command.json`` (unless not ``write``: the check alone); on a resume of a
-    checkpointed run, first refuse (:class:`~es_search.CheckpointError`) a ``command``
-    other than the saved one, as compared by ``defining(command)`` (default: the whole
-    command)."""
-    path = Path(out) / COMMAND
-    if resume and path.exists() and (Path(out) / CHECKPOINT).exists():
-        defining = defining or (lambda command: command)
-        saved = defining(from_json(json.loads(path.read_text())))
-        current = defining(as_read_back(command))
-        diff = _checkpoint.differences(saved, current, list(current))
-        if diff:
-            raise _checkpoint.CheckpointError(
-                f"cannot resume the run in {out}: " + "; ".join(diff) + " (use the same "
-                "problem and -p values, or another --out)")
-    if write:
-        dump_json(path, command)
-
-
-def load_weights(path: Any) -> dict:
-    """Weights saved by a run (``best_weights.pt``, ``center_weights.pt``): tensors, and
-    the shared state's numbers and arrays; nothing else is unpickled."""
-    return torch.load(path, weights_only=True)
-
-
-def read_result(out: Any, agent: Any = None) -> Any:
-    """:meth:`es_search.Result.load`: the run saved in ``out`` as of its last checkpoint."""
-    from .result import Result
-    path = Path(out).expanduser()
-    if not (path / CHECKPOINT).is_file():
-        raise OutFolderError(f"{path} holds no run to load (no {CHECKPOINT}); it is written "
-                             f"by es_search.run(..., out=DIR) or es-search run --out DIR")
-    saved = _checkpoint.load(path / CHECKPOINT)
-    if not saved["history_lines"]:
-        raise OutFolderError(f"{path} holds no run to load: it stopped before its first "
-                             f"generation (start it again: it may be replaced)")
-    config = saved["config"]
-    if agent is not None:
-        if not config["agent"].endswith("." + type(agent).__qualname__) or \
-                agent.num_evolved() != config["num_evolved"]:
-            raise ValueError(f"the run in {path} evolved {config['agent']} "
-                             f"({config['num_evolved']} evolved weights); the agent given is "
-                             f"{type(agent).__module__}.{type(agent).__qualname__} "
-                             f"({agent.num_evolved()}): pass an agent built as the run's "
-                             f"was, or none")
-    history = verified_history(path, saved["history_lines"], saved["history_sha256"])[0]
-    end = read_end(path)
-    center = path / CENTER_WEIGHTS
-    if center.is_file():
-        center_weights = load_weights(center)
-    elif agent is not None:  # not ended: the centre as of the checkpoint, as run() gives it
-        center_weights = weights_of(agent, saved["strategy"].center(saved["state"]),
-                                    saved.get("shared"))
-    else:
-        center_weights = None
-    return Result(best_score=saved["best_score"], best_weights=load_weights(
-                      path / BEST_WEIGHTS), evaluations=saved["evaluations"],
-                  history=history, seed=config["seed"], config=config, agent=(
-                      agent.clone() if agent is not None else None),
-                  stopped_by=end.get("stopped_by"), center_weights=center_weights,
-                  chosen=end.get("chosen", "best"), selection=end.get("selection"))
-
-
-def read_end(path: Any) -> dict:
-    """The run's ``result.json`` (written at its end), or {} when there is none."""
-    try:
-        return from_json(json.loads((Path(path) / RESULT).read_text()))
-    except (OSError, ValueError):
-        return {}
-
-
-def verified_history(out: Any, lines: int, digest: str) -> tuple[list[dict], list[str]]:
-    """The first ``lines`` records of ``out/history.jsonl`` (and their raw lines), checked
-    against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
-    the checkpoint, or torn by a crash) are ignored."""
-    path = Path(out) / HISTORY
-    try:
-        with open(path, "rb") as f:
-            raw = [f.readline() for _ in range(lines)]
-    except FileNotFoundError:
-        raw = []
-    if len([r for r in raw if r.endswith(b"\n")]) != lines or \
-            hashlib.sha256(b"".join(raw)).hexdigest() != digest:
-        raise _checkpoint.CheckpointError(
-            f"{path} does not hold the {lines} history line(s) the checkpoint in {out} was "
-            f"written after (missing, shortened or edited), so the run cannot be resumed "
-            f"consistently. Restore the file, or start the run again in another folder.")
-    text = [r.decode() for r in raw]
-    return [from_json(json.loads(t)) for t in text], text

@@ -22,24 +22,24 @@ from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int, check_is_agent, check_seed
 from .front import as_tensors
-from .output import (CHECKPOINT, failure_generations, failure_path, read_config,
-                     read_score_kwargs)
+from .folder import CHECKPOINT, RunDir
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
 
 def _from_run_dir(out: Any, generation: int, index: int) -> dict:
     """seed, centre, candidate and the recorded score_kwargs (values, or digests:
-    :func:`~es_search.output.read_score_kwargs`) of task ``(generation, index)`` of the
+    :meth:`~es_search.folder.RunDir.score_kwargs`) of task ``(generation, index)`` of the
     run in ``out``."""
-    record_path = failure_path(out, generation)
+    run = RunDir(out)
+    record_path = run.failure_path(generation)
     if record_path.exists():
         record = checkpoint.load(record_path)
         candidates = record["candidates"]
         center = record["center"]
         seed, recorded = record["seed"], record.get("score_kwargs", {})
         shared = record.get("shared")
-        name = read_config(out).get("agent", "another agent")
+        name = run.config.get("agent", "another agent")
     else:
         ckpt_path = Path(out) / CHECKPOINT
         if not ckpt_path.exists():
@@ -48,7 +48,7 @@ def _from_run_dir(out: Any, generation: int, index: int) -> dict:
                 f"{generation}; pass seed=, center= and candidate= instead")
         ckpt = checkpoint.load(ckpt_path)
         if ckpt["generation"] != generation:
-            stored = failure_generations(out)
+            stored = run.failure_generations()
             raise ValueError(
                 f"{out} cannot replay generation {generation}: a run folder keeps what a "
                 f"replay needs for the generation its checkpoint would run next "
@@ -141,7 +141,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
                              f"{type(agent).__module__}.{type(agent).__qualname__} "
                              f"({agent.num_evolved()}): pass an agent built as the run's was")
         if score_kwargs is None:
-            score_kwargs = read_score_kwargs(out, task["recorded_kwargs"])
+            score_kwargs = RunDir(out).score_kwargs(task["recorded_kwargs"])
     else:
         if seed is None:
             raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .agent import Agent
+from .agent import Agent, weights_of
 
 
 @dataclass
@@ -136,8 +136,37 @@ class Result:
         >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
         True
         """
-        from .output import read_result
-        return read_result(out, agent)
+        from . import checkpoint
+        from .folder import CHECKPOINT, OutFolderError, RunDir
+        run = RunDir(out)
+        if not (run.path / CHECKPOINT).is_file():
+            raise OutFolderError(f"{run.path} holds no run to load (no {CHECKPOINT}); it is "
+                                 f"written by es_search.run(..., out=DIR) or es-search run "
+                                 f"--out DIR")
+        saved = checkpoint.load(run.path / CHECKPOINT)
+        if not saved["history_lines"]:
+            raise OutFolderError(f"{run.path} holds no run to load: it stopped before its "
+                                 f"first generation (start it again: it may be replaced)")
+        config = saved["config"]
+        if agent is not None and (
+                not config["agent"].endswith("." + type(agent).__qualname__)
+                or agent.num_evolved() != config["num_evolved"]):
+            raise ValueError(f"the run in {run.path} evolved {config['agent']} "
+                             f"({config['num_evolved']} evolved weights); the agent given is "
+                             f"{type(agent).__module__}.{type(agent).__qualname__} "
+                             f"({agent.num_evolved()}): pass an agent built as the run's "
+                             f"was, or none")
+        end, center = run.end(), run.weights("center")
+        if center is None and agent is not None:  # not ended: as of the checkpoint
+            center = weights_of(agent, saved["strategy"].center(saved["state"]),
+                                saved.get("shared"))
+        return cls(best_score=saved["best_score"], best_weights=run.weights("best"),
+                   evaluations=saved["evaluations"], history=run.history(
+                       saved["history_lines"], saved["history_sha256"])[0],
+                   seed=config["seed"], config=config,
+                   agent=agent.clone() if agent is not None else None,
+                   stopped_by=end.get("stopped_by"), center_weights=center,
+                   chosen=end.get("chosen", "best"), selection=end.get("selection"))
 
     def plot(self, path: Any = None) -> Any:
         """Best and mean score per generation (needs matplotlib: ``es_search[plot]``)."""

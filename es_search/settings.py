@@ -222,9 +222,11 @@ class Settings:
             else repr(self.backend)
 
     def config(self, agent: Any, strategy: Any) -> dict:
-        """The run's ``config.json`` (what defines it, and how it was run)."""
+        """The run's ``config.json`` (what defines it, and how it was run): the spec of an
+        agent built by :meth:`es_search.spec.RunSpec.run` (else None), and the rest."""
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
+            "spec": getattr(agent, "_run_spec", None),
             "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
             "strategy": strategy.config(),
             "generations": self.generations,

@@ -285,8 +285,8 @@ def test_testing_a_run_made_from_python_points_to_result_load(tmp_path, capsys):
                   out=tmp_path / "run")
     assert main(["test", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err.endswith(
-        "has no command.json: it was not written by `es-search run PROBLEM --out DIR` (a "
-        "run from Python: es_search.Result.load(DIR, agent))\n")
+        "has no config.json with a problem: it was not written by `es-search run PROBLEM "
+        "--out DIR` (a run from Python: es_search.Result.load(DIR, agent))\n")
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():
@@ -404,8 +404,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      + ":ConstructorRaises with -p dim=-1: "
      "RuntimeError: no dimension -1"),
     (["test", "/no/such/run"], "no such run folder: /no/such/run"),
-    (["test", "/"], "/ has no command.json: it was not written by `es-search run PROBLEM "
-                    "--out DIR`"),
+    (["test", "/"], "/ has no config.json with a problem: it was not written by `es-search "
+                    "run PROBLEM --out DIR`"),
     (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
     (["check", "blog", "--population", "1"], "--population: must be an integer >= 2, got 1"),
     (["check", "nope"], "unknown problem 'nope'"),
@@ -497,7 +497,7 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
         in capsys.readouterr().err
     assert main(["run", "sphere", "-p", "dim=4", "--generations", "2", "--n-jobs", "1",
                  "--no-progress", "--out", str(out), "--overwrite"]) == 0
-    assert json.loads((out / "command.json").read_text())["params"] == {"dim": 4}
+    assert json.loads((out / "config.json").read_text())["spec"]["params"] == {"dim": 4}
     assert len((out / "history.jsonl").read_text().splitlines()) == 2
     # Ctrl-C's advice continues the run: --resume added, --overwrite dropped
     assert resume_command(["run", "sphere", "--out", "x", "--overwrite"]) == \
@@ -772,7 +772,7 @@ def test_a_refused_resume_leaves_the_folder_as_it_was(tmp_path, capsys):
                  "--n-jobs", "1"]) == 2  # dim 10, not the run's 3: refused by run()
     assert "cannot resume" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
-    assert not (out / "command.json").exists()
+    assert json.loads((out / "config.json").read_text())["spec"] is None  # a run from Python
 
 
 def test_resume_into_an_empty_folder_says_it_starts_a_run(tmp_path, capsys):

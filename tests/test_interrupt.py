@@ -9,6 +9,7 @@ import pytest
 
 import es_search
 from es_search import checkpoint
+from es_search.folder import CHECKPOINT
 from es_search.seeding import task_seed
 
 import agents
@@ -70,7 +71,7 @@ def test_ctrl_c_or_sigterm_in_run_kills_the_workers_promptly_and_says_how_to_res
     assert not any(map(_alive, workers))
     (note,) = info.value.__notes__  # under the traceback
     assert "interrupted after 0 completed generation(s)" in note and "resume=True" in note
-    assert checkpoint.load(tmp_path / "run" / checkpoint.CHECKPOINT)["generation"] == 0
+    assert checkpoint.load(tmp_path / "run" / CHECKPOINT)["generation"] == 0
 
 
 # ------------------------------------------------------- the context managers alone

@@ -16,6 +16,7 @@ import torch
 
 import es_search
 from es_search import checkpoint
+from es_search.folder import CHECKPOINT
 from es_search.output import read_history
 from es_search.problems import load_problem
 from compare import same_history
@@ -102,7 +103,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, lines, ext
     finally:  # SIGKILL the run and its workers (as when a spot instance goes)
         sigkill_group(proc)
     assert proc.returncode == -signal.SIGKILL
-    done = checkpoint.load(out / checkpoint.CHECKPOINT)["generation"]
+    done = checkpoint.load(out / CHECKPOINT)["generation"]
     assert 0 <= done < 40
     vec, full = reference(40)
     resumed = es_search.run(vec(delay=0.0), generations=40, population=4, sigma=0.3,
@@ -130,7 +131,7 @@ def test_ctrl_c_exits_130_prints_the_resume_command_and_resume_finishes(tmp_path
     assert stopped < 10  # promptly (generous: the machine may be busy)
     command = program() + " " + shlex.join(argv) + " --resume"
     assert command in stderr
-    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)  # loadable, consistent
+    ckpt = checkpoint.load(out / CHECKPOINT)  # loadable, consistent
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] == \
         ckpt["generation"] >= 3
     # the printed command, run as printed, finishes the run as if never interrupted
@@ -231,7 +232,7 @@ def test_sigterm_exits_143_without_leaving_workers_behind(tmp_path):
     while any(map(_running, children)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(map(_running, children)), [p for p in children if _running(p)]
-    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)
+    ckpt = checkpoint.load(out / CHECKPOINT)
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
@@ -255,7 +256,7 @@ def test_sigterm_to_the_whole_process_group_exits_143(tmp_path, backend):
             sigkill_group(proc)
     assert proc.returncode == 143, stderr
     assert program() + " " + shlex.join(argv) + " --resume" in stderr
-    ckpt = checkpoint.load(out / checkpoint.CHECKPOINT)
+    ckpt = checkpoint.load(out / CHECKPOINT)
     assert len(read_history(out / "history.jsonl")) == ckpt["history_lines"] >= 3
 
 
@@ -373,7 +374,7 @@ def test_sigkill_between_sparse_checkpoints_then_resume_is_bit_identical(tmp_pat
     finally:
         sigkill_group(proc)
     assert proc.returncode == -signal.SIGKILL
-    done = checkpoint.load(out / checkpoint.CHECKPOINT)["generation"]
+    done = checkpoint.load(out / CHECKPOINT)["generation"]
     assert done % 4 == 0 and done <= len(read_history(out / "history.jsonl"))
     vec, full = reference(40)
     resumed = es_search.run(vec(delay=0.0), generations=40, population=4, sigma=0.3,

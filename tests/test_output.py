@@ -144,7 +144,7 @@ def test_a_second_run_into_a_folder_in_use_fails_at_once(tmp_path, capsys):
     # the first run is untouched: its own 25 generations, its own problem
     history = read_history(out / "history.jsonl")
     assert [r["generation"] for r in history] == list(range(25))
-    assert json.loads((out / "command.json").read_text())["problem"].endswith(":Vec")
+    assert json.loads((out / "config.json").read_text())["spec"]["problem"].endswith(":Vec")
     assert json.loads((out / "result.json").read_text())["generations"] == 25
 
 

@@ -10,6 +10,7 @@ import torch
 
 import es_search
 from es_search import checkpoint
+from es_search.folder import CHECKPOINT
 from es_search.output import read_history
 from es_search.settings import describe
 
@@ -59,13 +60,13 @@ def test_checkpoint_written_every_n_generations_and_at_the_end(tmp_path, every, 
     seen = []
 
     def look(record):
-        ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+        ckpt = checkpoint.load(tmp_path / CHECKPOINT)
         seen.append((record["generation"], ckpt["generation"], ckpt["history_lines"]))
 
     es_search.run(agents.Vec(), generations=generations, n_jobs=1, out=tmp_path,
                   callbacks=[look], checkpoint_every=every, **KW)
     assert seen == seen_expected
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == generations
+    assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == generations
 
 
 @pytest.mark.parametrize("change, named", [
@@ -110,7 +111,7 @@ def test_resume_warns_when_the_agents_own_settings_changed(tmp_path):
 
 def test_corrupt_torn_or_inconsistent_checkpoint_is_refused(tmp_path):
     es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, **KW)
-    path = tmp_path / checkpoint.CHECKPOINT
+    path = tmp_path / CHECKPOINT
     good = path.read_bytes()
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x04
@@ -204,7 +205,7 @@ def test_a_resume_redoes_the_generations_after_the_last_checkpoint(tmp_path):
         (tmp_path / name).write_bytes(data)
     for name in ("result.json", "center_weights.pt"):
         (tmp_path / name).unlink(missing_ok=True)
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 3
+    assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == 3
     assert len(read_history(tmp_path / "history.jsonl")) == 5
     resumed = es_search.run(agents.Vec(), generations=8, n_jobs=2, out=tmp_path,
                             resume=True, checkpoint_every=2, **KW)
@@ -224,7 +225,7 @@ def test_ctrl_c_or_an_error_saves_the_generations_the_last_checkpoint_lacks(tmp_
     with pytest.raises(error):
         es_search.run(agents.Vec(), generations=9, n_jobs=1, out=tmp_path,
                       checkpoint_every=4, callbacks=[stop_after_five], **KW)
-    saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    saved = checkpoint.load(tmp_path / CHECKPOINT)
     assert (saved["generation"], saved["history_lines"]) == (5, 5)  # not 4: all kept
     resumed = es_search.run(agents.Vec(), generations=9, n_jobs=1, out=tmp_path,
                             resume=True, checkpoint_every=4, **KW)
@@ -237,7 +238,7 @@ def test_a_stopped_run_is_checkpointed_whatever_checkpoint_every(tmp_path):
                            checkpoint_every=10, callbacks=[lambda r: r["generation"] == 2],
                            **KW)
     assert result.generations == 3
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 3
+    assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == 3
 
 
 def test_checkpoint_every_is_checked_at_the_call(tmp_path):
@@ -282,7 +283,7 @@ def test_best_weights_file_goes_with_the_checkpoint(tmp_path):
     seen = []
 
     def look(record):
-        saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+        saved = checkpoint.load(tmp_path / CHECKPOINT)
         on_disk = torch.load(tmp_path / "best_weights.pt")
         seen.append(np.array_equal(on_disk["x"].numpy(),
                                    saved["best_flat"]))

@@ -422,10 +422,11 @@ def test_task_seeds_are_independent_of_the_worker_and_documented():
 @pytest.mark.parametrize("strategy", ["pgpe", "hill-climb"])
 def test_center_weights_are_the_final_centre_with_the_shared_state(strategy, tmp_path):
     from es_search import checkpoint
+    from es_search.folder import CHECKPOINT
     from es_search.strategies import make_strategy
     result = es_search.run(MatrixAgent(), strategy=strategy, generations=4, population=6,
                            sigma=0.2, seed=5, n_jobs=1, progress=False, out=tmp_path)
-    saved = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    saved = checkpoint.load(tmp_path / CHECKPOINT)
     expected = MatrixAgent()
     expected.set_flat(make_strategy(strategy, 6, 0.2).center(saved["state"]))
     center = result.center_agent()

@@ -16,6 +16,7 @@ import torch
 
 import es_search
 from es_search import checkpoint
+from es_search.folder import CHECKPOINT
 from es_search.seeding import task_seed
 
 import agents
@@ -144,7 +145,7 @@ def test_on_error_worst_counts_failures_and_goes_on(tmp_path):
 def test_replay_task_from_the_checkpoint_and_by_hand(tmp_path):
     result = es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, **KW)
     # the checkpoint gives generation 2's centre: equal to scoring it by hand
-    ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    ckpt = checkpoint.load(tmp_path / CHECKPOINT)
     center = ckpt["strategy"].center(ckpt["state"])
     jitter = es_search.Candidate("jitter", 0.3)
     assert es_search.replay_task(agents.Vec(), out=tmp_path, generation=2, index=1) == \
@@ -206,7 +207,7 @@ def test_a_new_run_into_an_old_folder_clears_its_checkpoint_and_failure_records(
     es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, overwrite=True, **KW)
     assert not list((tmp_path / "failures").glob("*.pkl"))
     assert not (tmp_path / "score_kwargs.pkl").exists()  # the new run has none
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 1
+    assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == 1
 
 
 def test_replay_reads_a_tensor_in_score_kwargs_from_the_run_folder(tmp_path):

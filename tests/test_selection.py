@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import es_search
-from es_search.output import load_weights
+from es_search.folder import RunDir
 from es_search.seeding import task_seed
 from es_search.selection import SELECTION_GENERATION, describe
 
@@ -114,7 +114,7 @@ def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeyp
     end = json.loads((tmp_path / "result.json").read_text())
     assert (end["chosen"], end["selection"], end["select_tasks"]) == \
         ("center", result.selection, 8)
-    assert _equal(load_weights(tmp_path / "chosen_weights.pt"), result.center_weights)
+    assert _equal(RunDir(tmp_path).weights("chosen"), result.center_weights)
     loaded = es_search.Result.load(tmp_path, Risky())
     assert (loaded.chosen, loaded.selection) == (result.chosen, result.selection)
     assert loaded.chosen_agent().w.tolist() == result.chosen_agent().w.tolist()

@@ -7,6 +7,7 @@ import pytest
 
 import es_search
 from es_search import checkpoint
+from es_search.folder import CHECKPOINT
 from es_search.output import read_history
 from es_search.seeding import task_seed
 
@@ -68,7 +69,7 @@ def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(
     assert "generation 1: candidates" in message and "2 time(s)" in message
     assert "resume=True" in message and str(tmp_path) in message
     assert info.value.generation == 1 and 2 in info.value.indices
-    ckpt = checkpoint.load(tmp_path / checkpoint.CHECKPOINT)
+    ckpt = checkpoint.load(tmp_path / CHECKPOINT)
     assert ckpt["generation"] == 1 and ckpt["history_lines"] == 1
     assert len(read_history(tmp_path / "history.jsonl")) == 1
     assert (tmp_path / "failures" / "generation-1.pkl").exists()
@@ -96,7 +97,7 @@ def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
                       out=tmp_path, **KW)
     assert "needs a larger task_timeout" in str(info.value)
     assert "killed for memory" not in str(info.value)  # that is for dead workers
-    assert checkpoint.load(tmp_path / checkpoint.CHECKPOINT)["generation"] == 0
+    assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == 0
 
 
 def test_a_worker_error_knows_its_run_folder_and_each_side_renders_the_resume():

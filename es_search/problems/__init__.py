@@ -20,7 +20,7 @@ from .function import Function
 from .gym_policy import GymPolicy
 
 __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
-           "load_problem", "load_run", "resolve_spec", "run_agent"]
+           "build_problem", "load_problem", "load_run", "resolve_spec"]
 
 #: the built-ins' modules, loaded on first use (``es_search.problems.blog.BlogAgent``)
 _SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
@@ -206,38 +206,41 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     return cls
 
 
-def run_agent(out: Any) -> Agent:
-    """The agent ``es-search run PROBLEM --out DIR`` built for the run in folder ``out``:
-    its problem and -p values (``command.json``; a file or module is found from the
-    folder the run was started in) and its seed (``config.json``), with the initial
-    weights that seed gives. :class:`~es_search.output.OutFolderError` for a folder the
-    command line did not write."""
-    import json
-    from pathlib import Path
-
-    from ..output import COMMAND, CONFIG, OutFolderError, from_json
+def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Agent:
+    """The agent of problem class ``cls`` (``spec``: as it was named) built with the
+    constructor arguments ``params``; its random initial weights come from ``seed`` (the
+    caller's RNGs are left as they were): the same spec, the same agent."""
+    from ..checks import keyword_names
     from ..seeding import build_seeded
-    path = Path(out).expanduser()
-    if not path.is_dir():
-        raise OutFolderError(f"no such run folder: {path}" if not path.exists()
-                             else f"{path} is not a folder (pass the run's --out DIR)")
-    for name in (COMMAND, CONFIG):
-        if not (path / name).is_file():
-            raise OutFolderError(
-                f"{path} has no {name}: it was not written by `es-search run PROBLEM --out "
-                f"DIR`" + (" (a run from Python: es_search.Result.load(DIR, agent))"
-                           if name == COMMAND and (path / CONFIG).is_file() else ""))
-    command = from_json(json.loads((path / COMMAND).read_text()))
-    seed = json.loads((path / CONFIG).read_text()).get("seed", 0)
-    started_in = command.get("cwd")
-    cls = load_problem(command["problem"], started_in if started_in and
-                       os.path.isdir(started_in) else None)
-    return build_seeded(seed, cls, **command["params"])
+    spec = spec or cls.__qualname__
+    known = keyword_names(cls)
+    for name in params if known is not None else ():
+        if name not in known:
+            raise ProblemError(f"{spec} has no parameter {name!r}"
+                               f"{did_you_mean(name, known)} (-p NAME=VALUE); its "
+                               f"parameters: {', '.join(known) or 'none'}")
+    try:
+        return build_seeded(seed, cls, **params)
+    except ImportError:  # a missing extra: its own message names it
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the constructor raises: one line
+        hint = " (give it with -p NAME=VALUE)" if isinstance(exc, TypeError) and \
+            "missing" in str(exc) and "required" in str(exc) else ""
+        what = str(exc) if isinstance(exc, (TypeError, ValueError)) else \
+            f"{type(exc).__name__}: {exc}"
+        given = " with " + ", ".join(f"-p {k}={v!r}" for k, v in params.items()) \
+            if params else ""
+        raise ProblemError(f"cannot build {spec}{given}: {what}{hint}") from None
 
 
 def load_run(out: Any) -> Any:
     """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR``, with its agent rebuilt (:func:`run_agent`), so that ``best_agent()`` and
-    ``center_agent()`` work: ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    DIR`` (or ``es_search.spec.RunSpec.run``), with its agent rebuilt from the run's spec
+    (``config.json``), so that ``best_agent()`` and ``center_agent()`` work:
+    ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    from ..folder import RunDir
     from ..result import Result
-    return Result.load(out, run_agent(out))
+    run = RunDir(out)
+    spec = run.spec()
+    cls = load_problem(spec["problem"], spec["cwd"] if os.path.isdir(spec["cwd"]) else None)
+    return Result.load(run.path, build_problem(cls, spec["params"], spec["seed"]))

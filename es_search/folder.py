@@ -1,0 +1,154 @@
+"""Reading a run folder (``out=DIR``): every reader (``Result.load``, ``replay_task(out=)``,
+``load_run``, ``es-search test``, ``--resume``) opens it through :class:`RunDir`. The
+names of its files live here; :mod:`es_search.output` writes them (its docstring says
+what each holds)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import checkpoint as _checkpoint
+from .files import from_json
+from .settings import has_digest
+
+HISTORY = "history.jsonl"
+#: what defines the run: its spec (``es_search.spec``) and what run() recorded
+CONFIG = "config.json"
+BEST_WEIGHTS = "best_weights.pt"
+CENTER_WEIGHTS = "center_weights.pt"
+CHOSEN_WEIGHTS = "chosen_weights.pt"
+RESULT = "result.json"
+PLOT = "plot.png"
+CHECKPOINT = "checkpoint.pkl"
+SCORE_KWARGS = "score_kwargs.pkl"
+FAILURES = "failures"
+LOCK = ".lock"
+#: the test_scores() of the best weights and the centre (``es-search run`` and ``test``)
+TEST = "test.json"
+#: written when a run ends; removed when it goes on (a resume) or is replaced
+AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
+
+
+class OutFolderError(ValueError):
+    """The out folder cannot be used: it cannot be created or written, another run is
+    writing it, or it holds a run that would be replaced without ``overwrite``."""
+
+
+def _json(path: Path) -> Any:
+    """The JSON file at ``path`` (non-finite floats restored), or None."""
+    try:
+        return from_json(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+class RunDir:
+    """The run saved in folder ``path``, read."""
+
+    def __init__(self, path: Any):
+        self.path = Path(path).expanduser()
+
+    @property
+    def config(self) -> dict:
+        """``config.json``; {} when there is none (or it cannot be read)."""
+        config = _json(self.path / CONFIG)
+        return config if isinstance(config, dict) else {}
+
+    def spec(self) -> dict:
+        """The run's spec (``config.json``'s ``spec``: problem, parameters, strategy, ...);
+        :class:`OutFolderError` for a folder ``es-search run`` did not write."""
+        if not self.path.is_dir():
+            raise OutFolderError(f"no such run folder: {self.path}" if not self.path.exists()
+                                 else f"{self.path} is not a folder (pass the run's --out DIR)")
+        config = self.config
+        if not config.get("spec"):
+            raise OutFolderError(
+                f"{self.path} has no {CONFIG} with a problem: it was not written by "
+                f"`es-search run PROBLEM --out DIR`" + (
+                    " (a run from Python: es_search.Result.load(DIR, agent))" if config
+                    else ""))
+        return config["spec"]
+
+    def generations(self) -> int | None:
+        """How many generations the run recorded (its history lines), or None when it
+        holds no run: no history line and no result. A checkpoint alone (a run that
+        stopped before its first generation) holds no more than the starting agent's
+        score, and may be replaced."""
+        try:
+            with open(self.path / HISTORY, "rb") as f:
+                lines = sum(1 for line in f if line.endswith(b"\n"))
+        except OSError:
+            lines = 0
+        return lines if lines or (self.path / RESULT).exists() else None
+
+    def end(self) -> dict:
+        """``result.json`` (written at the run's end), or {} when there is none."""
+        end = _json(self.path / RESULT)
+        return end if isinstance(end, dict) else {}
+
+    def test(self, center: bool) -> dict | None:
+        """``test.json``'s figures (``{"best": ..., "center": ...}``), or None when it is
+        missing, unreadable or lacks the final centre's (``center``)."""
+        figures = _json(self.path / TEST)
+        if not isinstance(figures, dict) or not isinstance(figures.get("best"), dict) or (
+                center and not isinstance(figures.get("center"), dict)):
+            return None
+        return figures
+
+    def weights(self, which: str) -> dict | None:
+        """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved):
+        tensors, and the shared state's numbers and arrays; nothing else is unpickled."""
+        path = self.path / f"{which}_weights.pt"  # BEST_WEIGHTS, ...
+        if not path.is_file():
+            return None
+        try:
+            return torch.load(path, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - a torn or foreign file: one line
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if "weights_only" in first or "Weights only load failed" in first:
+                first = "not tensors as es_search saves them: a torn or foreign file"
+            raise OutFolderError(f"cannot load {path} as saved weights "
+                                 f"({type(exc).__name__}: {first})") from None
+
+    def history(self, lines: int, digest: str) -> tuple[list[dict], list[str]]:
+        """The first ``lines`` records of ``history.jsonl`` (and their raw lines), checked
+        against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
+        the checkpoint, or torn by a crash) are ignored."""
+        path = self.path / HISTORY
+        try:
+            with open(path, "rb") as f:
+                raw = [f.readline() for _ in range(lines)]
+        except FileNotFoundError:
+            raw = []
+        if len([r for r in raw if r.endswith(b"\n")]) != lines or \
+                hashlib.sha256(b"".join(raw)).hexdigest() != digest:
+            raise _checkpoint.CheckpointError(
+                f"{path} does not hold the {lines} history line(s) the checkpoint in "
+                f"{self.path} was written after (missing, shortened or edited), so the run "
+                f"cannot be resumed consistently. Restore the file, or start the run again "
+                f"in another folder.")
+        text = [r.decode() for r in raw]
+        return [from_json(json.loads(t)) for t in text], text
+
+    def score_kwargs(self, recorded: dict) -> dict:
+        """The run's ``score_kwargs``: ``score_kwargs.pkl``, or ``recorded`` (a config's
+        or a failure record's) when they hold the values themselves."""
+        path = self.path / SCORE_KWARGS
+        if path.is_file():
+            return _checkpoint.load(path)
+        if has_digest(recorded):
+            raise OutFolderError(f"{self.path} has no {SCORE_KWARGS}, and its config holds "
+                                 f"only digests of the run's score_kwargs; pass score_kwargs=")
+        return dict(recorded or {})
+
+    def failure_path(self, generation: int) -> Path:
+        return self.path / FAILURES / f"generation-{generation}.pkl"
+
+    def failure_generations(self) -> list[int]:
+        """The generations the folder holds failure records for, in order."""
+        return sorted(int(p.stem.split("-", 1)[1])
+                      for p in (self.path / FAILURES).glob("generation-*.pkl"))

@@ -1,0 +1,197 @@
+"""A run described as data: the problem and its parameters, the strategy and its options,
+the size, the length and the seed.
+
+``es-search run`` makes a :class:`RunSpec` of its flags (with ``--resume``, of the run's
+own where they give none: :meth:`RunSpec.resume`), and :meth:`RunSpec.run` builds the
+agent and runs it. The run folder's ``config.json`` keeps the spec (its ``spec``), from
+which ``es-search test``, ``--resume`` and :func:`es_search.problems.load_run` rebuild
+the run::
+
+    >>> import tempfile
+    >>> from es_search.spec import RunSpec
+    >>> out = tempfile.mkdtemp()
+    >>> _ = RunSpec("sphere", {"dim": 3}, generations=2).run(out=out, n_jobs=1, progress=False)
+    >>> spec = RunSpec.load(out)  # sphere's defaults filled in
+    >>> spec.params, spec.strategy, spec.population, spec.generations, spec.seed
+    ({'dim': 3}, 'hill-climb', 16, 2, 0)
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .checks import keyword_parameters, score_kwargs_misfit
+from .errors import SettingError
+from .files import as_read_back
+from .folder import CHECKPOINT, RunDir
+from .problems import build_problem, load_problem, resolve_spec
+from .strategies import DEFAULT, STRATEGIES, make_strategy
+
+
+class TestScoresError(RuntimeError):
+    """The agent's ``test_scores()`` raised or returned something that is not a dict."""
+
+
+def problem_defaults(cls: type) -> dict:
+    """A run's settings where the spec gives none: the problem's own (its
+    ``default_config``); a population or sigma it does not set is the strategy's own
+    (None here), as in ``es_search.run``."""
+    return {"generations": 50, "population": None, "sigma": None,
+            **getattr(cls, "default_config", {})}
+
+
+def strategy_default(strategy: str, key: str) -> Any:
+    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
+    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
+
+
+@dataclass
+class RunSpec:
+    """What defines a run. ``problem``: a built-in name, ``gym:ENV_ID``,
+    ``module:Class`` or ``path/file.py:Class`` (found from ``cwd``); ``params``: its
+    constructor arguments; ``strategy`` (a name), ``strategy_options``, ``population``,
+    ``sigma``, ``generations`` and ``seed`` as ``es_search.run`` takes them. None: the
+    problem's default (:meth:`resolved`)."""
+
+    problem: str
+    params: dict = field(default_factory=dict)
+    cwd: str = field(default_factory=os.getcwd)
+    strategy: str | None = None
+    strategy_options: dict = field(default_factory=dict)
+    population: int | None = None
+    sigma: float | None = None
+    generations: int | None = None
+    seed: int | None = None
+
+    @classmethod
+    def load(cls, folder: Any) -> RunSpec:
+        """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` for a
+        folder that holds none)."""
+        return cls(**RunDir(folder).spec())
+
+    @classmethod
+    def resume(cls, folder: Any, overrides: RunSpec) -> RunSpec:
+        """The spec that continues the run in ``folder``: what ``overrides`` gives
+        (name by name for ``params`` and ``strategy_options``), the run's own for the
+        rest (its options, population and sigma only while the strategy is its own).
+        A problem or constructor argument other than the run's is refused
+        (:class:`~es_search.CheckpointError`) once it has a checkpoint; the other
+        settings are compared by ``run()``. A folder without a spec (no run, or one
+        from Python) adds nothing."""
+        saved = RunDir(folder).config.get("spec")
+        if not saved:
+            return overrides
+        own = cls(**saved)
+        same = overrides.strategy in (None, own.strategy)
+        spec = dataclasses.replace(
+            own, problem=overrides.problem, cwd=overrides.cwd,
+            params={**own.params, **overrides.params},
+            strategy=overrides.strategy or own.strategy,
+            strategy_options={**(own.strategy_options if same else {}),
+                              **overrides.strategy_options},
+            population=overrides.population or (own.population if same else None),
+            sigma=overrides.sigma or (own.sigma if same else None),
+            generations=overrides.generations or own.generations,
+            seed=own.seed if overrides.seed is None else overrides.seed)
+        if (RunDir(folder).path / CHECKPOINT).exists():
+            from .checkpoint import CheckpointError, differences
+            diff = differences(own.defining(), spec.defining(), ["problem", "arguments"])
+            if diff:
+                raise CheckpointError(f"cannot resume the run in {folder}: " + "; ".join(diff)
+                                      + " (use the same problem and -p values, or another "
+                                      "--out)")
+        return spec
+
+    def problem_class(self) -> type:
+        """The problem's class, loaded once per spec (a file is run when loaded)."""
+        if "_cls" not in vars(self):  # named from here: as given, in the messages too
+            self._cls = load_problem(self.problem, self.cwd if os.path.isdir(self.cwd)
+                                     and self.cwd != os.getcwd() else None)
+        return self._cls
+
+    def defining(self) -> dict:
+        """What a resume must keep: the problem (a file named from any folder) and its
+        constructor arguments over the defaults (``dim=10`` where 10 is the default
+        changes nothing)."""
+        defaults = {p.name: p.default for p in keyword_parameters(self.problem_class()) or ()
+                    if p.default is not inspect.Parameter.empty}
+        return {"problem": resolve_spec(self.problem, self.cwd),
+                "arguments": as_read_back({**defaults, **self.params})}
+
+    def resolved(self) -> RunSpec:
+        """This spec with the problem's defaults where it gives none; its strategy built
+        once, to say which refused option is the problem's default rather than the
+        user's (``top=16`` of bipedalwalker's ARS, with a population too small for it)."""
+        defaults = problem_defaults(self.problem_class())
+        strategy = self.strategy or defaults.get("strategy", DEFAULT)
+        options = dict(defaults.get("strategy_options") or {}) if (
+            strategy == defaults.get("strategy", DEFAULT)) else {}
+        spec = dataclasses.replace(
+            self, strategy=strategy, strategy_options={**options, **self.strategy_options},
+            population=self.population or defaults["population"],
+            sigma=self.sigma or defaults["sigma"],
+            generations=self.generations or defaults["generations"],
+            seed=self.seed or 0)
+        spec._cls = self.problem_class()
+        try:
+            make_strategy(strategy, spec.population, spec.sigma, **spec.strategy_options)
+        except SettingError as exc:
+            if exc.setting not in options or exc.setting in self.strategy_options:
+                raise
+            raise ValueError(f"{exc} ({exc.setting}={exc.value!r}: {self.problem}'s "
+                             f"default; -o NAME=VALUE sets another)") from None
+        return spec
+
+    def build_agent(self) -> Any:
+        """The problem's agent, its random initial weights from the seed: the same spec,
+        the same agent."""
+        agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
+        misfit = score_kwargs_misfit(agent, {})
+        if misfit is not None:
+            raise ValueError(
+                f"{misfit}, and the command line passes score() no arguments: give them "
+                f"defaults, take them in __init__ (set with -p NAME=VALUE), or call "
+                f"es_search.run(agent, score_kwargs={{...}}) from Python")
+        return agent
+
+    def run(self, **settings: Any) -> Any:
+        """``es_search.run`` of this spec's agent (the problem's defaults where it gives
+        none), with ``settings`` (``n_jobs``, ``out``, ``callbacks``, ...); the run
+        folder's ``config.json`` keeps the spec."""
+        from .run import run
+        spec = self.resolved()
+        agent = spec.build_agent()
+        agent._run_spec = dataclasses.asdict(spec)  # recorded by run(): config.json's spec
+        return run(agent, generations=spec.generations, population=spec.population,
+                   sigma=spec.sigma, strategy=spec.strategy, seed=spec.seed,
+                   strategy_options=spec.strategy_options, **settings)
+
+
+def held_out_figures(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
+    """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
+    ``center`` weights (tested once when they are the ``same``): ``{"best": ...,
+    "center": ...}``; {} if the agent has none."""
+    import torch
+
+    def scores(weights: dict) -> dict:
+        tested = agent.clone()
+        tested.set_weights(weights)
+        name = f"{type(agent).__name__}.test_scores()"
+        try:
+            with torch.no_grad():  # as score(): no gradients are used
+                figures = tested.test_scores()
+        except Exception as exc:  # noqa: BLE001 - the user's code: named, in one line
+            raise TestScoresError(f"{name} raised {type(exc).__name__}: {exc}") from exc
+        if not isinstance(figures, Mapping):
+            raise TestScoresError(f"{name} returned {type(figures).__name__} "
+                                  f"{figures!r:.60}; it must return a dict of name -> number "
+                                  f"(or {{}} for none)")
+        return dict(figures)
+
+    figures = {"best": scores(best)}
+    if figures["best"] and center is not None:
+        figures["center"] = figures["best"] if same else scores(center)
+    return figures if figures["best"] else {}

@@ -123,7 +123,7 @@ def test_every_callback_gets_the_outcome_the_run_folder_writes_from(tmp_path):
     saved = checkpoint.load(out / "failures" / "generation-1.pkl")
     assert saved["indices"] == [2] and saved["candidates"] == records[1].failures.candidates
     last, best = outcomes.seen[-1]
-    on_disk = checkpoint.load(out / checkpoint.CHECKPOINT)
+    on_disk = checkpoint.load(out / "checkpoint.pkl")
     assert on_disk["generation"] == last.checkpoint["generation"] == 4
     assert np.array_equal(on_disk["best_flat"], last.checkpoint["best_flat"])
     for weights in (result.best_weights, torch.load(out / "best_weights.pt")):

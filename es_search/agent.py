@@ -9,6 +9,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
+from .scores import as_scores
+
 
 class Agent(torch.nn.Module):
     """Base class for everything es_search evolves. Subclass it and write ``score()``.
@@ -56,10 +58,8 @@ class Agent(torch.nn.Module):
         ``score_kwargs``.
 
         An agent that defines only ``score_batch()`` need not write it: the default
-        scores the agent's own weights as a group of one
-        (:func:`es_search.batched.score_one`).
+        scores the agent's own weights as a group of one (:func:`score_one`).
         """
-        from .batched import has_score_batch, score_one
         if has_score_batch(self):
             return score_one(self, **kwargs)
         raise NotImplementedError(
@@ -253,3 +253,25 @@ def weights_of(agent: Agent, flat: Any, shared: Mapping[str, Any] | None = None
         weights.update({k: v.clone() if hasattr(v, "clone") else copy.deepcopy(v)
                         for k, v in shared.items()})
     return weights
+
+
+def has_score_batch(agent: Any) -> bool:
+    """Whether ``agent`` defines its own ``score_batch`` (the base class's does not)."""
+    method = getattr(type(agent), "score_batch", None)
+    return method is not None and method is not Agent.score_batch
+
+
+def own_params(agent: Any) -> dict[str, torch.Tensor]:
+    """``agent``'s evolved weights as a group of one (``score_batch``'s ``params``)."""
+    return {name: p.detach().unsqueeze(0) for name, p in agent.evolved_parameters()}
+
+
+def score_one(agent: Any, **kwargs: Any) -> float:
+    """``agent.score_batch`` on a group of one: the agent's own weights and task seed.
+
+    ``Agent.score()`` does this for agents that define only ``score_batch``; it is what
+    the per-candidate path (``score_batch_size = 0``, ``replay_task``,
+    ``es_search.evaluate``) runs.
+    """
+    seed = agent.task_seed if agent.task_seed is not None else 0
+    return as_scores(agent.score_batch(own_params(agent), [seed], **kwargs), 1, agent)[0]

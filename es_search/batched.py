@@ -34,22 +34,15 @@ Example: a classifier scored on a data set, every candidate in one forward pass:
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from .agent import has_score_batch, own_params, score_one  # noqa: F401 (helpers)
 from .checks import check_int
-from .scores import NotAScore, as_score
+from .scores import as_scores  # noqa: F401 (a helper)
 from .seeding import generators
-
-
-def has_score_batch(agent: Any) -> bool:
-    """Whether ``agent`` defines its own ``score_batch`` (the base class's does not)."""
-    from .agent import Agent  # agent.py imports nothing from here at import time
-    method = getattr(type(agent), "score_batch", None)
-    return method is not None and method is not Agent.score_batch
 
 
 def group_size(agent: Any) -> int:
@@ -151,51 +144,3 @@ def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args
         return functional_call(module, dict(p), inputs)
 
     return vmap(one, in_dims=(0,) + in_dims, chunk_size=chunk_size)(dict(params), *args)
-
-
-def as_scores(values: Any, n: int, agent: Any) -> list[float]:
-    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
-    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated). An array
-    or tensor may be ``(n,)`` or hold one value per row (``(n, 1)``, a network's output)."""
-    if isinstance(values, (torch.Tensor, np.ndarray)):
-        shape = tuple(values.shape)
-        if len(shape) > 1 and (shape[0] != n or math.prod(shape[1:]) != 1):
-            raise NotAScore(f"{type(agent).__name__}.score_batch() returned an array of "
-                            f"shape {shape} for {n} candidates; it must return one real "
-                            f"number per candidate, in order: shape ({n},)")
-        if isinstance(values, torch.Tensor):
-            values = values.detach()
-        values = values.reshape(-1).tolist()
-    if isinstance(values, (Mapping, set, frozenset)):  # iterable, but not in order
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned a "
-                        f"{type(values).__name__}, which holds no order; it must return "
-                        f"one real number per candidate, in order (a list, 1-D array or "
-                        f"tensor of length {n})")
-    try:
-        values = list(values)
-    except TypeError:
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned "
-                        f"{type(values).__name__}; it must return one real number per "
-                        f"candidate (a list, 1-D array or tensor of length {n})") from None
-    if len(values) != n:
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
-                         f"scores for {n} candidates; it must return one per candidate, "
-                         f"in order")
-    return [as_score(v, agent, "score_batch") for v in values]
-
-
-def own_params(agent: Any) -> dict[str, torch.Tensor]:
-    """``agent``'s evolved weights as a group of one (``score_batch``'s ``params``)."""
-    return {name: p.detach().unsqueeze(0) for name, p in agent.evolved_parameters()}
-
-
-def score_one(agent: Any, **kwargs: Any) -> float:
-    """``agent.score_batch`` on a group of one: the agent's own weights and task seed.
-
-    ``Agent.score()`` does this for agents that define only ``score_batch``; it is what
-    the per-candidate path (``score_batch_size = 0``, ``replay_task``,
-    ``es_search.evaluate``) runs.
-    """
-    params = own_params(agent)
-    seed = agent.task_seed if agent.task_seed is not None else 0
-    return as_scores(agent.score_batch(params, [seed], **kwargs), 1, agent)[0]

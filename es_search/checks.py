@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from .agent import Agent
+from .agent import Agent, has_score_batch
 from .errors import SettingError
 
 
@@ -31,7 +31,6 @@ def check_is_agent(agent: Any) -> None:
 
 def check_scores(agent: Agent) -> None:
     """Refuse an agent that defines neither ``score()`` nor ``score_batch()``."""
-    from .batched import has_score_batch
     if getattr(type(agent), "score", None) is Agent.score and not has_score_batch(agent):
         raise TypeError(f"{type(agent).__name__} does not define score(): write "
                         f"score(self) returning a number, higher is better (or "
@@ -191,8 +190,6 @@ def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
     itself, e.g. "NeedsData.score(data): missing a required argument: 'data'"; None
     when they fit (or the methods cannot be introspected: the first call will tell)."""
     import inspect
-
-    from .agent import Agent  # lazily: checks.py imports nothing of es_search at load
     for name in ("score", "score_batch"):
         if getattr(type(agent), name, None) is getattr(Agent, name):
             continue

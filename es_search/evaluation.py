@@ -48,8 +48,9 @@ from .pickling import check_score_kwargs_pickle
 from .repeat_check import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .worker import (Payload, has_hooks, ping, run_task, score_chunk,
-                     score_tasks, single_torch_thread, skeleton_bytes, warm_chunk)
+from .skeleton import skeleton_bytes
+from .worker import (Payload, has_hooks, ping, run_task, score_chunk, score_tasks,
+                     single_torch_thread, warm_chunk)
 
 __all__ = ["Engine", "Scored"]
 

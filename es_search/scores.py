@@ -1,9 +1,10 @@
-"""Scores: checking what ``score()`` returned, ranking with non-finite values."""
+"""Scores: checking what ``score()`` and ``score_batch()`` returned, ranking with
+non-finite values."""
 from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -34,6 +35,37 @@ def as_real(value: Any, source: str, note: str = "") -> float:
         raise NotAScore(f"{source} returned {type(value).__name__} {shown}{hint}; it must "
                         f"return a real number (a float){note}")
     return float(value)
+
+
+def as_scores(values: Any, n: int, agent: Any) -> list[float]:
+    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
+    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated). An array
+    or tensor may be ``(n,)`` or hold one value per row (``(n, 1)``, a network's output)."""
+    if isinstance(values, (torch.Tensor, np.ndarray)):
+        shape = tuple(values.shape)
+        if len(shape) > 1 and (shape[0] != n or math.prod(shape[1:]) != 1):
+            raise NotAScore(f"{type(agent).__name__}.score_batch() returned an array of "
+                            f"shape {shape} for {n} candidates; it must return one real "
+                            f"number per candidate, in order: shape ({n},)")
+        if isinstance(values, torch.Tensor):
+            values = values.detach()
+        values = values.reshape(-1).tolist()
+    if isinstance(values, (Mapping, set, frozenset)):  # iterable, but not in order
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned a "
+                        f"{type(values).__name__}, which holds no order; it must return "
+                        f"one real number per candidate, in order (a list, 1-D array or "
+                        f"tensor of length {n})")
+    try:
+        values = list(values)
+    except TypeError:
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned "
+                        f"{type(values).__name__}; it must return one real number per "
+                        f"candidate (a list, 1-D array or tensor of length {n})") from None
+    if len(values) != n:
+        raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
+                         f"scores for {n} candidates; it must return one per candidate, "
+                         f"in order")
+    return [as_score(v, agent, "score_batch") for v in values]
 
 
 def same_score(a: float, b: float) -> bool:

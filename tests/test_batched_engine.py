@@ -308,7 +308,7 @@ def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():
 def test_seed_sequence_words_are_seed_sequences_whichever_words_vary():
     """Shared words (Python ints) and varying ones (uint32 arrays) in any position,
     fewer or more than the pool's 4: every sequence's words are SeedSequence's."""
-    from es_search.seeding import seed_sequence_words
+    from es_search.seed_sequences import seed_sequence_words
     rng = np.random.default_rng(0)
     for length in range(1, 9):
         for trial in range(12):

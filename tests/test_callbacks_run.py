@@ -67,6 +67,7 @@ def test_tensorboard_file_holds_the_history_also_across_a_resume(tmp_path, unint
         int(e.histogram_value.num) for e in acc.Histograms("scores")]
 
 
+@pytest.mark.slow  # end to end; fed through the callback protocol in test_callbacks_tracking
 def test_mlflow_run_holds_config_metrics_and_best_weights(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")

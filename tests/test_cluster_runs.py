@@ -144,6 +144,7 @@ def test_dask_by_name_runs_on_the_active_client(cluster, reference):
     assert same(result, reference)
 
 
+@pytest.mark.slow  # three processes started; the active client's run: test_dask_by_name...
 def test_the_several_machines_recipe(tmp_path, capsys):
     """The README's recipe, on one machine: `dask scheduler`, `dask worker ADDRESS
     --nworkers 2 --nthreads 1`, then `es-search run ... --scheduler ADDRESS`."""

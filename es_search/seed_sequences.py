@@ -1,0 +1,151 @@
+"""numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal).
+
+``SeedSequence(entropy, spawn_key)`` hashes its assembled entropy words into a pool of
+4 words and its output words from the pool (numpy/random/bit_generator.pyx); a
+generation's task seeds, or a group's streams, differ in one word only. Here the words
+every sequence shares are hashed once, in Python, and the rest as uint32 arrays with one
+column per sequence (:func:`seed_sequence_words`).
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+MASK32 = 0xFFFF_FFFF
+
+# numpy.random.SeedSequence's hash constants (numpy/random/bit_generator.pyx)
+_INIT_A, _MULT_A, _INIT_B, _MULT_B = 0x43B0D7E5, 0x931E8875, 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+
+
+def seed_words(n: int) -> list[int]:
+    """``n`` as SeedSequence reads an int: 32-bit words, least significant first."""
+    words = [n & MASK32]
+    while n > MASK32:
+        n >>= 32
+        words.append(n & MASK32)
+    return words
+
+
+def _hash(value: int, const: int, mult: int) -> int:
+    """``((value ^ const) * mult) ^ (... >> 16)`` in uint32: SeedSequence's hashmix step
+    on a word every sequence shares (:func:`_hash_rows`: on rows of words)."""
+    value = ((value ^ const) * mult) & MASK32
+    return value ^ (value >> 16)
+
+
+def _mix(x: int, y: int) -> int:
+    """SeedSequence's mix of two shared words (:func:`_mix_rows`: of rows)."""
+    result = (_MIX_L * x - _MIX_R * y) & MASK32
+    return result ^ (result >> 16)
+
+
+@functools.lru_cache(maxsize=None)
+def _chain(init: int, mult: int, count: int) -> tuple:
+    """The first ``count`` (before, after) pairs of a hashmix constant chain."""
+    pairs, const = [], init
+    for _ in range(count):
+        pairs.append((const, (const * mult) & MASK32))
+        const = pairs[-1][1]
+    return tuple(pairs)
+
+
+def _a_pairs(start: int, count: int) -> tuple:
+    """The entropy-mixing constants from the ``start``-th hashmix on."""
+    return _chain(_INIT_A, _MULT_A, start + count)[start:]
+
+
+def _columns(pairs: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(before, after) of ``pairs`` as uint32 columns, one row per pair."""
+    array = np.array(pairs, dtype=np.uint32)
+    return array[:, :1], array[:, 1:]
+
+
+def _hash_rows(values, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """:func:`_hash` of ``values`` (rows, or one row or int broadcast) with one constant
+    pair per row, in uint32."""
+    value = (np.asarray(values, dtype=np.uint32) ^ before) * after
+    return value ^ (value >> 16)
+
+
+def _mix_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    result = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y  # uint32: wraps, silently
+    return result ^ (result >> 16)
+
+
+def _as_rows(words: list, n: int) -> np.ndarray:
+    rows = np.empty((len(words), n), dtype=np.uint32)
+    for i, word in enumerate(words):
+        rows[i] = word
+    return rows
+
+
+def seed_sequence_words(entropy: list, n_words: int) -> list:
+    """``SeedSequence``'s pool and ``generate_state(n_words)`` (uint32 words), for many
+    sequences at once: ``entropy`` is the assembled entropy, one item per word, each a
+    Python int shared by every sequence or a uint32 array with one word per sequence
+    (as ``get_assembled_entropy()`` lays it out: the run entropy padded to 4 words,
+    then the spawn key's). Words every sequence shares are hashed once, in Python; from
+    the first word that varies on, the pool is a (4, n) array and the hashmix steps
+    that do not depend on each other (one source word mixed into the three other pool
+    words, one entropy word into all four, the output words) run as one array
+    operation each.
+    """
+    entropy = list(entropy)
+    entropy[:4] = entropy[:4] + [0] * (4 - len(entropy))  # absent words hash as 0 words
+    shared = next((i for i, w in enumerate(entropy) if not isinstance(w, int)),
+                  len(entropy))
+    pool: Any
+    if shared >= 4:  # the pool after the shared words: computed once per prefix
+        prefix, step = _shared_pool(tuple(entropy[:shared]))
+        pool, rest = list(prefix), entropy[shared:]
+    else:
+        pool, step = _mixed_pool(entropy[:4], len(entropy[shared]))
+        rest = entropy[4:]
+    for word in rest:
+        pool = _mix_rows(pool if not isinstance(pool, list) else _as_rows(pool, len(word)),
+                         _hash_rows(word, *_columns(_a_pairs(step, 4))))
+        step += 4
+    out = _chain(_INIT_B, _MULT_B, n_words)  # generate_state's constants
+    if isinstance(pool, list):
+        return [_hash(pool[k % 4], before, after) for k, (before, after) in enumerate(out)]
+    return list(_hash_rows(pool[[k % 4 for k in range(n_words)]], *_columns(out)))
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_pool(words: tuple) -> tuple[tuple, int]:
+    """The pool (Python ints) after ``words`` (4 or more, every sequence's) and how many
+    hashmix constants that used: a run's seed and generation, hashed once."""
+    pool = [_hash(w, before, after) for w, (before, after) in zip(words, _a_pairs(0, 4))]
+    step = 4
+    for src in range(4):
+        others = [d for d in range(4) if d != src]
+        for d, (before, after) in zip(others, _a_pairs(step, 3)):
+            pool[d] = _mix(pool[d], _hash(pool[src], before, after))
+        step += 3
+    for word in words[4:]:
+        for d, (before, after) in enumerate(_a_pairs(step, 4)):
+            pool[d] = _mix(pool[d], _hash(word, before, after))
+        step += 4
+    return tuple(pool), step
+
+
+def _mixed_pool(words: list, n: int) -> tuple[np.ndarray, int]:
+    """The (4, n) pool after the first 4 entropy words, some of which vary."""
+    pool = _hash_rows(_as_rows(words, n), *_columns(_a_pairs(0, 4)))
+    step = 4
+    for src in range(4):
+        others = [d for d in range(4) if d != src]
+        pool[others] = _mix_rows(pool[others],
+                                 _hash_rows(pool[src], *_columns(_a_pairs(step, 3))))
+        step += 3
+    return pool, step
+
+
+def as_uint64(words: list) -> np.ndarray:
+    """uint32 words (arrays of one word per sequence), in pairs, as
+    ``generate_state(..., np.uint64)`` views them: ``(sequences, len(words) // 2)``."""
+    state = np.stack([np.asarray(w, dtype=np.uint32) for w in words], axis=-1)
+    return np.ascontiguousarray(state).view(np.uint64)

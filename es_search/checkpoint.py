@@ -37,7 +37,6 @@ except ImportError:  # pragma: no cover
     from joblib.externals import cloudpickle
 
 from .files import atomic_write
-from .settings import describe
 
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
 VERSION = 1
@@ -115,8 +114,6 @@ def load(path: Any) -> dict:
 #: config keys that define the result; a resume must match them exactly
 DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs",
             "score_batch_size")
-#: defining keys that configs written by earlier versions lack (not compared then)
-_ADDED_LATER = ("score_batch_size",)
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
@@ -158,12 +155,8 @@ class ResumeWarning(RuntimeWarning):
 def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
                     where: str) -> None:
     """Refuse (:class:`CheckpointError`) a resume whose config would change the result."""
-    keys = [k for k in DEFINING if k in saved or k not in _ADDED_LATER]
-    if "score_kwargs" in saved:  # a checkpoint before es_search.settings.describe held values
-        saved = {**saved, "score_kwargs": describe(saved["score_kwargs"])}
-    diff = differences(saved, current, keys)
-    settings = differences(saved, current, ["agent_settings"]) if isinstance(
-        saved.get("agent_settings"), Mapping) else []  # (older configs lack them)
+    diff = differences(saved, current)
+    settings = differences(saved, current, ["agent_settings"])
     if settings and not diff:
         from .errors import warn_user
         warn_user(f"resuming the run in {where} with an agent whose settings differ from "

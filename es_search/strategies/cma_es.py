@@ -323,11 +323,9 @@ class CMAES(Strategy):
             small_evals=small_evals)
 
     def config(self) -> dict:
-        config = {"name": self.name, "population": self.population,
-                  "sigma": self.initial_sigma, "options": dict(self.options)}
-        if self.restarts is not None:  # (absent otherwise: older checkpoints resume)
-            config.update(restarts=self.restarts, max_restarts=self.max_restarts)
-        return config
+        return {"name": self.name, "population": self.population,
+                "sigma": self.initial_sigma, "options": dict(self.options),
+                "restarts": self.restarts, "max_restarts": self.max_restarts}
 
     def __getstate__(self):  # the module object does not pickle
         state = self.__dict__.copy()

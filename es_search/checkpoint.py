@@ -31,12 +31,8 @@ import struct
 from pathlib import Path
 from typing import Any, Mapping
 
-try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    from joblib.externals import cloudpickle
-
 from .files import atomic_write
+from .pickling import cloudpickle
 
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
 VERSION = 1

@@ -9,10 +9,7 @@ import warnings
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
 
-try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    from joblib.externals import cloudpickle
+from .pickling import cloudpickle
 
 
 def failed_method(traceback_text: str) -> str:

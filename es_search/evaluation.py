@@ -28,11 +28,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    from joblib.externals import cloudpickle
-
 from . import backends as _backends
 from . import claims
 from .agent import Agent
@@ -44,7 +39,7 @@ from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import LOST, ScoreError, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
-from .pickling import check_score_kwargs_pickle
+from .pickling import check_score_kwargs_pickle, cloudpickle
 from .repeat_check import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings

@@ -43,16 +43,12 @@ from typing import Any, Mapping
 
 import torch
 
-try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    from joblib.externals import cloudpickle
-
 from .batched import group_size
 from .candidates import Candidate
 from .checks import check_dict, check_is_agent, check_seed
 from .errors import warn_user
 from .interrupt import TimeLimit, time_limit
+from .pickling import cloudpickle
 from .scores import same_score
 from .seeding import preserved_global_rngs
 from .settings import SCORE_KWARGS, describe

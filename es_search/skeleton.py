@@ -11,14 +11,10 @@ from typing import Any, Mapping
 
 import torch
 
-try:  # joblib >= 1.6 depends on cloudpickle; older joblib vendors it
-    import cloudpickle
-except ImportError:  # pragma: no cover
-    from joblib.externals import cloudpickle
-
 from . import backends as _backends
 from .agent import Agent
 from .batched import group_size, has_score_batch
+from .pickling import cloudpickle
 
 
 def skeleton_bytes(agent: Agent) -> bytes:

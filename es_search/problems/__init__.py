@@ -153,11 +153,8 @@ def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -
 
 def _send_by_value(module: Any) -> None:
     """Workers cannot import ``module`` by name: pickle its classes by value."""
-    try:
-        import cloudpickle
-        cloudpickle.register_pickle_by_value(module)
-    except Exception:  # pragma: no cover - old cloudpickle
-        pass
+    from ..pickling import cloudpickle
+    cloudpickle.register_pickle_by_value(module)
 
 
 def _agent_classes(module: Any) -> list[str]:

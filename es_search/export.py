@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .agent import Agent
+from .checks import check_choice
 
 #: the formats :func:`export` writes, with their usual file suffixes
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -209,8 +210,7 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     >>> actions.tolist() == policy(obs, torch.tensor(0)).tolist()
     True
     """
-    if to not in FORMATS:
-        raise ValueError(f"to must be one of {', '.join(map(repr, FORMATS))}, got {to!r}")
+    check_choice("to", to, FORMATS)
     module = policy_module(agent).eval()
     inputs = _inputs(module, agent, example)
     path = os.fspath(path)

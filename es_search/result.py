@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from .agent import Agent, weights_of
+from .checks import check_choice
 
 
 @dataclass
@@ -104,8 +105,7 @@ class Result:
         takes and gives."""
         from .export import export
         which = self.chosen if which is None else which
-        if which not in ("center", "best"):
-            raise ValueError(f"which must be 'center' or 'best', got {which!r}")
+        check_choice("which", which, ("center", "best"))
         return export(self._agent_with(f"{which}_weights"), path, to, example)
 
     @classmethod

@@ -204,9 +204,7 @@ class BatchedPolicy(Agent):
         ``seed``, ``seed + 1``, ...: episode ``s`` starts where gymnasium's
         ``reset(seed=s)`` starts, and samples its actions (unless ``greedy``) from
         ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
-        episodes, limit = int(episodes), self.episode_limit
-        if episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {episodes}")
+        episodes, limit = check_int("episodes", episodes, 1), self.episode_limit
         layers = self.stacked_layers(own_params(self), episodes)
         seeds = range(int(seed), int(seed) + episodes)
         starts = np.stack([np.random.default_rng(s).uniform(-self.start_high, self.start_high)

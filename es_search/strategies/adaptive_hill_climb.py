@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import check_positive_float
+from ..checks import check_number, check_positive_float
 from .hill_climb import Climber
 
 
@@ -77,10 +77,8 @@ class AdaptiveHillClimb(Climber):
         self.damping = None if damping is None else check_positive_float("damping", damping)
         if target_success is None:
             target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
-        target_success = check_positive_float("target_success", target_success)
-        if not target_success < 1.0:
-            raise ValueError(f"target_success must be in (0, 1), got {target_success}")
-        self.target_success = target_success
+        self.target_success = check_number("target_success", target_success,
+                                           "a number in (0, 1)", lambda v: 0.0 < v < 1.0)
         self.min_sigma = None if min_sigma is None else check_positive_float(
             "min_sigma", min_sigma)
         self.max_sigma = None if max_sigma is None else check_positive_float(

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_dict, check_int, check_positive_float, did_you_mean
+from ..checks import check_choice, check_dict, check_int, check_positive_float, did_you_mean
 from ..extras import require
 from ..seeding import fresh_in_forked_child, preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
@@ -197,10 +197,8 @@ class CMAES(Strategy):
         if unknown:
             hints = "".join(did_you_mean(k, list(known)) for k in unknown)
             raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
-        if restarts is not None and restarts not in RESTARTS:
-            raise ValueError(f"restarts must be None (no restarts), 'ipop' or 'bipop'; "
-                             f"got {restarts!r}")
-        self.restarts = restarts
+        self.restarts = None if restarts is None else check_choice(
+            "restarts", restarts, RESTARTS, " or None (no restarts)")
         self.max_restarts = check_int("max_restarts", max_restarts, 0)
 
     def _pycma_options(self, popsize: int | None = None,

@@ -79,6 +79,13 @@ def check_evolved(agent: Agent) -> None:
                          f"override evolved_parameters()){also}")
 
 
+def check(name: str, value: Any, ok: Any, rule: str) -> Any:
+    """``value`` when ``ok`` holds, else a SettingError: ``name`` must be ``rule``."""
+    if not ok:
+        raise SettingError(name, value, rule)
+    return value
+
+
 def check_bool(name: str, value: Any) -> bool:
     """``value`` if it is True or False (a NumPy bool too), else a SettingError naming
     ``name``: a string such as "false" is not read as True."""

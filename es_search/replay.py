@@ -20,7 +20,7 @@ import numpy as np
 from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_int, check_is_agent, check_seed
+from .checks import check, check_int, check_is_agent, check_seed
 from .front import as_tensors
 from .folder import CHECKPOINT, RunDir
 from .seeding import preserved_global_rngs
@@ -151,9 +151,8 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
             candidate = _weights_candidate(weights, candidate)
         if candidate is None:
             candidate = Candidate("center")
-        if not isinstance(candidate, Candidate):
-            raise TypeError(f"candidate must be an es_search.Candidate, got "
-                            f"{type(candidate).__name__}")
+        check("candidate", candidate, isinstance(candidate, Candidate),
+              "an es_search.Candidate")
     copy = agent.clone()
     center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
     payload = Payload(center, dict(score_kwargs or {}), shared)

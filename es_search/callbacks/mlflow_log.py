@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..checks import check_bool
+from ..checks import check, check_bool
 from ..extras import require
 from .base import Callback, RunInfo
 from .fields import flatten, scalars
@@ -61,17 +61,15 @@ class MLflow(Callback):
     def __init__(self, experiment: str = "es_search", run_name: str | None = None,
                  tracking_uri: Any = None, tags: dict | None = None,
                  log_weights: bool = True):
-        if not isinstance(experiment, str) or not experiment:
-            raise TypeError(f"MLflow experiment must be a non-empty name (str), "
-                            f"got {experiment!r}")
-        if run_name is not None and not isinstance(run_name, str):
-            raise TypeError(f"MLflow run_name must be a str or None, got {run_name!r}")
-        if tracking_uri is not None and not isinstance(tracking_uri, (str, os.PathLike)):
-            raise TypeError(f"MLflow tracking_uri must be a URI or a folder (str or "
-                            f"pathlib.Path), got {tracking_uri!r}")
-        if tags is not None and not (isinstance(tags, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in tags.items())):
-            raise TypeError(f"MLflow tags must be a dict of str to str, got {tags!r}")
+        check("MLflow experiment", experiment, isinstance(experiment, str) and experiment,
+              "a non-empty name (str)")
+        check("MLflow run_name", run_name, run_name is None or isinstance(run_name, str),
+              "a str or None")
+        check("MLflow tracking_uri", tracking_uri, tracking_uri is None or isinstance(
+            tracking_uri, (str, os.PathLike)), "a URI or a folder (str or pathlib.Path)")
+        check("MLflow tags", tags, tags is None or isinstance(tags, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in tags.items()),
+            "a dict of str to str")
         check_bool("MLflow log_weights", log_weights)
         require("mlflow", "mlflow")  # fail now, naming the extra, if mlflow is missing
         self.experiment = experiment

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_bool
+from ..checks import check, check_bool
 from ..scores import as_real
 
 
@@ -32,14 +32,12 @@ class Function(Agent):
 
     def __init__(self, fn: Callable[[np.ndarray], Any], x0: Any, minimize: bool = True):
         super().__init__()
-        if not callable(fn):
-            raise TypeError(f"fn must be a callable taking a NumPy vector and returning a "
-                            f"number, got {type(fn).__name__}")
+        check("fn", fn, callable(fn), "a callable taking a NumPy vector and returning a "
+              "number")
         x0 = np.array(x0, dtype=np.float64)
         if x0.ndim != 1 or x0.size == 0:
             raise ValueError(f"x0 must be a non-empty vector (1-d), got shape {x0.shape}")
-        if not np.all(np.isfinite(x0)):
-            raise ValueError("x0 must be finite; it holds NaN or inf")
+        check("x0", x0, np.all(np.isfinite(x0)), "finite")
         check_bool("minimize", minimize)
         self.fn, self.minimize = fn, minimize
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)

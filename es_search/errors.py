@@ -210,7 +210,6 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
             f"{where} {'failed' if start else 'could not be scored'}: {what}, "
             f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
             -1 if start else generation, lost()) from error
-    raise AssertionError("unreachable: the last retry raises")  # pragma: no cover
 
 
 def check_on_error(value: Any) -> str:

@@ -21,9 +21,7 @@ def writable_folder_problem(folder: Any) -> str | None:
     None. Tried, not guessed: permissions say nothing to root, and some folders (/proc)
     refuse every new file. Nothing is left behind."""
     folder = Path(folder)
-    base = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if base is None:  # pragma: no cover - the root always exists
-        return None
+    base = next(p for p in (folder, *folder.parents) if p.exists())  # the root exists
     if not base.is_dir():
         return f"{str(base)!r} is a file, not a folder"
     try:

@@ -22,10 +22,6 @@ from typing import Mapping, Sequence
 
 from .scores import count_nonfinite, finite_mean
 
-#: the fields every record has, in order (counters follow)
-FIELDS = ("generation", "best_score", "mean_score", "scores", "sigma", "nonfinite",
-          "failures", "evaluations", "seconds")
-
 #: fields that differ between two runs with the same seed
 TIMING_FIELDS = ("seconds",)
 

@@ -15,26 +15,23 @@ from .errors import SettingError
 
 
 def check_is_agent(agent: Any) -> None:
-    """Refuse anything but an :class:`~es_search.Agent` instance, saying what it got."""
+    """Refuse anything but an :class:`~es_search.Agent` instance that scores (defines
+    ``score()`` or ``score_batch()``), saying what it got."""
     if isinstance(agent, Agent):
         if "_parameters" not in vars(agent):  # torch's own error names an attribute
             name = type(agent).__name__
             raise TypeError(f"{name} is not set up as a torch.nn.Module: its __init__ "
                             f"must call super().__init__() before anything else")
+        if getattr(type(agent), "score", None) is Agent.score and not has_score_batch(agent):
+            raise TypeError(f"{type(agent).__name__} does not define score(): write "
+                            f"score(self) returning a number, higher is better (or "
+                            f"score_batch(self, params, seeds) for groups of candidates)")
         return
     if isinstance(agent, type) and issubclass(agent, Agent):
         raise TypeError(f"agent must be an instance of {agent.__name__}, got the class "
                         f"itself: pass {agent.__name__}(...)")
     raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
                     f"score() method), got {type(agent).__name__}")
-
-
-def check_scores(agent: Agent) -> None:
-    """Refuse an agent that defines neither ``score()`` nor ``score_batch()``."""
-    if getattr(type(agent), "score", None) is Agent.score and not has_score_batch(agent):
-        raise TypeError(f"{type(agent).__name__} does not define score(): write "
-                        f"score(self) returning a number, higher is better (or "
-                        f"score_batch(self, params, seeds) for groups of candidates)")
 
 
 def check_evolved(agent: Agent) -> None:

@@ -212,13 +212,6 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
             -1 if start else generation, lost()) from error
 
 
-def check_on_error(value: Any) -> str:
-    if value not in ("raise", "worst"):
-        raise SettingError("on_error", value, "'raise' (stop the run with a ScoreError) or "
-                           "'worst' (score the candidate -inf and go on)")
-    return value
-
-
 def python_term(setting: str, value: Any = None) -> str:
     """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
     return setting if value is None else f"{setting}={value}"

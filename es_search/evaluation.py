@@ -33,7 +33,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
-from .checks import check_int, check_is_agent, check_score_kwargs, check_scores
+from .checks import check_int, check_is_agent, check_score_kwargs
 from .chunking import ChunkPolicy, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -101,16 +101,12 @@ class Engine:
                  repeat_check: bool = True, settings: Settings | None = None,
                  max_workers: int | None = None):
         check_is_agent(agent)
-        check_scores(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
                                 score_kwargs=score_kwargs, on_error=on_error,
                                 max_retries=max_retries, task_timeout=task_timeout,
                                 sequential_fallback=sequential_fallback,
                                 repeat_check=repeat_check)
-        elif not isinstance(settings, Settings):
-            raise TypeError(f"settings must be an es_search.settings.Settings, got "
-                            f"{type(settings).__name__}")
         self.settings = settings
         self.seed, self.n_jobs = settings.seed, settings.n_jobs
         self.score_kwargs, self.on_error = settings.score_kwargs, settings.on_error

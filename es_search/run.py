@@ -17,8 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import (check_dict, check_evolved, check_is_agent, check_score_kwargs,
-                     check_scores)
+from .checks import check_dict, check_evolved, check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -118,7 +117,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
     """
     check_is_agent(agent)
-    check_scores(agent)
     check_evolved(agent)
     settings = Settings.for_run(
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,

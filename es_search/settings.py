@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import (check_bool, check_dict, check_int, check_n_jobs, check_path,
+from .checks import (check_bool, check_choice, check_dict, check_int, check_n_jobs, check_path,
                      check_positive_float, check_seed)
-from .errors import SettingError, check_on_error
+from .errors import SettingError
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
 
 
@@ -172,7 +172,8 @@ class Settings:
                                "'loky', 'multiprocessing', 'dask', 'ray'), a joblib backend "
                                "instance, a dask.distributed Client or None")
         set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
-        check_on_error(self.on_error)
+        check_choice("on_error", self.on_error, ("raise", "worst"), " ('raise': stop with "
+                     "a ScoreError; 'worst': score the candidate -inf and go on)")
         set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
         if self.task_timeout is not None:
             set_(self, "task_timeout", check_positive_float("task_timeout",

@@ -68,39 +68,28 @@ class ScoreError(RuntimeError):
                     f"(es-search check PROBLEM), or score one candidate per call "
                     f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}"
                     + self._dynamic_note(replay=False))
-        method = failed_method(self.remote_traceback)
-        if self.evaluate_seed is not None:
-            return self._evaluate_message(method)
-        where = "the starting agent" if self.generation < 0 else (
-            f"generation {self.generation}, candidate {self.index}")
-        source = (f"out={self.out!r}" if self.out is not None else
-                  "out=<the run's out folder>")
-        return (f"{self.agent_class}.{method} failed on {where} (task seed {self.seed}).\n"
-                f"Reproduce it in this process (e.g. under a debugger) with\n"
-                f"    es_search.replay_task(agent, {source}, generation={self.generation}, "
-                f"index={self.index})\n"
-                + ("" if self.out is not None else
-                   f"or, without an out folder, replay_task(agent, seed=<run seed>, "
-                   f"generation={self.generation}, index={self.index}, center=..., "
-                   f"candidate=...).\n")
-                + f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
-
-    def _evaluate_message(self, method: str) -> str:
-        """The message of a task of an ``evaluate()`` call: no run folder; the weights
-        dict, the call's seed and generation and the index replay it."""
-        i, seed, generation = self.index, self.evaluate_seed, self.generation
-        kwargs = ", score_kwargs=<the call's>" if self.evaluate_kwargs else ""
-        return (f"{self.agent_class}.{method} failed on weights[{i}] of evaluate(..., "
-                f"seed={seed}, generation={generation}) (task seed {self.seed}, "
-                f"es_search.task_seed({seed}, {generation}, {i})).\n"
-                f"Reproduce it in this process (e.g. under a debugger) with\n"
-                f"    es_search.replay_task(agent, seed={seed}, generation={generation}, "
-                f"index={i}, weights=weights[{i}]{kwargs})\n"
-                f"(agent and weights: those given to evaluate() or the Evaluator; it "
-                f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
-                f"set and random, NumPy and torch seeded with the task seed, as the task "
-                f"did).\n"
-                f"Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
+        method, g, i = failed_method(self.remote_traceback), self.generation, self.index
+        if self.evaluate_seed is not None:  # evaluate(): no run folder; the weights dict
+            s = self.evaluate_seed
+            kwargs = ", score_kwargs=<the call's>" if self.evaluate_kwargs else ""
+            where = (f"weights[{i}] of evaluate(..., seed={s}, generation={g}) (task seed "
+                     f"{self.seed}, es_search.task_seed({s}, {g}, {i}))")
+            replay = (f"seed={s}, generation={g}, index={i}, weights=weights[{i}]{kwargs})\n"
+                      f"(agent and weights: those given to evaluate() or the Evaluator; it "
+                      f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
+                      f"set and random, NumPy and torch seeded with the task seed, as the "
+                      f"task did).\n")
+        else:
+            where = "the starting agent" if g < 0 else f"generation {g}, candidate {i}"
+            where += f" (task seed {self.seed})"
+            source = repr(self.out) if self.out is not None else "<the run's out folder>"
+            replay = f"out={source}, generation={g}, index={i})\n" + (
+                "" if self.out is not None else f"or, without an out folder, replay_task("
+                f"agent, seed=<run seed>, generation={g}, index={i}, center=..., "
+                f"candidate=...).\n")
+        return (f"{self.agent_class}.{method} failed on {where}.\nReproduce it in this "
+                f"process (e.g. under a debugger) with\n    es_search.replay_task(agent, "
+                f"{replay}Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,

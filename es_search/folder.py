@@ -58,6 +58,15 @@ class RunDir:
         config = _json(self.path / CONFIG)
         return config if isinstance(config, dict) else {}
 
+    def check_agent(self, agent: Any, recorded: str, n: int) -> None:
+        """Refuse an agent other than the run's (``recorded``, its class path, evolving
+        ``n`` values)."""
+        if not recorded.endswith("." + type(agent).__qualname__) or agent.num_evolved() != n:
+            raise ValueError(f"the run in {self.path} evolved {recorded} ({n} evolved "
+                             f"values); the agent given is {type(agent).__module__}."
+                             f"{type(agent).__qualname__} ({agent.num_evolved()}): pass an "
+                             f"agent built as the run's was")
+
     def spec(self) -> dict:
         """The run's spec (``config.json``'s ``spec``: problem, parameters, strategy, ...);
         :class:`OutFolderError` for a folder ``es-search run`` did not write."""

@@ -135,11 +135,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         task = _from_run_dir(out, generation, index)
         seed, center, candidate = task["seed"], task["center"], task["candidate"]
         shared = task["shared"]
-        if agent.num_evolved() != np.size(center):
-            raise ValueError(f"the run in {out} evolved {task['agent']} ({np.size(center)} "
-                             f"evolved values); the agent given is "
-                             f"{type(agent).__module__}.{type(agent).__qualname__} "
-                             f"({agent.num_evolved()}): pass an agent built as the run's was")
+        RunDir(out).check_agent(agent, task["agent"], np.size(center))
         if score_kwargs is None:
             score_kwargs = RunDir(out).score_kwargs(task["recorded_kwargs"])
     else:

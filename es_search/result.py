@@ -148,14 +148,8 @@ class Result:
             raise OutFolderError(f"{run.path} holds no run to load: it stopped before its "
                                  f"first generation (start it again: it may be replaced)")
         config = saved["config"]
-        if agent is not None and (
-                not config["agent"].endswith("." + type(agent).__qualname__)
-                or agent.num_evolved() != config["num_evolved"]):
-            raise ValueError(f"the run in {run.path} evolved {config['agent']} "
-                             f"({config['num_evolved']} evolved weights); the agent given is "
-                             f"{type(agent).__module__}.{type(agent).__qualname__} "
-                             f"({agent.num_evolved()}): pass an agent built as the run's "
-                             f"was, or none")
+        if agent is not None:
+            run.check_agent(agent, config["agent"], config["num_evolved"])
         end, center = run.end(), run.weights("center")
         if center is None and agent is not None:  # not ended: as of the checkpoint
             center = weights_of(agent, saved["strategy"].center(saved["state"]),

@@ -344,7 +344,7 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
                                          r"the run's was, es_search.Result.load\(out, agent\)$"):
         es_search.Result.load(cut).center_agent()
 
-    with pytest.raises(ValueError, match=r"evolved .*Quadratic \(10 evolved weights\); "
+    with pytest.raises(ValueError, match=r"evolved .*Quadratic \(10 evolved values\); "
                                          "the agent given is .*Counting"):
         es_search.Result.load(out, Counting())
     with pytest.raises(es_search.OutFolderError, match="holds no run to load"):

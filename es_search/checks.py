@@ -235,6 +235,19 @@ def keyword_names(cls: type) -> list[str] | None:
     return None if parameters is None else [p.name for p in parameters]
 
 
+def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = TypeError,
+                   hint: str = "", skip: tuple = ()) -> None:
+    """Refuse a keyword of ``given`` that ``cls(...)`` does not take: "``owner`` has no
+    ``kind`` NAME (did you mean ...)``hint``; its ``kind``s: ..." (nothing is refused
+    when ``cls`` takes any keyword)."""
+    known = keyword_names(cls)
+    known = None if known is None else [name for name in known if name not in skip]
+    for name in given if known is not None else ():
+        if name not in known:
+            raise error(f"{owner} has no {kind} {name!r}{did_you_mean(name, known)}{hint}; "
+                        f"its {kind}s: {', '.join(known) or 'none'}")
+
+
 def did_you_mean(name: str, known: list[str]) -> str:
     """`` (did you mean 'CLOSEST'?)`` for the name of ``known`` closest to ``name``, or
     "" when none is close."""

@@ -207,15 +207,10 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
     """The agent of problem class ``cls`` (``spec``: as it was named) built with the
     constructor arguments ``params``; its random initial weights come from ``seed`` (the
     caller's RNGs are left as they were): the same spec, the same agent."""
-    from ..checks import keyword_names
+    from ..checks import check_keywords
     from ..seeding import build_seeded
     spec = spec or cls.__qualname__
-    known = keyword_names(cls)
-    for name in params if known is not None else ():
-        if name not in known:
-            raise ProblemError(f"{spec} has no parameter {name!r}"
-                               f"{did_you_mean(name, known)} (-p NAME=VALUE); its "
-                               f"parameters: {', '.join(known) or 'none'}")
+    check_keywords(cls, params, spec, "parameter", ProblemError, " (-p NAME=VALUE)")
     try:
         return build_seeded(seed, cls, **params)
     except ImportError:  # a missing extra: its own message names it

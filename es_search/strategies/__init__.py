@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checks import did_you_mean, keyword_names
+from ..checks import check_keywords, did_you_mean
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
 from .ars import ARS, ARSState
@@ -44,7 +44,8 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                              f"{did_you_mean(strategy, sorted(STRATEGIES))}; choose one of "
                              f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
         cls = STRATEGIES[strategy]
-        _check_options(strategy, cls, options)
+        check_keywords(cls, options, f"strategy {strategy!r}", "option",
+                       skip=("population", "sigma"))
         kwargs = dict(options)
         if population is not None:
             kwargs["population"] = population
@@ -58,19 +59,6 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                         f"instance, {strategy.__name__}(...){by_name}")
     raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
                     f"Strategy instance, got {type(strategy).__name__}")
-
-
-def _check_options(name: str, cls: type, options: dict) -> None:
-    """Refuse an option ``cls`` does not take, naming the ones it does (and the closest)."""
-    known = keyword_names(cls)
-    if known is None:
-        return
-    known = [p for p in known if p not in ("population", "sigma")]
-    for option in options:
-        if option not in known:
-            raise TypeError(f"strategy {name!r} has no option {option!r}"
-                            f"{did_you_mean(option, known)}; its options: "
-                            f"{', '.join(known) or 'none'}")
 
 
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",

@@ -81,13 +81,10 @@ def loads(blob: bytes, where: str = "checkpoint") -> dict:
     if version != VERSION:
         raise refuse(f"format version {version}; this es_search reads version {VERSION}")
     try:
-        data = pickle.loads(payload)
+        return pickle.loads(payload)
     except Exception as exc:  # intact bytes, but e.g. a class that no longer exists
         raise CheckpointError(f"{where} is intact but cannot be unpickled: "
                               f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise refuse(f"holds a {type(data).__name__}, not a dict")
-    return data
 
 
 def save(path: Any, data: Mapping[str, Any]) -> None:

@@ -164,6 +164,11 @@ def _agent_classes(module: Any) -> list[str]:
             and value.__module__ == module.__name__]
 
 
+def _classes_note(found: list[str]) -> str:
+    return (f"; its es_search.Agent classes: {', '.join(found)}" if found
+            else "; it defines no es_search.Agent class")
+
+
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     """The Agent subclass named by ``spec``. ``folder`` is where a relative
     ``file.py`` and a module that is not installed are looked for (default: the
@@ -178,9 +183,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         found = _agent_classes(_import_file(os.path.join(folder, target) if folder
                                             else target))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
-                           f"{spec}:AgentClass" + (f" (its es_search.Agent classes: "
-                                                   f"{', '.join(found)})" if found else
-                                                   " (it defines no es_search.Agent class)"))
+                           f"{spec}:AgentClass{_classes_note(found)}")
     if ":" not in target:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
                            f"use a built-in name "
@@ -196,8 +199,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
     if cls is None:
         found = _agent_classes(module)
         raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
-                           + (f"; its es_search.Agent classes: {', '.join(found)}" if found
-                              else "; it defines no es_search.Agent class"))
+                           f"{_classes_note(found)}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls

@@ -261,96 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from . import problems, strategies
     if args.problem in STRATEGIES and args.problem not in BUILTINS:
-        return _describe_strategy(args.problem)
-    if args.problem:
-        return _describe_problem(args.problem)
-    width = max(map(len, BUILTINS))
-    print("problems:")
-    for name, (_, text) in BUILTINS.items():
-        print(f"  {name:<{width}}  {text}")
-    print("strategies (--strategy NAME, options -o NAME=VALUE):")
-    width = max(map(len, STRATEGIES))
-    for name, cls in STRATEGIES.items():
-        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
-        marker = " (default)" if name == DEFAULT else ""
-        print(f"  {name:<{width}}  {doc}{marker}")
-        print(f"  {'':<{width}}  options: {_strategy_options(cls)}")
+        print(strategies.describe(args.problem))
+    elif args.problem:
+        print(problems.describe(args.problem))
+    else:
+        print(problems.summary() + "\n" + strategies.summary())
     return 0
-
-
-def _describe_problem(spec: str) -> int:
-    """``es-search list PROBLEM``: its docstring's first paragraph, its parameters with
-    their defaults, and the run settings it brings."""
-    import inspect
-    cls = load_problem(spec)
-    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
-        from .problems.gym_policy import env_spec
-        env_spec(spec[len(GYM_PREFIX):])
-    print(f"{spec}: {cls.__module__}.{cls.__qualname__}")
-    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
-    if doc:
-        text = " ".join(doc.split("\n\n")[0].split()).replace("``", "")
-        print("  " + re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
-    parameters = keyword_parameters(cls)
-    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
-        parameters = [p for p in parameters if p.name != "env_id"]
-    if parameters is not None and getattr(cls, "discrete", None) is False:
-        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
-    shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        map(_shown, parameters)) or "none"
-    print(f"  parameters (-p NAME=VALUE): {shown}")
-    from .spec import problem_defaults, strategy_default
-    defaults = problem_defaults(cls)
-    options = defaults.get("strategy_options") or {}
-    strategy = defaults.get("strategy", DEFAULT)
-    size = {key: defaults[key] if defaults[key] is not None else
-            f"{strategy_default(strategy, key)} (the strategy's default)"
-            for key in ("population", "sigma")}
-    print(f"  es-search run {spec} uses: strategy {strategy}, "
-          f"population {size['population']}, sigma {size['sigma']}, "
-          f"generations {defaults['generations']}" + (
-              ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items()) if options
-              else ""))
-    return 0
-
-
-def _describe_strategy(name: str) -> int:
-    """``es-search list STRATEGY``: its docstring (less the doctest examples), its size
-    and step defaults and its options (``-o NAME=VALUE``)."""
-    import inspect
-    cls = STRATEGIES[name]
-    print(f"{name}: {cls.__module__}.{cls.__qualname__}"
-          + (" (the default strategy)" if name == DEFAULT else ""))
-    doc = re.sub(r":\w+:`~?([^`]+)`", r"\1", inspect.cleandoc(cls.__doc__ or "").replace("``", ""))
-    lines, example = [], False
-    for line in doc.splitlines():  # the doctest examples are for the Python API
-        example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
-        if not example:
-            lines.append(("  " + line).rstrip())
-    print("\n".join(lines))
-    defaults = inspect.signature(cls.__init__).parameters
-    size = ", ".join(f"{key} {defaults[key].default}" for key in ("population", "sigma"))
-    print(f"  defaults (--population, --sigma): {size}"
-          + (" (None: as described above)" if "None" in size else ""))
-    print(f"  options (-o NAME=VALUE): {_strategy_options(cls)}")
-    return 0
-
-
-def _strategy_options(cls: type) -> str:
-    import inspect
-    shown = [_shown(p) for p in inspect.signature(cls.__init__).parameters.values()
-             if p.name not in ("self", "population", "sigma")
-             and p.default is not inspect.Parameter.empty]
-    return ", ".join(shown) or "none"
-
-
-def _shown(parameter: Any) -> str:
-    """``name=default`` for an ``inspect.Parameter`` (``name`` when it has none)."""
-    empty = parameter.empty
-    return parameter.name if parameter.default is empty else \
-        f"{parameter.name}={parameter.default!r}"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -383,7 +301,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                              f"--backend {backend}")
         backend = "dask"
     scored: list = []  # the generations this command scores
-    with _dask_client(args.scheduler):
+    from .pools.dask_pool import scheduler_client
+    with scheduler_client(args.scheduler):
         started = time.perf_counter()
         result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
@@ -449,7 +368,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
     from .repeat_check import repeat_and_score
-    from .spec import RunSpec, problem_defaults
+    from .problems import problem_defaults
+    from .spec import RunSpec
 
     spec = RunSpec(args.problem, _parse_params(args.param), seed=args.seed)
     agent = spec.build_agent()
@@ -487,15 +407,10 @@ def _test(agent: Any, best: dict, center: dict | None, out: str | None,
           chosen: str) -> dict:
     """Test ``agent`` with the ``best`` and the ``center`` weights (``chosen``: the one
     the run hands back), write the figures to ``out/test.json`` and print them."""
-    from .folder import TEST
     from .spec import held_out_figures
-    same = same_weights(best, center)
-    figures = held_out_figures(agent, best, center, same)
-    if figures and out:  # saved before printing: a reader that leaves early loses nothing
-        from .files import dump_json
-        dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave
+    figures = held_out_figures(agent, best, center, out)
     if figures:
-        _print_test(figures, same, chosen)
+        _print_test(figures, same_weights(best, center), chosen)
     return figures
 
 
@@ -515,7 +430,7 @@ def _print_test(figures: dict, same: bool, chosen: str) -> None:
 
 def _cmd_test(args: argparse.Namespace) -> int:
     from .folder import BEST_WEIGHTS, OutFolderError, RunDir
-    from .output import acquire, release
+    from .lock import acquire, release
     from .spec import RunSpec
     run = RunDir(args.out)
     agent = RunSpec.load(run.path).build_agent()
@@ -542,77 +457,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
     print(load_run(args.out).export(path, args.to, args.which))
     return 0
-
-
-@contextlib.contextmanager
-def _dask_client(address: str | None) -> Iterator[None]:
-    """A dask.distributed Client for ``address`` while the run lasts (none if None)."""
-    if address is None:
-        yield
-        return
-    from .extras import require
-    distributed = require("distributed", "dask")
-    _check_host(distributed, address)
-    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
-    try:
-        yield
-    finally:
-        client.close()
-
-
-#: seconds --scheduler's address has to answer as a dask scheduler
-SCHEDULER_TIMEOUT = 20.0
-
-
-def _check_host(distributed: Any, address: str) -> None:
-    """A UsageError at once when the host of ``address`` has no address here (a typo, a
-    machine this one does not know): a Client would retry it until its timeout. An
-    address that does not parse as host and port is left to the Client to judge."""
-    import socket
-    try:
-        scheme, location = distributed.comm.parse_address(address)
-        if scheme not in ("tcp", "tls", "ws", "wss"):
-            return
-        host, port = distributed.comm.parse_host_port(location, 8786)
-    except (ValueError, TypeError):
-        return
-    try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise UsageError(f"cannot reach the dask scheduler at {address}: no such host "
-                         f"{host!r} ({exc.strerror}); check the address (`dask "
-                         f"scheduler` prints it, e.g. tcp://host:8786)") from None
-
-
-def _connect(distributed: Any, address: str, timeout: float) -> Any:
-    """A Client of the scheduler at ``address``, or one line (UsageError) within about
-    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
-    the connection but is no dask scheduler (a dashboard, another service), where it
-    may wait forever or read garbage as a message length."""
-    import threading
-    outcome: dict[str, Any] = {}
-
-    def connect() -> None:
-        try:
-            outcome["client"] = distributed.Client(address, timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
-    thread.start()
-    thread.join(timeout + 2)
-    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
-            "dashboard's; `dask scheduler` prints it)")
-    if thread.is_alive():
-        raise UsageError(f"no dask scheduler answered at {address} within {timeout:g} s"
-                         f"{hint}")
-    error = outcome.get("error")
-    if isinstance(error, (OSError, TimeoutError)):
-        raise UsageError(f"cannot reach the dask scheduler at {address}: {error}") from None
-    if error is not None:
-        raise UsageError(f"{address} did not answer as a dask scheduler "
-                         f"({type(error).__name__}: {error}){hint}") from None
-    return outcome["client"]
 
 
 def program() -> list[str]:

@@ -25,27 +25,15 @@ from typing import Any, Mapping
 
 from .checks import keyword_parameters, score_kwargs_misfit
 from .errors import SettingError
-from .files import as_read_back
-from .folder import CHECKPOINT, RunDir
-from .problems import build_problem, load_problem, resolve_spec
-from .strategies import DEFAULT, STRATEGIES, make_strategy
+from .files import as_read_back, dump_json
+from .folder import CHECKPOINT, TEST, RunDir
+from .problems import build_problem, load_problem, problem_defaults, resolve_spec
+from .selection import same_weights
+from .strategies import DEFAULT, make_strategy
 
 
 class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
-
-
-def problem_defaults(cls: type) -> dict:
-    """A run's settings where the spec gives none: the problem's own (its
-    ``default_config``); a population or sigma it does not set is the strategy's own
-    (None here), as in ``es_search.run``."""
-    return {"generations": 50, "population": None, "sigma": None,
-            **getattr(cls, "default_config", {})}
-
-
-def strategy_default(strategy: str, key: str) -> Any:
-    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
-    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
 
 
 @dataclass
@@ -170,10 +158,10 @@ class RunSpec:
                    strategy_options=spec.strategy_options, **settings)
 
 
-def held_out_figures(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
+def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
     """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the ``same``): ``{"best": ...,
-    "center": ...}``; {} if the agent has none."""
+    ``center`` weights (tested once when they are the same): ``{"best": ...,
+    "center": ...}``, also written to ``out/test.json``; {} if the agent has none."""
     import torch
 
     def scores(weights: dict) -> dict:
@@ -192,6 +180,10 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, same: bool) ->
         return dict(figures)
 
     figures = {"best": scores(best)}
-    if figures["best"] and center is not None:
-        figures["center"] = figures["best"] if same else scores(center)
-    return figures if figures["best"] else {}
+    if not figures["best"]:
+        return {}
+    if center is not None:
+        figures["center"] = figures["best"] if same_weights(best, center) else scores(center)
+    if out:  # before anything is printed: a reader that leaves early loses nothing
+        dump_json(RunDir(out).path / TEST, figures, sort_keys=False)  # as test_scores() gave
+    return figures

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from . import __version__
-from .checks import (check_int, check_n_jobs, check_positive_float, check_seed,
-                     keyword_parameters)
 from .errors import ScoreError, SettingError, WorkerError, python_term, render
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem
-from .selection import SELECT_TASKS, check_select_tasks, describe, same_weights
+from .selection import SELECT_TASKS, describe, same_weights
 from .spec import TestScoresError
 from .strategies import DEFAULT, STRATEGIES
 
@@ -70,32 +68,6 @@ def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=1
     return params
 
 
-class _Checked(argparse.Action):
-    """Stores an option's value once ``check(dest, value)`` (the check ``run()`` makes,
-    in es_search.checks) accepts it; a refused one is named as this parser spells it."""
-
-    def __init__(self, *args: Any, check: Callable[[str, Any], Any], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.check = check
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        try:
-            setattr(namespace, self.dest, self.check(self.dest, values))
-        except SettingError as exc:  # argparse names the flag
-            raise argparse.ArgumentError(self, exc.render(flag_term(parser), named=False))
-
-
-def _int(minimum: int) -> dict:
-    """add_argument's arguments for an integer >= ``minimum``."""
-    return {"type": int, "action": _Checked,
-            "check": lambda name, value: check_int(name, value, minimum)}
-
-
-_POSITIVE = {"type": float, "action": _Checked, "check": check_positive_float}
-_SEED = {"type": int, "action": _Checked, "check": lambda _, value: check_seed(value)}
-
-
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
     """How ``parser`` writes a setting of ``run()`` (for :meth:`SettingError.render`):
     the flag of its option whose dest is the setting (``--n-jobs 2``; a switch alone,
@@ -131,21 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
                                      "path/to/file.py:Class")
-    run.add_argument("--generations", **_int(1),
+    run.add_argument("--generations", type=int,
                      help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population", **_int(1),
+    run.add_argument("--population", type=int,
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
-    run.add_argument("--sigma", **_POSITIVE,
+    run.add_argument("--sigma", type=float,
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
                           f"run's own")
-    run.add_argument("--n-jobs", type=int, action=_Checked, default=-1,
-                     check=lambda _, value: check_n_jobs(value),
+    run.add_argument("--n-jobs", type=int, default=-1,
                      help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", **_SEED, default=None,
+    run.add_argument("--seed", type=int, default=None,
                      help="default 0; with --resume, the run's own")
     run.add_argument("--backend", default=None,
                      help="loky (default), multiprocessing, dask (give its --scheduler), "
@@ -161,16 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "--out that holds a run is refused)")
     run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
                      help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", **_int(0), default=2,
+    run.add_argument("--max-retries", type=int, default=2,
                      help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", **_POSITIVE, default=None,
+    run.add_argument("--task-timeout", type=float, default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-sequential-fallback", action="store_true",
                      help="score every generation in the workers, never in this process "
                           "(by default a generation cheaper than a round trip to them is "
                           "scored here): a score() that can crash its process (a C "
                           "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", **_int(1), default=1, metavar="N",
+    run.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                      help="write --out's checkpoint every N generations (default 1); a "
                           "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -179,7 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
                           "before the run (a warning when the scores differ: the run "
                           "would depend on --n-jobs)")
     run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N", type=int,
-                     action=_Checked, check=lambda _, value: check_select_tasks(value),
                      help=f"at the end, score the best weights and the final centre on N "
                           f"fresh tasks each and hand back the better (default "
                           f"{SELECT_TASKS}; 0: the best weights, untested)")
@@ -218,11 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "the scores agree, 1 when some do not (named on stderr), 2 on bad "
                     "input.")
     check.add_argument("problem")
-    check.add_argument("--population", **_int(2), default=8,
+    check.add_argument("--population", type=int, default=8,
                        help="candidates to score (default 8)")
-    check.add_argument("--sigma", **_POSITIVE,
+    check.add_argument("--sigma", type=float,
                        help="their jitter (default: the problem's)")
-    check.add_argument("--seed", **_SEED, default=0)
+    check.add_argument("--seed", type=int, default=0)
     check.add_argument("--exact", action="store_true",
                        help="require bit-identical scores (default: within a relative "
                             "1e-6, the last bits of a batched product may differ)")
@@ -282,7 +252,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "checkpoint_every", "select_tasks")}
     settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
                      for name in ("progress", "sequential_fallback", "repeat_check")})
-    Settings(**settings)  # run()'s checks, before any work
+    Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
     spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
                    strategy_options=_parse_params(args.strategy_option, "-o",
                                                   "reevaluate=True"),
@@ -371,7 +341,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .problems import problem_defaults
     from .spec import RunSpec
 
-    spec = RunSpec(args.problem, _parse_params(args.param), seed=args.seed)
+    spec = RunSpec(args.problem, _parse_params(args.param), population=args.population,
+                   sigma=args.sigma, seed=args.seed)
     agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
     problem, start = repeat_and_score(agent, seed=args.seed)
@@ -388,7 +359,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not has_score_batch(agent):
         return 0
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
-    sigma = args.sigma or problem_defaults(type(agent))["sigma"] or 0.1
+    sigma = spec.sigma or problem_defaults(type(agent))["sigma"] or 0.1
     try:
         scores = check_score_batch(agent, population=args.population, sigma=sigma,
                                    seed=args.seed, **tolerance)

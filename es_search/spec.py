@@ -23,7 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .checks import keyword_parameters, score_kwargs_misfit
+from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
+                     score_kwargs_misfit)
 from .errors import SettingError
 from .files import as_read_back, dump_json
 from .folder import CHECKPOINT, TEST, RunDir
@@ -53,6 +54,15 @@ class RunSpec:
     sigma: float | None = None
     generations: int | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:  # checked when made: before anything is loaded
+        for name, minimum in (("generations", 1), ("population", 1)):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum)
+        if self.sigma is not None:
+            check_positive_float("sigma", self.sigma)
+        if self.seed is not None:
+            check_seed(self.seed)
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:

@@ -4,29 +4,27 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import faulthandler
 import json
 import math
 import os
-import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from . import __version__
-from .errors import ScoreError, SettingError, WorkerError, python_term, render
+from .errors import ScoreError, SettingError, WorkerError, one_line_warnings, python_term
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem
+from .problems import BUILTINS
 from .selection import SELECT_TASKS, describe, same_weights
 from .spec import TestScoresError
 from .strategies import DEFAULT, STRATEGIES
 
 
-class UsageError(Exception):
+class UsageError(ValueError):
     """Bad input from the command line: one line on stderr, exit status 2."""
 
 
@@ -474,19 +472,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
-        with sigterm_as_interrupt(), _command_line_warnings(term):  # a scheduler's stop:
-            status = _VERBS[args.verb](args)                        # the Ctrl-C way
+        with sigterm_as_interrupt(), one_line_warnings("es-search", term):  # a scheduler's
+            status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
-    except (UsageError, ProblemError) as exc:
-        print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")
-              else f"{exc}", file=sys.stderr)
-        return 2
     except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
         print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, ImportError) as exc:
-        print(f"es-search: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, ImportError) as exc:  # bad input (UsageError, ...)
+        text = str(exc)  # argparse's own: "es-search run: error: ..."
+        print(text if text.startswith("es-search") else f"es-search: error: {text}",
+              file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
         message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
@@ -507,32 +503,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if command:
             release_workers()
-
-
-@contextlib.contextmanager
-def _command_line_warnings(term: Callable[..., str]) -> Iterator[None]:
-    """es_search's warnings as ``es-search: RuntimeWarning: ...``, settings written by
-    ``term``: they are attributed to the caller's line, which here is the console
-    script's ``sys.exit(main())``."""
-    import warnings
-    package = os.path.dirname(os.path.abspath(__file__))
-    ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", package}
-    default = warnings.formatwarning
-
-    def formatwarning(message: Any, category: type, filename: str, lineno: int,
-                      line: str | None = None) -> str:
-        where = os.path.abspath(filename)
-        if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
-            template = getattr(message, "template", None)  # settings as flags
-            text = message if template is None else render(template, term)
-            return f"es-search: {category.__name__}: {text}\n"
-        return default(message, category, filename, lineno, line)
-
-    warnings.formatwarning = formatwarning
-    try:
-        yield
-    finally:
-        warnings.formatwarning = default
 
 
 def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],

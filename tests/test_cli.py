@@ -882,13 +882,13 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     import warnings
 
     import es_search
-    from es_search.cli import _command_line_warnings
+    from es_search.errors import one_line_warnings
     from es_search.errors import warn_user
     with warnings.catch_warnings(record=True) as caught:  # a warning naming a setting
         warnings.simplefilter("always")
         warn_user("pass {out=DIR}; {resume=True} continues it", template=True)
     assert str(caught[0].message) == "pass out=DIR; resume=True continues it"
-    with _command_line_warnings(term):  # the command line's: its flags
+    with one_line_warnings("es-search", term):  # the command line's: its flags
         shown = warnings.formatwarning(caught[0].message, RuntimeWarning,
                                        es_search.__file__, 1)
     assert shown == "es-search: RuntimeWarning: pass --folder DIR; --continue continues it\n"

@@ -283,7 +283,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     that had no generation left, whose end and test are the earlier ones), and the test
     of its best weights and final centre."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
-    from .spec import TestScoresError
+    from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
@@ -312,8 +312,10 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
         _print_test(earlier, same, result.chosen)
     elif not args.no_test:
         try:
-            _test(result.agent, result.best_weights, result.center_weights, args.out,
-                  result.chosen)
+            figures = held_out_figures(result.agent, result.best_weights,
+                                       result.center_weights, args.out)
+            if figures:
+                _print_test(figures, same, result.chosen)
         except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
             raise InterruptedTesting(exc) from exc
         except TestScoresError as exc:
@@ -372,17 +374,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _test(agent: Any, best: dict, center: dict | None, out: str | None,
-          chosen: str) -> dict:
-    """Test ``agent`` with the ``best`` and the ``center`` weights (``chosen``: the one
-    the run hands back), write the figures to ``out/test.json`` and print them."""
-    from .spec import held_out_figures
-    figures = held_out_figures(agent, best, center, out)
-    if figures:
-        _print_test(figures, same_weights(best, center), chosen)
-    return figures
-
-
 def _print_test(figures: dict, same: bool, chosen: str) -> None:
     """One line per tested agent: the best, and the final centre (unless ``same``);
     the ``chosen`` one is called handed back."""
@@ -398,25 +389,13 @@ def _print_test(figures: dict, same: bool, chosen: str) -> None:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .folder import BEST_WEIGHTS, OutFolderError, RunDir
-    from .lock import acquire, release
-    from .spec import RunSpec
-    run = RunDir(args.out)
-    agent = RunSpec.load(run.path).build_agent()
-    if not (run.path / BEST_WEIGHTS).is_file():
-        raise UsageError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before its "
-                         f"first generation")
-    try:  # not while a run goes on in it: its best weights change, test.json would stay
-        key = acquire(run.path)
-    except OutFolderError as exc:
-        raise UsageError(f"{exc} (test it once the run has ended)") from None
-    try:  # the centre: none while a run is interrupted
-        if not _test(agent, run.weights("best"), run.weights("center"), args.out,
-                     run.end().get("chosen", "best")):
-            print(f"{args.out}: {type(agent).__name__} defines no test figures "
-                  f"(override Agent.test_scores() to have some)")
-    finally:
-        release(key)
+    from .spec import test_folder
+    agent, figures, same, chosen = test_folder(args.out)
+    if figures:
+        _print_test(figures, same, chosen)
+    else:
+        print(f"{args.out}: {type(agent).__name__} defines no test figures "
+              f"(override Agent.test_scores() to have some)")
     return 0
 
 

@@ -27,7 +27,7 @@ from .checks import (check_int, check_positive_float, check_seed, keyword_parame
                      score_kwargs_misfit)
 from .errors import SettingError
 from .files import as_read_back, dump_json
-from .folder import CHECKPOINT, TEST, RunDir
+from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
 from .strategies import DEFAULT, make_strategy
@@ -197,3 +197,26 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
     if out:  # before anything is printed: a reader that leaves early loses nothing
         dump_json(RunDir(out).path / TEST, figures, sort_keys=False)  # as test_scores() gave
     return figures
+
+
+def test_folder(folder: Any) -> tuple[Any, dict, bool, str]:
+    """The test of the run in ``folder`` (``es-search test``): its agent, rebuilt from
+    its spec; :func:`held_out_figures` of its best weights and final centre (none
+    while a run is interrupted), written to its ``test.json``; whether the two are the
+    same; and which one the run handed back. Refused while a run writes the folder."""
+    from .lock import acquire, release
+    run = RunDir(folder)
+    agent = RunSpec.load(run.path).build_agent()
+    if not (run.path / BEST_WEIGHTS).is_file():
+        raise OutFolderError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before "
+                             f"its first generation")
+    try:  # not while a run goes on in it: its best weights change, test.json would stay
+        key = acquire(run.path)
+    except OutFolderError as exc:
+        raise OutFolderError(f"{exc} (test it once the run has ended)") from None
+    try:
+        best, center = run.weights("best"), run.weights("center")
+        return (agent, held_out_figures(agent, best, center, folder),
+                same_weights(best, center), run.end().get("chosen", "best"))
+    finally:
+        release(key)

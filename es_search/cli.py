@@ -389,8 +389,8 @@ def _print_test(figures: dict, same: bool, chosen: str) -> None:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .spec import test_folder
-    agent, figures, same, chosen = test_folder(args.out)
+    from .spec import held_out_test
+    agent, figures, same, chosen = held_out_test(args.out)
     if figures:
         _print_test(figures, same, chosen)
     else:
@@ -401,7 +401,7 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
-    from .problems import load_run
+    from .spec import load_run
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
     print(load_run(args.out).export(path, args.to, args.which))
     return 0

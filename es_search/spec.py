@@ -4,7 +4,7 @@ the size, the length and the seed.
 ``es-search run`` makes a :class:`RunSpec` of its flags (with ``--resume``, of the run's
 own where they give none: :meth:`RunSpec.resume`), and :meth:`RunSpec.run` builds the
 agent and runs it. The run folder's ``config.json`` keeps the spec (its ``spec``), from
-which ``es-search test``, ``--resume`` and :func:`es_search.problems.load_run` rebuild
+which ``es-search test``, ``--resume`` and :func:`load_run` rebuild
 the run::
 
     >>> import tempfile
@@ -168,6 +168,15 @@ class RunSpec:
                    strategy_options=spec.strategy_options, **settings)
 
 
+def load_run(out: Any) -> Any:
+    """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
+    DIR`` (or :meth:`RunSpec.run`), with its agent rebuilt from the run's spec, so that
+    ``best_agent()`` and ``center_agent()`` work:
+    ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    from .result import Result
+    return Result.load(out, RunSpec.load(out).build_agent())
+
+
 def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
     """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
     ``center`` weights (tested once when they are the same): ``{"best": ...,
@@ -199,7 +208,7 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
     return figures
 
 
-def test_folder(folder: Any) -> tuple[Any, dict, bool, str]:
+def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
     """The test of the run in ``folder`` (``es-search test``): its agent, rebuilt from
     its spec; :func:`held_out_figures` of its best weights and final centre (none
     while a run is interrupted), written to its ``test.json``; whether the two are the

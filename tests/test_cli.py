@@ -264,7 +264,7 @@ def test_a_resume_compares_constructor_arguments_not_how_they_were_given(tmp_pat
 
 def test_load_run_rebuilds_the_agent_of_a_command_line_run(tmp_path, monkeypatch):
     pytest.importorskip("gymnasium")
-    from es_search.problems import load_run
+    from es_search.spec import load_run
     out = tmp_path / "run"
     assert main(["run", "cartpole", "-p", "episodes=2", "--generations", "3",
                  "--population", "4", "--n-jobs", "1", "--no-progress", "--seed", "7",

@@ -20,7 +20,7 @@ from .function import Function
 from .gym_policy import GymPolicy
 
 __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
-           "build_problem", "describe", "load_problem", "load_run", "problem_defaults",
+           "build_problem", "describe", "load_problem", "problem_defaults",
            "resolve_spec", "summary"]
 
 #: the built-ins' modules, loaded on first use (``es_search.problems.blog.BlogAgent``)
@@ -232,19 +232,6 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
         given = " with " + ", ".join(f"-p {k}={v!r}" for k, v in params.items()) \
             if params else ""
         raise ProblemError(f"cannot build {spec}{given}: {what}{hint}") from None
-
-
-def load_run(out: Any) -> Any:
-    """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR`` (or ``es_search.spec.RunSpec.run``), with its agent rebuilt from the run's spec
-    (``config.json``), so that ``best_agent()`` and ``center_agent()`` work:
-    ``load_run("runs/cartpole").center_agent().test_scores()``."""
-    from ..folder import RunDir
-    from ..result import Result
-    run = RunDir(out)
-    spec = run.spec()
-    cls = load_problem(spec["problem"], spec["cwd"] if os.path.isdir(spec["cwd"]) else None)
-    return Result.load(run.path, build_problem(cls, spec["params"], spec["seed"]))
 
 
 def problem_defaults(cls: type) -> dict:

@@ -28,14 +28,6 @@ class UsageError(ValueError):
     """Bad input from the command line: one line on stderr, exit status 2."""
 
 
-class InterruptedTesting(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM while ``es-search run`` tested a run that had ended."""
-
-    def __init__(self, cause: KeyboardInterrupt):
-        super().__init__(*cause.args)
-        self.terminated = isinstance(cause, Terminated)
-
-
 def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.isidentifier():
@@ -316,8 +308,9 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
                                        result.center_weights, args.out)
             if figures:
                 _print_test(figures, same, result.chosen)
-        except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
-            raise InterruptedTesting(exc) from exc
+        except KeyboardInterrupt:  # the run is whole: say so, not "resume"
+            args.testing = True
+            raise
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
                      f"fixed, test it with: {test_command}" if args.out
@@ -476,21 +469,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
-        print(interrupted_message(args, argv, exc), file=sys.stderr)
-        terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
-        return 143 if terminated else 130
+        print(interrupted_message(args, argv), file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         if command:
             release_workers()
 
 
-def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],
-                        exc: KeyboardInterrupt) -> str:
+def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str]) -> str:
     """What the command line says when Ctrl-C or SIGTERM stops it: for a run, how to
     continue it, or, stopped while testing a run that had ended, how to test it."""
     if args is None or args.verb != "run":
         return "es-search: interrupted"
-    if isinstance(exc, InterruptedTesting):
+    if getattr(args, "testing", False):  # set by _print_run
         if not args.out:
             return "es-search: interrupted while testing the run's result (not saved)"
         return (f"es-search: interrupted while testing; the run itself is complete in "

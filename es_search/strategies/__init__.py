@@ -112,8 +112,7 @@ def describe(name: str) -> str:
         example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
         if not example:
             lines.append(("  " + line).rstrip())
-    defaults = inspect.signature(cls.__init__).parameters
-    size = ", ".join(f"{key} {defaults[key].default}" for key in ("population", "sigma"))
+    size = ", ".join(f"{key} {strategy_default(name, key)}" for key in ("population", "sigma"))
     lines.append(f"  defaults (--population, --sigma): {size}"
                  + (" (None: as described above)" if "None" in size else ""))
     lines.append(f"  options (-o NAME=VALUE): {_options_text(cls)}")

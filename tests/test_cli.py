@@ -304,7 +304,9 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
 @pytest.mark.slow
 def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     """`es-search run ... | head -1`: the test's figures are saved before they are printed."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYTHONUNBUFFERED="")  # a pipe's default buffering: unbuffered, the line
+    # after the summary may already hit the closed pipe and end the command before its test
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "es_search", "run", "cartpole",
                              "--generations", "1", "--no-progress", "--n-jobs", "1",

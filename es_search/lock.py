@@ -1,6 +1,6 @@
 """The run folder's lock: held (``fcntl.flock`` on ``.lock``) while a run writes the
 folder, so that a second run into it fails at once; the kernel releases it when the
-process dies, however it dies."""
+process dies, however it dies (a SIGKILLed run leaves no stale lock)."""
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +28,7 @@ def acquire(path: Any) -> str:
 
     :class:`OutFolderError`, before anything is written, when the folder cannot be
     created or written, or when another process, or another thread of this one, holds
-    the lock. The lock is an ``fcntl.flock`` on ``.lock``: the kernel drops it when the
-    process ends, however it ends (a SIGKILLed run leaves no stale lock).
+    the lock.
     """
     path = Path(path)
     if path.exists() and not path.is_dir():

@@ -30,8 +30,7 @@
   generation, at the end, when matplotlib is installed;
 - ``test.json``: the ``test_scores()`` of the best weights and of the final centre,
   written by ``es-search run`` at the end and by ``es-search test DIR``;
-- ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
-  into it fails at once; the kernel releases it when the process dies, however it dies.
+- ``.lock``: held while a run writes the folder (:mod:`es_search.lock`).
 
 :class:`RunFolder` is the callback that writes all of it; :class:`~es_search.folder.RunDir`
 reads it.

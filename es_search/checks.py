@@ -254,3 +254,17 @@ def did_you_mean(name: str, known: list[str]) -> str:
     import difflib
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def parameter_text(parameter: Any) -> str:
+    """``name=default`` for an ``inspect.Parameter`` (``name`` when it has none)."""
+    empty = parameter.empty
+    return parameter.name if parameter.default is empty else \
+        f"{parameter.name}={parameter.default!r}"
+
+
+def plain_doc(text: str) -> str:
+    """A docstring's text as a terminal shows it: no ````code```` marks, no Sphinx roles
+    (``:class:`~x.Y``` reads ``x.Y``)."""
+    import re
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", text.replace("``", ""))

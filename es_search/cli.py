@@ -4,40 +4,28 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import faulthandler
 import json
 import math
 import os
-import re
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from . import __version__
-from .checks import (check_int, check_n_jobs, check_positive_float, check_seed,
-                     keyword_parameters)
-from .errors import ScoreError, SettingError, WorkerError, python_term, render
+from .errors import ScoreError, SettingError, WorkerError, one_line_warnings, python_term
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .problems import BUILTINS, GYM_PREFIX, ProblemError, load_problem
-from .selection import SELECT_TASKS, check_select_tasks, describe, same_weights
+from .problems import BUILTINS
+from .selection import SELECT_TASKS, describe, same_weights
 from .spec import TestScoresError
 from .strategies import DEFAULT, STRATEGIES
 
 
-class UsageError(Exception):
+class UsageError(ValueError):
     """Bad input from the command line: one line on stderr, exit status 2."""
-
-
-class InterruptedTesting(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM while ``es-search run`` tested a run that had ended."""
-
-    def __init__(self, cause: KeyboardInterrupt):
-        super().__init__(*cause.args)
-        self.terminated = isinstance(cause, Terminated)
 
 
 def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
@@ -68,32 +56,6 @@ def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=1
                              f"{key}={value!r}); give it once")
         params[key] = value
     return params
-
-
-class _Checked(argparse.Action):
-    """Stores an option's value once ``check(dest, value)`` (the check ``run()`` makes,
-    in es_search.checks) accepts it; a refused one is named as this parser spells it."""
-
-    def __init__(self, *args: Any, check: Callable[[str, Any], Any], **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.check = check
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        try:
-            setattr(namespace, self.dest, self.check(self.dest, values))
-        except SettingError as exc:  # argparse names the flag
-            raise argparse.ArgumentError(self, exc.render(flag_term(parser), named=False))
-
-
-def _int(minimum: int) -> dict:
-    """add_argument's arguments for an integer >= ``minimum``."""
-    return {"type": int, "action": _Checked,
-            "check": lambda name, value: check_int(name, value, minimum)}
-
-
-_POSITIVE = {"type": float, "action": _Checked, "check": check_positive_float}
-_SEED = {"type": int, "action": _Checked, "check": lambda _, value: check_seed(value)}
 
 
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
@@ -131,21 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
                                      "path/to/file.py:Class")
-    run.add_argument("--generations", **_int(1),
+    run.add_argument("--generations", type=int,
                      help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population", **_int(1),
+    run.add_argument("--population", type=int,
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
-    run.add_argument("--sigma", **_POSITIVE,
+    run.add_argument("--sigma", type=float,
                      help="default: the problem's, else the strategy's; with --resume, the "
                           "run's own")
     run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
                           f"run's own")
-    run.add_argument("--n-jobs", type=int, action=_Checked, default=-1,
-                     check=lambda _, value: check_n_jobs(value),
+    run.add_argument("--n-jobs", type=int, default=-1,
                      help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", **_SEED, default=None,
+    run.add_argument("--seed", type=int, default=None,
                      help="default 0; with --resume, the run's own")
     run.add_argument("--backend", default=None,
                      help="loky (default), multiprocessing, dask (give its --scheduler), "
@@ -161,16 +122,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "--out that holds a run is refused)")
     run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
                      help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", **_int(0), default=2,
+    run.add_argument("--max-retries", type=int, default=2,
                      help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", **_POSITIVE, default=None,
+    run.add_argument("--task-timeout", type=float, default=None,
                      help="seconds one score() may take in a worker (default: no limit)")
     run.add_argument("--no-sequential-fallback", action="store_true",
                      help="score every generation in the workers, never in this process "
                           "(by default a generation cheaper than a round trip to them is "
                           "scored here): a score() that can crash its process (a C "
                           "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", **_int(1), default=1, metavar="N",
+    run.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
                      help="write --out's checkpoint every N generations (default 1); a "
                           "kill -9 then redoes up to N - 1 of them on --resume")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -179,7 +140,6 @@ def build_parser() -> argparse.ArgumentParser:
                           "before the run (a warning when the scores differ: the run "
                           "would depend on --n-jobs)")
     run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N", type=int,
-                     action=_Checked, check=lambda _, value: check_select_tasks(value),
                      help=f"at the end, score the best weights and the final centre on N "
                           f"fresh tasks each and hand back the better (default "
                           f"{SELECT_TASKS}; 0: the best weights, untested)")
@@ -218,11 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "the scores agree, 1 when some do not (named on stderr), 2 on bad "
                     "input.")
     check.add_argument("problem")
-    check.add_argument("--population", **_int(2), default=8,
+    check.add_argument("--population", type=int, default=8,
                        help="candidates to score (default 8)")
-    check.add_argument("--sigma", **_POSITIVE,
+    check.add_argument("--sigma", type=float,
                        help="their jitter (default: the problem's)")
-    check.add_argument("--seed", **_SEED, default=0)
+    check.add_argument("--seed", type=int, default=0)
     check.add_argument("--exact", action="store_true",
                        help="require bit-identical scores (default: within a relative "
                             "1e-6, the last bits of a batched product may differ)")
@@ -261,96 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from . import problems, strategies
     if args.problem in STRATEGIES and args.problem not in BUILTINS:
-        return _describe_strategy(args.problem)
-    if args.problem:
-        return _describe_problem(args.problem)
-    width = max(map(len, BUILTINS))
-    print("problems:")
-    for name, (_, text) in BUILTINS.items():
-        print(f"  {name:<{width}}  {text}")
-    print("strategies (--strategy NAME, options -o NAME=VALUE):")
-    width = max(map(len, STRATEGIES))
-    for name, cls in STRATEGIES.items():
-        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
-        marker = " (default)" if name == DEFAULT else ""
-        print(f"  {name:<{width}}  {doc}{marker}")
-        print(f"  {'':<{width}}  options: {_strategy_options(cls)}")
+        print(strategies.describe(args.problem))
+    elif args.problem:
+        print(problems.describe(args.problem))
+    else:
+        print(problems.summary() + "\n" + strategies.summary())
     return 0
-
-
-def _describe_problem(spec: str) -> int:
-    """``es-search list PROBLEM``: its docstring's first paragraph, its parameters with
-    their defaults, and the run settings it brings."""
-    import inspect
-    cls = load_problem(spec)
-    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
-        from .problems.gym_policy import env_spec
-        env_spec(spec[len(GYM_PREFIX):])
-    print(f"{spec}: {cls.__module__}.{cls.__qualname__}")
-    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
-    if doc:
-        text = " ".join(doc.split("\n\n")[0].split()).replace("``", "")
-        print("  " + re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
-    parameters = keyword_parameters(cls)
-    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
-        parameters = [p for p in parameters if p.name != "env_id"]
-    if parameters is not None and getattr(cls, "discrete", None) is False:
-        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
-    shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        map(_shown, parameters)) or "none"
-    print(f"  parameters (-p NAME=VALUE): {shown}")
-    from .spec import problem_defaults, strategy_default
-    defaults = problem_defaults(cls)
-    options = defaults.get("strategy_options") or {}
-    strategy = defaults.get("strategy", DEFAULT)
-    size = {key: defaults[key] if defaults[key] is not None else
-            f"{strategy_default(strategy, key)} (the strategy's default)"
-            for key in ("population", "sigma")}
-    print(f"  es-search run {spec} uses: strategy {strategy}, "
-          f"population {size['population']}, sigma {size['sigma']}, "
-          f"generations {defaults['generations']}" + (
-              ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items()) if options
-              else ""))
-    return 0
-
-
-def _describe_strategy(name: str) -> int:
-    """``es-search list STRATEGY``: its docstring (less the doctest examples), its size
-    and step defaults and its options (``-o NAME=VALUE``)."""
-    import inspect
-    cls = STRATEGIES[name]
-    print(f"{name}: {cls.__module__}.{cls.__qualname__}"
-          + (" (the default strategy)" if name == DEFAULT else ""))
-    doc = re.sub(r":\w+:`~?([^`]+)`", r"\1", inspect.cleandoc(cls.__doc__ or "").replace("``", ""))
-    lines, example = [], False
-    for line in doc.splitlines():  # the doctest examples are for the Python API
-        example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
-        if not example:
-            lines.append(("  " + line).rstrip())
-    print("\n".join(lines))
-    defaults = inspect.signature(cls.__init__).parameters
-    size = ", ".join(f"{key} {defaults[key].default}" for key in ("population", "sigma"))
-    print(f"  defaults (--population, --sigma): {size}"
-          + (" (None: as described above)" if "None" in size else ""))
-    print(f"  options (-o NAME=VALUE): {_strategy_options(cls)}")
-    return 0
-
-
-def _strategy_options(cls: type) -> str:
-    import inspect
-    shown = [_shown(p) for p in inspect.signature(cls.__init__).parameters.values()
-             if p.name not in ("self", "population", "sigma")
-             and p.default is not inspect.Parameter.empty]
-    return ", ".join(shown) or "none"
-
-
-def _shown(parameter: Any) -> str:
-    """``name=default`` for an ``inspect.Parameter`` (``name`` when it has none)."""
-    empty = parameter.empty
-    return parameter.name if parameter.default is empty else \
-        f"{parameter.name}={parameter.default!r}"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -364,7 +242,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "checkpoint_every", "select_tasks")}
     settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
                      for name in ("progress", "sequential_fallback", "repeat_check")})
-    Settings(**settings)  # run()'s checks, before any work
+    Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
     spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
                    strategy_options=_parse_params(args.strategy_option, "-o",
                                                   "reevaluate=True"),
@@ -383,7 +261,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                              f"--backend {backend}")
         backend = "dask"
     scored: list = []  # the generations this command scores
-    with _dask_client(args.scheduler):
+    from .pools.dask_pool import scheduler_client
+    with scheduler_client(args.scheduler):
         started = time.perf_counter()
         result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
@@ -396,7 +275,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     that had no generation left, whose end and test are the earlier ones), and the test
     of its best weights and final centre."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
-    from .spec import TestScoresError
+    from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
@@ -425,10 +304,13 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
         _print_test(earlier, same, result.chosen)
     elif not args.no_test:
         try:
-            _test(result.agent, result.best_weights, result.center_weights, args.out,
-                  result.chosen)
-        except KeyboardInterrupt as exc:  # the run is whole: say so, not "resume"
-            raise InterruptedTesting(exc) from exc
+            figures = held_out_figures(result.agent, result.best_weights,
+                                       result.center_weights, args.out)
+            if figures:
+                _print_test(figures, same, result.chosen)
+        except KeyboardInterrupt:  # the run is whole: say so, not "resume"
+            args.testing = True
+            raise
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
                      f"fixed, test it with: {test_command}" if args.out
@@ -449,9 +331,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
     from .repeat_check import repeat_and_score
-    from .spec import RunSpec, problem_defaults
+    from .problems import problem_defaults
+    from .spec import RunSpec
 
-    spec = RunSpec(args.problem, _parse_params(args.param), seed=args.seed)
+    spec = RunSpec(args.problem, _parse_params(args.param), population=args.population,
+                   sigma=args.sigma, seed=args.seed)
     agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
     problem, start = repeat_and_score(agent, seed=args.seed)
@@ -468,7 +352,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not has_score_batch(agent):
         return 0
     tolerance = {"rtol": 0.0, "atol": 0.0} if args.exact else {}
-    sigma = args.sigma or problem_defaults(type(agent))["sigma"] or 0.1
+    sigma = spec.sigma or problem_defaults(type(agent))["sigma"] or 0.1
     try:
         scores = check_score_batch(agent, population=args.population, sigma=sigma,
                                    seed=args.seed, **tolerance)
@@ -481,22 +365,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
           f"({'bit for bit' if args.exact else 'within a relative 1e-6'}): "
           + ", ".join(f"{s:.6g}" for s in scores))
     return 0
-
-
-def _test(agent: Any, best: dict, center: dict | None, out: str | None,
-          chosen: str) -> dict:
-    """Test ``agent`` with the ``best`` and the ``center`` weights (``chosen``: the one
-    the run hands back), write the figures to ``out/test.json`` and print them."""
-    from .folder import TEST
-    from .spec import held_out_figures
-    same = same_weights(best, center)
-    figures = held_out_figures(agent, best, center, same)
-    if figures and out:  # saved before printing: a reader that leaves early loses nothing
-        from .files import dump_json
-        dump_json(Path(out) / TEST, figures, sort_keys=False)  # as test_scores() gave
-    if figures:
-        _print_test(figures, same, chosen)
-    return figures
 
 
 def _print_test(figures: dict, same: bool, chosen: str) -> None:
@@ -514,105 +382,22 @@ def _print_test(figures: dict, same: bool, chosen: str) -> None:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .folder import BEST_WEIGHTS, OutFolderError, RunDir
-    from .output import acquire, release
-    from .spec import RunSpec
-    run = RunDir(args.out)
-    agent = RunSpec.load(run.path).build_agent()
-    if not (run.path / BEST_WEIGHTS).is_file():
-        raise UsageError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before its "
-                         f"first generation")
-    try:  # not while a run goes on in it: its best weights change, test.json would stay
-        key = acquire(run.path)
-    except OutFolderError as exc:
-        raise UsageError(f"{exc} (test it once the run has ended)") from None
-    try:  # the centre: none while a run is interrupted
-        if not _test(agent, run.weights("best"), run.weights("center"), args.out,
-                     run.end().get("chosen", "best")):
-            print(f"{args.out}: {type(agent).__name__} defines no test figures "
-                  f"(override Agent.test_scores() to have some)")
-    finally:
-        release(key)
+    from .spec import held_out_test
+    agent, figures, same, chosen = held_out_test(args.out)
+    if figures:
+        _print_test(figures, same, chosen)
+    else:
+        print(f"{args.out}: {type(agent).__name__} defines no test figures "
+              f"(override Agent.test_scores() to have some)")
     return 0
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
-    from .problems import load_run
+    from .spec import load_run
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
     print(load_run(args.out).export(path, args.to, args.which))
     return 0
-
-
-@contextlib.contextmanager
-def _dask_client(address: str | None) -> Iterator[None]:
-    """A dask.distributed Client for ``address`` while the run lasts (none if None)."""
-    if address is None:
-        yield
-        return
-    from .extras import require
-    distributed = require("distributed", "dask")
-    _check_host(distributed, address)
-    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
-    try:
-        yield
-    finally:
-        client.close()
-
-
-#: seconds --scheduler's address has to answer as a dask scheduler
-SCHEDULER_TIMEOUT = 20.0
-
-
-def _check_host(distributed: Any, address: str) -> None:
-    """A UsageError at once when the host of ``address`` has no address here (a typo, a
-    machine this one does not know): a Client would retry it until its timeout. An
-    address that does not parse as host and port is left to the Client to judge."""
-    import socket
-    try:
-        scheme, location = distributed.comm.parse_address(address)
-        if scheme not in ("tcp", "tls", "ws", "wss"):
-            return
-        host, port = distributed.comm.parse_host_port(location, 8786)
-    except (ValueError, TypeError):
-        return
-    try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise UsageError(f"cannot reach the dask scheduler at {address}: no such host "
-                         f"{host!r} ({exc.strerror}); check the address (`dask "
-                         f"scheduler` prints it, e.g. tcp://host:8786)") from None
-
-
-def _connect(distributed: Any, address: str, timeout: float) -> Any:
-    """A Client of the scheduler at ``address``, or one line (UsageError) within about
-    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
-    the connection but is no dask scheduler (a dashboard, another service), where it
-    may wait forever or read garbage as a message length."""
-    import threading
-    outcome: dict[str, Any] = {}
-
-    def connect() -> None:
-        try:
-            outcome["client"] = distributed.Client(address, timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
-    thread.start()
-    thread.join(timeout + 2)
-    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
-            "dashboard's; `dask scheduler` prints it)")
-    if thread.is_alive():
-        raise UsageError(f"no dask scheduler answered at {address} within {timeout:g} s"
-                         f"{hint}")
-    error = outcome.get("error")
-    if isinstance(error, (OSError, TimeoutError)):
-        raise UsageError(f"cannot reach the dask scheduler at {address}: {error}") from None
-    if error is not None:
-        raise UsageError(f"{address} did not answer as a dask scheduler "
-                         f"({type(error).__name__}: {error}){hint}") from None
-    return outcome["client"]
 
 
 def program() -> list[str]:
@@ -659,19 +444,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
-        with sigterm_as_interrupt(), _command_line_warnings(term):  # a scheduler's stop:
-            status = _VERBS[args.verb](args)                        # the Ctrl-C way
+        with sigterm_as_interrupt(), one_line_warnings("es-search", term):  # a scheduler's
+            status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
-    except (UsageError, ProblemError) as exc:
-        print(f"es-search: error: {exc}" if not str(exc).startswith("es-search")
-              else f"{exc}", file=sys.stderr)
-        return 2
     except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
         print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, ImportError) as exc:
-        print(f"es-search: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, ImportError) as exc:  # bad input (UsageError, ...)
+        text = str(exc)  # argparse's own: "es-search run: error: ..."
+        print(text if text.startswith("es-search") else f"es-search: error: {text}",
+              file=sys.stderr)
         return 2
     except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
         message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
@@ -686,47 +469,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"es-search: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
-        print(interrupted_message(args, argv, exc), file=sys.stderr)
-        terminated = isinstance(exc, Terminated) or getattr(exc, "terminated", False)
-        return 143 if terminated else 130
+        print(interrupted_message(args, argv), file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
     finally:
         if command:
             release_workers()
 
 
-@contextlib.contextmanager
-def _command_line_warnings(term: Callable[..., str]) -> Iterator[None]:
-    """es_search's warnings as ``es-search: RuntimeWarning: ...``, settings written by
-    ``term``: they are attributed to the caller's line, which here is the console
-    script's ``sys.exit(main())``."""
-    import warnings
-    package = os.path.dirname(os.path.abspath(__file__))
-    ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", package}
-    default = warnings.formatwarning
-
-    def formatwarning(message: Any, category: type, filename: str, lineno: int,
-                      line: str | None = None) -> str:
-        where = os.path.abspath(filename)
-        if where in ours or where.startswith(package + os.sep) or "runpy" in filename:
-            template = getattr(message, "template", None)  # settings as flags
-            text = message if template is None else render(template, term)
-            return f"es-search: {category.__name__}: {text}\n"
-        return default(message, category, filename, lineno, line)
-
-    warnings.formatwarning = formatwarning
-    try:
-        yield
-    finally:
-        warnings.formatwarning = default
-
-
-def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str],
-                        exc: KeyboardInterrupt) -> str:
+def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str]) -> str:
     """What the command line says when Ctrl-C or SIGTERM stops it: for a run, how to
     continue it, or, stopped while testing a run that had ended, how to test it."""
     if args is None or args.verb != "run":
         return "es-search: interrupted"
-    if isinstance(exc, InterruptedTesting):
+    if getattr(args, "testing", False):  # set by _print_run
         if not args.out:
             return "es-search: interrupted while testing the run's result (not saved)"
         return (f"es-search: interrupted while testing; the run itself is complete in "

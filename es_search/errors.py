@@ -2,12 +2,13 @@
 warnings pointed at the user's own code."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
 import warnings
 from concurrent.futures import BrokenExecutor
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .pickling import cloudpickle
 
@@ -268,3 +269,29 @@ def warn_user(message: str, category: type[Warning] = RuntimeWarning,
             frame.f_code.co_filename).startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     warnings.warn(warning, stacklevel=level + 1)
+
+
+@contextlib.contextmanager
+def one_line_warnings(prog: str, term: Callable[..., str]) -> Iterator[None]:
+    """es_search's warnings as ``PROG: RuntimeWarning: ...`` while the block runs, the
+    settings of a :func:`warn_user` template written by ``term`` (a command line's
+    flags): they are attributed to the caller's line, which for a command is its
+    console script's ``sys.exit(main())``."""
+    ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "",
+            _PACKAGE[:-1]}
+    default = warnings.formatwarning
+
+    def formatwarning(message: Any, category: type, filename: str, lineno: int,
+                      line: str | None = None) -> str:
+        where = os.path.abspath(filename)
+        if where in ours or where.startswith(_PACKAGE) or "runpy" in filename:
+            template = getattr(message, "template", None)  # settings in its terms
+            text = message if template is None else render(template, term)
+            return f"{prog}: {category.__name__}: {text}\n"
+        return default(message, category, filename, lineno, line)
+
+    warnings.formatwarning = formatwarning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default

@@ -30,24 +30,21 @@
   generation, at the end, when matplotlib is installed;
 - ``test.json``: the ``test_scores()`` of the best weights and of the final centre,
   written by ``es-search run`` at the end and by ``es-search test DIR``;
-- ``.lock``: held (``fcntl.flock``) while a run writes the folder, so that a second run
-  into it fails at once; the kernel releases it when the process dies, however it dies.
+- ``.lock``: held while a run writes the folder (:mod:`es_search.lock`).
 
 :class:`RunFolder` is the callback that writes all of it; :class:`~es_search.folder.RunDir`
 reads it.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import json
 import math
 import os
-import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -58,11 +55,7 @@ from .folder import (AT_THE_END, BEST_WEIGHTS, CENTER_WEIGHTS, CHECKPOINT, CHOSE
                      CONFIG, FAILURES, HISTORY, LOCK, PLOT, RESULT, SCORE_KWARGS, TEST,
                      OutFolderError, RunDir)
 from .interrupt import deferred_sigint
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no lock
-    fcntl = None
+from .lock import acquire, claim, release
 
 __all__ = ["AT_THE_END", "BEST_WEIGHTS", "CENTER_WEIGHTS", "CHECKPOINT", "CHOSEN_WEIGHTS",
            "CONFIG", "FAILURES", "HISTORY", "LOCK", "PLOT", "RESULT", "TEST",
@@ -85,86 +78,6 @@ def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
         raise HoldsARun("out", str(path), f"holds a run already ({generations} generation(s) "
                         f"in {HISTORY})", "continue it with {resume=True}, replace it with "
                         "{overwrite=True}, or choose another out folder", got=False)
-
-
-_HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]
-_HELD_LOCK = threading.Lock()
-
-
-def acquire(path: Any) -> str:
-    """Create the folder ``path`` if needed and take its lock (the thread that holds it
-    already may take it again, e.g. ``run()`` inside :func:`claim`); the key to
-    :func:`release` it with.
-
-    :class:`OutFolderError`, before anything is written, when the folder cannot be
-    created or written, or when another process, or another thread of this one, holds
-    the lock. The lock is an ``fcntl.flock`` on ``.lock``: the kernel drops it when the
-    process ends, however it ends (a SIGKILLed run leaves no stale lock).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
-                             f"folder (choose a folder path; it is created if missing)")
-    with _HELD_LOCK:
-        return _acquire(path)
-
-
-def _acquire(path: Path) -> str:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        key = str(path.resolve())
-        held = _HELD.get(key)
-        if held is not None:
-            if held[2] != threading.get_ident():
-                raise OutFolderError(
-                    f"the out folder {path} is in use by another es_search run of this "
-                    f"process (in another thread); wait for it to finish, or choose "
-                    f"another out folder")
-            held[1] += 1
-            return key
-        handle = open(path / LOCK, "a+")
-    except OSError as exc:
-        raise OutFolderError(f"cannot use {path} as the out folder: "
-                             f"{exc.strerror or exc} (choose a folder you can write)") from None
-    if fcntl is not None:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            owner = handle.read().strip() or "another process"
-            handle.close()
-            raise OutFolderError(
-                f"the out folder {path} is in use by another es_search run ({owner}); "
-                f"wait for it to finish, or choose another out folder") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
-    _HELD[key] = [handle, 1, threading.get_ident()]
-    return key
-
-
-def release(key: str) -> None:
-    """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
-    with _HELD_LOCK:
-        held = _HELD.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            held[0].close()  # releases the flock
-
-
-@contextlib.contextmanager
-def claim(path: Any) -> Iterator[Path]:
-    """The folder ``path``, locked for this process while the block runs (see
-    :func:`acquire`), e.g. to write files of one's own into it before ``run()``."""
-    key = acquire(path)
-    try:
-        yield Path(path)
-    finally:
-        release(key)
 
 
 class CheckpointCost:

@@ -4,7 +4,7 @@ the size, the length and the seed.
 ``es-search run`` makes a :class:`RunSpec` of its flags (with ``--resume``, of the run's
 own where they give none: :meth:`RunSpec.resume`), and :meth:`RunSpec.run` builds the
 agent and runs it. The run folder's ``config.json`` keeps the spec (its ``spec``), from
-which ``es-search test``, ``--resume`` and :func:`es_search.problems.load_run` rebuild
+which ``es-search test``, ``--resume`` and :func:`load_run` rebuild
 the run::
 
     >>> import tempfile
@@ -23,29 +23,18 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .checks import keyword_parameters, score_kwargs_misfit
+from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
+                     score_kwargs_misfit)
 from .errors import SettingError
-from .files import as_read_back
-from .folder import CHECKPOINT, RunDir
-from .problems import build_problem, load_problem, resolve_spec
-from .strategies import DEFAULT, STRATEGIES, make_strategy
+from .files import as_read_back, dump_json
+from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
+from .problems import build_problem, load_problem, problem_defaults, resolve_spec
+from .selection import same_weights
+from .strategies import DEFAULT, make_strategy
 
 
 class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
-
-
-def problem_defaults(cls: type) -> dict:
-    """A run's settings where the spec gives none: the problem's own (its
-    ``default_config``); a population or sigma it does not set is the strategy's own
-    (None here), as in ``es_search.run``."""
-    return {"generations": 50, "population": None, "sigma": None,
-            **getattr(cls, "default_config", {})}
-
-
-def strategy_default(strategy: str, key: str) -> Any:
-    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
-    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
 
 
 @dataclass
@@ -65,6 +54,15 @@ class RunSpec:
     sigma: float | None = None
     generations: int | None = None
     seed: int | None = None
+
+    def __post_init__(self) -> None:  # checked when made: before anything is loaded
+        for name, minimum in (("generations", 1), ("population", 1)):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), minimum)
+        if self.sigma is not None:
+            check_positive_float("sigma", self.sigma)
+        if self.seed is not None:
+            check_seed(self.seed)
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
@@ -170,10 +168,19 @@ class RunSpec:
                    strategy_options=spec.strategy_options, **settings)
 
 
-def held_out_figures(agent: Any, best: dict, center: dict | None, same: bool) -> dict:
+def load_run(out: Any) -> Any:
+    """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
+    DIR`` (or :meth:`RunSpec.run`), with its agent rebuilt from the run's spec, so that
+    ``best_agent()`` and ``center_agent()`` work:
+    ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    from .result import Result
+    return Result.load(out, RunSpec.load(out).build_agent())
+
+
+def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
     """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the ``same``): ``{"best": ...,
-    "center": ...}``; {} if the agent has none."""
+    ``center`` weights (tested once when they are the same): ``{"best": ...,
+    "center": ...}``, also written to ``out/test.json``; {} if the agent has none."""
     import torch
 
     def scores(weights: dict) -> dict:
@@ -192,6 +199,33 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, same: bool) ->
         return dict(figures)
 
     figures = {"best": scores(best)}
-    if figures["best"] and center is not None:
-        figures["center"] = figures["best"] if same else scores(center)
-    return figures if figures["best"] else {}
+    if not figures["best"]:
+        return {}
+    if center is not None:
+        figures["center"] = figures["best"] if same_weights(best, center) else scores(center)
+    if out:  # before anything is printed: a reader that leaves early loses nothing
+        dump_json(RunDir(out).path / TEST, figures, sort_keys=False)  # as test_scores() gave
+    return figures
+
+
+def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
+    """The test of the run in ``folder`` (``es-search test``): its agent, rebuilt from
+    its spec; :func:`held_out_figures` of its best weights and final centre (none
+    while a run is interrupted), written to its ``test.json``; whether the two are the
+    same; and which one the run handed back. Refused while a run writes the folder."""
+    from .lock import acquire, release
+    run = RunDir(folder)
+    agent = RunSpec.load(run.path).build_agent()
+    if not (run.path / BEST_WEIGHTS).is_file():
+        raise OutFolderError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before "
+                             f"its first generation")
+    try:  # not while a run goes on in it: its best weights change, test.json would stay
+        key = acquire(run.path)
+    except OutFolderError as exc:
+        raise OutFolderError(f"{exc} (test it once the run has ended)") from None
+    try:
+        best, center = run.weights("best"), run.weights("center")
+        return (agent, held_out_figures(agent, best, center, folder),
+                same_weights(best, center), run.end().get("chosen", "best"))
+    finally:
+        release(key)

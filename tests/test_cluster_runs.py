@@ -212,7 +212,8 @@ def test_scheduler_that_is_no_dask_scheduler_is_one_line_exit_2(says, monkeypatc
                 conn.sendall(says)
 
     threading.Thread(target=serve, daemon=True).start()
-    monkeypatch.setattr(cli, "SCHEDULER_TIMEOUT", 1.0)
+    from es_search.pools import dask_pool
+    monkeypatch.setattr(dask_pool, "SCHEDULER_TIMEOUT", 1.0)
     address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
     try:
         assert cli.main(["run", "sphere", "--scheduler", address, "--generations", "1",

@@ -13,7 +13,8 @@ import es_search
 from es_search.batched import own_params
 from es_search.cli import main
 from es_search.export import export, policy_module, uniforms
-from es_search.problems import GymPolicy, load_problem, load_run
+from es_search.problems import GymPolicy, load_problem
+from es_search.spec import load_run
 
 #: a process that cannot import es_search (and checks that it cannot), then acts with
 #: both exported files on the recorded observations

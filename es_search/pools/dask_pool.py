@@ -30,9 +30,10 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..extras import require
 from . import is_client
@@ -172,3 +173,75 @@ async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
     if answer["status"] == "OK":
         return "ok", answer["result"]
     return "error", answer["exception"]
+
+
+@contextlib.contextmanager
+def scheduler_client(address: str | None) -> Iterator[None]:
+    """A dask.distributed Client of the scheduler at ``address`` (``es-search run
+    --scheduler``) while the block runs (none if None); a ValueError in one line, at
+    once, for an address where no dask scheduler answers."""
+    if address is None:
+        yield
+        return
+    distributed = require("distributed", "dask")
+    _check_host(distributed, address)
+    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
+    try:
+        yield
+    finally:
+        client.close()
+
+
+#: seconds --scheduler's address has to answer as a dask scheduler
+SCHEDULER_TIMEOUT = 20.0
+
+
+def _check_host(distributed: Any, address: str) -> None:
+    """A ValueError at once when the host of ``address`` has no address here (a typo, a
+    machine this one does not know): a Client would retry it until its timeout. An
+    address that does not parse as host and port is left to the Client to judge."""
+    import socket
+    try:
+        scheme, location = distributed.comm.parse_address(address)
+        if scheme not in ("tcp", "tls", "ws", "wss"):
+            return
+        host, port = distributed.comm.parse_host_port(location, 8786)
+    except (ValueError, TypeError):
+        return
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ValueError(f"cannot reach the dask scheduler at {address}: no such host "
+                         f"{host!r} ({exc.strerror}); check the address (`dask "
+                         f"scheduler` prints it, e.g. tcp://host:8786)") from None
+
+
+def _connect(distributed: Any, address: str, timeout: float) -> Any:
+    """A Client of the scheduler at ``address``, or one line (ValueError) within about
+    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
+    the connection but is no dask scheduler (a dashboard, another service), where it
+    may wait forever or read garbage as a message length."""
+    import threading
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = distributed.Client(address, timeout=timeout)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
+    thread.start()
+    thread.join(timeout + 2)
+    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
+            "dashboard's; `dask scheduler` prints it)")
+    if thread.is_alive():
+        raise ValueError(f"no dask scheduler answered at {address} within {timeout:g} s"
+                         f"{hint}")
+    error = outcome.get("error")
+    if isinstance(error, (OSError, TimeoutError)):
+        raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
+    if error is not None:
+        raise ValueError(f"{address} did not answer as a dask scheduler "
+                         f"({type(error).__name__}: {error}){hint}") from None
+    return outcome["client"]

@@ -20,7 +20,8 @@ from .function import Function
 from .gym_policy import GymPolicy
 
 __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
-           "build_problem", "load_problem", "load_run", "resolve_spec"]
+           "build_problem", "describe", "load_problem", "problem_defaults",
+           "resolve_spec", "summary"]
 
 #: the built-ins' modules, loaded on first use (``es_search.problems.blog.BlogAgent``)
 _SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
@@ -227,14 +228,54 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
         raise ProblemError(f"cannot build {spec}{given}: {what}{hint}") from None
 
 
-def load_run(out: Any) -> Any:
-    """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR`` (or ``es_search.spec.RunSpec.run``), with its agent rebuilt from the run's spec
-    (``config.json``), so that ``best_agent()`` and ``center_agent()`` work:
-    ``load_run("runs/cartpole").center_agent().test_scores()``."""
-    from ..folder import RunDir
-    from ..result import Result
-    run = RunDir(out)
-    spec = run.spec()
-    cls = load_problem(spec["problem"], spec["cwd"] if os.path.isdir(spec["cwd"]) else None)
-    return Result.load(run.path, build_problem(cls, spec["params"], spec["seed"]))
+def problem_defaults(cls: type) -> dict:
+    """A run's settings where the spec gives none: the problem's own (its
+    ``default_config``); a population or sigma it does not set is the strategy's own
+    (None here), as in ``es_search.run``."""
+    return {"generations": 50, "population": None, "sigma": None,
+            **getattr(cls, "default_config", {})}
+
+
+def summary() -> str:
+    """The built-in problems as ``es-search list`` shows them, one line each."""
+    width = max(map(len, BUILTINS))
+    return "\n".join(["problems:", *(f"  {name:<{width}}  {text}"
+                                     for name, (_, text) in BUILTINS.items())])
+
+
+def describe(spec: str) -> str:
+    """Problem ``spec`` as ``es-search list PROBLEM`` shows it: its docstring's first
+    paragraph, its parameters (``-p NAME=VALUE``) with their defaults, and the run
+    settings it brings."""
+    import inspect
+
+    from ..checks import keyword_parameters, parameter_text, plain_doc
+    from ..strategies import DEFAULT, strategy_default
+    cls = load_problem(spec)
+    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
+        from .gym_policy import env_spec
+        env_spec(spec[len(GYM_PREFIX):])
+    lines = [f"{spec}: {cls.__module__}.{cls.__qualname__}"]
+    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
+    if doc:
+        lines.append("  " + plain_doc(" ".join(doc.split("\n\n")[0].split())))
+    parameters = keyword_parameters(cls)
+    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
+        parameters = [p for p in parameters if p.name != "env_id"]
+    if parameters is not None and getattr(cls, "discrete", None) is False:
+        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
+    shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
+        map(parameter_text, parameters)) or "none"
+    lines.append(f"  parameters (-p NAME=VALUE): {shown}")
+    defaults = problem_defaults(cls)
+    options = defaults.get("strategy_options") or {}
+    strategy = defaults.get("strategy", DEFAULT)
+    size = {key: defaults[key] if defaults[key] is not None else
+            f"{strategy_default(strategy, key)} (the strategy's default)"
+            for key in ("population", "sigma")}
+    lines.append(f"  es-search run {spec} uses: strategy {strategy}, "
+                 f"population {size['population']}, sigma {size['sigma']}, "
+                 f"generations {defaults['generations']}" + (
+                     ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items())
+                     if options else ""))
+    return "\n".join(lines)

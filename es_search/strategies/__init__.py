@@ -1,9 +1,10 @@
 """Strategies by name. One module per strategy; this dict is the only registry."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
-from ..checks import check_keywords, did_you_mean
+from ..checks import check_keywords, did_you_mean, parameter_text, plain_doc
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
 from .ars import ARS, ARSState
@@ -61,7 +62,52 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                     f"Strategy instance, got {type(strategy).__name__}")
 
 
+def strategy_default(strategy: str, key: str) -> Any:
+    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
+    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
+
+
+def _options_text(cls: type) -> str:
+    """The options of strategy class ``cls`` (``-o NAME=VALUE``) with their defaults."""
+    shown = [parameter_text(p) for p in inspect.signature(cls.__init__).parameters.values()
+             if p.name not in ("self", "population", "sigma")
+             and p.default is not inspect.Parameter.empty]
+    return ", ".join(shown) or "none"
+
+
+def summary() -> str:
+    """The strategies as ``es-search list`` shows them: each one's first sentence and
+    its options."""
+    width = max(map(len, STRATEGIES))
+    lines = ["strategies (--strategy NAME, options -o NAME=VALUE):"]
+    for name, cls in STRATEGIES.items():
+        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
+        marker = " (default)" if name == DEFAULT else ""
+        lines.append(f"  {name:<{width}}  {doc}{marker}")
+        lines.append(f"  {'':<{width}}  options: {_options_text(cls)}")
+    return "\n".join(lines)
+
+
+def describe(name: str) -> str:
+    """Strategy ``name`` as ``es-search list NAME`` shows it: its docstring (less the
+    doctest examples, which are for the Python API), its size defaults and its
+    options."""
+    cls = STRATEGIES[name]
+    lines, example = [f"{name}: {cls.__module__}.{cls.__qualname__}"
+                      + (" (the default strategy)" if name == DEFAULT else "")], False
+    for line in plain_doc(inspect.cleandoc(cls.__doc__ or "")).splitlines():
+        example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
+        if not example:
+            lines.append(("  " + line).rstrip())
+    size = ", ".join(f"{key} {strategy_default(name, key)}" for key in ("population", "sigma"))
+    lines.append(f"  defaults (--population, --sigma): {size}"
+                 + (" (None: as described above)" if "None" in size else ""))
+    lines.append(f"  options (-o NAME=VALUE): {_options_text(cls)}")
+    return "\n".join(lines)
+
+
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
            "AdaptiveHillClimbState", "CMAES", "CMAESState", "HillClimb", "HillClimbState",
            "OpenAIES", "OpenAIESState", "PGPE", "PGPEState", "Rebuild", "Strategy",
-           "make_strategy"]
+           "describe", "make_strategy", "strategy_default", "summary"]

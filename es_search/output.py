@@ -189,6 +189,9 @@ class RunFolder:
             return None
         saved = _checkpoint.load(path)
         _checkpoint.check_resumable(saved["config"], config, str(self.path))
+        spec = saved["config"].get("spec")
+        if config.get("spec") is None and spec:  # resumed from Python: the command's stays
+            config["spec"] = {**spec, "generations": config["generations"]}
         if config["generations"] < saved["generation"]:
             raise ValueError(
                 f"the run in {self.path} has already completed {saved['generation']} "

@@ -707,6 +707,27 @@ def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
     assert len(read_history(out / "history.jsonl")) == 60  # the run's own 60
 
 
+def test_a_command_line_run_continued_from_python_stays_the_commands(tmp_path, capsys):
+    """A run started by the command and continued by es_search.run(resume=True) keeps
+    its spec (with the new length): es-search test and --resume still rebuild it."""
+    import dataclasses
+
+    import es_search
+    from es_search.spec import RunSpec
+    out = tmp_path / "run"
+    common = ["run", "sphere", "-p", "dim=3", "--n-jobs", "1", "--no-progress", "--no-test",
+              "--out", str(out)]
+    assert main([*common, "--generations", "3"]) == 0
+    spec = RunSpec.load(out)
+    es_search.run(spec.build_agent(), generations=5, population=spec.population,
+                  sigma=spec.sigma, strategy=spec.strategy, seed=spec.seed, out=out,
+                  resume=True, n_jobs=1, progress=False)
+    assert RunSpec.load(out) == dataclasses.replace(spec, generations=5)
+    assert main([*common, "--resume"]) == 0  # its own 5 generations: nothing left
+    assert len(read_history(out / "history.jsonl")) == 5
+    assert main(["test", str(out)]) == 0
+
+
 @pytest.mark.slow
 def test_no_sequential_fallback_keeps_a_crashing_score_in_the_workers(tmp_path):
     """A trivial score() is scored in the command's own process by default; one that

@@ -170,6 +170,32 @@ def test_dask_workers_that_join_are_used(cluster):
     cluster[0].scale(2)
 
 
+def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
+        cluster, tmp_path, monkeypatch):
+    """The one worker wanted (n_jobs=1) SIGKILLed while its actor is created: the pool
+    takes the other at once (its actor would never start: the pool waited 2 minutes)."""
+    import signal
+    from es_search.pools import dask_pool
+    _, client = cluster
+    client.wait_for_workers(2, timeout=60)
+    marker = str(tmp_path / "killed")
+
+    class KilledStarting(Runner):  # sent by value: it knows the marker
+        def __init__(self):
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return super().__init__()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(dask_pool, "Runner", KilledStarting)
+    began = time.monotonic()
+    with dask_pool.DaskPool(client, n_jobs=1) as pool:
+        [(pid, _)] = pool.run_chunks(pid_and_sum, [(np.ones(3),)])
+    assert os.path.exists(marker) and pid != os.getpid()
+    assert time.monotonic() - began < 30  # it took 125 s
+
+
 @pytest.mark.slow
 def test_dask_short_calls_run_on_the_workers_event_loop_long_ones_beside_it(cluster):
     """The event loop's own thread (the worker's main thread) when the previous call on

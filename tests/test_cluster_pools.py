@@ -93,6 +93,22 @@ def test_a_recipe_that_does_not_hold_asks_for_the_value():
     assert runner.run(pid_and_sum, out, sends, forget) == (True, (os.getpid(), 26.0))
 
 
+def test_a_call_that_overtakes_the_one_carrying_its_payload_asks_for_the_value():
+    """Two calls of a round to one runner travel on separate connections: the second,
+    which names the payload the first carries, may arrive first (it raised KeyError)."""
+    tracker, runner = Tracker(), Runner()
+    data = tracker.put("a", np.arange(4.0))
+    first = tracker.message("w", (data,))
+    second = tracker.message("w", (data,))
+    assert second[1] == []  # the payload travels with the first call only
+    answer = runner.run(pid_and_sum, *second)
+    assert type(answer).__name__ == "Mismatch" and answer.id == data.id
+    tracker.forget_sent("w", [data.id])
+    assert runner.run(pid_and_sum, *tracker.message("w", (data,), frozenset([data.id]))) \
+        == (True, (os.getpid(), 6.0))
+    assert runner.run(pid_and_sum, *first) == (True, (os.getpid(), 6.0))
+
+
 # ----------------------------------------------------------------- Dask
 def _pool(kind, client=None, **kw):
     if kind == "dask":

@@ -210,6 +210,9 @@ def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
         [(pid, _)] = pool.run_chunks(pid_and_sum, [(np.ones(3),)])
     assert os.path.exists(marker) and pid != os.getpid()
     assert time.monotonic() - began < 30  # it took 125 s
+    client.wait_for_workers(2, timeout=60)  # restarted: the cluster closes cleanly
+    while len(cluster[0].scheduler_info["workers"]) < 2 and time.monotonic() - began < 60:
+        time.sleep(0.1)
 
 
 @pytest.mark.slow

@@ -93,6 +93,22 @@ def test_a_recipe_that_does_not_hold_asks_for_the_value():
     assert runner.run(pid_and_sum, out, sends, forget) == (True, (os.getpid(), 26.0))
 
 
+def test_a_call_that_overtakes_the_one_carrying_its_payload_asks_for_the_value():
+    """Two calls of a round to one runner travel on separate connections: the second,
+    which names the payload the first carries, may arrive first (it raised KeyError)."""
+    tracker, runner = Tracker(), Runner()
+    data = tracker.put("a", np.arange(4.0))
+    first = tracker.message("w", (data,))
+    second = tracker.message("w", (data,))
+    assert second[1] == []  # the payload travels with the first call only
+    answer = runner.run(pid_and_sum, *second)
+    assert type(answer).__name__ == "Mismatch" and answer.id == data.id
+    tracker.forget_sent("w", [data.id])
+    assert runner.run(pid_and_sum, *tracker.message("w", (data,), frozenset([data.id]))) \
+        == (True, (os.getpid(), 6.0))
+    assert runner.run(pid_and_sum, *first) == (True, (os.getpid(), 6.0))
+
+
 # ----------------------------------------------------------------- Dask
 def _pool(kind, client=None, **kw):
     if kind == "dask":
@@ -168,6 +184,35 @@ def test_dask_workers_that_join_are_used(cluster):
         assert [s for _, s in out] == [3.0] * (before + 1)
         assert len({p for p, _ in out}) == before + 1
     cluster[0].scale(2)
+
+
+def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
+        cluster, tmp_path, monkeypatch):
+    """The one worker wanted (n_jobs=1) SIGKILLed while its actor is created: the pool
+    takes the other at once (its actor would never start: the pool waited 2 minutes)."""
+    import signal
+    from es_search.pools import dask_pool
+    _, client = cluster
+    client.wait_for_workers(2, timeout=60)
+    marker = str(tmp_path / "killed")
+
+    class KilledStarting(Runner):  # sent by value: it knows the marker
+        def __init__(self):
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return super().__init__()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(dask_pool, "Runner", KilledStarting)
+    began = time.monotonic()
+    with dask_pool.DaskPool(client, n_jobs=1) as pool:
+        [(pid, _)] = pool.run_chunks(pid_and_sum, [(np.ones(3),)])
+    assert os.path.exists(marker) and pid != os.getpid()
+    assert time.monotonic() - began < 30  # it took 125 s
+    client.wait_for_workers(2, timeout=60)  # restarted: the cluster closes cleanly
+    while len(cluster[0].scheduler_info["workers"]) < 2 and time.monotonic() - began < 60:
+        time.sleep(0.1)
 
 
 @pytest.mark.slow

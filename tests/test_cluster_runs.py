@@ -119,6 +119,41 @@ def test_pythons_random_is_the_tasks_own_beside_the_event_loop(cluster, monkeypa
     assert same(result, reference)
 
 
+@pytest.mark.slow  # two workers restarted: ~8 s
+def test_dask_workers_killed_while_their_actors_start_are_replaced(cluster, reference,
+                                                                  tmp_path, monkeypatch):
+    """Every worker SIGKILLed (as the OOM killer kills) while the pool creates its actor
+    there: the pool takes the workers their nannies restart, at once (an actor whose
+    worker left never starts: waiting for it held the run 2 minutes), and the run equals
+    n_jobs=1's."""
+    import os
+    import signal
+    import time
+    from es_search.pools import dask_pool
+    client = cluster[1]
+    client.wait_for_workers(2, timeout=60)
+    markers = [str(tmp_path / f"killed{k}") for k in range(2)]
+
+    class KilledStarting(dask_pool.Runner):  # sent by value: it knows the markers
+        def __init__(self):
+            for marker in markers:  # the first two processes to create one die
+                try:
+                    os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+                except FileExistsError:
+                    continue
+                os.kill(os.getpid(), signal.SIGKILL)
+            super().__init__()
+
+    monkeypatch.setattr(dask_pool, "Runner", KilledStarting)
+    began = time.monotonic()
+    result = es_search.run(agents.Vec(), generations=3, n_jobs=-1, backend=client,
+                           sequential_fallback=False, **KW)
+    seconds = time.monotonic() - began
+    assert all(os.path.exists(m) for m in markers)  # both workers were killed
+    assert same(result, reference)
+    assert seconds < 60, seconds  # restarts take seconds; the old wait was 120 s
+
+
 def test_workers_that_join_between_generations_are_used(cluster):
     cluster_, client = cluster
     candidates = [Candidate("jitter", 0.1)] * 6

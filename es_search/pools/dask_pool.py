@@ -85,26 +85,45 @@ class DaskPool(ActorPool):
         wanted = addresses if self.n_jobs < 1 else addresses[:self.n_jobs]
         new = [a for a in wanted if a not in self._actors]
         if new:
-            distributed = require("distributed", "dask")
-            futures = [self.client.submit(Runner, actor=True, workers=[a],
-                                          allow_other_workers=False, pure=False)
-                       for a in new]
-            # a worker that is going away may still be listed: its actor never starts,
-            # so wait for the first actor, then briefly for the others (retried later)
-            for timeout, when in ((120, "FIRST_COMPLETED"), (5, "ALL_COMPLETED")):
-                try:
-                    distributed.wait(futures, timeout=timeout, return_when=when)
-                except TimeoutError:
-                    pass
-            for address, future in zip(new, futures):
-                try:
-                    if future.status == "finished":
-                        self._actors[address] = future.result()
-                        continue
-                except RuntimeError:  # "Worker holding Actor was lost" since: its end
-                    pass
-                future.cancel()  # the worker left meanwhile (or is slow to start)
+            self._start_actors(new)
         return [a for a in wanted if a in self._actors]
+
+    def _start_actors(self, addresses: list[str]) -> None:
+        """An actor on each worker of ``addresses``: waits up to 120 s for a first actor
+        (of the pool), then 5 s (a worker slow to start gets its actor later). A
+        worker that leaves meanwhile (killed while its actor starts) is given up at
+        once: its actor would never start, and its replacement, under a new address,
+        gets one at a later call, as workers that join do."""
+        distributed = require("distributed", "dask")
+        pending = {a: self.client.submit(Runner, actor=True, workers=[a],
+                                         allow_other_workers=False, pure=False)
+                   for a in addresses}
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            if self._actors:
+                deadline = min(deadline, time.monotonic() + 5)
+            try:
+                distributed.wait(list(pending.values()), timeout=0.5,
+                                 return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                pass
+            listed = set(self.client.nthreads())
+            for address, future in list(pending.items()):
+                if future.done() or address not in listed:
+                    del pending[address]
+                    self._take(address, future)
+        for address, future in pending.items():
+            self._take(address, future)  # slow to start: retried at a later call
+
+    def _take(self, address: str, future: Any) -> None:
+        """The actor of ``future`` if it started, else ``future`` cancelled."""
+        try:
+            if future.status == "finished":
+                self._actors[address] = future.result()
+                return
+        except RuntimeError:  # "Worker holding Actor was lost" since: its end
+            pass
+        future.cancel()
 
     def _await_runners(self) -> list[str]:
         runners = self._runners()

@@ -29,7 +29,9 @@ class Ref(NamedTuple):
 
 
 class Mismatch(NamedTuple):
-    """A runner's answer when a recipe did not give the expected bytes."""
+    """A runner's answer when a recipe did not give the expected bytes, or when it
+    lacks a payload a call names (sent with another call of the round that has not
+    arrived yet: calls travel on separate connections): the pool sends the value."""
 
     id: int
 
@@ -83,7 +85,10 @@ class Runner:
     def pid(self) -> int:
         return os.getpid()
 
-    def _resolve(self, args: Sequence[Any]) -> list:
+    def _resolve(self, args: Sequence[Any]) -> list | Mismatch:
+        missing = [a.id for a in args if isinstance(a, Ref) and a.id not in self.store]
+        if missing:
+            return Mismatch(missing[0])
         return [self.store[a.id] if isinstance(a, Ref) else a for a in args]
 
     def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
@@ -97,13 +102,19 @@ class Runner:
                     self.store[key] = decode(data[0])
                 else:
                     recipe_fn, recipe_args, expected = data
-                    value = recipe_fn(*self._resolve(recipe_args))
+                    resolved = self._resolve(recipe_args)
+                    if isinstance(resolved, Mismatch):
+                        return resolved
+                    value = recipe_fn(*resolved)
                     if crc(value) != expected:
                         return Mismatch(key)
                     self.store[key] = value
+            resolved = self._resolve(args)
+            if isinstance(resolved, Mismatch):
+                return resolved
             try:
                 with own_python_random():  # the worker's event loop draws from it too
-                    return True, fn(*self._resolve(args))
+                    return True, fn(*resolved)
             except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
                 return False, exc
         finally:  # after the sends: a recipe may derive from what is forgotten

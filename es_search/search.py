@@ -38,7 +38,6 @@ class Search:
         self.counters: dict[str, float] = {}
         self.history: list[dict] = []
         self.next_generation = 0
-        self.failures: Failures | None = None  # the last scoring's (on_error="worst")
         self._offset = 0.0
         self._started = time.perf_counter()
 
@@ -48,7 +47,8 @@ class Search:
         ``initial_evaluations``) and initialise the strategy; the outcome (no record)."""
         center = self.evaluator.local.get_flat()
         count = self.strategy.initial_evaluations  # each under its own task seed
-        scored = self._score(-1, center, [Candidate("center")] * count)
+        candidates = [Candidate("center")] * count
+        scored = self._score(-1, center, candidates)
         scores = scored.scores
         self.evaluations = count
         self.state = self.strategy.init_from(center, scores, seed)
@@ -57,7 +57,7 @@ class Search:
         self.best_flat = center
         self.best_shared = scored.shared
         self._merge(scored)
-        return self._outcome({}, True)
+        return self._outcome({}, True, _tolerated(-1, center, candidates, scored))
 
     def resume(self, saved: dict) -> Generation:
         """Continue from a checkpoint's contents; the outcome (no record)."""
@@ -72,7 +72,8 @@ class Search:
             self.evaluator.local.load_shared_state(saved["shared"])
         return self._outcome({}, False)
 
-    def _outcome(self, record: dict, improved: bool) -> Generation:
+    def _outcome(self, record: dict, improved: bool,
+                 failures: Failures | None = None) -> Generation:
         """The outcome the callbacks get; its ``checkpoint``: what continuing before
         ``next_generation`` needs (the run folder adds the history's line count and
         digest, and the config)."""
@@ -83,7 +84,7 @@ class Search:
             "evaluations": self.evaluations, "counters": dict(self.counters),
             "best_shared": self.best_shared,
             "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
-        return Generation(record, improved, self.failures, evaluator.stats, checkpoint,
+        return Generation(record, improved, failures, evaluator.stats, checkpoint,
                           evaluator.local)
 
     # ------------------------------------------------------------------ one generation
@@ -116,7 +117,8 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
-        return self._outcome(record, improved)
+        failures = _tolerated(generation, center, candidates, scored)
+        return self._outcome(record, improved, failures)
 
     def seconds(self) -> float:
         """Wall-clock seconds the run has spent, summed over resumes."""
@@ -142,9 +144,6 @@ class Search:
             exc.failures = Failures(generation, center, candidates, failed, repr(exc),
                                     evaluator.shared_state())
             raise
-        self.failures = Failures(generation, center, candidates, [
-            f.index for f in scored.failures], scored.failures,
-            scored.shared) if scored.failures else None
         return scored
 
     def _merge(self, scored: Scored) -> None:
@@ -155,3 +154,10 @@ class Search:
         counters = evaluator.local.merge_reports(list(scored.reports))
         for name, value in (counters or {}).items():
             self.counters[name] = self.counters.get(name, 0) + value
+
+
+def _tolerated(generation: int, center: np.ndarray, candidates: list,
+               scored: Scored) -> Failures | None:
+    """The tasks of a generation scored -inf (``on_error="worst"``), or None."""
+    return Failures(generation, center, candidates, [f.index for f in scored.failures],
+                    scored.failures, scored.shared) if scored.failures else None

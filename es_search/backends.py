@@ -15,12 +15,12 @@
 """
 from __future__ import annotations
 
-import concurrent.futures
 import multiprocessing
 import os
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
@@ -31,6 +31,7 @@ from .extras import require
 from .interrupt import own_workers, released, watch_parent
 from .pools import is_client
 from .pools.base import Pool, in_order, same_bytes
+from .pools.loops import Loops
 from .seeding import fresh_in_forked_child
 
 
@@ -217,36 +218,28 @@ CHUNK_LOCK = threading.Lock()
 fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 
 
-def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-    """Run ``fn`` in a worker; an exception comes back as a value, so that every chunk
-    of a round finishes before the first error is raised."""
-    try:
-        return True, fn(*args)
-    except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
-        return False, exc
-
-
 #: seconds an idle loky worker waits for the next run before it ends (joblib's)
 IDLE_SECONDS = 300
 #: the thread pools of numerical libraries, one thread in each loky worker (as torch's:
 #: one task per core) unless this process's environment sets them
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-#: loky workers kept for the next run of as many (a warm start), and the open pools
-#: that use them. es_search's own executor: loky's reusable one is joblib's, which
-#: assumes it made it (a joblib.Parallel after a run would fail)
-_kept: dict[str, Any] = {"executor": None, "size": 0, "users": weakref.WeakSet()}
+#: loky workers kept for the next run of as many (a warm start): es_search's own executor
+#: (loky's reusable one is joblib's, which assumes it made it: a joblib.Parallel after a
+#: run would fail), used by one open pool at a time (``busy``)
+_kept: dict[str, Any] = {"executor": None, "size": 0, "busy": False}
 
 
 class LocalPool(Pool):
     """Worker processes of this machine, on a loky ``ProcessPoolExecutor`` (a public
     API: it can kill its workers, which ``concurrent.futures``' cannot before Python
-    3.14). ``"loky"``: workers started the loky way, kept for the next run of as many
-    workers (a warm start; a run that asks for another number while they are in use
-    gets its own); ``"multiprocessing"``: workers started the ``multiprocessing`` way
-    (fork on Linux), closed with the pool. A Ctrl-C, a chunk over time or a lost worker
-    ends them at once; a retry gets fresh ones. Every worker starts by watching its
-    parent (:func:`~es_search.interrupt.watch_parent`)."""
+    3.14), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
+    ``"loky"``: workers started the loky way, kept for the next run of as many workers
+    (a warm start; a run that opens while they are in use gets its own);
+    ``"multiprocessing"``: workers started the ``multiprocessing`` way (fork on Linux),
+    closed with the pool. A Ctrl-C, a chunk over time or a lost worker ends them at
+    once; a retry gets fresh ones. Every worker starts by watching its parent
+    (:func:`~es_search.interrupt.watch_parent`)."""
 
     local = True
 
@@ -255,74 +248,68 @@ class LocalPool(Pool):
         self.claims = task_timeout is None  # claimed tasks are not timed: chunks are
         self.files = SharedFiles()
         self._executor: Any = None
+        self._loops: Loops | None = None
 
     def _workers(self) -> Any:
-        if self._executor is not None:
-            return self._executor
         from joblib.externals.loky import ProcessPoolExecutor
-        loky, kept = self.kind == "loky", _kept["executor"]
-        if loky and kept is not None and _kept["size"] == self.n_workers and \
-                not released(kept):
-            self._executor = kept
-        elif loky:
-            self._executor = ProcessPoolExecutor(
-                self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
-                env={var: os.environ.get(var, "1") for var in THREAD_VARS})
-            if not _kept["users"]:  # else kept for the runs that use it
-                if kept is not None:
-                    kept.shutdown(wait=True, kill_workers=True)
-                _kept.update(executor=self._executor, size=self.n_workers)
-        else:
-            self._executor = ProcessPoolExecutor(
-                self.n_workers, context=multiprocessing.get_context(),
-                initializer=watch_parent)
-        if self._executor is _kept["executor"]:
-            _kept["users"].add(self)
-        return own_workers(self._executor)
+        kept = _kept["executor"]
+        if self.kind != "loky":
+            return ProcessPoolExecutor(self.n_workers, context=multiprocessing.get_context(),
+                                       initializer=watch_parent)
+        if kept is not None and not _kept["busy"] and _kept["size"] == self.n_workers \
+                and not released(kept):
+            _kept["busy"] = True
+            return kept
+        executor = own_workers(ProcessPoolExecutor(
+            self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
+            env={var: os.environ.get(var, "1") for var in THREAD_VARS}))
+        if not _kept["busy"]:  # the others' workers are theirs to close
+            if kept is not None:
+                kept.shutdown(wait=True, kill_workers=True)
+            _kept.update(executor=executor, size=self.n_workers, busy=True)
+        return executor
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
         done = {} if done is None else done
         todo = [i for i in range(len(args_list)) if i not in done]
-        try:
-            executor = self._workers()
-            futures = {executor.submit(_capture, fn, *args_list[i]): i for i in todo}
-        except RuntimeError as exc:  # a lost worker, or workers another run stopped
-            self._stop()
-            raise BrokenExecutor(f"{type(exc).__name__}: {exc}") from exc
         rounds = -(-len(todo) // self.n_workers)  # chunks one worker runs in turn
-        _, late = concurrent.futures.wait(futures, None if timeout is None
-                                          else timeout * rounds)
-        if late:
-            self._stop()
-            raise TimeoutError(f"a chunk ran over {timeout} s")
-        error: BaseException | None = None
-        for future in sorted(futures, key=futures.get):
-            try:
-                done[futures[future]] = future.result()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                error = error or exc
-        if error is not None:
-            self._stop()  # a lost worker: fresh ones for the retry
-            raise error
+        deadline = None if timeout is None else time.monotonic() + timeout * rounds
+        try:
+            if self._loops is None:
+                self._executor = self._workers()
+                self._loops = Loops(self._executor, self.n_workers, self.files.folder)
+            self._loops.run(fn, args_list, todo, done, deadline)
+        except BaseException as exc:  # answers may be on their way: the workers go
+            self._stop()  # fresh ones for a retry
+            if isinstance(exc, TimeoutError):
+                raise TimeoutError(f"a chunk ran over {timeout} s") from None
+            if isinstance(exc, (EOFError, OSError, RuntimeError)) and \
+                    not isinstance(exc, BrokenExecutor):  # a lost worker
+                raise BrokenExecutor(f"{type(exc).__name__}: {exc}") from exc
+            raise
         return in_order(done, len(args_list))
 
     def _stop(self) -> None:
-        """End the workers now (the other runs that share them retry)."""
+        """End the workers now."""
+        loops, self._loops = self._loops, None
+        if loops is not None:
+            loops.close()
         executor, self._executor = self._executor, None
         if executor is None:
             return
         if executor is _kept["executor"]:
-            _kept.update(executor=None, users=weakref.WeakSet())
+            _kept.update(executor=None, busy=False)
         executor.shutdown(wait=True, kill_workers=True)
 
     def abort(self) -> None:
         self._stop()
 
     def close(self) -> None:
-        if self._executor is _kept["executor"]:  # kept for the next run
-            _kept["users"].discard(self)
-            self._executor = None
+        if self._executor is not None and self._executor is _kept["executor"]:
+            self._loops.close()  # the loops end; the workers stay for the next run
+            self._loops = self._executor = None
+            _kept["busy"] = False
         self._stop()
         super().close()
 

@@ -314,7 +314,6 @@ def warm_chunk(token: str, skeleton: Any) -> int:
     """Start-up task: import everything, cache the agent; returns the worker's pid."""
     with _backends.CHUNK_LOCK:
         worker_agent(token, skeleton)
-        time.sleep(0.005)  # long enough that one warm worker does not take every task
     return os.getpid()
 
 

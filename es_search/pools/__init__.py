@@ -1,4 +1,5 @@
-"""Worker pools on clusters: Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`).
+"""Worker pools on clusters: Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`); the
+loops local workers run (:mod:`.loops`).
 
 Each runs a generation's chunks on one actor per worker process (no joblib in
 between; :mod:`.base`): one chunk per process at a time, payloads sent to each worker

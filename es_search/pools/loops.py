@@ -1,0 +1,126 @@
+"""Worker loops: a local pool's workers each run one long call, :func:`serve`, for as
+long as the pool is open, and take chunks over a socket of their own. Handing out a
+chunk and getting its result back costs a message each way (tens of microseconds), not
+an executor round trip (0.3-2 ms): what a short generation costs is its scoring.
+
+The executor (loky's) still starts the processes, watches them and replaces them; a
+worker that dies closes its socket, which the pool reads as a lost worker
+(``BrokenExecutor``: the engine retries its chunks on fresh workers, same seeds).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import socket
+import time
+import uuid
+from concurrent.futures import BrokenExecutor
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Sequence
+
+from ..pickling import cloudpickle
+
+#: seconds the workers have to start and connect (a fresh process imports torch)
+START_SECONDS = 120.0
+
+
+def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    """``(True, fn(*args))``, or ``(False, exception)``: a chunk's error comes back as a
+    value, so that every chunk of a round finishes before the first error is raised."""
+    try:
+        return True, fn(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
+        return False, exc
+
+
+def _dumps(value: Any) -> bytes:
+    """A worker's answer, by cloudpickle: a score's report or error may be of a class
+    that came by value (a script's ``__main__``). What the pool sends the workers is
+    es_search's own (its payloads were cloudpickled once): plain pickle."""
+    return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def serve(address: str) -> None:
+    """A worker's loop: connect to ``address``, send this process's pid, then run each
+    ``(fn, args)`` received and send back :func:`_capture`'s answer, until the pool
+    closes the socket."""
+    sock = socket.socket(socket.AF_UNIX)
+    sock.connect(address)
+    with Connection(sock.detach()) as conn:
+        conn.send_bytes(_dumps(os.getpid()))
+        while True:
+            try:
+                fn, args = pickle.loads(conn.recv_bytes())
+            except EOFError:
+                return
+            answer = _capture(fn, *args)
+            try:
+                data = _dumps(answer)
+            except Exception as exc:  # noqa: BLE001 - e.g. a task_report() of a lambda
+                data = _dumps((False, TypeError(
+                    f"a chunk's result could not be pickled to send it back "
+                    f"({type(exc).__name__}: {exc})")))
+            conn.send_bytes(data)
+
+
+class Loops:
+    """The main side: one connected :func:`serve` call on each of ``n`` workers of
+    ``executor`` (a ``BrokenExecutor`` when one dies or none answers in
+    :data:`START_SECONDS`). ``pids``: the workers' process ids."""
+
+    def __init__(self, executor: Any, n: int, folder: str):
+        self.conns: list[Connection] = []
+        address = os.path.join(folder, f"loops-{uuid.uuid4().hex[:8]}.sock")
+        with socket.socket(socket.AF_UNIX) as listener:
+            listener.bind(address)
+            listener.listen(n)
+            listener.settimeout(0.05)
+            futures = [executor.submit(serve, address) for _ in range(n)]
+            deadline = time.monotonic() + START_SECONDS
+            try:
+                while len(self.conns) < n:
+                    try:
+                        sock, _ = listener.accept()
+                    except socket.timeout:
+                        ended = [f for f in futures if f.done()]
+                        if ended or time.monotonic() > deadline:
+                            why = (repr(ended[0].exception()) if ended else
+                                   f"no answer in {START_SECONDS:g} s")
+                            raise BrokenExecutor(f"a worker did not start ({why})")
+                        continue
+                    sock.setblocking(True)
+                    self.conns.append(Connection(sock.detach()))
+                self.pids = [pickle.loads(c.recv_bytes()) for c in self.conns]
+            except BaseException:
+                self.close()
+                raise
+            finally:
+                os.unlink(address)
+
+    def run(self, fn: Callable[..., Any], args_list: Sequence[tuple], todo: Sequence[int],
+            done: dict, deadline: float | None) -> None:
+        """``fn(*args_list[i])`` for each ``i`` in ``todo``, handed out in order to the
+        loops as they come free; each answer into ``done[i]``. ``EOFError`` or
+        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``
+        (``time.monotonic()``)."""
+        queue = collections.deque(todo)
+        idle, busy = list(self.conns), {}
+        while queue or busy:
+            while queue and idle:
+                conn, i = idle.pop(0), queue.popleft()
+                conn.send_bytes(pickle.dumps((fn, args_list[i]), pickle.HIGHEST_PROTOCOL))
+                busy[conn] = i
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait(list(busy), left)
+            if not ready:
+                raise TimeoutError("past the deadline")
+            for conn in ready:
+                done[busy.pop(conn)] = pickle.loads(conn.recv_bytes())
+                idle.append(conn)
+
+    def close(self) -> None:
+        """Close the sockets: each loop returns, its worker is free."""
+        for conn in self.conns:
+            conn.close()
+        self.conns = []

@@ -254,8 +254,9 @@ class LocalPool(Pool):
         from joblib.externals.loky import ProcessPoolExecutor
         kept = _kept["executor"]
         if self.kind != "loky":
-            return ProcessPoolExecutor(self.n_workers, context=multiprocessing.get_context(),
-                                       initializer=watch_parent)
+            return own_workers(ProcessPoolExecutor(
+                self.n_workers, context=multiprocessing.get_context(),
+                initializer=watch_parent))
         if kept is not None and not _kept["busy"] and _kept["size"] == self.n_workers \
                 and not released(kept):
             _kept["busy"] = True

@@ -11,17 +11,23 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import __version__
-from .errors import ScoreError, SettingError, WorkerError, one_line_warnings, python_term
+from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
+                     render)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
-from .selection import SELECT_TASKS, describe, same_weights
+from .selection import describe, same_weights
+from .settings import Settings
 from .spec import TestScoresError
 from .strategies import DEFAULT, STRATEGIES
+
+#: the settings ``es-search run`` takes as flags: those that declare a help
+SETTINGS = [setting for setting in fields(Settings) if "help" in setting.metadata]
 
 
 class UsageError(ValueError):
@@ -61,16 +67,37 @@ def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=1
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
     """How ``parser`` writes a setting of ``run()`` (for :meth:`SettingError.render`):
     the flag of its option whose dest is the setting (``--n-jobs 2``; a switch alone,
-    ``--resume``, ``--no-progress`` for ``progress``), else as Python writes it."""
+    ``--resume``, ``--no-progress`` for ``progress=False``), else as Python writes it."""
     actions = {action.dest: action for action in parser._actions if action.option_strings}
 
     def term(setting: str, value: str | None = None) -> str:
-        action = actions.get(setting) or actions.get("no_" + setting)
+        action = actions.get(setting)
         if action is None:
             return python_term(setting, value)
+        if action.nargs == 0:  # a switch: --resume; --progress or --no-progress
+            return action.option_strings[-1 if value == "False" else 0]
         flag = action.option_strings[-1]
-        return flag if value is None or action.nargs == 0 else f"{flag} {value}"
+        return flag if value is None else f"{flag} {value}"
     return term
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    """A flag per setting that declares one (:class:`~es_search.settings.Settings`), its
+    help's settings written as this parser's flags."""
+    helps = {}
+    for setting in SETTINGS:
+        options = {key: value for key, value in setting.metadata.items() if key != "help"}
+        if isinstance(setting.default, bool):  # --resume; --progress/--no-progress
+            options["action"] = argparse.BooleanOptionalAction if setting.default \
+                else "store_true"
+        elif setting.default is not None:
+            options.setdefault("type", type(setting.default))
+        action = parser.add_argument("--" + setting.name.replace("_", "-"),
+                                     default=setting.default, **options)
+        helps[action] = setting.metadata["help"]
+    term = flag_term(parser)
+    for action, text in helps.items():
+        action.help = render(text, term)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,56 +120,19 @@ def build_parser() -> argparse.ArgumentParser:
                                        "package.module:AgentClass or path/to/file.py:AgentClass.")
     run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
                                      "path/to/file.py:Class")
-    run.add_argument("--generations", type=int,
-                     help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population", type=int,
-                     help="default: the problem's, else the strategy's; with --resume, the "
-                          "run's own")
-    run.add_argument("--sigma", type=float,
-                     help="default: the problem's, else the strategy's; with --resume, the "
-                          "run's own")
-    run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
+    for name, kind, default in (("generations", int, "the problem's"),
+                                ("population", int, "the problem's, else the strategy's"),
+                                ("sigma", float, "the problem's, else the strategy's"),
+                                ("seed", int, "0")):
+        run.add_argument("--" + name, type=kind,
+                         help=f"default: {default}; with --resume, the run's own")
+    run.add_argument("--strategy", choices=sorted(STRATEGIES),
                      help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
                           f"run's own")
-    run.add_argument("--n-jobs", type=int, default=-1,
-                     help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", type=int, default=None,
-                     help="default 0; with --resume, the run's own")
-    run.add_argument("--backend", default=None,
-                     help="loky (default), multiprocessing, dask (give its --scheduler), "
-                          "ray (RAY_ADDRESS, or a local Ray)")
-    run.add_argument("--scheduler", default=None, metavar="ADDRESS",
+    run.add_argument("--scheduler", metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
-    run.add_argument("--out", default=None, help="folder to write the run into")
-    run.add_argument("--resume", action="store_true",
-                     help="continue the run saved in --out from its checkpoint")
-    run.add_argument("--overwrite", action="store_true",
-                     help="replace the run saved in --out (without it, or --resume, an "
-                          "--out that holds a run is refused)")
-    run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
-                     help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", type=int, default=2,
-                     help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", type=float, default=None,
-                     help="seconds one score() may take in a worker (default: no limit)")
-    run.add_argument("--no-sequential-fallback", action="store_true",
-                     help="score every generation in the workers, never in this process "
-                          "(by default a generation cheaper than a round trip to them is "
-                          "scored here): a score() that can crash its process (a C "
-                          "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
-                     help="write --out's checkpoint every N generations (default 1); a "
-                          "kill -9 then redoes up to N - 1 of them on --resume")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--no-repeat-check", action="store_true",
-                     help="skip scoring the starting agent twice under one task seed "
-                          "before the run (a warning when the scores differ: the run "
-                          "would depend on --n-jobs)")
-    run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N", type=int,
-                     help=f"at the end, score the best weights and the final centre on N "
-                          f"fresh tasks each and hand back the better (default "
-                          f"{SELECT_TASKS}; 0: the best weights, untested)")
+    _add_settings(run)
     run.add_argument("--no-test", action="store_true",
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
@@ -234,14 +224,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from .callbacks.options import from_args
     from .folder import RunDir
-    from .settings import Settings
     from .spec import RunSpec
 
-    settings = {name: getattr(args, name) for name in (
-        "n_jobs", "out", "resume", "overwrite", "on_error", "max_retries", "task_timeout",
-        "checkpoint_every", "select_tasks")}
-    settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
-                     for name in ("progress", "sequential_fallback", "repeat_check")})
+    settings = {setting.name: getattr(args, setting.name) for setting in SETTINGS}
+    if args.scheduler is not None:
+        if args.backend not in (None, "dask"):
+            raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
+                             f"--backend {args.backend}")
+        settings["backend"] = "dask"
     Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
     spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
                    strategy_options=_parse_params(args.strategy_option, "-o",
@@ -254,17 +244,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if RunDir(args.out).generations() is None:  # a typo in --out?
             print(f"{args.out} holds no run yet: --resume starts a new one there")
         spec = RunSpec.resume(args.out, spec)
-    backend = args.backend
-    if args.scheduler is not None:
-        if backend not in (None, "dask"):
-            raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
-                             f"--backend {backend}")
-        backend = "dask"
     scored: list = []  # the generations this command scores
     from .pools.dask_pool import scheduler_client
     with scheduler_client(args.scheduler):
         started = time.perf_counter()
-        result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
+        result = spec.run(callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
     return _print_run(args, result, elapsed, done_before=args.resume and not scored)
 

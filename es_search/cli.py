@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 from . import __version__
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
-                     render)
+                     render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
@@ -35,6 +35,7 @@ class UsageError(ValueError):
 
 
 def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
+    """``NAME=VALUE`` as ``(NAME, VALUE)``: a Python literal, JSON, true/false, or text."""
     key, sep, raw = text.partition("=")
     if not sep or not key.isidentifier():
         raise UsageError(f"{flag} expects NAME=VALUE (e.g. {flag} {example}), got {text!r}")
@@ -50,22 +51,21 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
     return key, value
 
 
-def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=100"
-                  ) -> dict[str, Any]:
-    """Every ``flag NAME=VALUE`` as a dict; a NAME given twice is refused (which one
-    was meant?)."""
-    params: dict[str, Any] = {}
-    for text in texts:
-        key, value = _parse_param(text, flag, example)
+class _Params(argparse.Action):
+    """``-p NAME=VALUE`` (repeatable) as a dict; a NAME given twice is refused (which one
+    was meant?). ``const``: an example."""
+
+    def __call__(self, parser: Any, namespace: Any, text: Any, flag: Any = None) -> None:
+        key, value = _parse_param(text, self.option_strings[0], self.const)
+        params = dict(getattr(namespace, self.dest))
         if key in params:
-            raise UsageError(f"{flag} {key} is given twice ({key}={params[key]!r} and "
-                             f"{key}={value!r}); give it once")
-        params[key] = value
-    return params
+            raise UsageError(f"{self.option_strings[0]} {key} is given twice ({key}="
+                             f"{params[key]!r} and {key}={value!r}); give it once")
+        setattr(namespace, self.dest, {**params, key: value})
 
 
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
-    """How ``parser`` writes a setting of ``run()`` (for :meth:`SettingError.render`):
+    """How ``parser`` writes a setting of ``run()`` (for :func:`~es_search.errors.setting_message`):
     the flag of its option whose dest is the setting (``--n-jobs 2``; a switch alone,
     ``--resume``, ``--no-progress`` for ``progress=False``), else as Python writes it."""
     actions = {action.dest: action for action in parser._actions if action.option_strings}
@@ -137,11 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
-    run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+    run.add_argument("-p", "--param", action=_Params, default={}, const="work=100",
+                     metavar="NAME=VALUE",
                      help="constructor argument of the agent (repeatable); with --resume, "
                           "the run's own where not given again")
-    run.add_argument("-o", "--strategy-option", action="append", default=[],
-                     metavar="NAME=VALUE",
+    run.add_argument("-o", "--strategy-option", dest="strategy_options", action=_Params,
+                     default={},
+                     const="reevaluate=True", metavar="NAME=VALUE",
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list STRATEGY; with "
                           "--resume, the run's own where not given again")
@@ -176,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exact", action="store_true",
                        help="require bit-identical scores (default: within a relative "
                             "1e-6, the last bits of a batched product may differ)")
-    check.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+    check.add_argument("-p", "--param", action=_Params, default={}, const="work=100",
+                       metavar="NAME=VALUE",
                        help="constructor argument of the agent (repeatable)")
 
     listing = verbs.add_parser(
@@ -233,9 +236,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                              f"--backend {args.backend}")
         settings["backend"] = "dask"
     Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
-    spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
-                   strategy_options=_parse_params(args.strategy_option, "-o",
-                                                  "reevaluate=True"),
+    spec = RunSpec(args.problem, args.param, strategy=args.strategy,
+                   strategy_options=args.strategy_options,
                    population=args.population, sigma=args.sigma,
                    generations=args.generations, seed=args.seed)
     spec.problem_class()  # a problem that cannot be loaded: said before anything else
@@ -318,7 +320,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .problems import problem_defaults
     from .spec import RunSpec
 
-    spec = RunSpec(args.problem, _parse_params(args.param), population=args.population,
+    spec = RunSpec(args.problem, args.param, population=args.population,
                    sigma=args.sigma, seed=args.seed)
     agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
@@ -421,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()  # its last imports: a Ctrl-C until here is one line too
     end_command_start()  # from here, Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = None
+    args, term = None, python_term
     if not argv:  # a bare `es-search`: what it can do, not one line about a missing verb
         parser.print_help(sys.stderr)
         return 2
@@ -432,29 +434,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
-    except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
-        print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
-        return 2
-    except (ValueError, TypeError, ImportError) as exc:  # bad input (UsageError, ...)
-        text = str(exc)  # argparse's own: "es-search run: error: ..."
-        print(text if text.startswith("es-search") else f"es-search: error: {text}",
-              file=sys.stderr)
-        return 2
-    except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
-        message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
-            exc, WorkerError) else str(exc)
-        print(f"es-search: error: {message}", file=sys.stderr)
-        return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
-    except OSError as exc:  # a full disk (for the output too: > /dev/full), a lost mount
-        silence_stdout()
-        print(f"es-search: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
         print(interrupted_message(args, argv), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except (ValueError, TypeError, ImportError, ScoreError, WorkerError, TestScoresError,
+            OSError) as exc:  # one line, no frames of es_search's
+        bad_input = isinstance(exc, (ValueError, TypeError, ImportError))  # UsageError, ...
+        if not bad_input and isinstance(exc, OSError):  # a full disk (> /dev/full too)
+            silence_stdout()
+        text = (setting_message(exc, term) if isinstance(exc, SettingError)  # --n-jobs
+                else worker_message(exc, f":\n  {resume_command(argv)}")
+                if isinstance(exc, WorkerError) else str(exc))
+        print(text if text.startswith("es-search") else f"es-search: error: {text}",
+              file=sys.stderr)  # argparse's own: "es-search run: error: ..."
+        return 2 if bad_input else 1
     finally:
         if command:
             release_workers()

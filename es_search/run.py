@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_dict, check_evolved, check_is_agent, check_score_kwargs
+from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -28,7 +28,7 @@ from .result import Result
 from .search import Search
 from .selection import SELECT_TASKS, select
 from .settings import Settings
-from .strategies import DEFAULT, Strategy, make_strategy
+from .strategies import DEFAULT, strategy_from
 
 Callback = Callable[[dict], Any]
 
@@ -125,8 +125,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check,
         select_tasks=select_tasks)
-    strategy = _make_strategy(strategy, population, sigma, strategy_options,
-                              agent.num_evolved())
+    strategy = strategy_from(strategy, population, sigma, strategy_options)
+    strategy.check_size(agent.num_evolved())
     if type(agent).jitter_weights is not Agent.jitter_weights and \
             not strategy.uses_jitter_weights:
         name = strategy.name or type(strategy).__name__
@@ -188,20 +188,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if folder is not None:
             folder.close()
     return result
-
-
-def _make_strategy(strategy: Any, population: int | None, sigma: float | None,
-                   strategy_options: Any, n: int) -> Strategy:
-    """The run's strategy, checked against ``n`` evolved values (at the call)."""
-    options = check_dict("strategy_options", strategy_options, "a dict of the strategy's "
-                         "own options (e.g. {{'reevaluate': True}})")
-    for name in ("population", "sigma"):
-        if name in options:
-            raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
-                            f"strategy_options")
-    made = make_strategy(strategy, population, sigma, **options)
-    made.check_size(n)
-    return made
 
 
 def _stop_reason(callbacks: list, record: dict) -> str | None:

@@ -883,7 +883,7 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     import argparse
 
     from es_search.cli import flag_term
-    from es_search.errors import SettingError
+    from es_search.errors import SettingError, setting_message
     from es_search.checks import check_n_jobs
     parser = argparse.ArgumentParser(prog="x", exit_on_error=False)
     parser.add_argument("-w", "--workers", dest="n_jobs", type=int)
@@ -895,10 +895,10 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     assert term("score_kwargs", "{}") == "score_kwargs={}"  # no flag: as Python writes it
     error = SettingError("resume", True, "continues the run in {out}; pass {out=DIR}",
                          got=False)
-    assert error.render(term) == "--continue continues the run in --folder; pass --folder DIR"
+    assert setting_message(error, term) == "--continue continues the run in --folder; pass --folder DIR"
     with pytest.raises(SettingError) as info:
         check_n_jobs(parser.parse_args(["--workers", "0"]).n_jobs)
-    message = info.value.render(term)
+    message = setting_message(info.value, term)
     assert message.startswith("--workers must be an integer other than 0")
     assert "use --workers -1 for all cores or --workers 1 for a plain loop" in message
     assert "n_jobs" not in message

@@ -11,18 +11,17 @@ the user's callbacks.
 """
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
-from .pickling import check_agent, check_score_kwargs_pickle
+from .pickling import check_agent
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
@@ -116,8 +115,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
     """
-    check_is_agent(agent)
-    check_evolved(agent)
     settings = Settings.for_run(
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
@@ -125,8 +122,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check,
         select_tasks=select_tasks)
+    check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
+    evaluator = Evaluator(agent, settings=settings)  # the agent's, score_kwargs' checks
     strategy = strategy_from(strategy, population, sigma, strategy_options)
     strategy.check_size(agent.num_evolved())
+    # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
+    evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
     if type(agent).jitter_weights is not Agent.jitter_weights and \
             not strategy.uses_jitter_weights:
         name = strategy.name or type(strategy).__name__
@@ -136,25 +137,18 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                   f"used. Choose a hill climber, or override evolved_parameters() to "
                   f"choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
-    check_agent(agent, workers=settings.n_jobs != 1)
-    check_score_kwargs(agent, settings.score_kwargs)
-    check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
-                              saved=settings.out is not None)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None
     bar, search = ProgressBar(settings.progress), None
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
-    engine, ended = settings, None
+    ended, scoring = None, True
     if folder and folder.saved and folder.saved["generation"] >= settings.generations:
         ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
-        if ended or not settings.select_tasks:  # nothing left to score: no workers to
-            engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)  # start
+        scoring = not ended and settings.select_tasks > 0  # else no workers to start
     try:
-        # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
-        with Evaluator(agent, settings=engine,
-                       max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
+        with evaluator if scoring else contextlib.nullcontext():
             search = Search(strategy, evaluator)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)

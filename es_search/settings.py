@@ -2,7 +2,8 @@
 command line all build one :class:`Settings` and share it.
 
 Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
-their own settings); an invalid value raises at construction a
+their own settings; the backend's in :func:`es_search.backends.prepare`, when the engine
+is made); an invalid value raises at construction a
 :class:`~es_search.errors.SettingError` (a ``ValueError`` and a ``TypeError``) that names
 the setting and says how to fix it.
 
@@ -118,11 +119,6 @@ def has_digest(description: Any) -> bool:
     return False
 
 
-def _is_client(backend: Any) -> bool:
-    from .pools import is_client
-    return is_client(backend)
-
-
 def _flag(default: Any, help: str, **argparse: Any) -> Any:
     """A setting that ``es-search run`` takes as ``--name`` (``--name``/``--no-name`` for
     one that is True by default): what it does, ``help``, in which ``{setting}`` names
@@ -185,11 +181,6 @@ class Settings:
         set_(self, "select_tasks", check_select_tasks(self.select_tasks))
         set_(self, "seed", check_seed(self.seed))
         set_(self, "n_jobs", check_n_jobs(self.n_jobs))
-        if self.backend is not None and not isinstance(self.backend, str) and \
-                not hasattr(self.backend, "configure") and not _is_client(self.backend):
-            raise SettingError("backend", self.backend, "a joblib backend name (e.g. "
-                               "'loky', 'multiprocessing', 'dask', 'ray'), a joblib backend "
-                               "instance, a dask.distributed Client or None")
         set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
         check_choice("on_error", self.on_error, ON_ERROR, " ('raise': stop with "
                      "a ScoreError; 'worst': score the candidate -inf and go on)")

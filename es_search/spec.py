@@ -65,6 +65,12 @@ class RunSpec:
             check_seed(self.seed)
 
     @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunSpec:
+        """The spec of those ``values`` that name its fields (a command line's)."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)
+                      if f.name in values})
+
+    @classmethod
     def load(cls, folder: Any) -> RunSpec:
         """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` for a
         folder that holds none)."""

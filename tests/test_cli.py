@@ -861,7 +861,7 @@ def test_resume_takes_the_runs_other_p_values_name_by_name(tmp_path, capsys):
 
 
 def test_p_values_may_be_json():
-    from es_search.cli import _parse_param
+    from es_search.cli_parser import _parse_param
     assert _parse_param('env_kwargs={"is_slippery": false}') == (
         "env_kwargs", {"is_slippery": False})
     assert _parse_param("x=[1, null, true]") == ("x", [1, None, True])

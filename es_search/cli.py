@@ -98,14 +98,12 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
               f"tests it again):")
         _print_test(earlier, same, result.chosen)
     elif not args.no_test:
+        args.testing = True  # a Ctrl-C now: the run is whole; say so, not "resume"
         try:
             figures = held_out_figures(result.agent, result.best_weights,
                                        result.center_weights, args.out)
             if figures:
                 _print_test(figures, same, result.chosen)
-        except KeyboardInterrupt:  # the run is whole: say so, not "resume"
-            args.testing = True
-            raise
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
                      f"fixed, test it with: {test_command}" if args.out

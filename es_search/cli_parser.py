@@ -29,14 +29,12 @@ def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tupl
         raise UsageError(f"{flag} expects NAME=VALUE (e.g. {flag} {example}), got {text!r}")
     if raw.lower() in ("true", "false"):  # as a shell user writes them, not only True
         return key, raw.lower() == "true"
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        try:  # JSON: {"is_slippery": false}, [1, null]
-            value = json.loads(raw) if raw[:1] in "[{" and raw else raw
-        except ValueError:
-            value = raw
-    return key, value
+    for parse in (ast.literal_eval, json.loads):  # {1: 2}, 'a'; {"is_slippery": false}
+        try:
+            return key, parse(raw)
+        except (ValueError, SyntaxError):
+            pass
+    return key, raw
 
 
 class _Params(argparse.Action):

@@ -45,13 +45,12 @@ class ScoreError(RuntimeError):
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
         self.remote_traceback = remote_traceback
-        self.cause, self.out = cause, out
+        self.cause = self.__cause__ = cause  # __cause__ is not pickled: cause is
+        self.out = out
         #: set when ``score_batch()`` raised on candidates ``index`` to ``group_end - 1``
         #: that each score alone: then the group is the task, not one candidate
         self.group_end = group_end
         self.evaluate_seed, self.evaluate_kwargs = evaluate_seed, evaluate_kwargs
-        if cause is not None and self.__cause__ is None:
-            self.__cause__ = cause
 
     def __str__(self) -> str:
         return score_message(self)

@@ -391,6 +391,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "-p dim is given twice (dim=3 and dim=4); give it once"),
     (["run", "sphere", "-o", "reevaluate=True", "-o", "reevaluate=False"],
      "-o reevaluate is given twice"),
+    (["run", "sphere", "-o", "population=8"], "--strategy-option must be the strategy's own "
+     "options, without population, got {'population': 8}; give --population on its own"),
     (["run", "sphere", "-p", "start=nan"], "start must be a finite number, got 'nan'"),
     (["run", "sphere", "-p", "optimum=1e400"], "optimum must be a finite number, got inf"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -893,6 +895,11 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     assert (term("n_jobs"), term("n_jobs", "2"), term("resume", "True")) == (
         "--workers", "--workers 2", "--continue")
     assert term("score_kwargs", "{}") == "score_kwargs={}"  # no flag: as Python writes it
+    from es_search.cli import build_parser
+    run = flag_term(build_parser().verbs["run"])  # its settings' flags, from Settings
+    assert (run("repeat_check", "False"), run("progress"), run("checkpoint_every", "5"),
+            run("EarlyStopping patience", "0")) == (
+        "--no-repeat-check", "--progress", "--checkpoint-every 5", "--patience 0")
     error = SettingError("resume", True, "continues the run in {out}; pass {out=DIR}",
                          got=False)
     assert setting_message(error, term) == "--continue continues the run in --folder; pass --folder DIR"

@@ -19,7 +19,7 @@ Example::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -192,24 +192,21 @@ class Settings:
                 raise SettingError("task_timeout", self.task_timeout, "needs worker "
                                    "processes, not {n_jobs=1}: a score() running in this "
                                    "process cannot be stopped", got=False)
-        check_bool("sequential_fallback", self.sequential_fallback)
-        check_bool("progress", self.progress)
-        check_bool("repeat_check", self.repeat_check)
-        check_bool("resume", self.resume)
-        check_bool("overwrite", self.overwrite)
+        for setting in fields(self):
+            if isinstance(setting.default, bool):
+                check_bool(setting.name, getattr(self, setting.name))
         if self.out is not None:
             set_(self, "out", check_path("out", self.out))
-        for name, does in (("resume", "continues"), ("overwrite", "replaces")):
-            if getattr(self, name) and self.out is None:
-                raise SettingError(name, True, does + " the run saved in an out folder; "
-                                   "pass {out=DIR}", got=False)
         set_(self, "checkpoint_every", check_int(
             "checkpoint_every", self.checkpoint_every, 1,
             " (generations between two checkpoints of the run folder)"))
-        if self.checkpoint_every != 1 and self.out is None:
-            raise SettingError("checkpoint_every", self.checkpoint_every, "sets how often "
-                               "the run folder's checkpoint is written; pass {out=DIR} "
-                               "(without one nothing is saved)", got=False)
+        for name, does in (("resume", "continues the run saved in an out folder"),
+                           ("overwrite", "replaces the run saved in an out folder"),
+                           ("checkpoint_every", "sets how often the run folder's "
+                                                "checkpoint is written")):
+            if self.out is None and getattr(self, name) != getattr(Settings, name):
+                raise SettingError(name, getattr(self, name), does + "; pass {out=DIR}",
+                                   got=False)
         if self.resume and self.overwrite:
             raise SettingError("resume", True, "continues the run in {out}, "
                                "{overwrite=True} replaces it: pass one of them", got=False)

@@ -1,9 +1,9 @@
 """``run()``: the search as a short loop; every side effect is a callback.
 
-The loop: build the :class:`~es_search.settings.Settings` (every check), the strategy and
-the callbacks; open the run folder (:class:`~es_search.output.RunFolder`, a callback
-itself, fed only by what every callback gets); start the :class:`~es_search.Evaluator`;
-score the starting agent or resume from the checkpoint
+The loop: build the :class:`~es_search.settings.Settings`, the
+:class:`~es_search.Evaluator` (their checks, and the agent's), the strategy and the
+callbacks; open the run folder (:class:`~es_search.output.RunFolder`, a callback itself,
+fed only by what every callback gets); start the evaluator; score the starting agent or resume from the checkpoint
 (:class:`~es_search.search.Search`); then per generation one ``Search.step()`` and every
 callback's ``on_generation`` with its outcome -- the run folder first, so a callback that
 stops the run leaves a resumable checkpoint -- then the warnings, the progress bar and
@@ -123,7 +123,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check,
         select_tasks=select_tasks)
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
-    evaluator = Evaluator(agent, settings=settings)  # the agent's, score_kwargs' checks
+    evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)
     strategy.check_size(agent.num_evolved())
     # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)

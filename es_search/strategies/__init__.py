@@ -69,9 +69,10 @@ def strategy_from(strategy: Any, population: int | None, sigma: float | None,
     ``strategy_options``), which cannot hold ``population`` or ``sigma``."""
     options = check_dict("strategy_options", options, "a dict of the strategy's own "
                          "options (e.g. {{'reevaluate': True}})")
-    for name in set(options) & {"population", "sigma"}:
+    own = sorted(set(options) & {"population", "sigma"})  # settings of their own
+    if own:
         raise SettingError("strategy_options", options, f"the strategy's own options, "
-                           f"without {name}", f"give {{{name}}} on its own")
+                           f"without {own[0]}", f"give {{{own[0]}}} on its own")
     return make_strategy(strategy, population, sigma, **options)
 
 

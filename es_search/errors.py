@@ -127,14 +127,11 @@ class WorkerError(RuntimeError):
 
     def __init__(self, message: str, generation: int, indices: Sequence[int],
                  out: str | None = None):
-        super().__init__(message)
+        super().__init__(message, generation, list(indices), out)  # pickled as its args
         self.generation, self.indices, self.out = generation, list(indices), out
 
     def __str__(self) -> str:
         return worker_message(self)
-
-    def __reduce__(self):
-        return (WorkerError, (str(self.args[0]), self.generation, self.indices, self.out))
 
 
 def worker_message(error: WorkerError, resume: str | None = None) -> str:

@@ -68,7 +68,7 @@ def prepare(backend: Any, n_jobs: int) -> Choice:
     name = next((n for n, cls in BACKENDS.items() if type(chosen) is cls), None)
     if name in ("dask", "ray"):  # joblib.parallel_config("dask") or ("ray")
         return prepare(chosen.client if name == "dask" else name, n_jobs)
-    if n_jobs == 1 or name == "sequential":
+    if name == "sequential" or n_jobs == 1 and name is not None:  # None: not joblib's
         return Choice(None, 1)
     if getattr(chosen, "uses_threads", False):
         # inside another joblib worker (a sweep over seeds) joblib makes nested calls

@@ -3,221 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import faulthandler
-import json
 import math
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from . import __version__
-from .errors import ScoreError, SettingError, WorkerError, one_line_warnings, python_term
+from .cli_parser import SETTINGS, UsageError, build_parser, flag_term
+from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
+                     setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
-from .selection import SELECT_TASKS, describe, same_weights
-from .spec import TestScoresError
-from .strategies import DEFAULT, STRATEGIES
+from .selection import describe, same_weights
+from .settings import Settings
+from .spec import RunSpec, TestScoresError
+from .strategies import STRATEGIES
 
-
-class UsageError(ValueError):
-    """Bad input from the command line: one line on stderr, exit status 2."""
-
-
-def _parse_param(text: str, flag: str = "-p", example: str = "work=100") -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise UsageError(f"{flag} expects NAME=VALUE (e.g. {flag} {example}), got {text!r}")
-    if raw.lower() in ("true", "false"):  # as a shell user writes them, not only True
-        return key, raw.lower() == "true"
-    try:
-        value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
-        try:  # JSON: {"is_slippery": false}, [1, null]
-            value = json.loads(raw) if raw[:1] in "[{" and raw else raw
-        except ValueError:
-            value = raw
-    return key, value
-
-
-def _parse_params(texts: Sequence[str], flag: str = "-p", example: str = "work=100"
-                  ) -> dict[str, Any]:
-    """Every ``flag NAME=VALUE`` as a dict; a NAME given twice is refused (which one
-    was meant?)."""
-    params: dict[str, Any] = {}
-    for text in texts:
-        key, value = _parse_param(text, flag, example)
-        if key in params:
-            raise UsageError(f"{flag} {key} is given twice ({key}={params[key]!r} and "
-                             f"{key}={value!r}); give it once")
-        params[key] = value
-    return params
-
-
-def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
-    """How ``parser`` writes a setting of ``run()`` (for :meth:`SettingError.render`):
-    the flag of its option whose dest is the setting (``--n-jobs 2``; a switch alone,
-    ``--resume``, ``--no-progress`` for ``progress``), else as Python writes it."""
-    actions = {action.dest: action for action in parser._actions if action.option_strings}
-
-    def term(setting: str, value: str | None = None) -> str:
-        action = actions.get(setting) or actions.get("no_" + setting)
-        if action is None:
-            return python_term(setting, value)
-        flag = action.option_strings[-1]
-        return flag if value is None or action.nargs == 0 else f"{flag} {value}"
-    return term
-
-
-class _Parser(argparse.ArgumentParser):
-    verbs: dict = {}  # the verbs' own parsers, by name
-
-    def error(self, message: str) -> None:  # one line, exit 2, no traceback
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="es-search",
-                     description="Evolution-strategies search of PyTorch agents on all cores.")
-    parser.add_argument("--version", action="version", version=f"es_search {__version__}")
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
-    parser.verbs = verbs.choices
-
-    run = verbs.add_parser("run", help="optimise a problem",
-                           description="Optimise PROBLEM: a built-in name (es-search list), "
-                                       "gym:ENV_ID (any gymnasium environment), "
-                                       "package.module:AgentClass or path/to/file.py:AgentClass.")
-    run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
-                                     "path/to/file.py:Class")
-    run.add_argument("--generations", type=int,
-                     help="default: the problem's; with --resume, the run's own")
-    run.add_argument("--population", type=int,
-                     help="default: the problem's, else the strategy's; with --resume, the "
-                          "run's own")
-    run.add_argument("--sigma", type=float,
-                     help="default: the problem's, else the strategy's; with --resume, the "
-                          "run's own")
-    run.add_argument("--strategy", default=None, choices=sorted(STRATEGIES),
-                     help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
-                          f"run's own")
-    run.add_argument("--n-jobs", type=int, default=-1,
-                     help="-1 all cores (default), 1 no parallelism")
-    run.add_argument("--seed", type=int, default=None,
-                     help="default 0; with --resume, the run's own")
-    run.add_argument("--backend", default=None,
-                     help="loky (default), multiprocessing, dask (give its --scheduler), "
-                          "ray (RAY_ADDRESS, or a local Ray)")
-    run.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="dask scheduler to run on (e.g. tcp://host:8786); implies "
-                          "--backend dask")
-    run.add_argument("--out", default=None, help="folder to write the run into")
-    run.add_argument("--resume", action="store_true",
-                     help="continue the run saved in --out from its checkpoint")
-    run.add_argument("--overwrite", action="store_true",
-                     help="replace the run saved in --out (without it, or --resume, an "
-                          "--out that holds a run is refused)")
-    run.add_argument("--on-error", choices=("raise", "worst"), default="raise",
-                     help="a score() that raises: stop (default) or score it -inf and go on")
-    run.add_argument("--max-retries", type=int, default=2,
-                     help="re-runs of a generation's tasks lost to dead workers (default 2)")
-    run.add_argument("--task-timeout", type=float, default=None,
-                     help="seconds one score() may take in a worker (default: no limit)")
-    run.add_argument("--no-sequential-fallback", action="store_true",
-                     help="score every generation in the workers, never in this process "
-                          "(by default a generation cheaper than a round trip to them is "
-                          "scored here): a score() that can crash its process (a C "
-                          "extension's segfault) then costs a retry, not the run")
-    run.add_argument("--checkpoint-every", type=int, default=1, metavar="N",
-                     help="write --out's checkpoint every N generations (default 1); a "
-                          "kill -9 then redoes up to N - 1 of them on --resume")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    run.add_argument("--no-repeat-check", action="store_true",
-                     help="skip scoring the starting agent twice under one task seed "
-                          "before the run (a warning when the scores differ: the run "
-                          "would depend on --n-jobs)")
-    run.add_argument("--select-tasks", default=SELECT_TASKS, metavar="N", type=int,
-                     help=f"at the end, score the best weights and the final centre on N "
-                          f"fresh tasks each and hand back the better (default "
-                          f"{SELECT_TASKS}; 0: the best weights, untested)")
-    run.add_argument("--no-test", action="store_true",
-                     help="skip testing the best agent and the final centre at the end "
-                          "(their test_scores(): held-out accuracy, returns of fresh "
-                          "episodes)")
-    run.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="constructor argument of the agent (repeatable); with --resume, "
-                          "the run's own where not given again")
-    run.add_argument("-o", "--strategy-option", action="append", default=[],
-                     metavar="NAME=VALUE",
-                     help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
-                          "-o learning_rate=0.1; see es-search list STRATEGY; with "
-                          "--resume, the run's own where not given again")
-    from .callbacks.options import add_arguments as add_callback_arguments
-    add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
-
-    test = verbs.add_parser(
-        "test", help="test the best agent and the final centre of a run folder",
-        description="Rebuild the problem of a run written by `es-search run PROBLEM --out "
-                    "DIR`, load its best weights and its final centre and print their "
-                    "test_scores() (held-out accuracy, returns of fresh episodes); also "
-                    "written to DIR/test.json.")
-    test.add_argument("out", metavar="DIR")
-
-    check = verbs.add_parser(
-        "check", help="check that a problem's scores are repeatable and, with score_batch, "
-                      "that it scores each candidate on its own",
-        description="Build PROBLEM as `es-search run PROBLEM` builds it, score it twice "
-                    "under one task seed (es_search.check_repeatable: a score that "
-                    "depends on what the agent scored before makes runs depend on "
-                    "--n-jobs) and, when it defines score_batch, score a few "
-                    "jittered candidates as one group, as two groups, one by one and "
-                    "through score() (es_search.check_score_batch). Exit status 0 when "
-                    "the scores agree, 1 when some do not (named on stderr), 2 on bad "
-                    "input.")
-    check.add_argument("problem")
-    check.add_argument("--population", type=int, default=8,
-                       help="candidates to score (default 8)")
-    check.add_argument("--sigma", type=float,
-                       help="their jitter (default: the problem's)")
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument("--exact", action="store_true",
-                       help="require bit-identical scores (default: within a relative "
-                            "1e-6, the last bits of a batched product may differ)")
-    check.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
-                       help="constructor argument of the agent (repeatable)")
-
-    listing = verbs.add_parser(
-        "list", help="list the built-in problems and strategies, or one problem's "
-                     "parameters and defaults, or one strategy's options",
-        description="Without PROBLEM: the built-in problems and the strategies with their "
-                    "options. With PROBLEM (a name, gym:ID, file.py:Class or "
-                    "module:Class): what it is, its parameters (-p NAME=VALUE) with their "
-                    "defaults, and the settings `es-search run PROBLEM` uses. With a "
-                    "strategy's name: what it does and its options (-o NAME=VALUE).")
-    listing.add_argument("problem", nargs="?", metavar="PROBLEM_OR_STRATEGY")
-
-    export = verbs.add_parser(
-        "export", help="write a run's policy as one file that runs without es_search",
-        description="Write the policy of a run written by `es-search run PROBLEM --out "
-                    "DIR` (observation normalisation, network, action mapping) as "
-                    "TorchScript (torch.jit.load) or ONNX (onnxruntime; extra export).")
-    export.add_argument("out", metavar="RUN_DIR")
-    export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
-    export.add_argument("--out", dest="file", metavar="FILE",
-                        help="default: RUN_DIR/policy.pt (.onnx)")
-    export.add_argument("--which", choices=("center", "best"), default=None,
-                        help="the weights to export (default: what the run handed back)")
-
-    from .bench import add_arguments
-    bench = verbs.add_parser("bench", help="how a generation's scoring scales with n_jobs here",
-                             description="Time one generation of scoring (0, 1 and 10 ms "
-                                         "scores, population 64) for n_jobs from 1 to all "
-                                         "cores; prints the table and writes bench.json.")
-    add_arguments(bench)
-    return parser
+__all__ = ["main", "build_parser", "flag_term", "resume_command", "UsageError"]
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -234,37 +40,26 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from .callbacks.options import from_args
     from .folder import RunDir
-    from .settings import Settings
-    from .spec import RunSpec
 
-    settings = {name: getattr(args, name) for name in (
-        "n_jobs", "out", "resume", "overwrite", "on_error", "max_retries", "task_timeout",
-        "checkpoint_every", "select_tasks")}
-    settings.update({name: not getattr(args, "no_" + name)  # --no-progress, ...
-                     for name in ("progress", "sequential_fallback", "repeat_check")})
+    settings = {setting.name: getattr(args, setting.name) for setting in SETTINGS}
+    if args.scheduler is not None:
+        if args.backend not in (None, "dask"):
+            raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
+                             f"--backend {args.backend}")
+        settings["backend"] = "dask"
     Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
-    spec = RunSpec(args.problem, _parse_params(args.param), strategy=args.strategy,
-                   strategy_options=_parse_params(args.strategy_option, "-o",
-                                                  "reevaluate=True"),
-                   population=args.population, sigma=args.sigma,
-                   generations=args.generations, seed=args.seed)
+    spec = RunSpec.of(vars(args))
     spec.problem_class()  # a problem that cannot be loaded: said before anything else
     callbacks = from_args(args, args.problem)
     if args.resume:  # what is not given again is the run's own
         if RunDir(args.out).generations() is None:  # a typo in --out?
             print(f"{args.out} holds no run yet: --resume starts a new one there")
         spec = RunSpec.resume(args.out, spec)
-    backend = args.backend
-    if args.scheduler is not None:
-        if backend not in (None, "dask"):
-            raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
-                             f"--backend {backend}")
-        backend = "dask"
     scored: list = []  # the generations this command scores
     from .pools.dask_pool import scheduler_client
     with scheduler_client(args.scheduler):
         started = time.perf_counter()
-        result = spec.run(backend=backend, callbacks=[*callbacks, scored.append], **settings)
+        result = spec.run(callbacks=[*callbacks, scored.append], **settings)
         elapsed = time.perf_counter() - started
     return _print_run(args, result, elapsed, done_before=args.resume and not scored)
 
@@ -303,14 +98,12 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
               f"tests it again):")
         _print_test(earlier, same, result.chosen)
     elif not args.no_test:
+        args.testing = True  # a Ctrl-C now: the run is whole; say so, not "resume"
         try:
             figures = held_out_figures(result.agent, result.best_weights,
                                        result.center_weights, args.out)
             if figures:
                 _print_test(figures, same, result.chosen)
-        except KeyboardInterrupt:  # the run is whole: say so, not "resume"
-            args.testing = True
-            raise
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
                      f"fixed, test it with: {test_command}" if args.out
@@ -332,10 +125,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .batched import has_score_batch
     from .repeat_check import repeat_and_score
     from .problems import problem_defaults
-    from .spec import RunSpec
 
-    spec = RunSpec(args.problem, _parse_params(args.param), population=args.population,
-                   sigma=args.sigma, seed=args.seed)
+    spec = RunSpec.of(vars(args))
     agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
     problem, start = repeat_and_score(agent, seed=args.seed)
@@ -437,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()  # its last imports: a Ctrl-C until here is one line too
     end_command_start()  # from here, Ctrl-C is a KeyboardInterrupt, handled below
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = None
+    args, term = None, python_term
     if not argv:  # a bare `es-search`: what it can do, not one line about a missing verb
         parser.print_help(sys.stderr)
         return 2
@@ -448,29 +239,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit
         return status
-    except SettingError as exc:  # in this command line's terms: --n-jobs, not n_jobs
-        print(f"es-search: error: {exc.render(term)}", file=sys.stderr)
-        return 2
-    except (ValueError, TypeError, ImportError) as exc:  # bad input (UsageError, ...)
-        text = str(exc)  # argparse's own: "es-search run: error: ..."
-        print(text if text.startswith("es-search") else f"es-search: error: {text}",
-              file=sys.stderr)
-        return 2
-    except (ScoreError, WorkerError, TestScoresError) as exc:  # the run failed: no frames
-        message = exc.render(f":\n  {resume_command(argv)}") if isinstance(  # of es_search's
-            exc, WorkerError) else str(exc)
-        print(f"es-search: error: {message}", file=sys.stderr)
-        return 1
     except BrokenPipeError:  # `es-search ... | head`: the reader left; no traceback
         silence_stdout()
         return 141  # as a shell reports a command killed by SIGPIPE
-    except OSError as exc:  # a full disk (for the output too: > /dev/full), a lost mount
-        silence_stdout()
-        print(f"es-search: error: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt as exc:  # Ctrl-C (130), or SIGTERM (143)
         print(interrupted_message(args, argv), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except (ValueError, TypeError, ImportError, ScoreError, WorkerError, TestScoresError,
+            OSError) as exc:  # one line, no frames of es_search's
+        bad_input = isinstance(exc, (ValueError, TypeError, ImportError))  # UsageError, ...
+        if not bad_input and isinstance(exc, OSError):  # a full disk (> /dev/full too)
+            silence_stdout()
+        text = (setting_message(exc, term) if isinstance(exc, SettingError)  # --n-jobs
+                else worker_message(exc, f":\n  {resume_command(argv)}")
+                if isinstance(exc, WorkerError) else str(exc))
+        print(text if text.startswith("es-search") else f"es-search: error: {text}",
+              file=sys.stderr)  # argparse's own: "es-search run: error: ..."
+        return 2 if bad_input else 1
     finally:
         if command:
             release_workers()

@@ -45,57 +45,59 @@ class ScoreError(RuntimeError):
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
         self.remote_traceback = remote_traceback
-        self.cause, self.out = cause, out
+        self.cause = self.__cause__ = cause  # __cause__ is not pickled: cause is
+        self.out = out
         #: set when ``score_batch()`` raised on candidates ``index`` to ``group_end - 1``
         #: that each score alone: then the group is the task, not one candidate
         self.group_end = group_end
         self.evaluate_seed, self.evaluate_kwargs = evaluate_seed, evaluate_kwargs
-        if cause is not None and self.__cause__ is None:
-            self.__cause__ = cause
-
-    def _dynamic_note(self, replay: bool = True) -> str:
-        if '"<dynamic-code>"' not in self.remote_traceback:
-            return ""
-        return ("(File \"<dynamic-code>\": code sent to the workers by value, such as a class "
-                "of your script or notebook; its line numbers are the source's"
-                + (", and replay_task shows the file.)\n" if replay else ".)\n"))
 
     def __str__(self) -> str:
-        if self.group_end is not None:
-            return (f"{self.agent_class}.score_batch() failed on candidates {self.index}-"
-                    f"{self.group_end - 1} of generation {self.generation} (the first's "
-                    f"task seed {self.seed}), though each of them scores alone through "
-                    f"score(). Check score_batch() with es_search.check_score_batch(agent) "
-                    f"(es-search check PROBLEM), or score one candidate per call "
-                    f"(score_batch_size=0).\nOriginal traceback:\n{self.remote_traceback}"
-                    + self._dynamic_note(replay=False))
-        method, g, i = failed_method(self.remote_traceback), self.generation, self.index
-        if self.evaluate_seed is not None:  # evaluate(): no run folder; the weights dict
-            s = self.evaluate_seed
-            kwargs = ", score_kwargs=<the call's>" if self.evaluate_kwargs else ""
-            where = (f"weights[{i}] of evaluate(..., seed={s}, generation={g}) (task seed "
-                     f"{self.seed}, es_search.task_seed({s}, {g}, {i}))")
-            replay = (f"seed={s}, generation={g}, index={i}, weights=weights[{i}]{kwargs})\n"
-                      f"(agent and weights: those given to evaluate() or the Evaluator; it "
-                      f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
-                      f"set and random, NumPy and torch seeded with the task seed, as the "
-                      f"task did).\n")
-        else:
-            where = "the starting agent" if g < 0 else f"generation {g}, candidate {i}"
-            where += f" (task seed {self.seed})"
-            source = repr(self.out) if self.out is not None else "<the run's out folder>"
-            replay = f"out={source}, generation={g}, index={i})\n" + (
-                "" if self.out is not None else f"or, without an out folder, replay_task("
-                f"agent, seed=<run seed>, generation={g}, index={i}, center=..., "
-                f"candidate=...).\n")
-        return (f"{self.agent_class}.{method} failed on {where}.\nReproduce it in this "
-                f"process (e.g. under a debugger) with\n    es_search.replay_task(agent, "
-                f"{replay}Original traceback:\n{self.remote_traceback}" + self._dynamic_note())
+        return score_message(self)
 
     def __reduce__(self):
         return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
                              self.remote_traceback, _picklable(self.cause), self.out,
                              self.group_end, self.evaluate_seed, self.evaluate_kwargs))
+
+
+def score_message(error: ScoreError) -> str:
+    """What a :class:`ScoreError` says: the task that failed, how to replay it in this
+    process (a run's, or an ``evaluate()`` call's weights dict), its traceback."""
+    e, g, i = error, error.generation, error.index
+    traceback = f"Original traceback:\n{e.remote_traceback}"
+    if '"<dynamic-code>"' in e.remote_traceback:
+        traceback += ("(File \"<dynamic-code>\": code sent to the workers by value, such as a "
+                      "class of your script or notebook; its line numbers are the source's"
+                      + (".)\n" if e.group_end is not None
+                         else ", and replay_task shows the file.)\n"))
+    if e.group_end is not None:
+        return (f"{e.agent_class}.score_batch() failed on candidates {i}-{e.group_end - 1} "
+                f"of generation {g} (the first's task seed {e.seed}), though each of them "
+                f"scores alone through score(). Check score_batch() with "
+                f"es_search.check_score_batch(agent) (es-search check PROBLEM), or score one "
+                f"candidate per call (score_batch_size=0).\n{traceback}")
+    if e.evaluate_seed is not None:  # evaluate(): no run folder; the weights dict
+        s = e.evaluate_seed
+        kwargs = ", score_kwargs=<the call's>" if e.evaluate_kwargs else ""
+        where = (f"weights[{i}] of evaluate(..., seed={s}, generation={g}) (task seed "
+                 f"{e.seed}, es_search.task_seed({s}, {g}, {i}))")
+        replay = (f"seed={s}, generation={g}, index={i}, weights=weights[{i}]{kwargs})\n"
+                  f"(agent and weights: those given to evaluate() or the Evaluator; it "
+                  f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
+                  f"set and random, NumPy and torch seeded with the task seed, as the "
+                  f"task did).\n")
+    else:
+        where = "the starting agent" if g < 0 else f"generation {g}, candidate {i}"
+        where += f" (task seed {e.seed})"
+        source = repr(e.out) if e.out is not None else "<the run's out folder>"
+        replay = f"out={source}, generation={g}, index={i})\n" + (
+            "" if e.out is not None else f"or, without an out folder, replay_task("
+            f"agent, seed=<run seed>, generation={g}, index={i}, center=..., "
+            f"candidate=...).\n")
+    return (f"{e.agent_class}.{failed_method(e.remote_traceback)} failed on {where}.\n"
+            f"Reproduce it in this process (e.g. under a debugger) with\n"
+            f"    es_search.replay_task(agent, {replay}{traceback}")
 
 
 def _picklable(exc: BaseException | None) -> BaseException | None:
@@ -125,27 +127,24 @@ class WorkerError(RuntimeError):
 
     def __init__(self, message: str, generation: int, indices: Sequence[int],
                  out: str | None = None):
-        super().__init__(message)
+        super().__init__(message, generation, list(indices), out)  # pickled as its args
         self.generation, self.indices, self.out = generation, list(indices), out
 
-    def render(self, resume: str | None = None) -> str:
-        """The message and, in a run, what was saved and how to continue: ``resume``
-        follows "continue with" (default: the ``run()`` call that does)."""
-        message = str(self.args[0])
-        if self.out is None:
-            return message
-        if not self.out:
-            return message + " Nothing was saved (no out folder)."
-        before = f" (generations before {self.generation})" if self.generation >= 0 else ""
-        return (f"{message} The checkpoint in {self.out}{before} is intact: after fixing "
-                f"the cause, continue with"
-                + (resume or f" run(..., out={self.out!r}, resume=True)."))
-
     def __str__(self) -> str:
-        return self.render()
+        return worker_message(self)
 
-    def __reduce__(self):
-        return (WorkerError, (str(self.args[0]), self.generation, self.indices, self.out))
+
+def worker_message(error: WorkerError, resume: str | None = None) -> str:
+    """A :class:`WorkerError`'s message and, in a run, what was saved and how to continue:
+    ``resume`` follows "continue with" (default: the ``run()`` call that does)."""
+    message = str(error.args[0])
+    if error.out is None:
+        return message
+    if not error.out:
+        return message + " Nothing was saved (no out folder)."
+    before = f" (generations before {error.generation})" if error.generation >= 0 else ""
+    return (f"{message} The checkpoint in {error.out}{before} is intact: after fixing the "
+            f"cause, continue with" + (resume or f" run(..., out={error.out!r}, resume=True)."))
 
 
 def ranges(indices: Sequence[int]) -> str:
@@ -226,7 +225,7 @@ class SettingError(ValueError, TypeError):
     """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
     name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
     (or ""). ``rule`` and ``fix`` write settings as ``{name}`` or ``{name=value}``, which
-    :meth:`render` writes in the caller's terms: ``n_jobs=1`` in Python (``str()``),
+    :func:`setting_message` writes in the caller's terms: ``n_jobs=1`` in Python (``str()``),
     ``--n-jobs 1`` on the command line. With ``got=False`` the value leads, and the rule
     says what it conflicts with. A ValueError and a TypeError, as the checks raised one
     or the other."""
@@ -237,19 +236,17 @@ class SettingError(ValueError, TypeError):
         self.setting, self.value, self.rule, self.fix, self.got = (
             setting, value, rule, fix, got)
 
-    def render(self, term: Callable[..., str] = python_term, named: bool = True) -> str:
-        """The message with settings as ``term(name)``, ``term(name, value_text)`` write
-        them; ``named=False`` leaves out the leading setting (argparse names the flag)."""
-        rule = render(self.rule, term)
-        if self.got:
-            text = f"must be {rule}, got {self.value!r}"
-            text = f"{term(self.setting)} {text}" if named else text
-        else:
-            text = f"{term(self.setting, repr(self.value))} {rule}"
-        return text + (f"; {render(self.fix, term)}" if self.fix else "")
-
     def __str__(self) -> str:
-        return self.render()
+        return setting_message(self)
+
+
+def setting_message(error: SettingError, term: Callable[..., str] = python_term) -> str:
+    """A :class:`SettingError`'s message, its settings as ``term(name)`` and
+    ``term(name, value_text)`` write them (a command line: as its flags)."""
+    rule = render(error.rule, term)
+    text = (f"{term(error.setting)} must be {rule}, got {error.value!r}" if error.got
+            else f"{term(error.setting, repr(error.value))} {rule}")
+    return text + (f"; {render(error.fix, term)}" if error.fix else "")
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep

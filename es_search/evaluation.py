@@ -33,7 +33,7 @@ from . import claims
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
-from .checks import check_int, check_is_agent, check_score_kwargs
+from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
 from .chunking import ChunkPolicy, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
@@ -101,6 +101,7 @@ class Engine:
                  repeat_check: bool = True, settings: Settings | None = None,
                  max_workers: int | None = None):
         check_is_agent(agent)
+        check_evolved(agent)
         if settings is None:
             settings = Settings(seed=seed, n_jobs=n_jobs, backend=backend,
                                 score_kwargs=score_kwargs, on_error=on_error,
@@ -120,9 +121,8 @@ class Engine:
         # a bad score_batch_size fails here, before any worker starts
         self.chunking = ChunkPolicy(agent.num_evolved(), group_size(agent))
         check_score_kwargs(agent, settings.score_kwargs)
-        if settings.generations is None:  # not a run's (run() checked them, with out=)
-            check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
-                                      saved=False)
+        check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
+                                  saved=settings.out is not None)
         self._token = uuid.uuid4().hex
         self._skeleton: Any = None
         self._kwargs: Any = None  # the score_kwargs as put in the pool once (None: none)

@@ -12,7 +12,7 @@ import torch
 
 from .agent import Agent
 from .candidates import Candidate
-from .checks import check_int, check_is_agent
+from .checks import check_int
 from .errors import ScoreError
 from .evaluation import Engine
 
@@ -46,12 +46,21 @@ class Evaluator(Engine):
             >>> scores
             [6.0, 9.0]
         """
-        weights, generation = _weights_list(weights), _check_generation(generation)
-        if not weights:
-            return []
+        return self._score(*self._candidates(weights, generation))
+
+    def _candidates(self, weights: Any, generation: Any) -> tuple[int, list[Candidate]]:
+        """``generation`` and one candidate per weights dict, checked: a bad one fails
+        here, before any scoring."""
+        weights = _weights_list(weights)
+        generation = check_int("generation", generation, 0,
+                               " (task i of a call runs under task_seed(seed, generation, i))")
         if self._over is None:  # before any weights dict is loaded into self.local
             self._over = _Over(self.local)
-        candidates = self._over.candidates(weights)
+        return generation, self._over.candidates(weights)
+
+    def _score(self, generation: int, candidates: list[Candidate]) -> list[float]:
+        if not candidates:
+            return []
         try:
             return self.score(generation, self._over.center, candidates).scores
         except ScoreError as exc:  # no run folder: its message replays weights[index]
@@ -105,13 +114,14 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
     whose message says how to replay that weights dict in this process
     (:func:`es_search.replay_task` with ``weights=``).
     """
-    check_is_agent(agent)
-    weights, generation = _weights_list(weights), _check_generation(generation)
-    if not weights:
+    evaluator = Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
+                          score_kwargs=score_kwargs, repeat_check=repeat_check)
+    # checked before the workers start
+    generation, candidates = evaluator._candidates(weights, generation)
+    if not candidates:
         return []
-    with Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
-                   score_kwargs=score_kwargs, repeat_check=repeat_check) as evaluator:
-        return evaluator.evaluate(weights, generation)
+    with evaluator:
+        return evaluator._score(generation, candidates)
 
 
 def _weights_list(weights: Any) -> list[Mapping[str, Any]]:
@@ -125,11 +135,6 @@ def _weights_list(weights: Any) -> list[Mapping[str, Any]]:
             raise TypeError(f"weights[{i}] must be a dict of name -> tensor, "
                             f"got {type(w).__name__}")
     return weights
-
-
-def _check_generation(generation: Any) -> int:
-    return check_int("generation", generation, 0,
-                     " (task i of a call runs under task_seed(seed, generation, i))")
 
 
 def as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,9 @@
 """``run()``: the search as a short loop; every side effect is a callback.
 
-The loop: build the :class:`~es_search.settings.Settings` (every check), the strategy and
-the callbacks; open the run folder (:class:`~es_search.output.RunFolder`, a callback
-itself, fed only by what every callback gets); start the :class:`~es_search.Evaluator`;
-score the starting agent or resume from the checkpoint
+The loop: build the :class:`~es_search.settings.Settings`, the
+:class:`~es_search.Evaluator` (their checks, and the agent's), the strategy and the
+callbacks; open the run folder (:class:`~es_search.output.RunFolder`, a callback itself,
+fed only by what every callback gets); start the evaluator; score the starting agent or resume from the checkpoint
 (:class:`~es_search.search.Search`); then per generation one ``Search.step()`` and every
 callback's ``on_generation`` with its outcome -- the run folder first, so a callback that
 stops the run leaves a resumable checkpoint -- then the warnings, the progress bar and
@@ -11,24 +11,23 @@ the user's callbacks.
 """
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .checks import check_dict, check_evolved, check_is_agent, check_score_kwargs
 from .errors import ScoreError, WorkerError, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
-from .pickling import check_agent, check_score_kwargs_pickle
+from .pickling import check_agent
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
 from .selection import SELECT_TASKS, select
 from .settings import Settings
-from .strategies import DEFAULT, Strategy, make_strategy
+from .strategies import DEFAULT, strategy_from
 
 Callback = Callable[[dict], Any]
 
@@ -116,8 +115,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     Scores that are not finite (NaN, +-inf) are recorded but never become the best;
     ``mean_score`` is the mean of the finite ones; the first one warns, once per run.
     """
-    check_is_agent(agent)
-    check_evolved(agent)
     settings = Settings.for_run(
         generations=generations, seed=seed, n_jobs=n_jobs, backend=backend,
         score_kwargs=score_kwargs, on_error=on_error, max_retries=max_retries,
@@ -125,8 +122,12 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         progress=progress, out=out, resume=resume, overwrite=overwrite,
         checkpoint_every=checkpoint_every, repeat_check=repeat_check,
         select_tasks=select_tasks)
-    strategy = _make_strategy(strategy, population, sigma, strategy_options,
-                              agent.num_evolved())
+    check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
+    evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
+    strategy = strategy_from(strategy, population, sigma, strategy_options)
+    strategy.check_size(agent.num_evolved())
+    # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
+    evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
     if type(agent).jitter_weights is not Agent.jitter_weights and \
             not strategy.uses_jitter_weights:
         name = strategy.name or type(strategy).__name__
@@ -136,25 +137,18 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                   f"used. Choose a hill climber, or override evolved_parameters() to "
                   f"choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
-    check_agent(agent, workers=settings.n_jobs != 1)
-    check_score_kwargs(agent, settings.score_kwargs)
-    check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
-                              saved=settings.out is not None)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None
     bar, search = ProgressBar(settings.progress), None
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
-    engine, ended = settings, None
+    ended, scoring = None, True
     if folder and folder.saved and folder.saved["generation"] >= settings.generations:
         ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
-        if ended or not settings.select_tasks:  # nothing left to score: no workers to
-            engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)  # start
+        scoring = not ended and settings.select_tasks > 0  # else no workers to start
     try:
-        # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
-        with Evaluator(agent, settings=engine,
-                       max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
+        with evaluator if scoring else contextlib.nullcontext():
             search = Search(strategy, evaluator)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)
@@ -188,20 +182,6 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if folder is not None:
             folder.close()
     return result
-
-
-def _make_strategy(strategy: Any, population: int | None, sigma: float | None,
-                   strategy_options: Any, n: int) -> Strategy:
-    """The run's strategy, checked against ``n`` evolved values (at the call)."""
-    options = check_dict("strategy_options", strategy_options, "a dict of the strategy's "
-                         "own options (e.g. {{'reevaluate': True}})")
-    for name in ("population", "sigma"):
-        if name in options:
-            raise TypeError(f"{name} is an argument of run() itself (--{name}), not one of "
-                            f"strategy_options")
-    made = make_strategy(strategy, population, sigma, **options)
-    made.check_size(n)
-    return made
 
 
 def _stop_reason(callbacks: list, record: dict) -> str | None:

@@ -2,7 +2,8 @@
 command line all build one :class:`Settings` and share it.
 
 Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
-their own settings); an invalid value raises at construction a
+their own settings; the backend's in :func:`es_search.backends.prepare`, when the engine
+is made); an invalid value raises at construction a
 :class:`~es_search.errors.SettingError` (a ``ValueError`` and a ``TypeError``) that names
 the setting and says how to fix it.
 
@@ -118,43 +119,57 @@ def has_digest(description: Any) -> bool:
     return False
 
 
-def _is_client(backend: Any) -> bool:
-    from .pools import is_client
-    return is_client(backend)
+def _flag(default: Any, help: str, **argparse: Any) -> Any:
+    """A setting that ``es-search run`` takes as ``--name`` (``--name``/``--no-name`` for
+    one that is True by default): what it does, ``help``, in which ``{setting}`` names
+    another setting as the caller writes it, and argparse's ``type``, ``choices`` or
+    ``metavar`` where its default does not tell them."""
+    return field(default=default, metadata={"help": help, **argparse})
+
+
+#: what ``on_error`` may be
+ON_ERROR = ("raise", "worst")
 
 
 @dataclass(frozen=True)
 class Settings:
-    """What a run is asked to do, besides the agent and the strategy (see ``run()``).
-
-    - ``generations``: generations to reach (None: not a run, e.g. ``evaluate()``);
-    - ``seed``, ``n_jobs``, ``backend``, ``score_kwargs``: what every task sees and where
-      it runs; ``on_error``, ``max_retries``, ``task_timeout``, ``sequential_fallback``:
-      how failures and the in-process/parallel choice are handled;
-    - ``progress``, ``out``, ``resume``, ``overwrite``, ``checkpoint_every``: the
-      progress bar and the run folder;
-    - ``repeat_check``: score the starting agent twice under one task seed first
-      (:mod:`es_search.repeat_check`);
-    - ``select_tasks``: the selection test's tasks per candidate at the end
-      (:mod:`es_search.selection`).
-    """
+    """What a run is asked to do, besides the agent and the strategy (see ``run()``):
+    ``generations`` to reach (None: not a run, e.g. ``evaluate()``), ``seed`` and
+    ``score_kwargs``, what every task sees; each other field's ``help`` (its metadata)
+    says what it does."""
 
     generations: int | None = None
     seed: int = 0
-    n_jobs: int = -1
-    backend: Any = None
+    n_jobs: int = _flag(-1, "-1 all cores (default), 1 no parallelism")
+    backend: Any = _flag(None, "loky (default), multiprocessing, dask (give its "
+                         "{scheduler}), ray (RAY_ADDRESS, or a local Ray)")
     score_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    on_error: str = "raise"
-    max_retries: int = 2
-    task_timeout: float | None = None
-    sequential_fallback: bool = True
-    progress: bool = True
-    out: Path | None = None
-    resume: bool = False
-    overwrite: bool = False
-    checkpoint_every: int = 1
-    repeat_check: bool = True
-    select_tasks: int = SELECT_TASKS
+    on_error: str = _flag("raise", "a score() that raises: stop (default) or score it "
+                          "-inf and go on", choices=ON_ERROR)
+    max_retries: int = _flag(2, "re-runs of a generation's tasks lost to dead workers "
+                             "(default 2)")
+    task_timeout: float | None = _flag(None, "seconds one score() may take in a worker "
+                                       "(default: no limit)", type=float)
+    sequential_fallback: bool = _flag(
+        True, "score a generation in this process when that is faster than a round trip "
+        "to the workers (the same scores); {sequential_fallback=False} keeps every "
+        "generation in the workers: a score() that can crash its process (a C "
+        "extension's segfault) then costs a retry, not the run (default: on)")
+    progress: bool = _flag(True, "a progress bar (default)")
+    out: Path | None = _flag(None, "folder to write the run into")
+    resume: bool = _flag(False, "continue the run saved in {out} from its checkpoint")
+    overwrite: bool = _flag(False, "replace the run saved in {out} (without it, or "
+                            "{resume}, an {out} that holds a run is refused)")
+    checkpoint_every: int = _flag(1, "write {out}'s checkpoint every N generations "
+                                  "(default 1); a kill -9 then redoes up to N - 1 of them "
+                                  "on {resume}", metavar="N")
+    repeat_check: bool = _flag(True, "first score the starting agent twice under one task "
+                               "seed (a warning when the scores differ: the run would "
+                               "depend on {n_jobs}; default: on)")
+    select_tasks: int = _flag(SELECT_TASKS, f"at the end, score the best weights and the "
+                              f"final centre on N fresh tasks each and hand back the better "
+                              f"(default {SELECT_TASKS}; 0: the best weights, untested)",
+                              metavar="N")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalised values are set once, here
@@ -166,13 +181,8 @@ class Settings:
         set_(self, "select_tasks", check_select_tasks(self.select_tasks))
         set_(self, "seed", check_seed(self.seed))
         set_(self, "n_jobs", check_n_jobs(self.n_jobs))
-        if self.backend is not None and not isinstance(self.backend, str) and \
-                not hasattr(self.backend, "configure") and not _is_client(self.backend):
-            raise SettingError("backend", self.backend, "a joblib backend name (e.g. "
-                               "'loky', 'multiprocessing', 'dask', 'ray'), a joblib backend "
-                               "instance, a dask.distributed Client or None")
         set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
-        check_choice("on_error", self.on_error, ("raise", "worst"), " ('raise': stop with "
+        check_choice("on_error", self.on_error, ON_ERROR, " ('raise': stop with "
                      "a ScoreError; 'worst': score the candidate -inf and go on)")
         set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
         if self.task_timeout is not None:
@@ -182,24 +192,21 @@ class Settings:
                 raise SettingError("task_timeout", self.task_timeout, "needs worker "
                                    "processes, not {n_jobs=1}: a score() running in this "
                                    "process cannot be stopped", got=False)
-        check_bool("sequential_fallback", self.sequential_fallback)
-        check_bool("progress", self.progress)
-        check_bool("repeat_check", self.repeat_check)
-        check_bool("resume", self.resume)
-        check_bool("overwrite", self.overwrite)
+        for setting in fields(self):
+            if isinstance(setting.default, bool):
+                check_bool(setting.name, getattr(self, setting.name))
         if self.out is not None:
             set_(self, "out", check_path("out", self.out))
-        for name, does in (("resume", "continues"), ("overwrite", "replaces")):
-            if getattr(self, name) and self.out is None:
-                raise SettingError(name, True, does + " the run saved in an out folder; "
-                                   "pass {out=DIR}", got=False)
         set_(self, "checkpoint_every", check_int(
             "checkpoint_every", self.checkpoint_every, 1,
             " (generations between two checkpoints of the run folder)"))
-        if self.checkpoint_every != 1 and self.out is None:
-            raise SettingError("checkpoint_every", self.checkpoint_every, "sets how often "
-                               "the run folder's checkpoint is written; pass {out=DIR} "
-                               "(without one nothing is saved)", got=False)
+        for name, does in (("resume", "continues the run saved in an out folder"),
+                           ("overwrite", "replaces the run saved in an out folder"),
+                           ("checkpoint_every", "sets how often the run folder's "
+                                                "checkpoint is written")):
+            if self.out is None and getattr(self, name) != getattr(Settings, name):
+                raise SettingError(name, getattr(self, name), does + "; pass {out=DIR}",
+                                   got=False)
         if self.resume and self.overwrite:
             raise SettingError("resume", True, "continues the run in {out}, "
                                "{overwrite=True} replaces it: pass one of them", got=False)
@@ -241,7 +248,3 @@ class Settings:
             "checkpoint_every": self.checkpoint_every,
             "select_tasks": self.select_tasks,
         }
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))

@@ -30,7 +30,7 @@ from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
-from .strategies import DEFAULT, make_strategy
+from .strategies import DEFAULT, strategy_from
 
 
 class TestScoresError(RuntimeError):
@@ -63,6 +63,12 @@ class RunSpec:
             check_positive_float("sigma", self.sigma)
         if self.seed is not None:
             check_seed(self.seed)
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> RunSpec:
+        """The spec of those ``values`` that name its fields (a command line's)."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)
+                      if f.name in values})
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
@@ -135,7 +141,7 @@ class RunSpec:
             seed=self.seed or 0)
         spec._cls = self.problem_class()
         try:
-            make_strategy(strategy, spec.population, spec.sigma, **spec.strategy_options)
+            strategy_from(strategy, spec.population, spec.sigma, spec.strategy_options)
         except SettingError as exc:
             if exc.setting not in options or exc.setting in self.strategy_options:
                 raise

@@ -249,9 +249,10 @@ def test_cli_stopping_flags(tmp_path, capsys, flags, generations):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--patience", "0"], "--patience: must be a positive int"),
-    (["--max-time", "-1"], "--max-time: must be a positive float"),
-    (["--stop-at", "nan"], "--stop-at: must be a finite float"),
+    (["--patience", "0"], "--patience must be an integer >= 1"),
+    (["--max-time", "-1"], "--max-time must be a positive finite number, got -1.0"),
+    (["--stop-at", "nan"], "--stop-at must be a finite number, got nan"),
+    (["--patience", "2", "--min-delta", "-1"], "--min-delta must be a finite number >= 0"),
     (["--min-delta", "0.1"], "--min-delta goes with --patience"),
     (["--tensorboard", __file__], "is a file"),
 ])

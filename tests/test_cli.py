@@ -391,6 +391,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "-p dim is given twice (dim=3 and dim=4); give it once"),
     (["run", "sphere", "-o", "reevaluate=True", "-o", "reevaluate=False"],
      "-o reevaluate is given twice"),
+    (["run", "sphere", "-o", "population=8"], "--strategy-option must be the strategy's own "
+     "options, without population, got {'population': 8}; give --population on its own"),
     (["run", "sphere", "-p", "start=nan"], "start must be a finite number, got 'nan'"),
     (["run", "sphere", "-p", "optimum=1e400"], "optimum must be a finite number, got inf"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -861,7 +863,7 @@ def test_resume_takes_the_runs_other_p_values_name_by_name(tmp_path, capsys):
 
 
 def test_p_values_may_be_json():
-    from es_search.cli import _parse_param
+    from es_search.cli_parser import _parse_param
     assert _parse_param('env_kwargs={"is_slippery": false}') == (
         "env_kwargs", {"is_slippery": False})
     assert _parse_param("x=[1, null, true]") == ("x", [1, None, True])
@@ -883,7 +885,7 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     import argparse
 
     from es_search.cli import flag_term
-    from es_search.errors import SettingError
+    from es_search.errors import SettingError, setting_message
     from es_search.checks import check_n_jobs
     parser = argparse.ArgumentParser(prog="x", exit_on_error=False)
     parser.add_argument("-w", "--workers", dest="n_jobs", type=int)
@@ -893,12 +895,17 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     assert (term("n_jobs"), term("n_jobs", "2"), term("resume", "True")) == (
         "--workers", "--workers 2", "--continue")
     assert term("score_kwargs", "{}") == "score_kwargs={}"  # no flag: as Python writes it
+    from es_search.cli import build_parser
+    run = flag_term(build_parser().verbs["run"])  # its settings' flags, from Settings
+    assert (run("repeat_check", "False"), run("progress"), run("checkpoint_every", "5"),
+            run("EarlyStopping patience", "0")) == (
+        "--no-repeat-check", "--progress", "--checkpoint-every 5", "--patience 0")
     error = SettingError("resume", True, "continues the run in {out}; pass {out=DIR}",
                          got=False)
-    assert error.render(term) == "--continue continues the run in --folder; pass --folder DIR"
+    assert setting_message(error, term) == "--continue continues the run in --folder; pass --folder DIR"
     with pytest.raises(SettingError) as info:
         check_n_jobs(parser.parse_args(["--workers", "0"]).n_jobs)
-    message = info.value.render(term)
+    message = setting_message(info.value, term)
     assert message.startswith("--workers must be an integer other than 0")
     assert "use --workers -1 for all cores or --workers 1 for a plain loop" in message
     assert "n_jobs" not in message

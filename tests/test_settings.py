@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import es_search
-from es_search.errors import SettingError
+from es_search.errors import SettingError, setting_message
 
 import agents
 
@@ -77,7 +77,7 @@ def test_a_setting_error_carries_its_fields_and_renders_each_side():
     assert "other than 0" in error.rule and "{n_jobs=-1}" in error.fix
     assert str(error).startswith("n_jobs must be an integer other than 0")
     assert "use n_jobs=-1 for all cores" in str(error)
-    shouted = error.render(lambda name, value=None: name.upper() + (
+    shouted = setting_message(error, lambda name, value=None: name.upper() + (
         "" if value is None else f" := {value}"))
     assert shouted.startswith("N_JOBS must be") and "use N_JOBS := -1 for all" in shouted
     assert isinstance(error, ValueError) and isinstance(error, TypeError)

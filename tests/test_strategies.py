@@ -223,7 +223,9 @@ def test_an_option_typo_names_the_options_and_the_closest():
     assert str(info.value) == ("strategy 'pgpe' has no option 'stepsize' (did you mean "
                                "'step_size'?); its options: step_size, max_speed, momentum, "
                                "stdev_lr, stdev_max_change")
-    with pytest.raises(TypeError, match=r"population is an argument of run\(\) itself"):
+    with pytest.raises(TypeError, match=r"strategy_options must be the strategy's own "
+                                        r"options, without population, got \{'population': "
+                                        r"8\}; give population on its own"):
         es_search.run(Sphere(), generations=1, strategy_options={"population": 8})
 
 

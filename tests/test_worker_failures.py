@@ -7,6 +7,7 @@ import pytest
 
 import es_search
 from es_search import checkpoint
+from es_search.errors import worker_message
 from es_search.folder import CHECKPOINT
 from es_search.output import read_history
 from es_search.seeding import task_seed
@@ -107,7 +108,7 @@ def test_a_worker_error_knows_its_run_folder_and_each_side_renders_the_resume():
     assert str(error).endswith("The checkpoint in runs/a (generations before 3) is intact: "
                                "after fixing the cause, continue with run(..., "
                                "out='runs/a', resume=True).")
-    assert error.render(": es-search run x --out runs/a --resume").endswith(
+    assert worker_message(error, ": es-search run x --out runs/a --resume").endswith(
         "continue with: es-search run x --out runs/a --resume")
     again = cloudpickle.loads(cloudpickle.dumps(error))
     assert (str(again), again.indices) == (str(error), [1])

@@ -2,36 +2,20 @@
 
 ``add_arguments(parser)`` adds ``--tensorboard DIR``, ``--mlflow``, ``--csv FILE``,
 ``--stop-at SCORE``, ``--patience N`` (with ``--min-delta``) and ``--max-time SECONDS``;
-``from_args(args)`` builds the callbacks they ask for (before any work, so a bad value
-or a missing extra is one line on stderr, exit status 2).
+``from_args(args)`` builds the callbacks they ask for, which check their values (before
+any work, so a bad value or a missing extra is one line on stderr, exit status 2).
 """
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from .base import Callback
 
 
-def _number(kind: type, *, positive: bool = False, minimum: float | None = None) -> Any:
-    what = (f"positive {kind.__name__}" if positive else f"{kind.__name__} >= {minimum}"
-            if minimum is not None else f"finite {kind.__name__}")
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be a {what}, got {text!r}") from None
-        if (not math.isfinite(value) or (positive and value <= 0)
-                or (minimum is not None and value < minimum)):
-            raise argparse.ArgumentTypeError(f"must be a {what}, got {text!r}")
-        return value
-    parse.__name__ = kind.__name__
-    return parse
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags; a stopping rule's flag names (``setting``) what its callback's
+    :class:`~es_search.errors.SettingError` calls it, for the command line to say the flag."""
     track = parser.add_argument_group("tracking")
     track.add_argument("--tensorboard", metavar="DIR", default=None,
                        help="log each generation for TensorBoard into DIR "
@@ -43,20 +27,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="write the history to FILE, one CSV row per generation")
     stop = parser.add_argument_group("stopping rules (continue a stopped run with "
                                      "--out DIR --resume, without the rule)")
-    stop.add_argument("--stop-at", type=_number(float), metavar="SCORE", default=None,
-                      help="stop once the best score reaches SCORE")
-    stop.add_argument("--patience", type=_number(int, positive=True), metavar="N",
-                      default=None,
-                      help="stop after N generations without improvement of the best "
-                           "score")
-    stop.add_argument("--min-delta", type=_number(float, minimum=0), metavar="DELTA",
-                      default=None,
-                      help="with --patience: the least gain that counts as an "
-                           "improvement (default 0)")
-    stop.add_argument("--max-time", type=_number(float, positive=True), metavar="SECONDS",
-                      default=None,
-                      help="stop after the first generation that ends SECONDS after the "
-                           "start (or the resume)")
+    for flag, kind, metavar, setting, text in (
+            ("--stop-at", float, "SCORE", "StopAtScore target",
+             "stop once the best score reaches SCORE"),
+            ("--patience", int, "N", "EarlyStopping patience",
+             "stop after N generations without improvement of the best score"),
+            ("--min-delta", float, "DELTA", "EarlyStopping min_delta",
+             "with --patience: the least gain that counts as an improvement (default 0)"),
+            ("--max-time", float, "SECONDS", "MaxTime seconds",
+             "stop after the first generation that ends SECONDS after the start (or the "
+             "resume)")):
+        stop.add_argument(flag, type=kind, metavar=metavar, help=text).setting = setting
 
 
 def from_args(args: argparse.Namespace, problem: str | None = None) -> list[Callback]:

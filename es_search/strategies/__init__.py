@@ -4,7 +4,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..checks import check_keywords, did_you_mean, parameter_text, plain_doc
+from ..checks import check_dict, check_keywords, did_you_mean, parameter_text, plain_doc
+from ..errors import SettingError
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
 from .ars import ARS, ARSState
@@ -62,6 +63,19 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                     f"Strategy instance, got {type(strategy).__name__}")
 
 
+def strategy_from(strategy: Any, population: int | None, sigma: float | None,
+                  options: Any) -> Strategy:
+    """:func:`make_strategy` with the strategy's own ``options`` as a dict (a run's
+    ``strategy_options``), which cannot hold ``population`` or ``sigma``."""
+    options = check_dict("strategy_options", options, "a dict of the strategy's own "
+                         "options (e.g. {{'reevaluate': True}})")
+    own = sorted(set(options) & {"population", "sigma"})  # settings of their own
+    if own:
+        raise SettingError("strategy_options", options, f"the strategy's own options, "
+                           f"without {own[0]}", f"give {{{own[0]}}} on its own")
+    return make_strategy(strategy, population, sigma, **options)
+
+
 def strategy_default(strategy: str, key: str) -> Any:
     """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
     return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
@@ -110,4 +124,4 @@ def describe(name: str) -> str:
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
            "AdaptiveHillClimbState", "CMAES", "CMAESState", "HillClimb", "HillClimbState",
            "OpenAIES", "OpenAIESState", "PGPE", "PGPEState", "Rebuild", "Strategy",
-           "describe", "make_strategy", "strategy_default", "summary"]
+           "describe", "make_strategy", "strategy_default", "strategy_from", "summary"]

@@ -184,6 +184,11 @@ class BatchedPolicy(Agent):
 
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
+        return self.episode_returns(params, seeds).mean(axis=1)
+
+    def episode_returns(self, params, seeds) -> np.ndarray:
+        """The returns of each candidate's ``episodes`` episodes, ``(n, episodes)``
+        (``score_batch`` is their mean)."""
         n, episodes = len(seeds), self.episodes
         layers = self.stacked_layers(params, episodes)  # column = (candidate, episode)
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
@@ -195,8 +200,7 @@ class BatchedPolicy(Agent):
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
-        returns = self.run_columns(layers, starts, uniforms, limit)
-        return returns.reshape(n, episodes).mean(axis=1)
+        return self.run_columns(layers, starts, uniforms, limit).reshape(n, episodes)
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:

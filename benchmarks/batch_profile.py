@@ -18,15 +18,22 @@ repetitions, in microseconds per group, of:
 
 and ``alone / group``, the in-process speed-up (a generation on workers adds one round
 trip per chunk to both). Then the loop iterations (steps of the whole vectorised
-environment) of ``--generations`` generations' groups, against those of the same
-candidates one by one (one candidate's episodes are stepped together too): the most
-batching can save before the cost of a step. A group steps until its longest episode
-ends, so for CartPole's short, uneven starting episodes this bounds ``alone / group``
-well under the group size. Timing: run it under ``flock /work/coord/bench.lock``.
+environment) of ``--generations`` generations of ``--workers`` groups (a population of 64
+on 2 workers by default, one group each), against those of the same candidates one by
+one (one candidate's episodes are stepped together too), summed and of the slowest
+worker per generation: the most batching can save before the cost of a step. A group
+steps until its longest episode ends, so for CartPole's short, uneven starting episodes
+this bounds ``alone / group`` well under the group size. For CartPole also the iterations the same episodes would take
+on a pool of half and a third as many rows, each row handed the group's next waiting
+episode when its own ends (:func:`refilled`, from the episodes' lengths: an episode's
+steps do not depend on the row that runs it): all of a group's episodes start at once,
+so a pool of fewer rows only adds iterations. Timing: run it under
+``flock /work/coord/bench.lock``.
 """
 from __future__ import annotations
 
 import argparse
+import heapq
 import os
 import sys
 import time
@@ -53,10 +60,20 @@ def best(fn, reps: int = 5, inner: int = 3) -> float:
     return min(times) * 1e6
 
 
+def refilled(lengths, slots: int) -> int:
+    """Loop iterations of episodes of ``lengths`` steps on ``slots`` rows, each row
+    taking the next waiting episode (in order) at the step after its own ends."""
+    free = [0] * slots  # the iteration after which each row is free
+    for length in lengths:
+        heapq.heapreplace(free, free[0] + int(length))
+    return max(free)
+
+
 TIMED = ("task_seeds", "build_group", "streams", "score_batch", "group", "alone")
 
 
-def profile(name: str, group: int, reps: int, generations: int = 10) -> dict:
+def profile(name: str, group: int, reps: int, generations: int = 10,
+            workers: int = 2) -> dict:
     problem, stage = name.split("-")
     batched, alone = make_agent(problem, "batched", group), make_agent(problem, "alone", group)
     sigma = CASES[(problem, stage)][0]
@@ -81,21 +98,42 @@ def profile(name: str, group: int, reps: int, generations: int = 10) -> dict:
                                                      generation, 0), reps, 1),
         }
     row["alone / group"] = row["alone"] / row["group"]
-    # loop iterations (steps of the whole vectorised environment) over ``generations``
-    # generations: the groups', and the candidates' one by one (each a group of one, its
-    # episodes stepped together: the same scores), summed
-    row["group iterations"] = row["alone iterations"] = 0
-    with torch.no_grad():
-        for g in range(generation, generation + generations):
-            seeds = task_seeds(seed, g, 0, group)
-            params = build_group(batched, center, candidates, seeds, seed, g)
-            batched.score_batch(params, seeds)
-            row["group iterations"] += batched.iterations
-            for k in range(group):
-                alone.score_batch({name: value[k:k + 1] for name, value in params.items()},
-                                  seeds[k:k + 1])
-                row["alone iterations"] += alone.iterations
+    row.update(iterations(batched, alone, center, candidates, seed, generation,
+                          generations, workers, problem == "cartpole"))
     return row
+
+
+def iterations(batched, alone, center, candidates, seed: int, first: int, generations: int,
+               workers: int, refill: bool) -> dict:
+    """Loop iterations (steps of the whole vectorised environment) of ``generations``
+    generations of ``workers`` groups (a population cut one group per worker): the
+    groups' and their candidates' one by one (each a group of one, its episodes stepped
+    together: the same scores), summed (one worker) and of the slowest worker per
+    generation; with ``refill``, the groups' on pools of half and a third of their rows
+    (:func:`refilled`; CartPole: a return is its episode's length)."""
+    group, rows = len(candidates), len(candidates) * batched.episodes
+    counts = dict.fromkeys(("groups", "alone", "slowest group", "slowest alone"), 0)
+    pools = {rows // 2: 0, rows // 3: 0} if refill else {}
+    with torch.no_grad():
+        for g in range(first, first + generations):
+            seeds = task_seeds(seed, g, 0, workers * group)
+            params = build_group(batched, center, candidates * workers, seeds, seed, g)
+            shares = []  # (group's iterations, one by one's) per worker
+            for a in range(0, workers * group, group):
+                part = {name: value[a:a + group] for name, value in params.items()}
+                lengths = batched.episode_returns(part, seeds[a:a + group]).ravel()
+                shares.append([batched.iterations, 0])
+                for slots in pools:
+                    pools[slots] += refilled(lengths, slots)
+                for k in range(a, a + group):
+                    alone.score_batch({name: value[k:k + 1] for name, value in
+                                       params.items()}, seeds[k:k + 1])
+                    shares[-1][1] += alone.iterations
+            counts["groups"] += sum(s[0] for s in shares)
+            counts["alone"] += sum(s[1] for s in shares)
+            counts["slowest group"] += max(s[0] for s in shares)
+            counts["slowest alone"] += max(s[1] for s in shares)
+    return {"iterations": counts, "refilled iterations": pools}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,17 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=5, help="repetitions (the best counts)")
     parser.add_argument("--generations", type=int, default=10,
                         help="generations whose loop iterations are counted")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="groups per generation whose loop iterations are counted, "
+                             "one per worker")
     parser.add_argument("--problems", default="pendulum-start,cartpole-start,cartpole-balanced")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     for name in args.problems.split(","):
-        row = profile(name, args.group, args.reps, args.generations)
+        row = profile(name, args.group, args.reps, args.generations, args.workers)
         shown = ", ".join(f"{k} {row[k]:,.0f} us" for k in TIMED)
-        loops = row["alone iterations"] / row["group iterations"]
+        n = row["iterations"]
         print(f"{name} (group {args.group}): {shown}; alone / group {row['alone / group']:.1f}x; "
-              f"loop iterations in {args.generations} generations: groups "
-              f"{row['group iterations']:,}, one by one {row['alone iterations']:,} "
-              f"({loops:.1f}x)", flush=True)
+              f"loop iterations of {args.generations} generations of {args.workers} groups: "
+              f"groups {n['groups']:,}, one by one {n['alone']:,} "
+              f"({n['alone'] / n['groups']:.1f}x); the slowest of {args.workers} workers: "
+              f"groups {n['slowest group']:,}, one by one {n['slowest alone']:,} "
+              f"({n['slowest alone'] / n['slowest group']:.1f}x)" + "".join(
+                  f"; groups on {slots} rows refilled {count:,}"
+                  for slots, count in row["refilled iterations"].items()), flush=True)
     return 0
 
 

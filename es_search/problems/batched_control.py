@@ -184,6 +184,11 @@ class BatchedPolicy(Agent):
 
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
+        return self.episode_returns(params, seeds).mean(axis=1)
+
+    def episode_returns(self, params, seeds) -> np.ndarray:
+        """The returns of each candidate's ``episodes`` episodes, ``(n, episodes)``
+        (``score_batch`` is their mean)."""
         n, episodes = len(seeds), self.episodes
         layers = self.stacked_layers(params, episodes)  # column = (candidate, episode)
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
@@ -195,8 +200,7 @@ class BatchedPolicy(Agent):
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
-        returns = self.run_columns(layers, starts, uniforms, limit)
-        return returns.reshape(n, episodes).mean(axis=1)
+        return self.run_columns(layers, starts, uniforms, limit).reshape(n, episodes)
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
@@ -276,17 +280,18 @@ def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np
     fixed cost per call (its action check and autoreset), most of a step here."""
     gravity, masspole, total_mass, length, tau = 9.8, 0.1, 0.1 + 1.0, 0.5, 0.02
     polemass_length = masspole * length
-    x, x_dot, theta, theta_dot = state
+    _, x_dot, theta, theta_dot = state
     force = np.where(action == 1, 10.0, -10.0)
     costheta, sintheta = np.cos(theta), np.sin(theta)
     temp = (force + polemass_length * np.square(theta_dot) * sintheta) / total_mass
     thetaacc = (gravity * sintheta - costheta * temp) / (
         length * (4.0 / 3.0 - masspole * np.square(costheta) / total_mass))
     xacc = temp - polemass_length * thetaacc * costheta / total_mass
-    state = np.stack((x + tau * x_dot, x_dot + tau * xacc,
-                      theta + tau * theta_dot, theta_dot + tau * thetaacc))
-    terminated = (np.abs(state[0]) > 2.4) | (np.abs(state[2]) > 12 * 2 * math.pi / 360)
-    return state, terminated
+    state = state + tau * np.array((x_dot, xacc, theta_dot, thetaacc))  # x + tau * x_dot, ...
+    return state, (np.abs(state[::2]) > _LIMITS).any(axis=0)  # |x| > 2.4 or |theta| > 12 deg
+
+
+_LIMITS = np.array([[2.4], [12 * 2 * math.pi / 360]])  # CartPole-v1 ends beyond these
 
 
 class Pendulum(BatchedPolicy):

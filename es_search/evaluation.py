@@ -37,7 +37,7 @@ from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
 from .chunking import ChunkPolicy, imbalance
 from .claims import Counter, run_claimed
 from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
-from .errors import LOST, ScoreError, TaskFailure, WorkerError, retrying
+from .errors import LOST, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
 from .repeat_check import warn_if_unrepeatable
@@ -320,24 +320,19 @@ class Engine:
         vectors = None if flat is None else pool.put("vectors", flat)
         # a cluster's workers may have come or gone since the last generation
         self.n_workers = self.policy.n_workers = pool.n_workers
-        try:
-            unit = self.chunking.claim_unit(self.policy)
-            if unit:  # long tasks, workers that claim: they take them as they come free
-                scores, reports, seconds = run_claimed(
-                    self.pool, self._counter, candidates, unit,
-                    (self._token, self._skeleton, center, shared),
-                    (self.seed, generation, self._kwargs, self.on_error, vectors),
-                    lambda call, lost: self._retrying(call, generation, lost))
-                uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
-            else:
-                bounds = self.chunking.bounds(n, self.policy)
-                scores, reports, seconds = self._run_chunks(generation, candidates, bounds,
-                                                            center, shared, vectors)
-                uneven = imbalance(bounds, seconds, n, self.n_workers)
-        except ScoreError as exc:
-            if exc.cause is not None:
-                exc.__cause__ = exc.cause
-            raise
+        unit = self.chunking.claim_unit(self.policy)
+        if unit:  # long tasks, workers that claim: they take them as they come free
+            scores, reports, seconds = run_claimed(
+                self.pool, self._counter, candidates, unit,
+                (self._token, self._skeleton, center, shared),
+                (self.seed, generation, self._kwargs, self.on_error, vectors),
+                lambda call, lost: self._retrying(call, generation, lost))
+            uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
+        else:
+            bounds = self.chunking.bounds(n, self.policy)
+            scores, reports, seconds = self._run_chunks(generation, candidates, bounds,
+                                                        center, shared, vectors)
+            uneven = imbalance(bounds, seconds, n, self.n_workers)
         wall = time.perf_counter() - began
         # with several chunks per worker, the busiest worker ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)

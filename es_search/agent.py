@@ -98,12 +98,9 @@ class Agent(torch.nn.Module):
         return None
 
     def merge_reports(self, reports: list) -> Mapping[str, float] | None:
-        """Fold one generation's reports (in candidate order, ``None`` for tasks that
-        reported nothing or failed) into this agent's shared state.
-
-        Return counters to accumulate in the history (e.g. ``{"steps": 12_000}`` gives
-        each record a cumulative ``steps``), or None.
-        """
+        """Fold one generation's reports (in candidate order; None: nothing or failed)
+        into the shared state; return counters the history accumulates (e.g.
+        ``{"steps": 12_000}``), or None."""
         return None
 
     def shared_state(self) -> dict[str, torch.Tensor]:

@@ -87,8 +87,8 @@ class Callback:
 
 
 class FileCallback(Callback):
-    """A callback writing an open file (its attributes ``_OPEN``): ``close()``d at the
-    run's end or error, never pickled."""
+    """A callback that writes an open file (held in the attributes ``_OPEN``, which are
+    not pickled), closed at the run's end or error."""
 
     _OPEN: tuple = ()
 

@@ -1,10 +1,7 @@
 """es_search: evolution-strategies hill climbing of PyTorch agents on all cores.
 
-Subclass :class:`Agent`, write ``score()``, call :func:`run`.
-
-``import es_search`` does nothing but define this module: each public name (and each
-subpackage, ``es_search.problems``) is imported on first use, so the ``es-search``
-command can guard its start (:mod:`es_search.__main__`) before torch is imported.
+Subclass :class:`Agent`, write ``score()``, call :func:`run`. Each public name is
+imported on first use, so ``es-search`` starts before torch is imported.
 """
 import sys
 import types
@@ -12,7 +9,6 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
 _LAZY = {"Agent": "agent", "ScoreBatchMismatch": "batch_check",
          "check_score_batch": "batch_check", "Candidate": "candidates",
          "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint",
@@ -45,9 +41,8 @@ def __dir__():
 
 
 class _Package(types.ModuleType):
-    """The function ``es_search.run`` is not replaced by the module ``es_search.run``
-    when that is first imported (Python sets a package's attribute to each submodule
-    it imports)."""
+    """Keeps the function ``es_search.run`` from being replaced by the module of that name
+    when it is imported."""
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "run" and isinstance(value, types.ModuleType):

@@ -29,37 +29,27 @@ class Agent(torch.nn.Module):
         >>> result.best_score > -27.0
         True
 
-    What evolves: every floating-point parameter (``evolved_parameters()``; override it
-    to evolve a subset). ``requires_grad`` plays no role: no gradients are used.
+    Every floating-point parameter evolves (override ``evolved_parameters()`` to choose);
+    no gradients are used: ``score()`` runs under ``torch.no_grad()``.
 
-    Randomness: before each candidate's ``jitter_weights()`` and ``score()`` run,
-    es_search seeds Python's ``random``, NumPy's global RNG and torch's CPU generator
-    with that task's own seed, and sets ``self.task_seed`` to it (an ``int`` below 2**64;
-    ``None`` outside a run). ``score()`` runs under ``torch.no_grad()``. Use it to seed anything else, e.g.
-    ``env.reset(seed=self.task_seed % 2**31)`` or ``np.random.default_rng(self.task_seed)``.
-
-    Common random numbers: ``self.generation_seed`` (an ``int`` below 2**64; ``None``
-    outside a run) is the same for every candidate of a generation and differs between
-    generations. Seeding episodes from it instead of ``task_seed``
-    (``env.reset(seed=self.generation_seed % 2**31)``) makes every candidate of a
-    generation play the same episodes, so their scores differ by their weights only.
+    Before each candidate's ``jitter_weights()`` and ``score()``, es_search seeds
+    ``random``, NumPy's and torch's global RNGs with the task's seed and sets
+    ``self.task_seed`` to it (an int below 2**64; None outside a run): seed anything
+    else from it, e.g. ``env.reset(seed=self.task_seed % 2**31)``.
+    ``self.generation_seed`` is the same for a whole generation: episodes seeded from it
+    are the same for every candidate (common random numbers).
     """
 
     task_seed: int | None = None
     generation_seed: int | None = None
 
-    #: candidates per ``score_batch()`` call when the agent defines one (0: score them
-    #: one by one with ``score()``). A fixed number, whatever the worker count.
+    #: candidates per ``score_batch()`` call (0: one ``score()`` call each)
     score_batch_size: int = 32
 
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:
-        """Return this agent's fitness, higher is better. ``kwargs`` are the run's
-        ``score_kwargs``.
-
-        An agent that defines only ``score_batch()`` need not write it: the default
-        scores the agent's own weights as a group of one (:func:`score_one`).
-        """
+        """This agent's fitness, higher is better; ``kwargs``: the run's ``score_kwargs``.
+        The default scores a group of one through ``score_batch()`` (:func:`score_one`)."""
         if has_score_batch(self):
             return score_one(self, **kwargs)
         raise NotImplementedError(
@@ -69,37 +59,23 @@ class Agent(torch.nn.Module):
                     **kwargs: Any) -> Sequence[float]:
         """Optional: score a group of candidates in one call; one score per candidate.
 
-        - ``params``: dict name -> tensor, each evolved parameter (``evolved_parameters()``)
-          of the group's candidates stacked along a new leading dimension: row ``i`` is
-          candidate ``i``. Each candidate was built exactly as for ``score()`` (the
-          centre, then its seeded ``jitter_weights()`` or noise), then stacked.
-        - ``seeds``: the candidates' task seeds (ints below 2**64), in row order. Draw
-          candidate ``i``'s randomness from ``seeds[i]`` only
-          (``es_search.batched.candidate_rngs(seeds)``), never from a stream shared by
-          the group: its score must not depend on which others share its group.
-        - ``kwargs``: the run's ``score_kwargs``.
-        - returns a list, 1-D array or tensor of ``len(seeds)`` real numbers, in order.
+        - ``params``: name -> tensor, each evolved parameter of the group's candidates
+          stacked along a new leading dimension (row ``i``: candidate ``i``, built as for
+          ``score()``);
+        - ``seeds``: the candidates' task seeds, in row order. Draw row ``i``'s randomness
+          from ``seeds[i]`` only (``es_search.batched.candidate_rngs(seeds)``): a score
+          must not depend on the rest of its group;
+        - returns ``len(seeds)`` real numbers (a list, 1-D array or tensor), in order.
 
-        The engine calls it on groups of ``score_batch_size`` candidates cut at fixed
-        indices (group ``g`` holds candidates ``[g * size, (g + 1) * size)``, the last
-        one possibly smaller; a remainder of at most ``size // 4``, such as a hill
-        climber's re-evaluated parent, joins the last group, which then holds up to
-        ``1.25 * size``), the same groups whatever ``n_jobs`` or backend, so runs
-        stay identical for any worker count even when a row's last bits depend on the
-        group's size (e.g. a batched matrix product). It runs under ``torch.no_grad()``
-        with the global RNGs seeded from the group's first task seed; ``self`` holds the
-        generation's centre (and shared state; anything else that an overridden
-        ``jitter_weights()`` changes holds the group's last candidate's value, so such
-        a ``jitter_weights`` should change evolved parameters only), ``self.task_seed`` is None and
-        ``self.generation_seed`` is the generation's. Shared statistics: ``task_report()``
-        is called once after each ``score_batch()``; its report stands for the whole group
-        (at the group's first candidate, None at the others). Agents without it (or with
-        ``score_batch_size = 0``) are scored one candidate per ``score()`` call.
-        ``es_search.batched.vmap_call(self, params, x)`` runs the agent's ``forward``
-        over all rows at once. Make ``score()`` compute what one row computes (the
-        default ``score()`` does exactly that): failures are replayed, and a failing
-        group is re-scored, one candidate at a time through ``score()``.
-        ``es_search.check_score_batch(agent)`` checks all this on a few candidates.
+        Groups of ``score_batch_size`` are cut at fixed candidate indices (a remainder of
+        at most ``size // 4`` joins the last group), the same for any ``n_jobs``. ``self``
+        holds the generation's centre and shared state, ``self.task_seed`` is None, and
+        the global RNGs are seeded from the group's first seed; an overridden
+        ``jitter_weights()`` should change evolved parameters only. ``task_report()`` is
+        called once per group. ``es_search.batched.vmap_call(self, params, x)`` runs
+        ``forward`` over all rows. ``score()`` must compute what one row computes (the
+        default does): failures are replayed, and a failing group re-scored, through it.
+        ``es_search.check_score_batch(agent)`` checks all this.
 
         Example (a linear model scored on a data set ``x``, ``y``)::
 
@@ -113,32 +89,18 @@ class Agent(torch.nn.Module):
         raise NotImplementedError(f"{type(self).__name__} does not define score_batch()")
 
     # ------------------------------------------------------------------ shared statistics
-    # Optional: state that is not evolved but learnt from the scoring tasks themselves,
-    # e.g. running observation statistics. The engine keeps it worker-count invariant:
-    #   1. a worker calls ``task_report()`` after each ``score()`` and sends it back
-    #      with the score;
-    #   2. after each generation the main process calls ``merge_reports(reports)`` with
-    #      the generation's reports *in candidate order* (whichever worker ran them);
-    #   3. ``shared_state()`` then travels to the workers with the next generation's
-    #      centre (``load_shared_state`` there), and is saved in the checkpoint and with
-    #      the best weights (``best_weights.pt``, ``Result.best_weights``).
-    # The defaults do nothing, so agents without statistics pay nothing.
+    # Optional state learnt from the tasks (running observation statistics): each task's
+    # task_report() is merged in candidate order by merge_reports() in the main process,
+    # and shared_state() travels with the next centre and is saved with the weights.
 
     def task_report(self) -> Any:
-        """What the task just scored reports to the main process (picklable), or None.
-
-        Called in the worker right after ``score()``; e.g. the count, mean and M2 of the
-        observations the task saw and its environment steps.
-        """
+        """What the task just scored reports to the main process (picklable), or None."""
         return None
 
     def merge_reports(self, reports: list) -> Mapping[str, float] | None:
-        """Fold one generation's reports (in candidate order, ``None`` for tasks that
-        reported nothing or failed) into this agent's shared state.
-
-        Return counters to accumulate in the history (e.g. ``{"steps": 12_000}`` gives
-        each record a cumulative ``steps``), or None.
-        """
+        """Fold one generation's reports (in candidate order; None: nothing or failed)
+        into the shared state; return counters the history accumulates (e.g.
+        ``{"steps": 12_000}``), or None."""
         return None
 
     def shared_state(self) -> dict[str, torch.Tensor]:
@@ -152,15 +114,9 @@ class Agent(torch.nn.Module):
 
     # ------------------------------------------------------------------ after the search
     def test_scores(self) -> dict[str, float]:
-        """Figures of this agent measured outside the search, by name (default: none).
-
-        ``es-search run`` prints them for the best weights and the final centre at the end
-        of a run and writes them to ``test.json`` in its folder; ``es-search test DIR``
-        measures them again (under ``torch.no_grad()``, as ``score()``).
-        Override it with what says whether a trained agent is good, on data or episodes
-        the search never scored: held-out accuracy, true returns of fresh episodes. The
-        built-in problems do (``digits``: accuracies; control tasks: test returns).
-        """
+        """Figures measured outside the search, by name (default: none), e.g. held-out
+        accuracy; ``es-search run`` writes them to ``test.json``, ``es-search test DIR``
+        measures them again."""
         return {}
 
     # ------------------------------------------------------------------ weights as dicts
@@ -173,12 +129,8 @@ class Agent(torch.nn.Module):
         return {name: p.detach().clone() for name, p in self.evolved_parameters()}
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:
-        """Load a dict of weights; a subset of names is fine.
-
-        Names may be evolved parameters or any other entry of ``state_dict()`` (as
-        ``load_state_dict(strict=False)`` allows); values are tensors or array-likes of
-        the entry's shape.
-        """
+        """Load a dict of ``state_dict()`` entries (a subset is fine), tensors or
+        array-likes of the entry's shape."""
         if not isinstance(weights, Mapping):
             hint = (" (a saved file: agent.set_weights(torch.load(path)))"
                     if isinstance(weights, (str, os.PathLike)) else "")
@@ -199,12 +151,8 @@ class Agent(torch.nn.Module):
                 target.copy_(value)
 
     def jitter_weights(self, sigma: float) -> None:
-        """Perturb the evolved parameters in place with N(0, sigma^2) noise.
-
-        Draws from torch's global generator, which es_search seeds per task. Override
-        it for other moves: the blog post's steps in {-1, 0, +1} are
-        ``p.add_(sigma * (torch.randint(3, p.shape) - 1))``.
-        """
+        """Perturb the evolved parameters in place with N(0, sigma^2) noise from torch's
+        global generator (seeded per task); override it for other moves."""
         with torch.no_grad():
             for _, p in self.evolved_parameters():
                 p.add_(torch.randn_like(p), alpha=sigma)
@@ -267,11 +215,6 @@ def own_params(agent: Any) -> dict[str, torch.Tensor]:
 
 
 def score_one(agent: Any, **kwargs: Any) -> float:
-    """``agent.score_batch`` on a group of one: the agent's own weights and task seed.
-
-    ``Agent.score()`` does this for agents that define only ``score_batch``; it is what
-    the per-candidate path (``score_batch_size = 0``, ``replay_task``,
-    ``es_search.evaluate``) runs.
-    """
+    """``agent.score_batch`` on a group of one: the agent's own weights and task seed."""
     seed = agent.task_seed if agent.task_seed is not None else 0
     return as_scores(agent.score_batch(own_params(agent), [seed], **kwargs), 1, agent)[0]

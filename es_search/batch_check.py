@@ -1,15 +1,9 @@
 """``check_score_batch``: does an agent's ``score_batch`` score each row on its own?
 
-The engine keeps runs identical for any worker count whatever ``score_batch`` does
-(groups are cut at fixed candidate indices). But a run with batching equals the run
-without it, and a candidate's score means what ``score()`` says it means, only when a
-row's score depends on that row's weights, its seed and the ``score_kwargs`` alone. Two
-mistakes break that and are easy to make: drawing randomness from a stream the group
-shares (the global RNGs are seeded once per group, from its first task seed) and
-computing statistics across the group (normalising scores or observations over the
-batch). This check scores the same candidates as one group, as two groups, one by one
-and, when the agent has its own ``score()``, through ``score()``, exactly as the engine
-builds and scores them, and says which candidate differs and how.
+A run with batching equals the run without it only when a row's score depends on its
+weights, its seed and ``score_kwargs`` alone. Two easy mistakes break that: randomness
+from a stream the group shares, and statistics across the group. This check scores the
+same candidates in several groupings (and through ``score()``) and names any that differ.
 
 Example::
 
@@ -50,17 +44,11 @@ class ScoreBatchMismatch(ValueError):
 def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
                       seed: int = 0, score_kwargs: Mapping[str, Any] | None = None,
                       rtol: float = 1e-6, atol: float = 1e-9) -> list[float]:
-    """Score ``population`` candidates (the agent's weights jittered with ``sigma``,
-    built from task seeds of ``seed`` as a run's generation 0 builds them) as one
-    group, as two groups, one candidate per group and, when ``type(agent)`` defines its
-    own ``score()``, one ``score()`` each; raise :class:`ScoreBatchMismatch` naming the
-    candidates whose scores differ, else return their scores (the one-group call's).
-
-    Scores agree when equal, both NaN, or within ``atol + rtol * |score|``: the last
-    bits of a row may depend on the group's size (a batched matrix product); pass
-    ``rtol=0, atol=0`` to require bit-identical rows. ``agent`` and the global RNGs
-    are left as they were.
-    """
+    """Score ``population`` candidates (generation 0's, jittered with ``sigma``) as one
+    group, as two, one by one and through the agent's own ``score()`` if any; raise
+    :class:`ScoreBatchMismatch` naming those whose scores differ, else return their
+    scores. Scores agree within ``atol + rtol * |score|`` (a row's last bits may depend
+    on the group's size); ``rtol=0, atol=0`` asks for identical rows."""
     check_is_agent(agent)
     if not has_score_batch(agent):
         raise TypeError(f"{type(agent).__name__} does not define score_batch(); there is "
@@ -118,8 +106,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
 
 
 def _jitter_note(agent: Agent) -> str:
-    """A note for an agent whose own ``jitter_weights()`` builds its candidates: it may
-    change more than the evolved parameters, which ``params`` carries per row."""
+    """A note for an agent whose ``jitter_weights()`` may change more than ``params``."""
     from .agent import Agent as Base
     if type(agent).jitter_weights is Base.jitter_weights:
         return ""
@@ -132,8 +119,8 @@ def _jitter_note(agent: Agent) -> str:
 
 def _raised(agent: Agent, payload: Payload, candidates: list, seed: int, a: int, b: int,
             layout: str, exc: Exception) -> str:
-    """What to say when ``score_batch`` raised on candidates ``a`` to ``b - 1``: which of
-    them raise in a group of one (as a run finds the culprit), or that the group does."""
+    """What to say when ``score_batch`` raised on candidates ``a`` to ``b - 1``: which
+    raise alone, or that the group does."""
     culprits = []
     for i in range(a, b):
         try:
@@ -154,8 +141,7 @@ def _raised(agent: Agent, payload: Payload, candidates: list, seed: int, a: int,
 
 
 def has_own_score(agent: Agent) -> bool:
-    """Whether ``agent``'s class writes its own ``score()`` (the default scores a group
-    of one through ``score_batch``, so the check has nothing more to compare then)."""
+    """Whether ``agent``'s class writes its own ``score()``."""
     return type(agent).score is not Agent.score
 
 

@@ -1,11 +1,6 @@
-"""``es-search bench``: how one generation of scoring scales with the workers here.
-
-For ``n_jobs`` from 1 to the cores this process may use and scores of 0, 1 and 10 ms of
-calibrated pure-Python work, it times one generation (population 64, the median of a few)
-through :class:`~es_search.evaluation.Engine`, as ``run()`` scores, prints the table and
-writes ``bench.json``. The full benchmark (the blog post's scheme, the ceiling, the cost
-model) is ``python benchmarks/scaling.py`` in the repository.
-"""
+"""``es-search bench``: how one generation of scoring scales with the workers here, for
+scores of 0, 1 and 10 ms of pure-Python work (the full benchmark:
+``benchmarks/scaling.py``)."""
 from __future__ import annotations
 
 import argparse
@@ -24,7 +19,7 @@ COSTS_MS = (0, 1, 10)
 
 
 def spin(loops: int) -> int:
-    """Fixed pure-Python work (no sleeping, no clock): ``loops`` additions.
+    """``loops`` additions: fixed pure-Python work.
 
     >>> spin(4)
     6
@@ -69,8 +64,7 @@ class BenchAgent(Agent):
 
 def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = COSTS_MS,
             population: int = 64, reps: int = 5, log: Callable = print) -> dict:
-    """Median seconds of one generation per score cost and ``n_jobs``, with the speed-up
-    over ``n_jobs=1``; a JSON-able dict."""
+    """Median seconds of one generation per score cost and ``n_jobs``, and speed-ups."""
     import joblib
     from .candidates import Candidate
     from .evaluation import Engine
@@ -122,7 +116,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``es-search bench``: check --out and --n-jobs, measure, print, write."""
     from .files import writable_folder_problem
     from pathlib import Path
     try:

@@ -4,11 +4,9 @@ File layout (format version 1)::
 
     MAGIC (16 bytes) | version (uint32 LE) | length (uint64 LE) | sha256 (32 bytes) | payload
 
-``payload`` is a (cloud)pickle of a dict; the SHA-256 covers the version, the length and
-the payload, so a torn write, a truncated file or any flipped bit is detected and the
-file is refused with :class:`CheckpointError`, never loaded silently. Files are written
-through :func:`es_search.files.atomic_write` (temporary file, flush, fsync,
-``os.replace``), so a crash leaves either the previous checkpoint or the new one.
+``payload`` is a cloudpickle of a dict; the SHA-256 (over version, length and payload)
+refuses a torn or corrupt file with :class:`CheckpointError`. Files are replaced
+atomically (:func:`es_search.files.atomic_write`).
 
 Example::
 
@@ -40,8 +38,7 @@ _HEADER = struct.Struct("<16sIQ32s")  # magic, version, payload length, sha256
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: corrupt, torn, of another format, or not
-    matching the run it should continue."""
+    """A checkpoint that is corrupt, torn, of another format, or of another run."""
 
 
 def _digest(version: int, length: int, payload: bytes) -> bytes:
@@ -88,7 +85,7 @@ def loads(blob: bytes, where: str = "checkpoint") -> dict:
 
 
 def save(path: Any, data: Mapping[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, ``os.replace``)."""
+    """Write ``data`` to ``path`` atomically."""
     blob = dumps(data)
     atomic_write(Path(path), lambda f: f.write(blob))
 
@@ -111,7 +108,7 @@ DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs",
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
                 keys: Any = DEFINING, prefix: str = "") -> list[str]:
-    """Human-readable differences between two configs, over ``keys`` (dicts recursed).
+    """The differences between two configs, over ``keys`` (dicts recursed).
 
     >>> differences({"seed": 0, "strategy": {"population": 16}},
     ...             {"seed": 0, "strategy": {"population": 32}}, ["seed", "strategy"])

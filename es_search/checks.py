@@ -15,8 +15,7 @@ from .errors import SettingError
 
 
 def check_is_agent(agent: Any) -> None:
-    """Refuse anything but an :class:`~es_search.Agent` instance that scores (defines
-    ``score()`` or ``score_batch()``), saying what it got."""
+    """Refuse anything but an :class:`~es_search.Agent` instance that scores."""
     if isinstance(agent, Agent):
         if "_parameters" not in vars(agent):  # torch's own error names an attribute
             name = type(agent).__name__
@@ -36,8 +35,7 @@ def check_is_agent(agent: Any) -> None:
 
 def check_evolved(agent: Agent) -> None:
     """Refuse an agent with nothing to evolve, or whose ``evolved_parameters()`` are not
-    ``(name, tensor)`` pairs of its own floating-point ``state_dict()`` entries (the
-    names that best weights are saved and loaded under)."""
+    ``(name, tensor)`` pairs of its own floating-point ``state_dict()`` entries."""
     cls = type(agent).__name__
     try:
         pairs = list(agent.evolved_parameters())
@@ -84,8 +82,7 @@ def check(name: str, value: Any, ok: Any, rule: str) -> Any:
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """``value`` if it is True or False (a NumPy bool too), else a SettingError naming
-    ``name``: a string such as "false" is not read as True."""
+    """``value`` if it is True or False (a NumPy bool too), else a SettingError."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     raise SettingError(name, value, "True or False")
@@ -99,16 +96,14 @@ def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
 
 
 def check_dict(name: str, value: Any, what: str) -> dict:
-    """``value`` (None: empty) as a dict, else a SettingError: ``name`` must be ``what``
-    (e.g. "a dict of keyword arguments for score()")."""
+    """``value`` (None: empty) as a dict, else a SettingError: it must be ``what``."""
     if value is not None and not isinstance(value, Mapping):
         raise SettingError(name, value, what)
     return dict(value or {})
 
 
 def check_path(name: str, value: Any, what: str = "a folder path") -> Path:
-    """``value`` (a str or path, not empty: "" would be the current folder) as a Path, a
-    leading ``~`` expanded as a shell does, else a SettingError: it must be ``what``."""
+    """``value`` (a non-empty str or path) as a Path, ``~`` expanded, else a SettingError."""
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
         raise SettingError(name, value, f"{what} (str or pathlib.Path, not empty)")
     return Path(value).expanduser()
@@ -121,8 +116,7 @@ def _integral(value: Any) -> bool:
 def check_int(name: str, value: Any, minimum: int, note: str = "",
               none_ok: bool = False) -> int | None:
     """``value`` as an int >= ``minimum`` (or None, with ``none_ok``), else a
-    SettingError naming ``name`` whatever ``value`` is (a string from the command line
-    too). ``note`` explains the value, e.g. " (0: a linear policy)"."""
+    SettingError; ``note`` explains the value, e.g. " (0: a linear policy)"."""
     if value is None and none_ok:
         return None
     if not _integral(value) or value < minimum:
@@ -131,19 +125,10 @@ def check_int(name: str, value: Any, minimum: int, note: str = "",
     return int(value)
 
 
-def check_pairs(value: Any, why: str) -> int:
-    """A population of pairs: an even integer >= 2; ``why`` says what the pairs are."""
-    value = check_int("population", value, 2)
-    if value % 2:
-        raise SettingError("population", value, f"even ({why})",
-                           f"use {{population={value + 1}}}")
-    return value
-
-
 def check_number(name: str, value: Any, rule: str = "a finite number",
                  ok: Callable[[float], bool] = math.isfinite) -> float:
     """``value`` as a float if it is a real number (not a bool) that is ``ok``, else a
-    SettingError: ``name`` must be ``rule``."""
+    SettingError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
         raise SettingError(name, value, rule)
     return float(value)
@@ -155,9 +140,8 @@ def check_positive_float(name: str, value: Any) -> float:
 
 
 def check_n_jobs(value: Any) -> int:
-    """joblib's meaning: -1 all cores, -2 all but one, 1 a plain loop, None joblib's
-    default (the ``n_jobs`` of an enclosing ``joblib.parallel_config``, else 1, as in
-    scikit-learn); 0 is an error. None is resolved here, once, to that integer."""
+    """joblib's meaning (-1 all cores, 1 a plain loop); None, joblib's default (an
+    enclosing ``joblib.parallel_config``'s, else 1), is resolved here to an integer."""
     if value is None:
         import joblib
         return int(joblib.Parallel(n_jobs=None).n_jobs)
@@ -170,17 +154,15 @@ def check_n_jobs(value: Any) -> int:
 
 
 def check_seed(value: Any) -> int:
-    """A run's seed: an integer >= 0 (None is refused: the seed is what makes a run
-    reproducible, so it is always chosen and recorded)."""
+    """A run's seed: an integer >= 0 (never None: a run's seed is always recorded)."""
     if not _integral(value) or value < 0:
         raise SettingError("seed", value, "a non-negative integer")
     return int(value)
 
 
 def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
-    """``score_kwargs`` must fit each scoring method ``agent``'s class defines itself
-    (``score(**kw)``, ``score_batch(params, seeds, **kw)``): a keyword it does not take,
-    or a required one left out, fails here, before any work, not in the first task."""
+    """Refuse ``score_kwargs`` that do not fit the scoring methods ``agent``'s class
+    defines, before any work."""
     misfit = score_kwargs_misfit(agent, score_kwargs)
     if misfit is not None:
         given = ", ".join(map(repr, score_kwargs)) or "none"
@@ -190,9 +172,8 @@ def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
 
 
 def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
-    """Why ``score_kwargs`` do not fit a scoring method ``agent``'s class defines
-    itself, e.g. "NeedsData.score(data): missing a required argument: 'data'"; None
-    when they fit (or the methods cannot be introspected: the first call will tell)."""
+    """Why ``score_kwargs`` do not fit a scoring method ``agent``'s class defines, e.g.
+    "NeedsData.score(data): missing a required argument: 'data'"; else None."""
     import inspect
     for name in ("score", "score_batch"):
         if getattr(type(agent), name, None) is getattr(Agent, name):
@@ -210,9 +191,8 @@ def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
 
 
 def keyword_parameters(cls: type) -> list[Any] | None:
-    """The keyword parameters (``inspect.Parameter``) ``cls(...)`` takes, following
-    ``**kwargs`` up the classes' ``__init__`` methods; None when one takes any
-    (``**kwargs`` not passed on)."""
+    """The keyword parameters ``cls(...)`` takes, following ``**kwargs`` up the MRO's
+    ``__init__`` methods; None when it takes any."""
     import inspect
     found: dict[str, Any] = {}
     for klass in cls.__mro__:
@@ -237,9 +217,8 @@ def keyword_names(cls: type) -> list[str] | None:
 
 def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = TypeError,
                    hint: str = "", skip: tuple = ()) -> None:
-    """Refuse a keyword of ``given`` that ``cls(...)`` does not take: "``owner`` has no
-    ``kind`` NAME (did you mean ...)``hint``; its ``kind``s: ..." (nothing is refused
-    when ``cls`` takes any keyword)."""
+    """Refuse a keyword of ``given`` that ``cls(...)`` does not take, naming ``owner``'s
+    ``kind``s."""
     known = keyword_names(cls)
     known = None if known is None else [name for name in known if name not in skip]
     for name in given if known is not None else ():
@@ -249,8 +228,7 @@ def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = T
 
 
 def did_you_mean(name: str, known: list[str]) -> str:
-    """`` (did you mean 'CLOSEST'?)`` for the name of ``known`` closest to ``name``, or
-    "" when none is close."""
+    """`` (did you mean 'CLOSEST'?)``, or "" when no name of ``known`` is close."""
     import difflib
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -264,7 +242,6 @@ def parameter_text(parameter: Any) -> str:
 
 
 def plain_doc(text: str) -> str:
-    """A docstring's text as a terminal shows it: no ````code```` marks, no Sphinx roles
-    (``:class:`~x.Y``` reads ``x.Y``)."""
+    """A docstring's text without ````code```` marks and Sphinx roles."""
     import re
     return re.sub(r":\w+:`~?([^`]+)`", r"\1", text.replace("``", ""))

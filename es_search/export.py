@@ -1,9 +1,5 @@
-"""A trained policy as one self-contained file: TorchScript or ONNX.
-
-The file holds all the policy acts with (observation normalisation with the run's
-statistics, the network, the action mapping), so it runs where es_search is not
-installed: ``torch.jit.load(path)`` or ``onnxruntime.InferenceSession(path)``.
-"""
+"""A trained policy as one self-contained file (TorchScript or ONNX) that runs where
+es_search is not installed: normalisation, network and action mapping."""
 from __future__ import annotations
 
 import inspect
@@ -22,9 +18,9 @@ _MASK = 0xFFFFFFFF
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash (xor-shift-multiply) of int64 ``x`` in [0, 2**32); shifts
-    are divisions and multipliers < 2**31, so that no value leaves int64 and ONNX
-    (whose shifts take unsigned types only) computes what torch computes."""
+    """A 32-bit xor-shift-multiply hash of int64 ``x`` in [0, 2**32). Shifts are divisions
+    and multipliers < 2**31: no value leaves int64, and ONNX (unsigned shifts only)
+    computes what torch computes."""
     x = x ^ (x // 65536)
     x = (x * 0x7FEB352D) & _MASK
     x = x ^ (x // 32768)
@@ -33,8 +29,8 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
 
 
 def uniforms(seed: torch.Tensor, rows: int) -> torch.Tensor:
-    """The ``rows`` uniforms in (0, 1) (float64) an exported sampling policy draws for
-    int64 ``seed`` (shape ()): one per row of its batch, a hash of (seed, row)."""
+    """The ``rows`` uniforms in (0, 1) an exported sampling policy draws for int64
+    ``seed``: a hash of (seed, row)."""
     low = seed & _MASK
     high = ((seed - low) // 2 ** 32) & _MASK  # an exact division: floor = truncation
     key = _mix(_mix(low) ^ high)
@@ -80,9 +76,7 @@ class _Policy(torch.nn.Module):
 
 
 class _Sampler(_Policy):
-    """A discrete policy that samples from the softmax of its outputs, one uniform per
-    row from ``uniforms(seed, rows)``: the first action whose cumulative probability
-    reaches it."""
+    """A discrete policy that samples from its softmax with ``uniforms(seed, rows)``."""
 
     def forward(self, obs: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
         h = self.logits(obs)
@@ -94,11 +88,10 @@ class _Sampler(_Policy):
 def mlp_policy(layers: Any, discrete: bool, greedy: bool = True, mean: Any = None,
                std: Any = None, start: int = 0, squash: Any = None,
                shape: tuple = ()) -> torch.nn.Module:
-    """A tanh MLP policy as an exportable module: ``layers`` (``torch.nn.Linear``),
-    observations normalised by ``mean``/``std`` (None: not normalised), then discrete
-    actions from ``start`` (argmax when ``greedy``, else sampled: ``forward(obs, seed)``)
-    or Box actions ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None:
-    raw) in ``shape``. The built-in policies' ``policy_module()`` build theirs with it."""
+    """A tanh MLP policy (``layers``: ``torch.nn.Linear``) as an exportable module:
+    observations normalised by ``mean``/``std``, then discrete actions from ``start``
+    (argmax when ``greedy``, else sampled: ``forward(obs, seed)``) or Box actions
+    ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None: raw) in ``shape``."""
     pairs = [(layer.weight, layer.bias) for layer in layers]
     n = pairs[0][0].shape[1]
     mean = torch.zeros(n) if mean is None else mean
@@ -108,9 +101,7 @@ def mlp_policy(layers: Any, discrete: bool, greedy: bool = True, mean: Any = Non
 
 
 def policy_module(agent: Agent) -> torch.nn.Module:
-    """What ``agent`` acts with, as a torch module: its ``policy_module()`` where it has
-    one (the built-in policies), else the agent itself (its ``forward()``). A ValueError
-    when there is nothing to export."""
+    """What ``agent`` acts with: its ``policy_module()`` if any, else itself (``forward()``)."""
     if callable(getattr(agent, "policy_module", None)):
         return agent.policy_module()
     if type(agent).forward is torch.nn.Module.forward:
@@ -123,9 +114,8 @@ def policy_module(agent: Agent) -> torch.nn.Module:
 
 
 def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
-    """The inputs to trace ``module`` with, and others to check the file on: for a
-    policy, batches of 3 and 5 observations (and seeds); else ``example``, and the same
-    with twice the rows (inputs of 2 or more dimensions) plus noise (floats)."""
+    """The inputs to trace ``module`` with, and others (another batch size, other values)
+    to check the file on."""
     if isinstance(module, _Policy):
         make = torch.Generator().manual_seed(0)
         obs = [torch.randn(n, module.mean.shape[0], dtype=torch.float64, generator=make) * 3
@@ -155,8 +145,7 @@ def _outputs(value: Any) -> list:
 
 def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
                 name: str) -> None:
-    """The exported file (``run(inputs)``) gives what the module gives on the inputs it
-    was traced with and on others."""
+    """Refuse a file (``run``) that does not compute what ``module`` does on ``inputs``."""
     import numpy as np
     for given in inputs:
         with torch.no_grad():
@@ -179,20 +168,15 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
 
 def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
     """Write what ``agent`` acts with to ``path`` as one self-contained file; returns
-    the path. ``to``: ``"torchscript"`` (load with ``torch.jit.load``) or ``"onnx"``
+    the path. ``to``: ``"torchscript"`` (``torch.jit.load``) or ``"onnx"``
     (``onnxruntime``; extra ``export``).
 
-    A :class:`GymPolicy` or a built-in control task exports as a module whose inputs
-    are ``obs``: float64, shape ``(n, obs_dim)`` (flat observations, as
-    ``agent.flat_observation`` makes them) and, for a discrete policy that samples (not
-    ``greedy``), ``seed``: an int64 scalar tensor; its output is the ``n`` actions:
-    int64 ``(n,)`` for Discrete actions (from the space's ``start``), float64
-    ``(n, *action_shape)`` for Box ones (squashed to the bounds). Normalisation uses the
-    statistics the weights carry. Row ``i`` samples with ``uniforms(seed, n)[i]``: the
-    same seed and batch give the same actions; give each step its own seed. Another
-    agent exports its ``forward()`` (traced with ``example``, its inputs, or zeros of
-    shape ``(8, agent.obs_dim)``); one without a ``forward()``, or whose result does
-    not follow its inputs once traced, is refused with a ValueError saying why.
+    A :class:`GymPolicy` exports a module taking ``obs`` (float64 ``(n, obs_dim)``, as
+    ``agent.flat_observation`` makes them) and, for a sampling discrete policy, ``seed``
+    (an int64 scalar tensor: give each step its own), and returning ``n`` actions (int64
+    for Discrete, float64 ``(n, *action_shape)`` for Box). Another agent exports its
+    ``forward()``, traced with ``example`` (default: zeros of ``(8, agent.obs_dim)``);
+    a file that does not compute what ``forward()`` does is refused with a ValueError.
 
     >>> import tempfile, torch, es_search
     >>> from es_search.problems import GymPolicy
@@ -227,7 +211,7 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
 
 
 def _write_torchscript(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
-    """Trace ``module`` into ``path``; a function that runs the file."""
+    """Trace ``module`` into ``path``; return a function that runs the file."""
     try:
         with torch.no_grad():
             traced = torch.jit.trace(module, example, check_trace=False)
@@ -241,7 +225,7 @@ def _write_torchscript(module: torch.nn.Module, example: tuple, path: str, name:
 
 
 def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
-    """Export ``module`` to ``path`` as ONNX; a function that runs the file."""
+    """Export ``module`` to ``path`` as ONNX; return a function that runs the file."""
     from .extras import require
     require("onnx", "export")
     require("onnxscript", "export")

@@ -25,8 +25,8 @@ def require(module: str, extra: str) -> Any:
 
 
 def install_command(extra: str, options: str = "") -> str:
-    """The pip command that installs ``extra``: from this checkout when es_search runs
-    from one (``pip install -e .``, as the README sets it up), else by name."""
+    """The pip command that installs ``extra`` (into this checkout, if es_search runs
+    from one)."""
     import os
     import shlex
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -9,17 +9,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def new_file_mode() -> int:
-    """The permissions ``open()`` gives a new file: 0o666 less the process's umask."""
-    mask = os.umask(0o022)  # read it (there is no other way); 0o022 for an instant
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def writable_folder_problem(folder: Any) -> str | None:
-    """Why ``folder`` (created with its parents if missing) could not hold new files, or
-    None. Tried, not guessed: permissions say nothing to root, and some folders (/proc)
-    refuse every new file. Nothing is left behind."""
+    """Why ``folder`` could not hold new files, or None; tried, not guessed (permissions
+    say nothing to root, /proc refuses every file)."""
     folder = Path(folder)
     base = next(p for p in (folder, *folder.parents) if p.exists())  # the root exists
     if not base.is_dir():
@@ -34,14 +26,15 @@ def writable_folder_problem(folder: Any) -> str | None:
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write through a temporary file in the same folder, fsync, then ``os.replace``.
-    The file gets the permissions of any new file (``mkstemp`` would leave it private
-    to its owner, which other users and tools of a shared run folder could not read)."""
+    """Write through a temporary file in the same folder, fsync, then ``os.replace``. The
+    file gets a new file's permissions (``mkstemp``'s would be private to its owner)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):
-            os.fchmod(fd, new_file_mode())
+            mask = os.umask(0o022)  # the only way to read it
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
@@ -78,14 +71,12 @@ def from_json(value: Any) -> Any:
 
 
 def as_read_back(value: Any) -> Any:
-    """``value`` as it reads back from a JSON file written by :func:`dump_json` (tuples
-    become lists): what a saved value is compared with."""
+    """``value`` as it reads back from a JSON file (tuples become lists)."""
     return from_json(json.loads(json.dumps(to_json(value))))
 
 
 def dump_json(path: Path, data: Any, sort_keys: bool = True) -> None:
-    """``data`` as indented JSON (non-finite floats kept), written atomically; its keys
-    sorted unless ``sort_keys`` is False (figures kept in the order they were made)."""
+    """``data`` as indented JSON (non-finite floats kept), written atomically."""
     text = json.dumps(to_json(data), indent=2, sort_keys=sort_keys)
     atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
 

@@ -1,7 +1,5 @@
-"""Reading a run folder (``out=DIR``): every reader (``Result.load``, ``replay_task(out=)``,
-``load_run``, ``es-search test``, ``--resume``) opens it through :class:`RunDir`. The
-names of its files live here; :mod:`es_search.output` writes them (its docstring says
-what each holds)."""
+"""Reading a run folder: every reader opens it through :class:`RunDir`. The names of its
+files live here; :mod:`es_search.output` writes them and says what each holds."""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +14,6 @@ from .files import from_json
 from .settings import has_digest
 
 HISTORY = "history.jsonl"
-#: what defines the run: its spec (``es_search.spec``) and what run() recorded
 CONFIG = "config.json"
 BEST_WEIGHTS = "best_weights.pt"
 CENTER_WEIGHTS = "center_weights.pt"
@@ -27,15 +24,13 @@ CHECKPOINT = "checkpoint.pkl"
 SCORE_KWARGS = "score_kwargs.pkl"
 FAILURES = "failures"
 LOCK = ".lock"
-#: the test_scores() of the best weights and the centre (``es-search run`` and ``test``)
 TEST = "test.json"
 #: written when a run ends; removed when it goes on (a resume) or is replaced
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
 
 
 class OutFolderError(ValueError):
-    """The out folder cannot be used: it cannot be created or written, another run is
-    writing it, or it holds a run that would be replaced without ``overwrite``."""
+    """The out folder cannot be created or written, is in use, or holds a run."""
 
 
 def _json(path: Path) -> Any:
@@ -59,8 +54,7 @@ class RunDir:
         return config if isinstance(config, dict) else {}
 
     def check_agent(self, agent: Any, recorded: str, n: int) -> None:
-        """Refuse an agent other than the run's (``recorded``, its class path, evolving
-        ``n`` values)."""
+        """Refuse an agent other than the run's (class path ``recorded``, ``n`` values)."""
         if not recorded.endswith("." + type(agent).__qualname__) or agent.num_evolved() != n:
             raise ValueError(f"the run in {self.path} evolved {recorded} ({n} evolved "
                              f"values); the agent given is {type(agent).__module__}."
@@ -68,8 +62,8 @@ class RunDir:
                              f"agent built as the run's was")
 
     def spec(self) -> dict:
-        """The run's spec (``config.json``'s ``spec``: problem, parameters, strategy, ...);
-        :class:`OutFolderError` for a folder ``es-search run`` did not write."""
+        """``config.json``'s spec; :class:`OutFolderError` if ``es-search run`` did not
+        write the folder."""
         if not self.path.is_dir():
             raise OutFolderError(f"no such run folder: {self.path}" if not self.path.exists()
                                  else f"{self.path} is not a folder (pass the run's --out DIR)")
@@ -83,10 +77,8 @@ class RunDir:
         return config["spec"]
 
     def generations(self) -> int | None:
-        """How many generations the run recorded (its history lines), or None when it
-        holds no run: no history line and no result. A checkpoint alone (a run that
-        stopped before its first generation) holds no more than the starting agent's
-        score, and may be replaced."""
+        """How many generations the run recorded, or None when it holds no run (a
+        checkpoint alone holds only the starting agent's score)."""
         try:
             with open(self.path / HISTORY, "rb") as f:
                 lines = sum(1 for line in f if line.endswith(b"\n"))
@@ -100,8 +92,7 @@ class RunDir:
         return end if isinstance(end, dict) else {}
 
     def test(self, center: bool) -> dict | None:
-        """``test.json``'s figures (``{"best": ..., "center": ...}``), or None when it is
-        missing, unreadable or lacks the final centre's (``center``)."""
+        """``test.json``'s figures, or None when missing or lacking the centre's (``center``)."""
         figures = _json(self.path / TEST)
         if not isinstance(figures, dict) or not isinstance(figures.get("best"), dict) or (
                 center and not isinstance(figures.get("center"), dict)):
@@ -109,8 +100,8 @@ class RunDir:
         return figures
 
     def weights(self, which: str) -> dict | None:
-        """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved):
-        tensors, and the shared state's numbers and arrays; nothing else is unpickled."""
+        """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved), loaded
+        with ``weights_only=True``."""
         path = self.path / f"{which}_weights.pt"  # BEST_WEIGHTS, ...
         if not path.is_file():
             return None
@@ -124,9 +115,8 @@ class RunDir:
                                  f"({type(exc).__name__}: {first})") from None
 
     def history(self, lines: int, digest: str) -> tuple[list[dict], list[str]]:
-        """The first ``lines`` records of ``history.jsonl`` (and their raw lines), checked
-        against the SHA-256 ``digest`` a checkpoint holds; lines after them (written after
-        the checkpoint, or torn by a crash) are ignored."""
+        """The first ``lines`` records of ``history.jsonl`` and their raw lines, checked
+        against a checkpoint's SHA-256 ``digest``; later lines are ignored."""
         path = self.path / HISTORY
         try:
             with open(path, "rb") as f:
@@ -144,8 +134,7 @@ class RunDir:
         return [from_json(json.loads(t)) for t in text], text
 
     def score_kwargs(self, recorded: dict) -> dict:
-        """The run's ``score_kwargs``: ``score_kwargs.pkl``, or ``recorded`` (a config's
-        or a failure record's) when they hold the values themselves."""
+        """``score_kwargs.pkl``, or ``recorded`` when it holds values, not digests."""
         path = self.path / SCORE_KWARGS
         if path.is_file():
             return _checkpoint.load(path)

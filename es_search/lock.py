@@ -1,6 +1,5 @@
-"""The run folder's lock: held (``fcntl.flock`` on ``.lock``) while a run writes the
-folder, so that a second run into it fails at once; the kernel releases it when the
-process dies, however it dies (a SIGKILLed run leaves no stale lock)."""
+"""The run folder's lock (``fcntl.flock`` on ``.lock``), held while a run writes it; the
+kernel releases it when the process dies, however it dies."""
 from __future__ import annotations
 
 import contextlib
@@ -22,14 +21,9 @@ _HELD_LOCK = threading.Lock()
 
 
 def acquire(path: Any) -> str:
-    """Create the folder ``path`` if needed and take its lock (the thread that holds it
-    already may take it again, e.g. ``run()`` inside :func:`claim`); the key to
-    :func:`release` it with.
-
-    :class:`OutFolderError`, before anything is written, when the folder cannot be
-    created or written, or when another process, or another thread of this one, holds
-    the lock.
-    """
+    """Create the folder ``path`` if needed and take its lock (again, for the thread
+    that holds it); return the key to :func:`release` it with. :class:`OutFolderError`
+    when the folder cannot be written, or another process or thread holds the lock."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
@@ -87,8 +81,8 @@ def release(key: str) -> None:
 
 @contextlib.contextmanager
 def claim(path: Any) -> Iterator[Path]:
-    """The folder ``path``, locked for this process while the block runs (see
-    :func:`acquire`), e.g. to write files of one's own into it before ``run()``."""
+    """The folder ``path``, locked while the block runs (e.g. to write files of one's
+    own into it before ``run()``)."""
     key = acquire(path)
     try:
         yield Path(path)

@@ -1,11 +1,6 @@
-"""Count, mean and M2 (sum of squared deviations) of vectors, merged exactly in order.
-
-Used for running observation statistics shared between scoring tasks (see
-``Agent.task_report`` / ``Agent.merge_reports``): each task summarises what it saw as
-a :class:`Moments`, and the main process folds the tasks' summaries together in
-candidate order with the parallel-variance formula of Chan, Golub and LeVeque (1979).
-The result equals the statistics of all the vectors concatenated in that order (up to
-floating-point rounding) and depends only on the order, never on which worker ran what.
+"""Count, mean and M2 (sum of squared deviations) of vectors, merged in order with the
+parallel-variance formula of Chan, Golub and LeVeque (1979): running observation
+statistics that depend on candidate order only, never on which worker ran what.
 """
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ class Moments(NamedTuple):
 
     def std(self, floor: float = 1e-2) -> np.ndarray:
         """Standard deviation for normalising: 1 until two vectors are counted, then
-        ``sqrt(var)`` clipped below at ``floor`` (nearly constant dimensions are not
-        blown up)."""
+        ``sqrt(var)`` no lower than ``floor``."""
         if self.count < 2:
             return np.ones_like(self.m2)
         return np.maximum(np.sqrt(self.var()), floor)

@@ -9,16 +9,14 @@ from .errors import ScoreError, failed_method, warn_user
 
 
 class Warnings:
-    """Warns, once per run each, about non-finite scores and tolerated failures
-    (``on_error="worst"``); the history's ``nonfinite`` and ``failures`` count them. A
-    callback (``on_generation`` only, :mod:`es_search.callbacks.base`)."""
+    """A callback that warns, once per run each, about non-finite scores and tolerated
+    failures (``on_error="worst"``)."""
 
     def __init__(self, agent_name: str, out: Any):
         self.agent_name, self.out = agent_name, out
         self.warned: set[str] = set()
 
     def on_generation(self, record: Any) -> None:
-        """``record``: the generation's :class:`~es_search.callbacks.base.Generation`."""
         if record.failures and "failures" not in self.warned:
             self.warned.add("failures")
             warn_user(failure_message(self.agent_name, record.failures.detail, self.out))
@@ -46,14 +44,12 @@ def failure_message(agent_name: str, failures: list, out: Any) -> str:
 
 
 def explain(exc: Exception, out: Any) -> None:
-    """Tell ``exc`` (a ScoreError or WorkerError) its run's folder: its message then
-    says where the run's work is and how to go on."""
+    """Tell ``exc`` (a ScoreError or WorkerError) its run's folder, for its message."""
     exc.out = str(out) if out is not None else (None if isinstance(exc, ScoreError) else "")
 
 
 def interrupted(exc: BaseException, out: Any, completed: int) -> None:
-    """Add to ``exc`` (Ctrl-C, SIGTERM) what was saved and how to continue: a note, shown
-    under the traceback (the command line prints its own resume command instead)."""
+    """Add to ``exc`` (Ctrl-C, SIGTERM) a note: what was saved and how to continue."""
     if out is None:
         note = (f"es_search: interrupted after {completed} completed generation(s); "
                 f"nothing was saved (pass out=DIR to checkpoint a run).")

@@ -1,39 +1,17 @@
-"""The run folder (``out=DIR``): its layout, owned here, written as the run goes.
+"""The run folder (``out=DIR``), written as the run goes by the callback :class:`RunFolder`
+(:class:`~es_search.folder.RunDir` reads it):
 
-- ``config.json``: what defines the run (written first): its spec
-  (:mod:`es_search.spec`; null for an agent given to ``run()``) and what ``run()``
-  recorded;
-- ``history.jsonl``: one JSON line per generation (:mod:`es_search.record`), appended
-  and fsynced each generation;
-- ``best_weights.pt``: ``torch.save`` of the best weights (a state dict, with the
-  agent's shared state as of the generation they were scored), replaced atomically
-  with the checkpoint when the best has improved since the last one (both then hold
-  the same generation);
-- ``center_weights.pt``: the strategy's final centre (``Result.center_weights``), at
-  the end (like ``chosen_weights.pt``, ``result.json``, ``plot.png`` and ``test.json``,
-  it is removed when a resumed run writes its next generation: an interrupted folder
-  holds no stale end);
-- ``chosen_weights.pt``: what the run hands back (``Result.chosen_weights``: the best
-  weights or the final centre, whichever tested best, :mod:`es_search.selection`), at
-  the end;
-- ``checkpoint.pkl``: everything needed to continue the run (format:
-  :mod:`es_search.checkpoint`), replaced atomically after a generation's history line,
-  every ``checkpoint_every`` generations, and when the run ends, stops or fails
-  (Ctrl-C, SIGTERM, an error): a resume redoes the generations after it;
-- ``failures/generation-<g>.pkl``: what ``es_search.replay_task`` needs to rerun the
-  tasks of generation ``g`` that failed;
-- ``score_kwargs.pkl``: the run's ``score_kwargs`` (checkpoint format), written once
-  when it starts (the config and checkpoints hold a tensor's or array's digest, not
-  its data); ``replay_task`` reads them;
-- ``result.json``: the summary, at the end, with ``chosen``, ``selection`` (the
-  selection test's figures) and ``select_tasks``; ``plot.png``: best and mean score per
-  generation, at the end, when matplotlib is installed;
-- ``test.json``: the ``test_scores()`` of the best weights and of the final centre,
-  written by ``es-search run`` at the end and by ``es-search test DIR``;
+- ``config.json``: the run's spec (:mod:`es_search.spec`) and what ``run()`` recorded;
+- ``history.jsonl``: one record per generation (:mod:`es_search.record`), fsynced;
+- ``checkpoint.pkl`` (:mod:`es_search.checkpoint`) and ``best_weights.pt`` (with the
+  shared state they were scored with), replaced atomically together every
+  ``checkpoint_every`` generations and when the run ends, stops or fails;
+- ``failures/generation-<g>.pkl``: what ``replay_task`` needs to rerun a failed task;
+- ``score_kwargs.pkl``: the run's ``score_kwargs`` (the config holds digests of arrays);
+- at the end (``AT_THE_END``, removed when a resume goes on): ``result.json``,
+  ``center_weights.pt``, ``chosen_weights.pt`` (:mod:`es_search.selection`),
+  ``plot.png`` and ``test.json`` (``es-search run`` and ``test``);
 - ``.lock``: held while a run writes the folder (:mod:`es_search.lock`).
-
-:class:`RunFolder` is the callback that writes all of it; :class:`~es_search.folder.RunDir`
-reads it.
 """
 from __future__ import annotations
 
@@ -69,8 +47,7 @@ class HoldsARun(OutFolderError, SettingError):
 
 
 def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
-    """:class:`OutFolderError` when a new run (neither ``resume`` nor ``overwrite``)
-    would replace the run folder ``path`` holds: nothing computed is lost by mistake."""
+    """Refuse a new run (neither ``resume`` nor ``overwrite``) that would replace a run."""
     if resume or overwrite:
         return
     generations = RunDir(path).generations()
@@ -81,13 +58,11 @@ def check_replaceable(path: Any, resume: bool, overwrite: bool) -> None:
 
 
 class CheckpointCost:
-    """What writing checkpoints costs a run; :meth:`notice` says, once, when it is over
-    a quarter of the run's time (and 5 seconds in all) and how to write fewer."""
+    """What writing checkpoints costs a run; :meth:`notice` warns once when it is over
+    ``SHARE`` of the run's time (and ``FLOOR`` seconds: a short run need not hear of it)."""
 
-    SHARE = 0.25  # of the run's time, above which the run warns
+    SHARE = 0.25
     AFTER = 3  # checkpoints written before judging
-    # seconds spent on checkpoints before it matters: a short run on a busy machine
-    # (fsync: 50 ms for a checkpoint of a few kB) need not hear of it
     FLOOR = 5.0
 
     def __init__(self) -> None:
@@ -99,9 +74,8 @@ class CheckpointCost:
         self.size = size
 
     def notice(self, run_seconds: float, generations: int, every: int) -> str | None:
-        """The warning to give now, if any, a template naming ``{checkpoint_every=N}``
-        (``run_seconds``: the time the run has spent since it started or resumed,
-        ``generations`` in it)."""
+        """The warning to give now, if any (``run_seconds`` and ``generations`` since the
+        run started or resumed)."""
         if self.warned or self.count < self.AFTER or self.seconds < self.FLOOR:
             return None
         share = self.seconds / run_seconds
@@ -120,13 +94,10 @@ class CheckpointCost:
 
 
 class RunFolder:
-    """Writes one run into ``path`` (see the module docstring): a callback
-    (:mod:`es_search.callbacks.base`) that needs nothing but what the callbacks get.
+    """Writes one run into ``path``: a callback that needs nothing but what callbacks get.
 
-    Opening it takes the folder's lock, refuses to replace a run the folder holds
-    unless ``overwrite`` (:func:`check_replaceable`) and, with ``resume``, reads the
-    checkpoint (``saved``, None when there is none) and checks it against ``config``.
-    :meth:`close` releases the folder (also when the run fails).
+    Opening it takes the folder's lock, refuses to replace a run unless ``overwrite`` and,
+    with ``resume``, reads the checkpoint (``saved``) and checks it against ``config``.
     """
 
     def __init__(self, path: Any, config: dict, resume: bool = False,
@@ -154,11 +125,8 @@ class RunFolder:
             raise
 
     def _begin(self) -> None:
-        """The run's first write (its start, or a failure record of its starting
-        agent): until then the folder is as it was, so a run that fails before it
-        scores (a backend that is not there, an agent the workers cannot get, a
-        repeat check that raises) leaves the run it would replace (``overwrite``) or
-        continue whole."""
+        """The run's first write: a run that fails before it scores leaves the run it
+        would replace or continue whole."""
         if self._begun:
             return
         self._begun = True
@@ -216,7 +184,6 @@ class RunFolder:
             self._save_pending()
 
     def on_generation(self, record: Any) -> None:
-        """``record``: the generation's :class:`~es_search.callbacks.base.Generation`."""
         if self.history_lines == len(self.saved["history_text"] if self.saved else ()):
             # the run goes on: what its (or a replaced run's) end wrote no longer holds
             for name in AT_THE_END:
@@ -242,8 +209,7 @@ class RunFolder:
             warn_user(notice, template=True)
 
     def on_error(self, error: BaseException) -> None:
-        """Ctrl-C, SIGTERM or an error: save the failure record of the tasks that
-        raised, if any, and the completed generations that the last checkpoint lacks."""
+        """Save the failed tasks' record and the generations the checkpoint lacks."""
         self._save_failures(getattr(error, "failures", None))
         self._save_pending()
 
@@ -268,9 +234,7 @@ class RunFolder:
             pass
 
     def selection(self, tasks: int) -> tuple[str, dict | None] | None:
-        """``(chosen, selection)`` of the run's end (``result.json``) when its selection
-        test had ``tasks`` tasks (a resume of a run that had ended keeps it); else
-        None."""
+        """``(chosen, selection)`` of the run's end when its test had ``tasks`` tasks."""
         end = self.dir.end()
         if end.get("select_tasks") != tasks or end.get("chosen") not in ("best", "center"):
             return None
@@ -285,10 +249,8 @@ class RunFolder:
 
     # ------------------------------------------------------------------ files
     def _put_aside(self, outcome: Any) -> None:
-        """The checkpoint as of ``outcome``, to write now or later. The history is not
-        copied into every checkpoint (that would grow with the run): it holds the
-        number and SHA-256 of the ``history.jsonl`` lines written before it, which a
-        resume checks and reads back."""
+        """The checkpoint as of ``outcome``, to write now or later; it holds the count and
+        SHA-256 of the history lines before it, not the history."""
         data = {**outcome.checkpoint, "history_lines": self.history_lines,
                 "history_sha256": self._digest.hexdigest(), "config": self.config}
         # the agent's shared state may change in place before it is written
@@ -312,8 +274,7 @@ class RunFolder:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
 
     def _save_failures(self, failures: Any) -> None:
-        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs
-        (:class:`~es_search.callbacks.base.Failures`, or None: nothing failed)."""
+        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs."""
         if failures is None:
             return
         self._begin()

@@ -1,9 +1,5 @@
-"""Checking, before any work, that an agent can be copied and sent to worker processes.
-
-``run()`` copies the agent (``copy.deepcopy``) and, when ``n_jobs != 1``, pickles it for
-the workers. An attribute that cannot be pickled (a lock, an open file, a generator, a
-database connection) would otherwise fail deep inside joblib with a traceback that does
-not say which attribute is to blame. :func:`check_agent` names it.
+"""Checking, before any work, that an agent can be copied and sent to worker processes:
+:func:`check_agent` names the attribute (a lock, an open file) that cannot be pickled.
 
 Example::
 
@@ -95,7 +91,7 @@ def _complain(agent: Any, what: str, dumps: Callable[[Any], Any], why: str) -> N
 
 def check_agent(agent: Any, *, workers: bool) -> None:
     """Raise :class:`UnpicklableAgentError` naming the attribute that stops ``agent``
-    from being deep-copied (always needed) or, when ``workers``, cloudpickled."""
+    from being deep-copied or, when ``workers``, cloudpickled."""
     try:
         copy.deepcopy(agent)
     except Exception:
@@ -111,8 +107,7 @@ def check_agent(agent: Any, *, workers: bool) -> None:
 
 def check_score_kwargs_pickle(score_kwargs: Any, *, workers: bool, saved: bool) -> None:
     """Raise a TypeError naming the value of ``score_kwargs`` that cannot be pickled,
-    when they must be: sent to worker processes (``workers``) or saved in the run
-    folder (``saved``)."""
+    when ``workers`` or the run folder (``saved``) need them pickled."""
     if not score_kwargs or not (workers or saved):
         return
     try:

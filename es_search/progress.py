@@ -1,5 +1,4 @@
-"""The progress bar: a callback showing a tqdm bar over generations (imported only when
-shown)."""
+"""The progress bar: a callback showing a tqdm bar over generations."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,9 +10,8 @@ LOG_INTERVAL = 30.0
 
 class ProgressBar:
     """One tick per generation, with the best and mean score; ``enabled=False`` shows
-    nothing. A callback (:mod:`es_search.callbacks.base`). Redrawn up to 10 times a
-    second in a terminal or notebook, every ``LOG_INTERVAL`` seconds into a file, so a
-    long run's log does not grow by a line of bar every tenth of a second."""
+    nothing. Redrawn every ``LOG_INTERVAL`` seconds into a file, 10 times a second
+    in a terminal."""
 
     def __init__(self, enabled: bool = True, desc: str = "es_search"):
         self.enabled, self.desc = enabled, desc

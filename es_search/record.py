@@ -1,7 +1,5 @@
-"""The history record: one plain ``dict`` per generation, its fields defined here only.
-
-``Result.history``, ``history.jsonl`` (one JSON line per record) and every callback's
-``on_generation(record)`` hold the same dicts. Fields, in order:
+"""The history record: one plain ``dict`` per generation (``Result.history``,
+``history.jsonl``, callbacks), its fields defined here only:
 
 - ``generation``: 0, 1, ...;
 - ``best_score``: the best finite score so far (the starting agent's included);
@@ -11,10 +9,8 @@
 - ``nonfinite``: scores that were NaN or +-inf (not counting failures);
 - ``failures``: ``score()`` calls that raised (``on_error="worst"``; scored -inf);
 - ``evaluations``: ``score()`` calls so far, the starting agent's included;
-- ``seconds``: wall-clock time the run has spent, summed over resumes: the one field
-  that differs between two runs with the same seed;
-- counters the agent's ``merge_reports()`` returns (e.g. ``steps``), cumulative since
-  the start of the run, after the fields above (absent for agents that report none).
+- ``seconds``: wall-clock time spent, summed over resumes (``TIMING_FIELDS``);
+- counters the agent's ``merge_reports()`` returns (e.g. ``steps``), cumulative.
 """
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
 """``check_repeatable``: does an agent's score depend on what it scored before?
 
-es_search gives the same run for any ``n_jobs`` because a task's score depends on the
-candidate's weights and its task seed only. A worker keeps one agent for all its tasks,
-so an agent that keeps state in ``self`` from one ``score()`` call to the next (a call
-counter, statistics it updates and reads, an environment reset without a seed, so each
-episode continues its predecessor's random stream) scores a candidate differently
-depending on which tasks that worker ran before it: the run then changes with
-``n_jobs``, the backend and the scheduling, silently.
-
-This check scores one copy of the starting agent twice in a row under the same task
-seed (as a run's first task: generation -1, candidate 0; through ``score_batch``, as a
-group of one, when the run would batch it) and compares the two scores
-(and ``task_report()``, for agents with shared statistics) bit for bit. ``run()``,
-``Evaluator`` and ``evaluate()`` call it before any work (``repeat_check=False`` skips
-it: two ``score()`` calls) and warn with :class:`UnrepeatableScoreWarning`, naming what
-changed in the agent between the calls.
+A worker keeps one agent for all its tasks, so an agent that keeps state in ``self``
+between ``score()`` calls (a counter, an environment reset without a seed) makes the run
+change with ``n_jobs`` and scheduling, silently. This check scores one copy of the
+starting agent twice under the same task seed and compares scores (and
+``task_report()``) bit for bit; ``run()``, ``Evaluator`` and ``evaluate()`` call it first
+(``repeat_check=False`` skips it) and warn with :class:`UnrepeatableScoreWarning`.
 
 Example::
 
@@ -56,8 +47,7 @@ from .worker import Payload, has_hooks, run_group, run_task, single_torch_thread
 
 
 class UnrepeatableScoreWarning(RuntimeWarning):
-    """An agent scored the same candidate under the same task seed twice and got two
-    different results: the run's results depend on ``n_jobs`` and scheduling."""
+    """An agent scored one candidate twice under one task seed and got two results."""
 
 
 #: attributes of every ``nn.Module`` (torch's bookkeeping) and es_search's per-task seeds
@@ -66,23 +56,16 @@ _INTERNAL = frozenset(vars(torch.nn.Module())) | {"task_seed", "generation_seed"
 
 def check_repeatable(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None) -> str | None:
-    """Score a copy of ``agent`` twice in a row as the task ``(seed, -1, 0)``; None when
-    both calls give the same score (and report), else a message saying what differed,
-    what changed in the agent between the calls and how to fix it.
-
-    ``agent`` and the global RNGs are left as they were. What ``score()`` raises
-    propagates (``run()`` and ``Evaluator`` leave it to their first task, which reports
-    it with its task and seed).
-    """
+    """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``; None when both
+    calls agree, else a message saying what differed and how to fix it. ``agent`` and
+    the global RNGs are left as they were; what ``score()`` raises propagates."""
     return repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
 
 
 def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
                          task_timeout: float | None) -> None:
-    """The engine's start: warn when :func:`check_repeatable` finds a problem. What
-    ``score()`` raises is left to the first task, which reports it with its task and
-    seed. With a ``task_timeout`` the check (three score() calls at most, in this
-    process) gets three times that."""
+    """Warn when :func:`check_repeatable` finds a problem (an error is left to the first
+    task, which names its seed); with a ``task_timeout`` the check gets three times it."""
     limit = None if task_timeout is None else 3 * task_timeout
     try:
         with time_limit(limit):
@@ -103,9 +86,8 @@ def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] 
 def repeat_and_score(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None
                      ) -> tuple[str | None, float]:
-    """:func:`check_repeatable`'s answer and the first of its two scores: the score of
-    task ``(seed, -1, 0)``, the starting agent's, for a caller that shows it (``es-search
-    check``) without scoring the agent a third time."""
+    """:func:`check_repeatable`'s answer and the first of its two scores (the starting
+    agent's, which ``es-search check`` shows)."""
     check_is_agent(agent)
     seed = check_seed(seed)
     score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
@@ -129,8 +111,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
 
 
 def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:
-    """``times`` runs of task ``(seed, -1, 0)`` on ``agent``: (score, report) each,
-    through ``score_batch`` when the run would use it."""
+    """(score, report) of ``times`` runs of task ``(seed, -1, 0)``, as a run scores it."""
     shared = (dict(agent.shared_state()) or None) if has_hooks(agent) else None
     payload = Payload(agent.get_flat(), score_kwargs, shared)
     center = Candidate("center")
@@ -142,10 +123,8 @@ def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[
 
 
 def _digest(value: Any) -> bytes | None:
-    """A digest of ``value`` that equal values share: tensors and arrays as
-    ``settings.describe`` records them (dtype, shape, SHA-256 of the bytes: their
-    pickles hold storage keys), the rest by its pickle (None when it cannot be
-    pickled: not compared)."""
+    """A digest that equal values share (tensors by ``settings.describe``: their pickles
+    hold storage keys); None when ``value`` cannot be pickled."""
     try:
         return hashlib.sha256(cloudpickle.dumps(describe(value))).digest()
     except Exception:  # noqa: BLE001 - an unpicklable value is not compared

@@ -1,15 +1,4 @@
-"""Replaying one scoring task in this process, e.g. to debug a ``score()`` that failed.
-
-A task is fully defined by the run's seed, the generation, the candidate's index, the
-generation's centre vector and the candidate's description (see
-:mod:`es_search.candidates`). With ``out=DIR``, ``run()`` stores what is needed:
-
-- ``DIR/failures/generation-<g>.pkl`` for every generation in which a task raised
-  (``on_error`` either way) or was lost to dead workers: the centre, the candidates and
-  the tracebacks;
-- ``DIR/checkpoint.pkl``: the state before the next generation, from which that
-  generation's centre and candidates follow.
-"""
+"""Replaying one scoring task in this process, e.g. to debug a ``score()`` that failed."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,9 +17,8 @@ from .worker import Payload, run_task, single_torch_thread
 
 
 def _from_run_dir(out: Any, generation: int, index: int) -> dict:
-    """seed, centre, candidate and the recorded score_kwargs (values, or digests:
-    :meth:`~es_search.folder.RunDir.score_kwargs`) of task ``(generation, index)`` of the
-    run in ``out``."""
+    """What defines task ``(generation, index)`` of the run in ``out``: its failure
+    record, else the checkpoint when it would run that generation next."""
     run = RunDir(out)
     record_path = run.failure_path(generation)
     if record_path.exists():
@@ -76,29 +64,20 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
                 return_agent: bool = False) -> Any:
     """Run task ``(generation, index)`` in this process and return its score.
 
-    Exactly what the worker did: the same task seed in ``agent.task_seed`` and in the
-    global RNGs, the same candidate weights, the same ``score_kwargs``. An exception in
-    ``score()`` propagates unwrapped, so a debugger stops in your code
-    (``python -m pdb``, or ``%debug`` in IPython, after the call fails).
+    Exactly what the worker did (task seed, candidate weights, ``score_kwargs``); an
+    exception in ``score()`` propagates unwrapped, so a debugger stops in your code.
+    Which task:
 
-    Three ways to say which task:
+    - ``out=DIR``: read from the run folder's failure record of ``generation`` (any
+      generation with a failed task has one), or its checkpoint when ``generation`` is
+      the next one (e.g. the one a Ctrl-C interrupted);
+    - ``seed=`` (the run's), ``center=`` (a flat vector; default: the agent's weights)
+      and ``candidate=`` (default ``Candidate("center")``, generation -1's);
+    - a task of :func:`~es_search.evaluate`: its ``seed=`` and ``generation=``, and
+      ``weights=`` its ``weights[index]``.
 
-    - ``out=DIR`` (a run's folder): seed, centre, candidate and ``score_kwargs`` are read
-      from ``DIR/failures/generation-<g>.pkl`` (every generation with a failed or lost
-      task has one) or else from ``DIR/checkpoint.pkl`` when ``generation`` is the one
-      that follows it (e.g. the generation a Ctrl-C interrupted);
-    - ``seed=`` (the run's seed), ``center=`` (the generation's centre, a flat vector as
-      ``agent.get_flat()`` gives; default: the agent's own weights) and ``candidate=``
-      (an :class:`~es_search.Candidate`; default ``Candidate("center")``, which is what
-      the starting agent's evaluation, generation -1, scores);
-    - for task ``index`` of an :func:`~es_search.evaluate` (or
-      :meth:`Evaluator.evaluate <es_search.Evaluator.evaluate>`) call: ``seed=`` and
-      ``generation=`` as given to it, and ``weights=`` the call's ``weights[index]``
-      (loaded over the agent's own weights, as the call loads it; ``score_kwargs=`` as
-      given to it).
-
-    ``agent`` is not modified: the task runs on a copy, which ``return_agent=True``
-    returns along with the score, as ``(score, agent)``.
+    The task runs on a copy of ``agent``; ``return_agent=True`` returns
+    ``(score, copy)``.
 
     Example::
 
@@ -158,8 +137,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
 
 
 def _weights_candidate(weights: Any, candidate: Any) -> Candidate:
-    """The candidate of ``weights=``: the dict loaded over the centre, its NumPy arrays
-    as tensors, as :meth:`es_search.Evaluator.evaluate` sends it."""
+    """The candidate of ``weights=``, as :meth:`es_search.Evaluator.evaluate` sends it."""
     if candidate is not None:
         raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
                          "candidate=, not both")

@@ -14,28 +14,18 @@ from .checks import check_choice
 class Result:
     """The outcome of :func:`es_search.run`.
 
-    - ``best_score``: the best finite score seen (NaN if no score was finite);
-    - ``best_weights``: the weights that scored it, as ``{name: tensor}``, with the
-      agent's shared state (``Agent.shared_state()``) as of the generation they were
-      scored, so ``agent.set_weights(best_weights)`` restores all it was scored with;
+    - ``best_score``: the best finite score seen (NaN if none was finite);
+    - ``best_weights``: the weights that scored it, ``{name: tensor}``, with the shared
+      state they were scored with;
     - ``evaluations``: ``score()`` calls made, the starting agent's included;
-    - ``history``: one dict per generation, the fields of :mod:`es_search.record`
-      (``generation``, ``best_score``, ``mean_score``, ``scores``, ``sigma``,
-      ``nonfinite``, ``failures``, ``evaluations``, ``seconds``, and the counters an
-      agent's ``merge_reports()`` returns, e.g. ``steps``);
+    - ``history``: one record per generation (:mod:`es_search.record`);
     - ``seed`` and ``config``: what defines the run;
-    - ``stopped_by``: why a callback stopped the run before ``generations`` (a stopping
-      rule's ``reason``), or None;
-    - ``center_weights``: the strategy's final centre (the mean of ``pgpe``,
-      ``openai-es``, ``ars``, ``cma-es``; a hill climber's parent), with the shared state
-      at the end;
-    - ``chosen``: what the run hands back, ``"best"`` or ``"center"``: the one with the
-      higher mean on the selection test's fresh tasks (``best_weights`` is the luckiest
-      single evaluation; see :mod:`es_search.selection`), ``"best"`` when nothing was
-      tested; :meth:`chosen_agent` and ``chosen_weights`` give it;
-    - ``selection``: the selection test's figures, ``{"best": {"mean", "std", "n"},
-      "center": {...}}``, or None when nothing was tested (``select_tasks=0``, a
-      centre that is the best, a score that ignores its task seed, a run not ended).
+    - ``stopped_by``: why a callback stopped the run early (its ``reason``), or None;
+    - ``center_weights``: the strategy's final centre (a hill climber's parent);
+    - ``chosen``: ``"best"`` or ``"center"``, whichever tested better on fresh tasks
+      (:mod:`es_search.selection`); ``chosen_weights`` and :meth:`chosen_agent` give it;
+    - ``selection``: the test's figures (``{"best": {"mean", "std", "n"}, "center":
+      ...}``), or None when nothing was tested.
     """
 
     best_score: float
@@ -45,13 +35,9 @@ class Result:
     seed: int
     config: dict = field(default_factory=dict)
     agent: Agent | None = field(default=None, repr=False)
-    #: why a callback stopped the run early (its ``reason``), or None
     stopped_by: str | None = None
-    #: the strategy's final centre, with the shared state at the end
     center_weights: dict[str, torch.Tensor] | None = None
-    #: what the run hands back: "best" or "center"
     chosen: str = "best"
-    #: the selection test's figures per candidate, or None
     selection: dict | None = None
 
     @property
@@ -98,11 +84,9 @@ class Result:
 
     def export(self, path: Any, to: str = "torchscript", which: str | None = None,
                example: Any = None) -> str:
-        """Write the policy of ``which`` weights (``"best"`` or ``"center"``; default: the
-        run's answer, ``chosen``) as one self-contained file that runs without es_search:
-        ``to="torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``, extra
-        ``export``). Returns the path; :func:`es_search.export.export` says what the file
-        takes and gives."""
+        """Write the policy of ``which`` weights (``"best"``, ``"center"``; default
+        ``chosen``) as one self-contained file, ``to="torchscript"`` or ``"onnx"``;
+        returns the path (:func:`es_search.export.export`)."""
         from .export import export
         which = self.chosen if which is None else which
         check_choice("which", which, ("center", "best"))
@@ -110,15 +94,10 @@ class Result:
 
     @classmethod
     def load(cls, out: Any, agent: Agent | None = None) -> Result:
-        """The Result of the run saved in ``out`` (``run(..., out=DIR)``, ``es-search run
-        --out DIR``), as of its last checkpoint: finished, stopped or interrupted.
-        ``agent``, one built as the run's was (its class and evolved parameters are
-        checked), makes :meth:`best_agent`, :meth:`center_agent` and
-        :meth:`chosen_agent` work. ``chosen`` and ``selection`` are the end's (a run not
-        ended: ``"best"``, None).
-        ``center_weights`` is the final centre of a run that has ended; of one that has
-        not, the strategy's centre as of the last checkpoint (what a resume starts
-        from), given ``agent`` (without one: None).
+        """The Result of the run saved in ``out``, as of its last checkpoint (finished,
+        stopped or interrupted). ``agent``, built as the run's was, makes the
+        ``*_agent()`` methods work, and gives an unfinished run's ``center_weights``
+        (the checkpoint's centre).
 
         >>> import es_search, torch, tempfile
         >>> class Quadratic(es_search.Agent):

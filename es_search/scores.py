@@ -11,19 +11,17 @@ import torch
 
 
 class NotAScore(TypeError):
-    """``score()`` returned something that is not a real number (a bug in the agent,
-    never tolerated by ``on_error="worst"``)."""
+    """``score()`` returned something that is not a real number (never tolerated)."""
 
 
 def as_score(value: Any, agent: Any, method: str = "score") -> float:
-    """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class
-    and the ``method`` that returned it."""
+    """``value`` as a float, or a :class:`NotAScore` naming the agent's ``method``."""
     return as_real(value, f"{type(agent).__name__}.{method}()", ", higher is better")
 
 
 def as_real(value: Any, source: str, note: str = "") -> float:
     """``value`` (a number, or a one-element tensor or array) as a float, or a
-    :class:`NotAScore` saying that ``source`` returned what it did."""
+    :class:`NotAScore` naming ``source``."""
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
@@ -38,9 +36,8 @@ def as_real(value: Any, source: str, note: str = "") -> float:
 
 
 def as_scores(values: Any, n: int, agent: Any) -> list[float]:
-    """What ``score_batch`` returned, checked: ``n`` real numbers, as floats, or a
-    :class:`~es_search.scores.NotAScore` (a bug in the agent, never tolerated). An array
-    or tensor may be ``(n,)`` or hold one value per row (``(n, 1)``, a network's output)."""
+    """What ``score_batch`` returned as ``n`` floats (an array may be ``(n,)`` or
+    ``(n, 1)``), or a :class:`NotAScore`."""
     if isinstance(values, (torch.Tensor, np.ndarray)):
         shape = tuple(values.shape)
         if len(shape) > 1 and (shape[0] != n or math.prod(shape[1:]) != 1):
@@ -78,10 +75,7 @@ def same_score(a: float, b: float) -> bool:
 
 
 def best_index(scores: Sequence[float]) -> int | None:
-    """Index of the highest finite score (the first on ties); None if none is finite.
-
-    NaN and +-inf are never the best: a candidate that scored them is never kept.
-    """
+    """Index of the highest finite score (the first on ties); None if none is finite."""
     best = None
     for i, s in enumerate(scores):
         if math.isfinite(s) and (best is None or s > scores[best]):

@@ -1,19 +1,10 @@
 """The run's answer: of the best evaluation and the final centre, the one that tests best.
 
-The best weights are the luckiest single evaluation, which on a noisy score is what a
-user should not deploy. At the end of a run (``run(..., select_tasks=16)``; 0: off) both
-are scored on ``select_tasks`` fresh tasks, task ``i`` of each under
-``task_seed(seed, SELECTION_GENERATION, i)`` (the same tasks for both: a paired
-comparison), on the run's workers. The higher mean is what the run hands back
-(``Result.chosen``); a tie, or a mean that is not a number, keeps the best.
-
-``SELECTION_GENERATION`` is a generation no search reaches (``generations`` stops below
-it), so its task seeds are a stream the search never used, the same for any ``n_jobs``.
-
-Nothing is tested when there is nothing to choose: the centre is the best weights (a
-hill climber's parent that is still the best), or the score ignores its task seed (the
-best's ``select_tasks`` scores are all equal: the centre is then not scored, and the run
-hands back the best, as the search ranked it).
+The best weights are the luckiest single evaluation: on a noisy score, not what to
+deploy. At the end of a run both are scored on the same ``select_tasks`` fresh tasks
+(generation ``SELECTION_GENERATION``, which no search reaches); the higher mean is
+handed back (``Result.chosen``; a tie or NaN keeps the best). Nothing is tested when
+the centre is the best, or the score ignores its task seed.
 """
 from __future__ import annotations
 
@@ -27,16 +18,13 @@ from .checks import check_int
 from .errors import SettingError
 from .scores import same_score
 
-#: the generation whose task seeds are the selection test's (no run reaches it)
 SELECTION_GENERATION = 2 ** 32 - 1
-#: the default number of selection tasks per candidate
 SELECT_TASKS = 16
 BEST, CENTER = "best", "center"
 
 
 def check_select_tasks(value: Any) -> int:
-    """``select_tasks`` as an int: 0 (off) or 2 or more (one task cannot tell a score that
-    ignores its seed from one that does not)."""
+    """``select_tasks`` as an int: 0 (off) or 2 or more."""
     tasks = check_int("select_tasks", value, 0, " (0: off)")
     if tasks == 1:
         raise SettingError("select_tasks", value, "0 (off) or an integer >= 2: one task "
@@ -46,8 +34,7 @@ def check_select_tasks(value: Any) -> int:
 
 
 def same_weights(best: dict, center: dict | None) -> bool:
-    """Whether the final ``center`` is the ``best`` weights (a hill climber's parent
-    that is still its best)."""
+    """Whether the final ``center`` is the ``best`` weights."""
     return center is not None and center.keys() == best.keys() and all(
         torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
 
@@ -62,8 +49,7 @@ def figures(scores: list[float]) -> dict:
 def select(evaluator: Any, best: dict, center: dict | None,
            tasks: int) -> tuple[str, dict | None]:
     """``(chosen, selection)``: ``"best"`` or ``"center"``, and each one's
-    :func:`figures` (None when nothing was tested: see the module docstring), scored on
-    ``evaluator`` (open, the run's)."""
+    :func:`figures` (None when nothing was tested), scored on the run's ``evaluator``."""
     if not tasks or center is None or same_weights(best, center):
         return BEST, None
     scored = {BEST: evaluator.evaluate([best] * tasks, SELECTION_GENERATION)}

@@ -1,13 +1,6 @@
-"""Callbacks: experiment tracking, stopping rules and the user's own hooks.
-
-See :mod:`es_search.callbacks.base` for the protocol. Plain callables work too.
-
-- tracking: :class:`TensorBoard` (``es_search[tensorboard]``), :class:`MLflow`
-  (``es_search[mlflow]``), :class:`CSV`;
-- stopping rules: :class:`StopAtScore`, :class:`EarlyStopping`, :class:`MaxTime`.
-
-Only the protocol is imported with the package (the run folder, ``es_search.output``,
-is itself a callback); the others are imported on first use.
+"""Callbacks (protocol: :mod:`es_search.callbacks.base`): tracking (:class:`TensorBoard`,
+:class:`MLflow`, :class:`CSV`) and stopping rules (:class:`StopAtScore`,
+:class:`EarlyStopping`, :class:`MaxTime`), imported on first use.
 """
 from importlib import import_module
 

@@ -1,24 +1,18 @@
 """The callback protocol: everything that happens beside the search is a callback.
 
-A callback is either a plain callable taking each generation's history record (a
-``dict``, see :mod:`es_search.record`) and returning something true to stop the run
-after that generation, or an object with any of the methods of :class:`Callback`.
-The run calls, in this order:
+A callback is a plain callable taking each generation's record (:mod:`es_search.record`)
+and returning something true to stop the run, or an object with any of the methods of
+:class:`Callback`, called in this order:
 
 - ``on_start(info)`` once, before the first generation it runs (also on a resume);
-- ``on_generation(record)`` after every generation, once the run folder and checkpoint
-  hold it; a true return value stops the run after that generation (the stopped run
-  can be resumed with the same or more generations and equals an uninterrupted one).
-  ``record`` is a :class:`Generation`: the history record, a ``dict``, whose attributes
-  are the rest of the generation's outcome (the run folder writes it all from them);
-- ``on_end(result)`` once, with the :class:`~es_search.Result`, also when stopped early;
-- ``on_error(error)`` instead of ``on_end`` when the run raises (a failed score, a lost
-  worker, Ctrl-C: ``error`` is the exception, re-raised after every ``on_error``), so
-  that a tracker can mark its run failed and close its files. An exception raised by an
-  ``on_error`` is turned into a warning: it never hides the run's own.
+- ``on_generation(record)`` after every generation, once the run folder holds it; a true
+  return stops the run (resumable: it then equals an uninterrupted run). ``record`` is a
+  :class:`Generation`, the history record with the rest of the outcome as attributes;
+- ``on_end(result)`` once, with the :class:`~es_search.Result`;
+- ``on_error(error)`` instead, when the run raises (re-raised after; an ``on_error``
+  that raises becomes a warning).
 
-Callbacks are not saved in checkpoints: pass them again when resuming. A callback
-that writes files owns them (its own path, its own format).
+Callbacks are not checkpointed: pass them again when resuming.
 """
 from __future__ import annotations
 
@@ -31,17 +25,10 @@ from ..agent import weights_of
 
 @dataclass(frozen=True)
 class RunInfo:
-    """What a callback learns in ``on_start``.
-
-    - ``config``: the run's settings, as written to ``config.json``;
-    - ``out``: the run folder, or ``None``;
-    - ``generations``: the generation count the run will reach unless stopped;
-    - ``first_generation``: 0 for a new run, the next generation on a resume;
-    - ``history``: the records of the generations already done (a resume), in order;
-    - ``agent``: the starting agent (do not modify it);
-    - ``start``: the search as it starts, a :class:`Generation` with an empty record
-      (``improved`` on a new run: the starting agent is the best so far).
-    """
+    """What a callback learns in ``on_start``: the run's ``config``, its ``out`` folder
+    (or None), the ``generations`` it will reach unless stopped, its ``first_generation``
+    and the ``history`` already done (a resume), the starting ``agent`` (do not modify
+    it), and ``start``, the search as it starts (a :class:`Generation`, empty record)."""
 
     config: dict
     out: Path | None
@@ -53,9 +40,8 @@ class RunInfo:
 
 
 class Failures(NamedTuple):
-    """The tasks of a generation that raised: what :func:`es_search.replay_task` needs.
-    A run's :class:`~es_search.ScoreError` or :class:`~es_search.WorkerError` carries
-    its own as ``error.failures``."""
+    """The tasks of a generation that raised: what :func:`es_search.replay_task` needs
+    (a ``ScoreError`` or ``WorkerError`` carries its own as ``error.failures``)."""
 
     generation: int
     center: Any  # the generation's centre, a flat vector
@@ -67,12 +53,9 @@ class Failures(NamedTuple):
 
 class Generation(dict):
     """A generation's outcome: its history record (this dict) and, as attributes,
-    ``improved`` (whether the best score did), ``failures`` (:class:`Failures` of the
-    tasks scored -inf, or None), ``stats`` (``Evaluator.stats``) and ``checkpoint`` (the
-    search's state after it: ``strategy``, ``state``, ``best_score``, ``best_flat``,
-    ``best_shared``, ``evaluations``, ``counters``, ``shared``, the next ``generation``);
-    to keep the record past the call, keep ``dict(record)`` (the attributes hold the
-    search's state)."""
+    ``improved`` (the best score did), ``failures`` (:class:`Failures` of the tasks
+    scored -inf, or None), ``stats`` (``Evaluator.stats``) and ``checkpoint`` (the
+    search's state after it). Keep ``dict(record)``, not the record, past the call."""
 
     def __init__(self, record: dict, improved: bool, failures: Failures | None,
                  stats: dict, checkpoint: dict, agent: Any):
@@ -101,6 +84,25 @@ class Callback:
 
     def on_error(self, error: BaseException) -> None:
         """When the run raises ``error`` (then re-raised); instead of ``on_end``."""
+
+
+class FileCallback(Callback):
+    """A callback that writes an open file (held in the attributes ``_OPEN``, which are
+    not pickled), closed at the run's end or error."""
+
+    _OPEN: tuple = ()
+
+    def close(self) -> None:
+        """Close the file; a later generation opens it again."""
+
+    def on_end(self, result: Any) -> None:
+        self.close()
+
+    def on_error(self, error: BaseException) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, **dict.fromkeys(self._OPEN)}
 
 
 class FunctionCallback(Callback):
@@ -150,8 +152,7 @@ HOOKS = ("on_start", "on_generation", "on_end", "on_error")
 
 
 def _check_hook_names(i: int, cb: Any) -> None:
-    """A method named like a hook but misspelled (``on_generaton``) would never be
-    called: refused at the call, naming the hook it resembles."""
+    """Refuse a misspelled hook (``on_generaton``), which a run would never call."""
     import difflib
     for name in dir(type(cb)):
         if name.startswith("on_") and name not in HOOKS:

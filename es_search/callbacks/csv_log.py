@@ -11,7 +11,7 @@ from ..checks import check_path
 from ..errors import warn_user
 from ..files import writable_folder_problem
 from ..output import atomic_write, from_json, to_json
-from .base import Callback, RunInfo
+from .base import FileCallback, RunInfo
 
 _INT = re.compile(r"-?\d+")
 
@@ -39,14 +39,11 @@ def _parse(cell: str) -> Any:
         return cell
 
 
-class CSV(Callback):
+class CSV(FileCallback):
     """Write each generation's record to ``path`` as one CSV row, flushed at once.
 
-    The columns are the record's fields (``generation``, ``best_score``, ``mean_score``,
-    ``scores``, ``sigma``, ...); ``scores`` is a JSON list in its cell. The file belongs to
-    this callback: a new run replaces it, a resumed run rewrites it with the generations
-    already done and appends after them (so it matches the run's history even after a
-    kill). :meth:`load` reads it back as the list of records.
+    The columns are the record's fields (lists as JSON). A new run replaces the file; a
+    resume rewrites the generations already done and appends. :meth:`load` reads it back.
 
     >>> import tempfile, os
     >>> log = CSV(os.path.join(tempfile.mkdtemp(), "history.csv"))
@@ -56,6 +53,8 @@ class CSV(Callback):
     >>> log.load()
     [{'generation': 0, 'best_score': 1.5, 'scores': [1.5, -2.0]}]
     """
+
+    _OPEN = ("_file", "_writer")
 
     def __init__(self, path: Any):
         self.path = check_path("CSV path", path, "a file path")
@@ -94,12 +93,6 @@ class CSV(Callback):
         self._file.flush()
         return False
 
-    def on_end(self, result: Any) -> None:
-        self.close()
-
-    def on_error(self, error: BaseException) -> None:
-        self.close()
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -128,11 +121,6 @@ class CSV(Callback):
         for record in records:
             writer.writerow([_cell(record.get(c)) for c in self._columns])
         return buffer.getvalue()
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_file"] = state["_writer"] = None  # an open file does not travel
-        return state
 
     def __repr__(self) -> str:
         return f"CSV({str(self.path)!r})"

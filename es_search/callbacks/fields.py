@@ -12,9 +12,7 @@ MAIN = ("best_score", "mean_score", "sigma", "evaluations", "seconds")
 
 
 def scalars(record: dict) -> Iterator[tuple[str, float]]:
-    """``(name, value)`` for each number in ``record`` except ``generation`` (the step):
-    ``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds``, then any
-    other (``nonfinite``, ``failures``, ``steps`` when the record has them...)."""
+    """``(name, value)`` for each number in ``record`` but ``generation``, ``MAIN`` first."""
     names = [k for k in MAIN if k in record] + [k for k in record if k not in MAIN]
     for name in names:
         value = record[name]

@@ -36,26 +36,16 @@ def _out_key(out: Any) -> str:
 
 
 class MLflow(Callback):
-    """Track the run in MLflow, with ``MlflowClient`` (no global active run is touched).
+    """Track the run in MLflow through ``MlflowClient`` (no global active run is touched):
+    the config as params, each generation's numbers as metrics at step = generation, and
+    at the end the weights (``log_weights``) as artifacts.
 
-    - ``experiment``: the experiment's name (created if missing);
-    - ``run_name``: the MLflow run's name (default: MLflow's);
-    - ``tracking_uri``: where to track: a URI (``http://...``, ``sqlite:///...``,
-      ``file:///...``) or a local folder; default ``$MLFLOW_TRACKING_URI``, else
-      ``./mlruns`` (resolved now). MLflow 3 refuses a local folder ("file store") unless
-      ``MLFLOW_ALLOW_FILE_STORE`` is true; for a local folder this callback sets that
-      variable to true unless it is set already;
-    - ``tags``: extra tags for the run (``{str: str}``);
-    - ``log_weights``: save the best weights and the final centre (``torch.save``) as the
-      artifacts ``chosen_weights.pt`` (the run's answer), ``best_weights.pt`` and
-      ``center_weights.pt`` at the end.
+    - ``experiment``: created if missing; ``run_name``: default MLflow's; ``tags``:
+      ``{str: str}``;
+    - ``tracking_uri``: a URI or a local folder (default ``$MLFLOW_TRACKING_URI``, else
+      ``./mlruns``); for a folder, ``MLFLOW_ALLOW_FILE_STORE`` defaults to true.
 
-    Logged: the run's config as params (nested keys joined with dots); each generation's
-    numbers (``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds``,
-    ``nonfinite``, ``failures``, ...) as metrics at step = generation; on the end, the
-    weights, and the run is marked FINISHED. A run interrupted or failed stays RUNNING.
-    A resumed run (``resume=True``) continues the MLflow run tagged with the same
-    ``out`` folder, logging the generations it lacks, so each is logged once.
+    A resume continues the MLflow run tagged with the same ``out`` folder.
     """
 
     def __init__(self, experiment: str = "es_search", run_name: str | None = None,
@@ -82,7 +72,6 @@ class MLflow(Callback):
 
     @property
     def client(self) -> Any:
-        """The ``mlflow.MlflowClient`` for ``tracking_uri``."""
         if self._client is None:
             if self.tracking_uri.startswith("file:"):
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -129,8 +118,7 @@ class MLflow(Callback):
         self.client.set_terminated(self.run_id, status="FINISHED")
 
     def on_error(self, error: BaseException) -> None:
-        """Mark the run KILLED (Ctrl-C) or FAILED, with the error as a tag; a resume
-        sets it RUNNING again."""
+        """Mark the run KILLED (Ctrl-C) or FAILED, with the error as a tag."""
         if self.run_id is None:
             return
         self.client.set_tag(self.run_id, "es_search.error", repr(error)[:5000])

@@ -1,14 +1,7 @@
 """Stopping rules: end a run early on a target score, a plateau or a time budget.
 
-Each rule is a :class:`~es_search.callbacks.Callback` whose ``on_generation`` returns
-True once the run should stop (the run stops after that generation, with its folder
-and checkpoint complete). After stopping, ``rule.reason`` says why, in one sentence.
-
-A run stopped by a rule resumes like any other: ``run(..., out=DIR, resume=True)`` with
-more ``generations`` (and without the rule, or with a looser one) continues it, and the
-result equals the run that was never stopped. Rules keep no state that a resume would
-lose: :class:`EarlyStopping` rebuilds its count from the history the run hands to
-``on_start``; :class:`MaxTime` measures the time of the present call only.
+After stopping, ``rule.reason`` says why. A stopped run resumes like any other, and
+rules keep no state a resume would lose.
 """
 from __future__ import annotations
 
@@ -19,7 +12,6 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 
-#: the history fields EarlyStopping can watch (higher is better for both)
 MONITORED = ("best_score", "mean_score")
 
 
@@ -29,7 +21,20 @@ def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
         lambda v: math.isfinite(v) and v >= minimum)
 
 
-class StopAtScore(Callback):
+class _Rule(Callback):
+    """A stopping rule: ``_why(record)`` says why the run stops now, or None."""
+
+    reason: str | None = None
+
+    def on_start(self, info: RunInfo) -> None:
+        self.reason = None
+
+    def on_generation(self, record: dict) -> bool:
+        self.reason = self._why(record)
+        return self.reason is not None
+
+
+class StopAtScore(_Rule):
     """Stop once the best score so far reaches ``target`` (``best_score >= target``).
 
     >>> rule = StopAtScore(-0.5)
@@ -43,35 +48,24 @@ class StopAtScore(Callback):
 
     def __init__(self, target: float):
         self.target = _check_real("StopAtScore target", target)
-        self.reason: str | None = None
 
-    def on_start(self, info: RunInfo) -> None:
-        self.reason = None
-
-    def on_generation(self, record: dict) -> bool:
+    def _why(self, record: dict) -> str | None:
         best = record["best_score"]
         if best >= self.target:  # NaN (no finite score yet) never stops
-            self.reason = (f"best_score {best:g} reached the target {self.target:g} at "
-                           f"generation {record['generation']}")
-            return True
-        return False
+            return (f"best_score {best:g} reached the target {self.target:g} at "
+                    f"generation {record['generation']}")
+        return None
 
     def __repr__(self) -> str:
         return f"StopAtScore({self.target!r})"
 
 
-class EarlyStopping(Callback):
+class EarlyStopping(_Rule):
     """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience``
     generations in a row (as Keras' ``EarlyStopping``; higher is better).
 
-    - ``patience``: generations without improvement to accept (an integer >= 1);
-    - ``min_delta``: the least increase that counts as an improvement (>= 0); smaller
-      increases do not reset the count, even when they add up;
-    - ``monitor``: ``"best_score"`` (the best so far, default) or ``"mean_score"`` (the
-      generation's mean).
-
-    On a resume the count is rebuilt from the generations already done, so a resumed
-    run stops where an uninterrupted run with the same rule stops.
+    ``min_delta``: the least increase that counts (smaller ones do not add up);
+    ``monitor``: ``"best_score"`` or ``"mean_score"``. A resume rebuilds the count.
 
     >>> rule = EarlyStopping(patience=2)
     >>> [rule.on_generation({"generation": g, "best_score": s})
@@ -90,13 +84,10 @@ class EarlyStopping(Callback):
         self._reset()
 
     def _reset(self) -> None:
-        self.best = -math.inf
-        self.best_generation: int | None = None
-        self.wait = 0
-        self.reason: str | None = None
+        self.best, self.best_generation, self.wait = -math.inf, None, 0
 
     def on_start(self, info: RunInfo) -> None:
-        """Rebuild the count from the generations already done (a resume)."""
+        super().on_start(info)
         self._reset()
         for record in info.history:
             self._update(record)
@@ -110,46 +101,38 @@ class EarlyStopping(Callback):
         self.wait += 1
         return self.wait >= self.patience
 
-    def on_generation(self, record: dict) -> bool:
-        if self._update(record):
-            self.reason = (f"{self.monitor} has not improved by more than "
-                           f"{self.min_delta:g} for {self.wait} generations (best "
-                           f"{self.best:g} at generation {self.best_generation}; stopped "
-                           f"after generation {record['generation']})")
-            return True
-        return False
+    def _why(self, record: dict) -> str | None:
+        if not self._update(record):
+            return None
+        return (f"{self.monitor} has not improved by more than {self.min_delta:g} for "
+                f"{self.wait} generations (best {self.best:g} at generation "
+                f"{self.best_generation}; stopped after generation {record['generation']})")
 
     def __repr__(self) -> str:
         return (f"EarlyStopping(patience={self.patience}, min_delta={self.min_delta!r}, "
                 f"monitor={self.monitor!r})")
 
 
-class MaxTime(Callback):
-    """Stop after the first generation that ends ``seconds`` or more after the run (or
-    the resume) started: a wall-clock budget for this call of ``run()``.
-
-    The run always completes the generation under way, so it can last longer than
-    ``seconds`` by up to one generation. A resume gets a fresh budget.
-    """
+class MaxTime(_Rule):
+    """Stop after the first generation that ends ``seconds`` or more after this call of
+    ``run()`` started (a resume gets a fresh budget)."""
 
     def __init__(self, seconds: float):
         self.seconds = check_positive_float("MaxTime seconds", seconds)
         self.started: float | None = None
-        self.reason: str | None = None
 
     def on_start(self, info: RunInfo) -> None:
+        super().on_start(info)
         self.started = time.monotonic()
-        self.reason = None
 
-    def on_generation(self, record: dict) -> bool:
+    def _why(self, record: dict) -> str | None:
         if self.started is None:  # on_start was not called: count from now
             self.started = time.monotonic()
         elapsed = time.monotonic() - self.started
-        if elapsed >= self.seconds:
-            self.reason = (f"{elapsed:.3g} s elapsed, the time budget of {self.seconds:g} "
-                           f"s is spent (after generation {record['generation']})")
-            return True
-        return False
+        if elapsed < self.seconds:
+            return None
+        return (f"{elapsed:.3g} s elapsed, the time budget of {self.seconds:g} s is spent "
+                f"(after generation {record['generation']})")
 
     def __repr__(self) -> str:
         return f"MaxTime({self.seconds!r})"

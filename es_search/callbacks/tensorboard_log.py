@@ -1,8 +1,5 @@
-"""``TensorBoard(log_dir)``: scalars and a histogram of scores per generation, for
-``tensorboard --logdir``. Needs the ``tensorboard`` package (``es_search[tensorboard]``).
-
-Events are written with TensorBoard's own record format and protocol buffers (no
-TensorFlow, no background thread), flushed after every generation.
+"""``TensorBoard(log_dir)``: scalars and a histogram of scores per generation, written
+with TensorBoard's own record format (no TensorFlow, no thread). Extra ``tensorboard``.
 """
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from typing import Any
 from ..checks import check_path
 from ..extras import require
 from ..files import writable_folder_problem
-from .base import Callback, RunInfo
+from .base import FileCallback, RunInfo
 from .fields import config_text, scalars
 
 _PREFIX = "events.out.tfevents."
@@ -33,20 +30,16 @@ def _protos() -> tuple[Any, Any, Any, Any]:
     return event_pb2, summary_pb2, tensor_pb2, RecordWriter
 
 
-class TensorBoard(Callback):
-    """Log each generation to ``log_dir`` for TensorBoard, at step = generation.
+class TensorBoard(FileCallback):
+    """Log each generation to ``log_dir`` for TensorBoard, at step = generation: every
+    number in the record, a histogram of the finite ``scores``, the config as text.
 
-    Scalars: ``best_score``, ``mean_score``, ``sigma``, ``evaluations``, ``seconds`` and
-    every other number in the record (``nonfinite``, ``failures``, ``steps`` when the
-    record has them); a histogram ``scores`` of the generation's finite scores; the run's
-    config as text. TensorBoard keeps scalars as 32-bit floats.
-
-    Each call of ``run()`` writes one new event file, named to sort after those already
-    in ``log_dir``. It begins with a restart marker at its first step, so TensorBoard
-    drops what an earlier run in the same folder logged from that step on: a new run
-    replaces the old one, and a resume repeats its last completed generation (which a
-    kill may have cut from the log) and continues, each generation once.
+    Each ``run()`` writes a new event file that begins with a restart marker, so
+    TensorBoard drops what an earlier run logged from that step on: a new run replaces
+    the old one, and a resume (which logs its last done generation again) continues it.
     """
+
+    _OPEN = ("_writer",)
 
     def __init__(self, log_dir: Any):
         self.log_dir = check_path("TensorBoard log_dir", log_dir)
@@ -81,12 +74,6 @@ class TensorBoard(Callback):
         self._log(record)
         self._writer.flush()
         return False
-
-    def on_end(self, result: Any) -> None:
-        self.close()
-
-    def on_error(self, error: BaseException) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._writer is not None:
@@ -131,11 +118,6 @@ class TensorBoard(Callback):
         value = summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
         self._write(event_pb2.Event(wall_time=time.time(), step=step,
                                     summary=summary_pb2.Summary(value=[value])))
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_writer"] = None  # an open file does not travel
-        return state
 
     def __repr__(self) -> str:
         return f"TensorBoard({str(self.log_dir)!r})"

@@ -1,10 +1,6 @@
-"""Built-in problems and loading a user's agent class from a spec.
-
-A spec is a built-in name (``es-search list``), ``gym:ENV_ID`` (a :class:`GymPolicy`
-for any registered gymnasium id), ``package.module:AgentClass`` (installed, or found in
-the current folder as ``python -m`` finds it), or ``path/to/file.py:AgentClass``.
-A class from a file or the current folder is sent to the workers by value, so they need
-not import it.
+"""Built-in problems and loading an agent class from a spec: a built-in name,
+``gym:ENV_ID``, ``package.module:AgentClass`` or ``path/to/file.py:AgentClass``. A class
+from a file or the current folder is sent to the workers by value.
 """
 from __future__ import annotations
 
@@ -23,7 +19,6 @@ __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "g
            "build_problem", "describe", "load_problem", "problem_defaults",
            "resolve_spec", "summary"]
 
-#: the built-ins' modules, loaded on first use (``es_search.problems.blog.BlogAgent``)
 _SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
 
 
@@ -96,8 +91,7 @@ def _import_file(path: str) -> Any:
 
 
 def gym_problem(env_id: str) -> type[GymPolicy]:
-    """A :class:`GymPolicy` subclass for gymnasium environment ``env_id`` (its
-    constructor takes GymPolicy's options; an unknown id fails there)."""
+    """A :class:`GymPolicy` subclass for gymnasium environment ``env_id``."""
     if not env_id:
         raise ProblemError(f"{GYM_PREFIX}ENV_ID needs an environment id, e.g. "
                            f"{GYM_PREFIX}CartPole-v1")
@@ -114,8 +108,7 @@ def _file_part(target: str) -> tuple[str, str] | None:
 
 def resolve_spec(spec: str, folder: str | None = None) -> str:
     """``spec`` with a relative ``file.py`` made absolute against ``folder`` (default:
-    the current folder); other specs unchanged. Two specs that name the same file and
-    class resolve to the same string."""
+    the current folder); other specs unchanged."""
     part = None if spec in BUILTINS or spec.startswith(GYM_PREFIX) else _file_part(spec)
     if part is None:
         return spec
@@ -124,12 +117,10 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
-    """``where`` imported; a module that is not installed is looked for in ``folder``
-    (default: the current folder, which ``python -m`` puts on ``sys.path`` but the
-    ``es-search`` script does not), and then sent to workers by value, as a file is;
-    ``keep_on_path``: the folder stays on ``sys.path`` (for this process and the worker
-    processes it starts), for what names the module by import path (a gymnasium
-    environment registered with ``entry_point="module:Env"``)."""
+    """``where`` imported; one not installed is looked for in ``folder`` (default: the
+    current folder, which the ``es-search`` script does not put on ``sys.path``) and sent
+    to workers by value. ``keep_on_path``: the folder stays on ``sys.path``, for a
+    gymnasium ``entry_point="module:Env"``."""
     top = where.split(".")[0]
     folder = os.path.abspath(folder or os.getcwd())
     try:
@@ -171,9 +162,8 @@ def _classes_note(found: list[str]) -> str:
 
 
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
-    """The Agent subclass named by ``spec``. ``folder`` is where a relative
-    ``file.py`` and a module that is not installed are looked for (default: the
-    current folder; ``es-search test`` passes the folder its run was started from)."""
+    """The Agent subclass named by ``spec``; ``folder``: where a relative file or a
+    module not installed is looked for (default: the current folder)."""
     if spec.startswith(GYM_PREFIX):
         env_id = spec[len(GYM_PREFIX):]
         if ":" in env_id:  # gym:module:ID, the module registers ID when imported
@@ -207,9 +197,8 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
 
 
 def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Agent:
-    """The agent of problem class ``cls`` (``spec``: as it was named) built with the
-    constructor arguments ``params``; its random initial weights come from ``seed`` (the
-    caller's RNGs are left as they were): the same spec, the same agent."""
+    """``cls(**params)``, its random initial weights from ``seed`` (the caller's RNGs
+    are left as they were); ``spec``: how it was named, for messages."""
     from ..checks import check_keywords
     from ..seeding import build_seeded
     spec = spec or cls.__qualname__
@@ -229,9 +218,8 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
 
 
 def problem_defaults(cls: type) -> dict:
-    """A run's settings where the spec gives none: the problem's own (its
-    ``default_config``); a population or sigma it does not set is the strategy's own
-    (None here), as in ``es_search.run``."""
+    """A run's settings where the spec gives none: the problem's ``default_config``
+    (population or sigma None: the strategy's)."""
     return {"generations": 50, "population": None, "sigma": None,
             **getattr(cls, "default_config", {})}
 
@@ -244,9 +232,7 @@ def summary() -> str:
 
 
 def describe(spec: str) -> str:
-    """Problem ``spec`` as ``es-search list PROBLEM`` shows it: its docstring's first
-    paragraph, its parameters (``-p NAME=VALUE``) with their defaults, and the run
-    settings it brings."""
+    """Problem ``spec`` as ``es-search list PROBLEM`` shows it."""
     import inspect
 
     from ..checks import keyword_parameters, parameter_text, plain_doc

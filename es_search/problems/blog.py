@@ -9,9 +9,7 @@ from ..checks import check_int
 
 class BlogAgent(Agent):
     """``fc1 = Linear(3, 1)``; the score is the sum of ``fc1.weight`` after a dummy loop
-    of ``i ** i for i in range(work)`` (the post's 12000 costs ~10 s a call; 1000 ~5 ms).
-
-    ``jitter_weights(sigma)`` takes the post's steps: each weight moves by
+    of ``i ** i for i in range(work)`` (1000: ~5 ms). Each weight steps by
     ``sigma * {-1, 0, +1}``.
 
     >>> agent = BlogAgent([1, 1, 1], work=10)

@@ -1,7 +1,5 @@
-"""Built-in gymnasium control tasks: subclasses of :class:`GymPolicy` with tuned defaults.
-
-``GymPolicy`` itself (any environment id) lives in ``es_search.problems.gym_policy``.
-"""
+"""Built-in gymnasium control tasks: subclasses of :class:`GymPolicy` with tuned defaults
+(how they were chosen: benchmarks/README.md)."""
 from __future__ import annotations
 
 from .gym_policy import GymPolicy
@@ -23,13 +21,6 @@ class Pendulum(GymPolicy):
 
     env_id = "Pendulum-v1"
     discrete = False
-    # PGPE + ClipUp with the ClipUp paper's rules (step 0.75 * max_speed, radius
-    # 15 * max_speed) at half EvoTorch's max_speed for the classic tasks: 0.15 (sigma
-    # 2.25 / sqrt(81)). With sigma 0.5, this policy (whose torque spans the whole
-    # +-2) settled into swinging round (test means -750..-805) in 8 of 9 runs at
-    # max_speed 0.3 (population 50 or 100, 1 or 2 episodes) and 3 of 3 at 0.15; with
-    # sigma 0.25 and max_speed 0.15 all 3 balanced (-155.9 / -157.3 / -156.9; seeds
-    # 0-2, 60 s, 2 cores)
     default_config = {"generations": 300, "population": 50, "sigma": 0.25,
                       "strategy": "pgpe",
                       "strategy_options": {"max_speed": 0.15, "step_size": 0.1125}}
@@ -66,9 +57,6 @@ class LunarLander(_RunningLinear):
     observation statistics, searched by PGPE with ClipUp (extra: box2d)."""
 
     env_id = "LunarLanderContinuous-v3"
-    # population 200 and max_speed 0.3: EvoTorch's own LunarLander settings (rl_clipup);
-    # 200 beat 64 here at 120 s (test means 284.9 / 285.1 / 282.8 against 279.8 / 272.0 /
-    # 271.7, seeds 0-2, 2 cores)
     default_config = {"generations": 100, "population": 200, "sigma": 0.5,
                       "strategy": "pgpe", "strategy_options": {"max_speed": 0.3}}
 

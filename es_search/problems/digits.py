@@ -1,18 +1,6 @@
-"""A small MLP classifier evolved on scikit-learn's 8x8 digits (optional extra ``digits``).
-
-The data set ships inside scikit-learn (1,797 images, no download). It is split once,
-stratified and with a fixed seed, into a training part (75%) that the search sees and a
-held-out test part (25%) that it never sees. A whole group of candidates is scored in
-one batched forward pass (``score_batch`` through ``es_search.batched.vmap_call``).
-
-Train on the log-likelihood, then measure the held-out accuracy of the best weights::
-
-    from es_search.problems import load_problem
-    Digits = load_problem("digits")
-    result = es_search.run(Digits(), generations=400, strategy="openai-es", ...)
-    test = Digits(split="test")
-    test.set_weights(result.best_weights)
-    print(test.score())   # held-out accuracy, in [0, 1]
+"""A small MLP classifier evolved on scikit-learn's 8x8 digits (extra ``digits``): 1,797
+images split once (stratified, seeded) into training (75%) and held-out test (25%)
+parts; a group of candidates is scored in one batched forward pass.
 """
 from __future__ import annotations
 
@@ -32,8 +20,7 @@ _DATA: dict[tuple[str, int], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(x, y)`` of one part of the digits data: pixels scaled to [0, 1] (float32,
-    ``(n, 64)``) and labels (int64). Cached per process."""
+    """``(x, y)`` of one part: pixels in [0, 1] (float32 ``(n, 64)``), labels (int64)."""
     key = (split, split_seed)
     if key not in _DATA:
         datasets = require("sklearn.datasets", "digits")
@@ -52,13 +39,10 @@ def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Ten
 class Digits(Agent):
     """A 64-``hidden``-10 tanh MLP classifying 8x8 digits.
 
-    - ``split``: ``"train"`` (what a search scores) or ``"test"`` (the held-out 25%).
-    - ``metric``: ``"log_likelihood"`` (mean log-probability of the true class, a smooth
-      fitness, the default on the training split) or ``"accuracy"`` (fraction correct,
-      the default on the test split).
-    - ``hidden``: hidden units (0: a linear softmax classifier). ``init_seed``: the
-      starting weights (PyTorch's default initialisation under this seed).
-    - ``score_batch_size``: candidates per batched forward pass in a run.
+    - ``split``: ``"train"`` (what a search scores) or ``"test"`` (held out).
+    - ``metric``: ``"log_likelihood"`` (smooth; the default on train) or ``"accuracy"``
+      (the default on test).
+    - ``hidden``: hidden units (0: linear). ``init_seed``: the starting weights'.
     """
 
     default_config = {"generations": 300, "population": 64, "sigma": 0.05,
@@ -115,7 +99,7 @@ class Digits(Agent):
         return {"test_accuracy": self.accuracy("test"), "train_accuracy": self.accuracy("train")}
 
     def accuracy(self, split: str = "test") -> float:
-        """This agent's accuracy on ``split`` (default: the held-out test part)."""
+        """This agent's accuracy on ``split``."""
         check_choice("split", split, SPLITS)
         x, y = load_split(split, self.split_seed)
         with torch.no_grad():

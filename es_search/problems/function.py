@@ -13,11 +13,9 @@ from ..scores import as_real
 
 
 class Function(Agent):
-    """The vector ``x`` (float64, starting at ``x0``) searched for the best value of
-    ``fn(x)``: the lowest (``minimize=True``, the default, as pycma and nevergrad read a
-    function) or the highest. ``fn`` takes a NumPy array and returns a number; it is
-    pickled to the workers (a lambda or a function of your script is fine). The score
-    is ``-fn(x)`` when minimising, so ``result.best_score`` is ``-min f``.
+    """The vector ``x`` (float64, from ``x0``) searched for the lowest ``fn(x)`` (or the
+    highest: ``minimize=False``). ``fn`` takes a NumPy array, returns a number and may be
+    a lambda (it is cloudpickled). The score is ``-fn(x)`` when minimising.
 
     >>> import numpy as np, es_search
     >>> from es_search.problems import Function

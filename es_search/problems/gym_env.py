@@ -1,7 +1,5 @@
-"""gymnasium environments by id: looked up (``"module:Id"`` imports the module first)
-and made, with one clear error for an unknown id, a missing extra or refused keyword
-arguments. gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
-"""
+"""gymnasium environments by id (``"module:Id"`` imports the module first), with one
+clear error for an unknown id, a missing extra or refused keyword arguments."""
 from __future__ import annotations
 
 import contextlib
@@ -11,8 +9,7 @@ import warnings
 from typing import Any, Iterator, Mapping
 
 
-#: gymnasium's Box2D and MuJoCo environments by name, for the extra to name before
-#: gymnasium itself is installed (afterwards, its registry's entry point says)
+#: the extras of gymnasium's Box2D and MuJoCo environments, before gymnasium is installed
 _NEEDS = {**dict.fromkeys(("LunarLander", "LunarLanderContinuous", "BipedalWalker",
                            "BipedalWalkerHardcore", "CarRacing"), "box2d"),
           **dict.fromkeys(("Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup",
@@ -21,8 +18,7 @@ _NEEDS = {**dict.fromkeys(("LunarLander", "LunarLanderContinuous", "BipedalWalke
 
 
 def _extra_for(env_id: str, entry_point: Any = None) -> str:
-    """The extra that installs what ``env_id`` needs: ``box2d`` or ``mujoco`` when its
-    entry point (else its name) is one of gymnasium's Box2D or MuJoCo tasks, else ``gym``."""
+    """The extra that installs what ``env_id`` needs (by its entry point, else its name)."""
     if entry_point is None:
         return _NEEDS.get(re.sub(r"-v\d+$", "", env_id), "gym")
     text = str(entry_point)
@@ -30,9 +26,7 @@ def _extra_for(env_id: str, entry_point: Any = None) -> str:
 
 
 def env_spec(env_id: str) -> Any:
-    """The registered ``EnvSpec`` of ``env_id`` (``"module:Id"`` imports the module
-    first); a ValueError for an unknown id, an ImportError naming the extra when
-    gymnasium is missing. Nothing is made."""
+    """The registered ``EnvSpec`` of ``env_id``; nothing is made."""
     return _look_up(env_id, None)[2]
 
 
@@ -66,10 +60,8 @@ def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
 
 
 def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """``gymnasium.make(env_id, **kwargs)``, or one clear error: an unknown id or
-    refused kwargs (ValueError), a missing extra (ImportError naming it). ``spec``: the
-    id's ``EnvSpec``, made when this process does not know the id (one the user's script
-    registered, in a worker)."""
+    """``gymnasium.make(env_id, **kwargs)``; ``spec``: the id's ``EnvSpec``, made when this
+    process does not know the id (a worker, for an id the user's script registered)."""
     from ..extras import install_command
     gym, target, spec = _look_up(env_id, spec)
     try:
@@ -89,11 +81,8 @@ def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = N
 
 @contextlib.contextmanager
 def _mujoco_warnings_to_python(entry_point: Any) -> Iterator[None]:
-    """While a MuJoCo environment is built, MuJoCo's warnings (e.g. "compiler attribute
-    'settotalmass' is deprecated" on gymnasium's half_cheetah.xml) become Python warnings
-    (deprecations: ``DeprecationWarning``, else ``RuntimeWarning``), not a ``WARNING:``
-    line on stdout and a ``MUJOCO_LOG.TXT`` in the current folder; MuJoCo's handler is
-    restored afterwards."""
+    """While a MuJoCo environment is built, MuJoCo's warnings become Python warnings, not a
+    line on stdout and a ``MUJOCO_LOG.TXT`` in the current folder."""
     if "mujoco" not in str(entry_point):
         yield
         return

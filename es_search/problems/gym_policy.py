@@ -1,8 +1,7 @@
 """``GymPolicy``: a small policy network for any gymnasium environment.
 
-The policy's forward pass runs in NumPy on weights copied out once per ``score()``:
-torch's per-call overhead on tiny layers costs more than an environment step.
-gymnasium is imported lazily (extras ``gym``, ``box2d``, ``mujoco``).
+It acts in NumPy on weights copied out once per ``score()``: torch's per-call overhead
+on tiny layers costs more than an environment step.
 """
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def return_figures(returns: np.ndarray) -> dict[str, float]:
 
 
 def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
-    """``greedy=True`` chooses between sampling and argmax of *discrete* actions:
-    refused for continuous ones, which it would not change."""
+    """Refuse ``greedy=True`` (argmax of discrete actions) for continuous actions."""
     if greedy and not discrete:
         raise ValueError(f"greedy=True takes the argmax of discrete actions, but {env_id}'s "
                          f"actions are continuous (its policy is already deterministic): "
@@ -44,8 +42,7 @@ def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
 
 
 def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
-    """Linear layers ``sizes[0] -> sizes[1] -> ...``, the last one zero: the search
-    starts from a policy that ignores its observations."""
+    """Linear layers ``sizes[0] -> sizes[1] -> ...``, the last one zero."""
     layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
     with torch.no_grad():
         layers[-1].weight.zero_()
@@ -74,37 +71,25 @@ class GymPolicy(Agent):
     """A tanh MLP (or linear) policy for gymnasium environment ``env_id``, scored by
     the mean return of ``episodes`` episodes.
 
-    ``GymPolicy("Hopper-v5", hidden=0, normalize="running")`` works for any registered
-    id; subclasses may set ``env_id`` as a class attribute instead. Discrete actions are
-    *sampled* from the softmax of the logits (``greedy=True``: the argmax); Box actions
-    are ``tanh`` squashed to the action bounds (unbounded Box: the raw outputs).
+    Subclasses may set ``env_id`` as a class attribute. Discrete actions are sampled from
+    the softmax of the logits (``greedy=True``: the argmax); Box actions are ``tanh``
+    squashed to the bounds (unbounded: raw). Observations are flattened as
+    ``gymnasium.spaces.flatten`` does (Discrete: one-hot).
 
-    - ``hidden``: units of one tanh hidden layer, or a tuple (one entry per layer);
-      0 or (): a linear policy. The output layer starts at zero.
+    - ``hidden``: units of one tanh hidden layer, or a tuple of them; 0: linear. The
+      output layer starts at zero.
     - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
-    - ``reward_offset``: added to every step's reward in the score the search sees
-      (e.g. -1 removes Hopper's alive bonus); never in :meth:`returns`.
-    - ``reward_clip``: ``c`` clips every step's reward to ``[-c, c]`` (before the
-      offset) in the score the search sees, never in :meth:`returns` (e.g. 1 turns
-      BipedalWalker's -100 for a fall into -1); None: no clipping.
-    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): observations are
-      standardised with the statistics of ``norm_episodes`` random-action episodes run
-      once at construction (seeds from ``norm_seed``); ``"running"``: with running
-      statistics of every observation the search has seen, merged after each
-      generation in candidate order (see :meth:`task_report`): a candidate sees the
-      statistics of the start of its generation, for any worker count. The statistics
-      are buffers (``obs_mean``, ``obs_std``; running also ``obs_count``, ``obs_m2``):
-      not evolved, saved with the weights.
-    - ``env_kwargs``: keyword arguments of ``gymnasium.make`` (e.g.
-      ``{"is_slippery": False}`` for FrozenLake; ``-p "env_kwargs={...}"`` on the
-      command line).
-    - Observations that are not a Box are flattened as ``gymnasium.spaces.flatten``
-      does (a Discrete one becomes one-hot; Tuple and Dict their parts in a row).
-    - ``crn``: common random numbers: every candidate of a generation plays the same
-      episode seeds (from ``self.generation_seed``, set by the engine; the task seed
-      when it is None) and samples discrete actions from generators seeded by them.
-      Otherwise episodes are seeded from ``self.task_seed`` and discrete actions come
-      from NumPy's global RNG, which es_search seeds per task.
+    - ``reward_offset`` (added to each step's reward, e.g. -1 removes Hopper's alive
+      bonus) and ``reward_clip`` (``c``: each reward clipped to ``[-c, c]`` first) shape
+      the score the search sees, never :meth:`returns`.
+    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of
+      ``norm_episodes`` random-action episodes (seeds from ``norm_seed``);
+      ``"running"``: statistics of every observation scored so far, merged in candidate
+      order after each generation. They are buffers, saved with the weights.
+    - ``env_kwargs``: keyword arguments of ``gymnasium.make``.
+    - ``crn``: every candidate of a generation plays the same episodes (seeded from
+      ``generation_seed``) and samples from generators seeded by them; otherwise
+      episodes follow ``task_seed`` and sampling NumPy's global RNG.
     """
 
     env_id = ""
@@ -204,16 +189,14 @@ class GymPolicy(Agent):
         return stats.mean, np.maximum(std, 1e-3)
 
     def flat_observation(self, obs: Any) -> np.ndarray:
-        """An observation as the policy's flat float64 input (a Box's values; other
-        spaces flattened by ``gymnasium.spaces.flatten``: Discrete as one-hot)."""
+        """An observation as the policy's flat float64 input."""
         if self._obs_space is not None:
             import gymnasium as gym
             obs = gym.spaces.flatten(self._obs_space, obs)
         return np.asarray(obs, dtype=np.float64).reshape(-1)
 
     def make_env(self) -> Any:
-        """A new environment of this policy's id (from its spec when this process does
-        not know the id)."""
+        """A new environment of this policy's id."""
         return make_env(self.env_id, self.env_spec, self.env_kwargs)
 
     def __getstate__(self):  # the environment is rebuilt where the agent lands
@@ -225,9 +208,8 @@ class GymPolicy(Agent):
                  l.bias.detach().numpy().astype(np.float64)) for l in self.layers]
 
     def act(self, layers, obs: np.ndarray, rng: np.random.Generator | None = None):
-        """The action for observation ``obs`` (flat float64) with ``layers`` (from
-        ``_numpy_layers()``); discrete sampling draws from ``rng`` (default: NumPy's
-        global RNG)."""
+        """The action for flat observation ``obs`` with ``layers`` (``_numpy_layers()``);
+        sampling draws from ``rng`` (default: NumPy's global RNG)."""
         return self.actor(layers, rng)(obs)
 
     def policy_module(self) -> torch.nn.Module:
@@ -241,8 +223,7 @@ class GymPolicy(Agent):
                           () if self.discrete else tuple(self._action_shape))
 
     def actor(self, layers, rng: np.random.Generator | None = None):
-        """``act`` as a function of the observation alone, for one episode: what does
-        not change within an episode is looked up once, not at every step."""
+        """``act`` as a function of the observation alone, for one episode."""
         normalized = self.normalize != "off"
         mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
         hidden, (w_out, b_out) = layers[:-1], layers[-1]
@@ -274,12 +255,10 @@ class GymPolicy(Agent):
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
                        record: bool = False, seeded_actions: bool | None = None,
                        reward_clip: float | None = None, whole: bool = False) -> float:
-        """One episode's return (each step's reward clipped to ``[-reward_clip,
-        reward_clip]`` if given, plus ``reward_offset``). ``record``: add its
-        observations and steps to the report of the current ``score()``.
-        ``seeded_actions``: sample discrete actions from a generator seeded ``seed``
-        (default: with ``crn``), not from NumPy's global RNG. ``whole``: ignore
-        ``max_steps`` when the environment ends episodes itself (a time limit)."""
+        """One episode's return, rewards clipped and offset. ``record``: add its
+        observations and steps to the current ``score()``'s report. ``seeded_actions``:
+        sample from a generator seeded ``seed`` (default: with ``crn``). ``whole``:
+        ignore ``max_steps`` when the environment has its own time limit."""
         if self._env is None:
             self._env = self.make_env()
         env = self._env
@@ -326,28 +305,22 @@ class GymPolicy(Agent):
                               for s in self.episode_seeds()]))
 
     def test_scores(self) -> dict[str, float]:
-        """The true returns of ``test_episodes`` fresh, whole episodes (seeded
-        ``TEST_SEED``, ``TEST_SEED + 1``, ...): their mean and std."""
+        """Mean and std of the true returns of ``test_episodes`` episodes from ``TEST_SEED``."""
         return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
-        """The true returns (no ``reward_offset``) of ``episodes`` episodes seeded
-        ``seed``, ``seed + 1``, ...: whole episodes, to the environment's own time limit
-        (``max_steps`` cuts only those of an environment that has none); the
-        statistics are not updated. Discrete actions are sampled from a generator
-        seeded per episode."""
+        """The true returns of ``episodes`` whole episodes seeded ``seed``, ``seed + 1``,
+        ...; the statistics are not updated."""
         return np.array([self.episode_return(seed + k, seeded_actions=True, whole=True)
                          for k in range(int(episodes))])
 
     # ------------------------------------------------------------------ shared statistics
     def task_report(self) -> dict | None:
-        """The last ``score()``'s environment steps and, with running normalisation,
-        the count/mean/M2 of the observations it saw (a :class:`Moments`)."""
+        """The last ``score()``'s steps and, when running, its observations' Moments."""
         return self._report
 
     def merge_reports(self, reports: list) -> Mapping[str, float]:
-        """Fold a generation's reports (None: a failed task), in candidate order, into
-        the running statistics; return the generation's environment steps."""
+        """Fold a generation's reports into the statistics; return its steps."""
         reports = [report for report in reports if report]
         if self.normalize == "running":
             stats = self.running_moments()

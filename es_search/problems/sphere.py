@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -22,8 +21,7 @@ class Sphere(Agent):
     def __init__(self, dim: int = 10, start: float = 0.0, optimum: float = 3.0):
         super().__init__()
         dim = check_int("dim", dim, 1)
-        start, optimum = _finite("start", start), _finite("optimum", optimum)
-        self.optimum = optimum
+        start, self.optimum = check_number("start", start), check_number("optimum", optimum)
         self.x = torch.nn.Parameter(torch.full((int(dim),), start, dtype=torch.float64),
                                     requires_grad=False)
 
@@ -34,10 +32,7 @@ class Sphere(Agent):
 class Rastrigin(Sphere):
     """Maximise ``-(10 n + sum(x^2 - 10 cos(2 pi x)))`` (optimum 0 at x = 0)."""
 
-    # a local optimum every unit: the start (3, ..., 3) sits next to one (score about
-    # -90), where a hill climber stays; CMA-ES with a wide population and step crosses
-    # the basins: `es-search run rastrigin --seed S`, S = 0..3: -2.0 / -1.0 / -3.0 / -5.0
-    # (12,000 evaluations, 2-4 s each); openai-es and pgpe at sigma 1-2: -32 to -49
+    # a local optimum every unit: CMA-ES crosses the basins (benchmarks/README.md)
     default_config = {"generations": 300, "population": 40, "sigma": 2.0,
                       "strategy": "cma-es"}
 
@@ -68,8 +63,3 @@ class Rosenbrock(Sphere):
     def score(self, **kwargs) -> float:
         x = self.x
         return -float((100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2).sum())
-
-
-def _finite(name: str, value: Any) -> float:
-    """``value`` as a finite float, else an error naming ``name``."""
-    return check_number(name, value)

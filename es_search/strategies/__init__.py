@@ -82,7 +82,7 @@ def strategy_default(strategy: str, key: str) -> Any:
 
 
 def _options_text(cls: type) -> str:
-    """The options of strategy class ``cls`` (``-o NAME=VALUE``) with their defaults."""
+    """The options of strategy class ``cls`` with their defaults."""
     shown = [parameter_text(p) for p in inspect.signature(cls.__init__).parameters.values()
              if p.name not in ("self", "population", "sigma")
              and p.default is not inspect.Parameter.empty]
@@ -90,8 +90,7 @@ def _options_text(cls: type) -> str:
 
 
 def summary() -> str:
-    """The strategies as ``es-search list`` shows them: each one's first sentence and
-    its options."""
+    """The strategies as ``es-search list`` shows them."""
     width = max(map(len, STRATEGIES))
     lines = ["strategies (--strategy NAME, options -o NAME=VALUE):"]
     for name, cls in STRATEGIES.items():
@@ -104,9 +103,7 @@ def summary() -> str:
 
 
 def describe(name: str) -> str:
-    """Strategy ``name`` as ``es-search list NAME`` shows it: its docstring (less the
-    doctest examples, which are for the Python API), its size defaults and its
-    options."""
+    """Strategy ``name`` as ``es-search list NAME`` shows it (its docstring, no examples)."""
     cls = STRATEGIES[name]
     lines, example = [f"{name}: {cls.__module__}.{cls.__qualname__}"
                       + (" (the default strategy)" if name == DEFAULT else "")], False

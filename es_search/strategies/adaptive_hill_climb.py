@@ -24,30 +24,20 @@ class AdaptiveHillClimbState:
 class AdaptiveHillClimb(Climber):
     """(1+lambda) hill climbing whose step size follows the 1/5th success rule.
 
-    Candidates are made as in ``"hill-climb"`` (the parent after
-    ``agent.jitter_weights(sigma)`` under the task's seed); the best of parent and
-    candidates becomes the next parent (ties move unless re-evaluating; non-finite
-    scores never do). After each generation the step size is adapted by the success
-    rule of Rechenberg (1973) in the smoothed (1+lambda) form of Igel, Hansen & Roth
-    (2007, "Covariance matrix adaptation for multi-objective optimization",
-    Evolutionary Computation 15(1), procedure *updateStepSize*; also Kern et al. 2004)::
+    Candidates and selection are ``"hill-climb"``'s. After each generation the step size
+    follows Rechenberg's (1973) success rule in the smoothed (1+lambda) form of Igel,
+    Hansen & Roth (2007, Evolutionary Computation 15(1), *updateStepSize*)::
 
         p_succ <- (1 - c_p) p_succ + c_p * lambda_succ / lambda
         sigma  <- sigma * exp((p_succ - p_target) / (d (1 - p_target)))
 
     with ``lambda_succ`` the number of candidates that would replace the parent,
     ``p_target = 1 / (5 + sqrt(lambda) / 2)``, ``c_p = p_target lambda / (2 + p_target
-    lambda)`` and ``d = 1 + n / (2 lambda)`` for ``n`` evolved values. More successes
-    than the target widen the search, fewer narrow it. A non-finite score counts as a
-    failure.
+    lambda)`` and ``d = 1 + n / (2 lambda)`` for ``n`` evolved values; a non-finite
+    score is a failure.
 
-    Options: ``damping`` (``d``; default from ``n`` as above), ``target_success``
-    (``p_target``), ``min_sigma``/``max_sigma`` (bounds on sigma, default none) and
-    ``reevaluate`` (as in ``"hill-climb"``: ``True`` for noisy scores such as RL
-    returns scores the parent again each generation, as the last candidate, and
-    compares the candidates with the mean of its fresh scores, a success being a
-    candidate above it; the default ``"auto"`` does so when the starting agent's two
-    scores, under different task seeds, differ).
+    Options: ``damping`` (``d``), ``target_success`` (``p_target``),
+    ``min_sigma``/``max_sigma`` (bounds on sigma) and ``reevaluate`` (as ``"hill-climb"``).
 
     Example::
 

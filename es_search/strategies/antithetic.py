@@ -1,6 +1,5 @@
-"""The antithetic family's base (OpenAI-ES, ARS, PGPE): pairs ``center +- sigma * eps_k``
-whose noise ``eps_k = noise(seed, generation, k, n)`` the workers and ``tell`` both draw
-from the run's seed, so only seeds travel."""
+"""The antithetic family's base (OpenAI-ES, ARS, PGPE): pairs ``center +- sigma * eps_k``,
+``eps_k = noise(seed, generation, k, n)`` drawn from the run's seed by workers and ``tell``."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,7 +7,8 @@ from typing import Sequence
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_pairs
+from ..checks import check_int
+from ..errors import SettingError
 from .base import Strategy
 
 
@@ -23,7 +23,11 @@ class Antithetic(Strategy):
 
 def even_population(name: str, population: int) -> int:
     """``population``, checked: at least 2 and even (twice the number of pairs)."""
-    return check_pairs(population, f"{name} samples antithetic pairs")
+    value = check_int("population", population, 2)
+    if value % 2:
+        raise SettingError("population", value, f"even ({name} samples antithetic pairs)",
+                           f"use {{population={value + 1}}}")
+    return value
 
 
 def pairs(count: int, sigma: float, vector: np.ndarray | None = None) -> list[Candidate]:
@@ -34,9 +38,8 @@ def pairs(count: int, sigma: float, vector: np.ndarray | None = None) -> list[Ca
 
 def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequence[float]
                      ) -> tuple[list[int], dict[int, float], dict[int, float]]:
-    """Split the values of antithetic ``"noise"`` pairs by sign: ``(keys, plus, minus)``,
-    ``keys`` the noise keys of complete pairs in ask order (for ``tell`` of the
-    strategy ``name``, which asks only for such pairs)."""
+    """``(keys, plus, minus)``: the values of antithetic ``"noise"`` pairs by sign, ``keys``
+    those of complete pairs in ask order."""
     plus: dict[int, float] = {}
     minus: dict[int, float] = {}
     for candidate, value in zip(candidates, values):

@@ -26,25 +26,16 @@ class ARS(Antithetic):
 
     Augmented Random Search (Mania, Guy & Recht 2018, "Simple random search of static
     linear policies is competitive for reinforcement learning", Algorithm 2, V2-t).
-    Each generation ``j`` samples ``N = directions`` directions ``delta_k`` with i.i.d.
-    standard normal entries and asks for the ``2N`` policies ``M_j +- nu * delta_k``
-    (``Candidate("noise", nu, +-1, key=k)``: only seeds travel; ``delta_k`` is
-    ``es_search.candidates.noise(seed, j, k, n)``, regenerated here). ``tell`` then
-    makes Algorithm 2's update::
+    Each generation ``j`` asks for the ``2N`` policies ``M_j +- nu * delta_k`` of
+    ``N = directions`` standard normal directions (only seeds travel), then::
 
         order the directions by max(r_k+, r_k-), keep the top b      # line 6
         sigma_R = std of the 2b returns kept
         M_{j+1} = M_j + alpha / (b * sigma_R) * sum_k (r_k+ - r_k-) delta_k   # line 7
 
-    V2's observation normalisation (line 8: the running mean and covariance of the
-    states seen) belongs to the agent, not to the strategy: es_search's gym policies
-    keep those statistics and merge them in candidate order, so that the same seed gives
-    the same run for any number of workers.
-
-    Non-finite returns (NaN, +-inf, a failed score) count as the worst finite return
-    of the generation; a generation with no finite return, or whose kept returns are
-    all equal (``sigma_R = 0``), leaves ``M`` where it is. ``nu`` stays fixed, as in
-    the paper.
+    V2's observation normalisation (line 8) belongs to the agent (the gym policies'
+    ``normalize="running"``). Non-finite returns count as the generation's worst finite
+    one; no finite return, or ``sigma_R = 0``, leaves ``M`` where it is. ``nu`` is fixed.
 
     Arguments (Mania et al.'s names in brackets):
 
@@ -56,8 +47,8 @@ class ARS(Antithetic):
       (no selection: V2);
     - ``step_size`` [alpha]: default 0.02.
 
-    The paper's tuned V2-t settings for MuJoCo (its hyperparameter table): Hopper N=8, b=4,
-    alpha=0.01, nu=0.025; HalfCheetah N=32, b=4, alpha=0.02, nu=0.03.
+    The paper's V2-t settings: Hopper N=8, b=4, alpha=0.01, nu=0.025; HalfCheetah N=32,
+    b=4, alpha=0.02, nu=0.03.
 
     Example::
 

@@ -15,11 +15,8 @@ from .base import Rebuild, Strategy
 
 
 class Climber(Strategy):
-    """(1+lambda) hill climbing: ``population`` jittered copies of the parent (its
-    ``agent.jitter_weights(sigma)`` under each task's seed); the best of parent and
-    candidates becomes the next parent. Its state has ``center`` and ``center_score``
-    (the parent's), ``sigma`` and ``reevaluate`` (``"auto"`` resolved). Subclasses adapt
-    the rest of their state in ``_adapt``."""
+    """The hill climbers' base (see :class:`HillClimb`); subclasses adapt the rest of
+    their state in ``_adapt``."""
 
     uses_jitter_weights = True
 
@@ -33,7 +30,7 @@ class Climber(Strategy):
 
     @property
     def initial_evaluations(self) -> int:
-        """Two with ``reevaluate="auto"`` (the starting agent is scored twice), else one."""
+        """Two with ``reevaluate="auto"`` (the starting agent scored twice), else one."""
         return 2 if self.reevaluate == "auto" else 1
 
     def max_tasks(self, n: int) -> int:
@@ -41,8 +38,7 @@ class Climber(Strategy):
         return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
 
     def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
-        """``"auto"`` re-evaluates when the starting agent's scores (under different
-        task seeds) differ, i.e. scores are noisy."""
+        """``"auto"`` re-evaluates when the starting agent's two scores differ."""
         reevaluate = self.reevaluate
         if reevaluate == "auto":
             reevaluate = len(scores) > 1 and not same_score(scores[0], scores[1])
@@ -71,14 +67,12 @@ class Climber(Strategy):
 
     @staticmethod
     def _beats(state: Any, score: float, parent: float) -> bool:
-        """Whether a finite ``score`` replaces the parent: at least its score (ties
-        move), or, re-evaluating, above it (a tie is no evidence under noise)."""
+        """Whether a finite ``score`` replaces the parent: ties move, unless re-evaluating."""
         return not math.isfinite(parent) or (
             score > parent if state.reevaluate else score >= parent)
 
     def _adapt(self, state: Any, scores: list[float], parent: float) -> Any:
-        """``state`` (the parent's score updated) after this generation's ``scores``,
-        ``parent`` the parent's score they are compared with."""
+        """``state`` after this generation's ``scores``, compared with ``parent``'s."""
         return state
 
     def config(self) -> dict:
@@ -99,25 +93,16 @@ class HillClimb(Climber):
     """(1+lambda) hill climbing: ``population`` jittered copies of the parent; the best
     of parent and candidates becomes the next parent.
 
-    Each candidate is the parent after ``agent.jitter_weights(sigma)`` (Gaussian by
-    default) under its task's seed, so only seeds travel to the workers. A candidate
-    replaces the parent when its score is at least the parent's (ties move, which lets
-    the search drift across plateaus; re-evaluating, see below, above it); non-finite
-    scores never do.
+    A candidate is the parent after ``agent.jitter_weights(sigma)`` under its task's
+    seed (only seeds travel). It replaces the parent when it scores at least as well
+    (ties let the search drift across plateaus); non-finite scores never do.
 
-    ``reevaluate=True`` (for noisy scores such as RL returns) also scores the parent
-    again each generation (the last candidate, under a fresh task seed), and the
-    parent's score is the mean of its fresh scores: the one that made it the parent, the
-    best of ``population`` noisy scores and so biased upwards, is dropped at the first
-    re-evaluation, and a parent that survives is measured ever more precisely (the
-    re-evaluation of Hansen, Niederberger, Guzzella & Koumoutsakos 2009, IEEE TEC 13(1),
-    where the effort adapts to the measured noise; here it grows as a parent survives).
-    A candidate must score above that mean: under noise a tie is no evidence (on capped
-    returns, CartPole's 500, ties let lucky candidates in; measured by
-    ``benchmarks/noisy_hill_climb.py``). The default, ``"auto"``, decides from the
-    scores: ``run()`` scores the starting agent twice, under two task seeds, and if the
-    two differ the parent is re-evaluated each generation (recorded in the run's
-    ``config["resolved"]``); ``init()`` given one score alone does not re-evaluate.
+    ``reevaluate=True`` (noisy scores, such as RL returns) scores the parent again each
+    generation (the last candidate) and keeps the mean of its fresh scores, dropping the
+    lucky one that made it the parent (Hansen, Niederberger, Guzzella & Koumoutsakos
+    2009, IEEE TEC 13(1)); a candidate must then score above it (under noise a tie is no
+    evidence). ``"auto"`` re-evaluates when the starting agent's two scores, under two
+    task seeds, differ (recorded in ``config["resolved"]``).
 
     Example::
 

@@ -26,23 +26,18 @@ class OpenAIESState:
 class OpenAIES(Antithetic):
     """OpenAI-ES: antithetic sampling, centred ranks, weight decay and Adam.
 
-    The evolution strategy of Salimans, Ho, Chen, Sidor & Sutskever (2017, "Evolution
-    Strategies as a Scalable Alternative to Reinforcement Learning"). Each generation
-    asks for ``population / 2`` antithetic pairs ``theta +- sigma * eps_k``:
-    ``Candidate("noise", sigma, +-1, key=k)``, so only seeds travel; both members of a
-    pair share ``key`` and ``eps_k`` is ``es_search.candidates.noise(seed, generation,
-    k, n)``, regenerated here to form the gradient estimate (Salimans et al.,
-    Algorithm 2 with mirrored sampling)::
+    Salimans, Ho, Chen, Sidor & Sutskever (2017, "Evolution Strategies as a Scalable
+    Alternative to Reinforcement Learning"), Algorithm 2 with mirrored sampling: each
+    generation asks for ``population / 2`` pairs ``theta +- sigma * eps_k`` (only seeds
+    travel), then::
 
         u_i = centred_rank(F_i)                       # fitness shaping, in [-0.5, 0.5]
         g   = 1/N * sum_k (u_k+ - u_k-) eps_k          # N = population (their code's
                                                        # scaling; 1/sigma is in the rate)
         theta <- theta + Adam(g - weight_decay * theta)
 
-    Adam is Kingma & Ba (2015) with bias correction, ascending; its moments live in the
-    state. Non-finite scores rank below every finite one; a generation whose scores are
-    all non-finite (or all equal) gives a zero gradient, and only weight decay moves
-    theta. ``sigma`` stays fixed, as in the paper.
+    Adam is Kingma & Ba (2015) with bias correction. Non-finite scores rank last; all
+    equal scores give a zero gradient. ``sigma`` stays fixed, as in the paper.
 
     Options: ``learning_rate`` (Adam's step size, default 0.01), ``weight_decay``
     (L2 coefficient, default 0.005, the paper's), ``beta1`` (0.9), ``beta2`` (0.999),

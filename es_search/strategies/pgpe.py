@@ -31,21 +31,14 @@ def _fraction(name: str, value: Any, closed: bool) -> float:
 class PGPE(Antithetic):
     """PGPE with symmetric sampling, centred ranks, adapted stdevs and ClipUp.
 
-    Policy gradients with parameter-based exploration (Sehnke, Osendorfer, Rueckstiess,
-    Graves, Peters & Schmidhuber 2010, "Parameter-exploring policy gradients", Neural
-    Networks 23(4)) in the setting EvoTorch recommends for control tasks: symmetric
-    sampling, centred-rank fitness shaping (Salimans et al. 2017), one standard
-    deviation per evolved value, and the ClipUp optimiser for the mean (Toklu,
-    Liskowski & Srivastava 2020, "ClipUp: a simple and powerful optimizer for
-    distribution-based policy evolution", PPSN XVI).
+    Parameter-exploring policy gradients (Sehnke et al. 2010, Neural Networks 23(4)) as
+    EvoTorch sets it up for control: symmetric sampling, centred ranks (Salimans et al.
+    2017), one stdev per evolved value, and ClipUp for the mean (Toklu, Liskowski &
+    Srivastava 2020, PPSN XVI).
 
-    Each generation asks for ``population / 2`` symmetric pairs ``mu +- sigma * eps_k``
-    (``sigma`` a vector, ``*`` elementwise): ``Candidate("noise", sign=+-1, key=k,
-    vector=sigma)``, so only seeds and the (shared) stdev array travel; ``eps_k`` is
-    ``es_search.candidates.noise(seed, generation, k, n)``, regenerated here. With
-    ``u`` the centred ranks of the scores (in [-0.5, 0.5]) and ``N`` the number of
-    pairs (Sehnke et al.'s symmetric sampling, with ranks for rewards and the ranks'
-    mean, 0, for the baseline; as EvoTorch's PGPE)::
+    Each generation asks for ``population / 2`` pairs ``mu +- sigma * eps_k`` (``sigma``
+    a vector; only seeds and the stdev array travel). With ``u`` the centred ranks of
+    the scores (in [-0.5, 0.5]), ``N`` the number of pairs and baseline 0::
 
         g_mu    = 1/N * sum_k (u_k+ - u_k-) / 2 * sigma * eps_k
         g_sigma = 1/N * sum_k (u_k+ + u_k-) / 2 * ((sigma * eps_k)^2 - sigma^2) / sigma
@@ -53,12 +46,9 @@ class PGPE(Antithetic):
         mu      = mu + v
         sigma   = clip(sigma + stdev_lr * g_sigma, (1 -+ stdev_max_change) * sigma)
 
-    ClipUp (Toklu et al. 2020) normalises the gradient, adds momentum and
-    clips the velocity's norm to ``max_speed``; a zero gradient (all scores equal, or
-    none finite) adds nothing, and the velocity keeps its momentum. The stdev update
-    is bounded per value to a relative change of ``stdev_max_change`` (EvoTorch's and
-    Ha's 2017 limiter), so every stdev stays positive. Non-finite scores rank below
-    every finite one. ``sigma(state)`` (the history's ``sigma``) is the mean stdev.
+    A zero gradient adds nothing (the velocity keeps its momentum). Bounding each
+    stdev's relative change (EvoTorch's and Ha's 2017 limiter) keeps it positive.
+    Non-finite scores rank last. The history's ``sigma`` is the mean stdev.
 
     Arguments (EvoTorch's names in brackets):
 
@@ -122,8 +112,7 @@ class PGPE(Antithetic):
                          int(seed))
 
     def _ask(self, state: PGPEState, generation: int) -> list[Candidate]:
-        # one array for all candidates: it pickles once per chunk of tasks; the mean is
-        # informative only (vector= sets the scale)
+        # one array for all candidates: it pickles once per chunk of tasks
         return pairs(self.population // 2, float(state.stdev.mean()), state.stdev)
 
     def _tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],

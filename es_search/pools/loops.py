@@ -35,9 +35,8 @@ def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
 
 
 def _dumps(value: Any) -> bytes:
-    """A worker's answer, by cloudpickle: a score's report or error may be of a class
-    that came by value (a script's ``__main__``). What the pool sends the workers is
-    es_search's own (its payloads were cloudpickled once): plain pickle."""
+    """cloudpickle, both ways: a score's report or error may be of a class that came by
+    value (a script's ``__main__``), and so may a function a test sends."""
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -109,7 +108,7 @@ class Loops:
         while queue or busy:
             while queue and idle:
                 conn, i = idle.pop(0), queue.popleft()
-                conn.send_bytes(pickle.dumps((fn, args_list[i]), pickle.HIGHEST_PROTOCOL))
+                conn.send_bytes(_dumps((fn, args_list[i])))
                 busy[conn] = i
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = wait(list(busy), left)

@@ -26,6 +26,7 @@ from .pickling import check_agent, check_score_kwargs_pickle
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
+from .seeding import kept_global_rngs
 from .selection import SELECT_TASKS, select
 from .settings import Settings
 from .strategies import DEFAULT, Strategy, make_strategy
@@ -152,9 +153,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         if ended or not settings.select_tasks:  # nothing left to score: no workers to
             engine = dataclasses.replace(settings, n_jobs=1, repeat_check=False)  # start
     try:
-        # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
-        with Evaluator(agent, settings=engine,
-                       max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
+        # the caller's RNGs saved once, not around every generation's tasks; no more
+        # workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
+        with kept_global_rngs(), Evaluator(
+                agent, settings=engine,
+                max_workers=strategy.max_tasks(agent.num_evolved())) as evaluator:
             search = Search(strategy, evaluator)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)

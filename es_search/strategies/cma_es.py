@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pickle
 import threading
@@ -13,11 +14,19 @@ import numpy as np
 from ..candidates import Candidate
 from ..checks import check_choice, check_dict, check_int, check_positive_float, did_you_mean
 from ..extras import require
+from ..seed_sequences import MASK32
 from ..seeding import fresh_in_forked_child, preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
 
 #: the purpose key of the strategy's own random streams (see es_search.seeding)
 _STREAM = 0xC3A
+
+
+@functools.lru_cache(maxsize=16)  # ask and tell of a generation: one derivation (~8 us)
+def _draws_seed(seed: int, generation: int) -> int:
+    """The 64-bit seed of ``generation``'s draws: its low 32 bits seed ``ask``'s, its
+    high 32 bits ``tell``'s (pycma's default ``tell`` draws nothing)."""
+    return stream_seed(seed, _STREAM, generation)
 
 
 #: the generator pycma draws from (a legacy RandomState: seeded as ``np.random.seed``
@@ -247,7 +256,7 @@ class CMAES(Strategy):
     def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
         es = _take(state.es)
         with _RNG_LOCK:
-            _RNG.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
+            _RNG.seed(_draws_seed(state.seed, generation) & MASK32)
             solutions = [np.array(x, dtype=np.float64) for x in es.ask()]
         return Asked([Candidate("vector", vector=x.copy()) for x in solutions],
                      (state.es, generation, es, solutions))
@@ -261,9 +270,9 @@ class CMAES(Strategy):
         if asked is None or asked[0] is not state.es or asked[1] != generation:
             asked = self._ask(state, generation).asked
         es, solutions = asked[2], asked[3]
-        if len(candidates) != len(solutions) or not all(
-                c.kind == "vector" and np.array_equal(c.vector, x)
-                for c, x in zip(candidates, solutions)):
+        if len(candidates) != len(solutions) or not (
+                all(c.kind == "vector" for c in candidates)
+                and np.array_equal([c.vector for c in candidates], solutions)):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
         values = worst_finite(scores)
@@ -271,7 +280,7 @@ class CMAES(Strategy):
             return state if isinstance(state.es, bytes) else dataclasses.replace(
                 state, es=pickle.dumps(state.es.peek(), protocol=5))
         with _RNG_LOCK:  # pycma minimises: tell it -score
-            _RNG.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
+            _RNG.seed(_draws_seed(state.seed, generation) >> 32)
             es.tell(solutions, [-float(v) for v in values])
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):

@@ -9,7 +9,7 @@ column per sequence (:func:`seed_sequence_words`).
 from __future__ import annotations
 
 import functools
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -80,6 +80,31 @@ def _as_rows(words: list, n: int) -> np.ndarray:
     for i, word in enumerate(words):
         rows[i] = word
     return rows
+
+
+def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
+    """``[SeedSequence(seed, spawn_key=(*key, k)).generate_state(1, np.uint64)[0] for k
+    in last]`` (tested equal), for a seed and key >= 0 and each ``k`` in [0, 2^32).
+
+    The words of ``seed`` and ``key`` are hashed once (:func:`_shared_pool`, cached);
+    each ``k`` is then one entropy word mixed into the pool, of which the output's two
+    words read only the first two: ~0.8 us a seed in Python (``SeedSequence``: ~7 us).
+    """
+    run = seed_words(seed)
+    words = run + [0] * (4 - len(run)) + [w for k in key for w in seed_words(k)]
+    (p0, p1, _, _), step = _shared_pool(tuple(words))
+    (b0, a0), (b1, a1) = _a_pairs(step, 2)
+    (c0, d0), (c1, d1) = _chain(_INIT_B, _MULT_B, 2)
+    seeds = []
+    for k in last:
+        h = ((k ^ b0) * a0) & MASK32
+        x = (_MIX_L * p0 - _MIX_R * (h ^ (h >> 16))) & MASK32
+        w0 = (((x ^ (x >> 16)) ^ c0) * d0) & MASK32
+        h = ((k ^ b1) * a1) & MASK32
+        x = (_MIX_L * p1 - _MIX_R * (h ^ (h >> 16))) & MASK32
+        w1 = (((x ^ (x >> 16)) ^ c1) * d1) & MASK32
+        seeds.append((w0 ^ (w0 >> 16)) | (w1 ^ (w1 >> 16)) << 32)
+    return seeds
 
 
 def seed_sequence_words(entropy: list, n_words: int) -> list:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .checks import check_int
-from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words
+from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words, spawned
 
 
 def task_seed(seed: int, generation: int, index: int) -> int:
@@ -46,6 +46,8 @@ def task_seed(seed: int, generation: int, index: int) -> int:
 
 def _spawned(seed: int, key: Sequence[int]) -> int:
     """The 64-bit seed of ``SeedSequence(seed, spawn_key=key)``."""
+    if seed >= 0 and min(key) >= 0 and key[-1] <= MASK32:
+        return spawned(seed, key[:-1], key[-1:])[0]
     return int(np.random.SeedSequence(seed, spawn_key=tuple(key)).generate_state(
         1, np.uint64)[0])
 
@@ -66,21 +68,11 @@ def build_seeded(seed: int, factory: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def task_seeds(seed: int, generation: int, start: int, stop: int) -> list[int]:
-    """``[task_seed(seed, generation, i) for i in range(start, stop)]``, at once from 4
-    tasks on (:func:`~es_search.seed_sequences.seed_sequence_words`, ~20 us; tested equal; ``task_seed`` costs
-    ~9 us each)."""
-    if stop - start < 4 or min(seed, generation + 1, start) < 0 or stop - 1 > MASK32:
+    """``[task_seed(seed, generation, i) for i in range(start, stop)]``, the words the
+    tasks share hashed once (:func:`~es_search.seed_sequences.spawned`; tested equal)."""
+    if min(seed, generation + 1, start) < 0 or stop - 1 > MASK32:
         return [task_seed(seed, generation, i) for i in range(start, stop)]
-    index = np.arange(start, stop, dtype=np.uint64).astype(np.uint32)
-    return _spawned_at_once(seed, (generation + 1,), index)
-
-
-def _spawned_at_once(seed: int, key: Sequence[int], last: np.ndarray) -> list[int]:
-    """``[_spawned(seed, (*key, k)) for k in last]`` (uint32 words), at once."""
-    run = seed_words(seed)
-    spawn = [word for k in key for word in seed_words(k)]
-    entropy = run + [0] * (4 - len(run)) + spawn + [last]
-    return as_uint64(seed_sequence_words(entropy, 2))[:, 0].tolist()
+    return spawned(seed, (generation + 1,), range(start, stop))
 
 
 def stream_seed(seed: int, *key: int) -> int:
@@ -89,11 +81,12 @@ def stream_seed(seed: int, *key: int) -> int:
 
 
 def stream_seeds(seed: int, key: Sequence[int], last: Sequence[int]) -> list[int]:
-    """``[stream_seed(seed, *key, k) for k in last]``, at once (tested equal)."""
+    """``[stream_seed(seed, *key, k) for k in last]``, the words they share hashed once
+    (tested equal)."""
     last, key = [int(k) for k in last], [int(k) for k in key]
-    if len(last) < 4 or min([seed, *key, *last]) < 0 or max(last) > MASK32:
+    if min([seed, *key, *last], default=0) < 0 or max(last, default=0) > MASK32:
         return [stream_seed(seed, *key, k) for k in last]
-    return _spawned_at_once(seed, (0, *key), np.array(last, dtype=np.uint32))
+    return spawned(seed, (0, *key), last)
 
 
 def generators(seeds: Sequence[int], key: Sequence[int] = ()) -> list[np.random.Generator]:

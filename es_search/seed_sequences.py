@@ -142,7 +142,12 @@ def seed_sequence_words(entropy: list, n_words: int) -> list:
 @functools.lru_cache(maxsize=64)
 def _shared_pool(words: tuple) -> tuple[tuple, int]:
     """The pool (Python ints) after ``words`` (4 or more, every sequence's) and how many
-    hashmix constants that used: a run's seed and generation, hashed once."""
+    hashmix constants that used: a run's seed and generation, hashed once; a word after
+    the 4th mixed into the (cached) pool of the words before it."""
+    if len(words) > 4:
+        pool, step = _shared_pool(words[:-1])
+        return tuple(_mix(p, _hash(words[-1], before, after))
+                     for p, (before, after) in zip(pool, _a_pairs(step, 4))), step + 4
     pool = [_hash(w, before, after) for w, (before, after) in zip(words, _a_pairs(0, 4))]
     step = 4
     for src in range(4):
@@ -150,10 +155,6 @@ def _shared_pool(words: tuple) -> tuple[tuple, int]:
         for d, (before, after) in zip(others, _a_pairs(step, 3)):
             pool[d] = _mix(pool[d], _hash(pool[src], before, after))
         step += 3
-    for word in words[4:]:
-        for d, (before, after) in enumerate(_a_pairs(step, 4)):
-            pool[d] = _mix(pool[d], _hash(word, before, after))
-        step += 4
     return tuple(pool), step
 
 

@@ -257,8 +257,9 @@ class CMAES(Strategy):
         es = _take(state.es)
         with _RNG_LOCK:
             _RNG.seed(_draws_seed(state.seed, generation) & MASK32)
-            solutions = [np.array(x, dtype=np.float64) for x in es.ask()]
-        return Asked([Candidate("vector", vector=x.copy()) for x in solutions],
+            solutions = es.ask()
+        return Asked([Candidate("vector", vector=np.array(x, dtype=np.float64))
+                      for x in solutions],
                      (state.es, generation, es, solutions))
 
     def _tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],

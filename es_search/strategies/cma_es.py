@@ -47,25 +47,28 @@ def _global_randn(*shape: int) -> np.ndarray:
     return _RNG.standard_normal(shape)
 
 
-#: a told state holds its pycma object live; every this many tells one is pickled
+#: a state holds its pycma object live; every this many tells it is also pickled
 #: (bounding how far a reused state's object is replayed from, see :class:`_Live`)
 _PICKLE_EVERY = 64
 
 
 class _Live:
-    """A told state's pycma object, live (pickled only when the state is: as bytes).
+    """A state's pycma object, live (a state pickles it as bytes).
 
     ``take()`` hands it to one ``ask`` (asking and telling change it); a state asked
-    again rebuilds it from ``source``, ``(strategy, parent state, generation, scores)``:
-    the parent's object asked and told again as in that generation (the same seeded
-    draws). ``depth``: tells since the last pickled object.
+    again rebuilds it from ``source``: the object pickled (bytes), or ``(strategy,
+    parent state, generation, scores)``: the parent's object asked and told again as
+    in that generation (the same seeded draws). ``depth``: tells since the last
+    pickled one.
     """
 
-    def __init__(self, es: Any, source: tuple, depth: int):
+    def __init__(self, es: Any, source: "bytes | tuple", depth: int = 0):
         self.es, self.source, self.depth = es, source, depth
 
     def peek(self) -> Any:
-        if self.es is None:
+        if self.es is None and isinstance(self.source, bytes):
+            self.es = pickle.loads(self.source)
+        elif self.es is None:
             strategy, parent, generation, scores = self.source
             candidates = strategy._ask(parent, generation)
             self.es = _take(strategy._tell(parent, generation, candidates, scores, None).es)
@@ -75,8 +78,10 @@ class _Live:
         es, self.es = self.peek(), None
         return es
 
-    def __reduce__(self):
-        return bytes, (pickle.dumps(self.peek(), protocol=5),)
+    def __reduce__(self):  # a live object is never changed: ask takes it first
+        source = self.source if isinstance(self.source, bytes) else pickle.dumps(
+            self.peek(), protocol=5)
+        return bytes, (source,)
 
 
 def _take(es: "bytes | _Live") -> Any:
@@ -277,9 +282,8 @@ class CMAES(Strategy):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
         values = worst_finite(scores)
-        if values is None:  # the state as it was (pickled: its live object was asked)
-            return state if isinstance(state.es, bytes) else dataclasses.replace(
-                state, es=pickle.dumps(state.es.peek(), protocol=5))
+        if values is None:  # the state as it was (its object, taken, is rebuilt)
+            return state
         with _RNG_LOCK:  # pycma minimises: tell it -score
             _RNG.seed(_draws_seed(state.seed, generation) >> 32)
             es.tell(solutions, [-float(v) for v in values])
@@ -288,7 +292,7 @@ class CMAES(Strategy):
             return self._restart(state, generation, es.countevals)
         depth = state.es.depth + 1 if isinstance(state.es, _Live) else 1
         kept = _Live(es, (self, state, generation, scores), depth) \
-            if depth < _PICKLE_EVERY else pickle.dumps(es, protocol=5)
+            if depth < _PICKLE_EVERY else _Live(es, pickle.dumps(es, protocol=5))
         return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 

@@ -18,6 +18,8 @@ class NotAScore(TypeError):
 def as_score(value: Any, agent: Any, method: str = "score") -> float:
     """``value`` as a float, or a :class:`NotAScore` (TypeError) naming the agent's class
     and the ``method`` that returned it."""
+    if type(value) is float:  # the usual answer: no message built
+        return value
     return as_real(value, f"{type(agent).__name__}.{method}()", ", higher is better")
 
 

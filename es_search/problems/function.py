@@ -42,6 +42,10 @@ class Function(Agent):
         self.fn, self.minimize = fn, minimize
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
 
+    def get_flat(self) -> np.ndarray:
+        """``Agent.get_flat`` for the one evolved vector ``x``: a copy."""
+        return self.x.detach().numpy().copy()
+
     def set_flat(self, vector: Any) -> None:
         """``Agent.set_flat`` for the one evolved vector ``x``: a copy into its memory."""
         vector = np.asarray(vector)

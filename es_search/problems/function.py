@@ -43,8 +43,8 @@ class Function(Agent):
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
 
     def get_flat(self) -> np.ndarray:
-        """``Agent.get_flat`` for the one evolved vector ``x``: a copy."""
-        return self.x.detach().numpy().copy()
+        """``Agent.get_flat`` for the one evolved vector ``x``: a float64 copy."""
+        return self.x.detach().numpy().astype(np.float64)
 
     def set_flat(self, vector: Any) -> None:
         """``Agent.set_flat`` for the one evolved vector ``x``: a copy into its memory."""

@@ -3,7 +3,8 @@
 ``SeedSequence(entropy, spawn_key)`` hashes its assembled entropy words into a pool of
 4 words and its output words from the pool (numpy/random/bit_generator.pyx); a
 generation's task seeds, or a group's streams, differ in one word only. Here the words
-every sequence shares are hashed once, in Python, and the rest as uint32 arrays with one
+every sequence shares are hashed once, in Python, and the rest per sequence: one 64-bit
+seed each, in Python (:func:`spawned`), or whole states as uint32 arrays with one
 column per sequence (:func:`seed_sequence_words`).
 """
 from __future__ import annotations

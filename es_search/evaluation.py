@@ -293,7 +293,7 @@ class Engine:
         """The in-process loop (n_jobs=1, one candidate, or the sequential fallback)."""
         began = time.perf_counter()
         try:
-            with single_torch_thread():
+            with preserved_global_rngs(), single_torch_thread():
                 result = score_tasks(self.local, payload, candidates, self.seed,
                                      generation, 0, self.on_error)
         finally:

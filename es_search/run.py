@@ -25,6 +25,7 @@ from .pickling import check_agent
 from .progress import ProgressBar
 from .result import Result
 from .search import Search
+from .seeding import kept_global_rngs
 from .selection import SELECT_TASKS, select
 from .settings import Settings
 from .strategies import DEFAULT, strategy_from
@@ -148,7 +149,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
         scoring = not ended and settings.select_tasks > 0  # else no workers to start
     try:
-        with evaluator if scoring else contextlib.nullcontext():
+        # the caller's RNGs saved once, not around every generation's tasks
+        with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():
             search = Search(strategy, evaluator)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)

@@ -57,7 +57,8 @@ class Search:
         self.best_flat = center
         self.best_shared = scored.shared
         self._merge(scored)
-        return self._outcome({}, True, _tolerated(-1, center, candidates, scored))
+        failures = _tolerated(-1, center, candidates, scored)
+        return self._outcome({}, True, scored.stats, failures)
 
     def resume(self, saved: dict) -> Generation:
         """Continue from a checkpoint's contents; the outcome (no record)."""
@@ -70,9 +71,9 @@ class Search:
         self._offset = self.history[-1]["seconds"] if self.history else 0.0
         if saved.get("shared"):
             self.evaluator.local.load_shared_state(saved["shared"])
-        return self._outcome({}, False)
+        return self._outcome({}, False, self.evaluator.stats)
 
-    def _outcome(self, record: dict, improved: bool,
+    def _outcome(self, record: dict, improved: bool, stats: dict,
                  failures: Failures | None = None) -> Generation:
         """The outcome the callbacks get; its ``checkpoint``: what continuing before
         ``next_generation`` needs (the run folder adds the history's line count and
@@ -84,8 +85,7 @@ class Search:
             "evaluations": self.evaluations, "counters": dict(self.counters),
             "best_shared": self.best_shared,
             "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
-        return Generation(record, improved, failures, evaluator.stats, checkpoint,
-                          evaluator.local)
+        return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
 
     # ------------------------------------------------------------------ one generation
     def step(self) -> Generation:
@@ -118,7 +118,7 @@ class Search:
         self.history.append(record)
         self.next_generation = generation + 1
         failures = _tolerated(generation, center, candidates, scored)
-        return self._outcome(record, improved, failures)
+        return self._outcome(record, improved, scored.stats, failures)
 
     def seconds(self) -> float:
         """Wall-clock seconds the run has spent, summed over resumes."""

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .checks import check_int
-from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words
+from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words, spawned
 
 
 def task_seed(seed: int, generation: int, index: int) -> int:
@@ -46,6 +46,8 @@ def task_seed(seed: int, generation: int, index: int) -> int:
 
 def _spawned(seed: int, key: Sequence[int]) -> int:
     """The 64-bit seed of ``SeedSequence(seed, spawn_key=key)``."""
+    if seed >= 0 and min(key) >= 0 and key[-1] <= MASK32:
+        return spawned(seed, key[:-1], key[-1:])[0]
     return int(np.random.SeedSequence(seed, spawn_key=tuple(key)).generate_state(
         1, np.uint64)[0])
 
@@ -66,21 +68,11 @@ def build_seeded(seed: int, factory: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def task_seeds(seed: int, generation: int, start: int, stop: int) -> list[int]:
-    """``[task_seed(seed, generation, i) for i in range(start, stop)]``, at once from 4
-    tasks on (:func:`~es_search.seed_sequences.seed_sequence_words`, ~20 us; tested equal; ``task_seed`` costs
-    ~9 us each)."""
-    if stop - start < 4 or min(seed, generation + 1, start) < 0 or stop - 1 > MASK32:
+    """``[task_seed(seed, generation, i) for i in range(start, stop)]``, the words the
+    tasks share hashed once (:func:`~es_search.seed_sequences.spawned`; tested equal)."""
+    if min(seed, generation + 1, start) < 0 or stop - 1 > MASK32:
         return [task_seed(seed, generation, i) for i in range(start, stop)]
-    index = np.arange(start, stop, dtype=np.uint64).astype(np.uint32)
-    return _spawned_at_once(seed, (generation + 1,), index)
-
-
-def _spawned_at_once(seed: int, key: Sequence[int], last: np.ndarray) -> list[int]:
-    """``[_spawned(seed, (*key, k)) for k in last]`` (uint32 words), at once."""
-    run = seed_words(seed)
-    spawn = [word for k in key for word in seed_words(k)]
-    entropy = run + [0] * (4 - len(run)) + spawn + [last]
-    return as_uint64(seed_sequence_words(entropy, 2))[:, 0].tolist()
+    return spawned(seed, (generation + 1,), range(start, stop))
 
 
 def stream_seed(seed: int, *key: int) -> int:
@@ -89,11 +81,12 @@ def stream_seed(seed: int, *key: int) -> int:
 
 
 def stream_seeds(seed: int, key: Sequence[int], last: Sequence[int]) -> list[int]:
-    """``[stream_seed(seed, *key, k) for k in last]``, at once (tested equal)."""
+    """``[stream_seed(seed, *key, k) for k in last]``, the words they share hashed once
+    (tested equal)."""
     last, key = [int(k) for k in last], [int(k) for k in key]
-    if len(last) < 4 or min([seed, *key, *last]) < 0 or max(last) > MASK32:
+    if min([seed, *key, *last], default=0) < 0 or max(last, default=0) > MASK32:
         return [stream_seed(seed, *key, k) for k in last]
-    return _spawned_at_once(seed, (0, *key), np.array(last, dtype=np.uint32))
+    return spawned(seed, (0, *key), last)
 
 
 def generators(seeds: Sequence[int], key: Sequence[int] = ()) -> list[np.random.Generator]:
@@ -189,23 +182,66 @@ class ProcessStateBlock:
             self._lock.release()
 
 
+#: ``[depth, state]``: how many blocks that keep the caller's global RNGs are open in
+#: the process, and the state the outermost one saved; fresh in a forked child
+_kept: list = [0, None]
+fresh_in_forked_child(globals(), "_kept", lambda: [0, None])
+
+
+def _keep() -> None:
+    """Open a block that keeps the caller's global RNGs (``_process_state_lock`` held):
+    the outermost saves them."""
+    kept = _kept
+    if kept[0] == 0:
+        kept[1] = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+    kept[0] += 1
+
+
+def _give_back() -> None:
+    """Close such a block (``_process_state_lock`` held): the outermost restores them."""
+    kept = _kept
+    kept[0] -= 1
+    if kept[0] == 0:
+        (python_state, numpy_state, torch_state), kept[1] = kept[1], None
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+        torch.set_rng_state(torch_state)
+
+
 class preserved_global_rngs(ProcessStateBlock):
     """Context manager: the global RNGs are as they were on entry after the block, and
     no other thread's block runs meanwhile.
 
-    Used around every batch of tasks, so the caller's own random state is untouched
-    by a run, also when the run is a plain in-process loop (``n_jobs=1``), and runs in
+    Used around every batch of tasks in the caller's process, so the caller's own random
+    state is untouched, also by a plain in-process loop (``n_jobs=1``), and runs in
     several threads of one process give the results they give one after the other.
+    Inside a :class:`kept_global_rngs` block (a run) the save and restore are that
+    block's, once (NumPy's state alone costs ~60 us to save and restore).
     """
 
     def _save(self) -> None:
-        self._state = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        _keep()
 
     def _restore(self) -> None:
-        python_state, numpy_state, torch_state = self._state
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
-        torch.set_rng_state(torch_state)
+        _give_back()
+
+
+class kept_global_rngs:
+    """Context manager: the global RNGs are as they were on entry after the block; the
+    :class:`preserved_global_rngs` blocks inside it, in any thread, leave them as their
+    tasks left them. ``run()`` keeps them so for its whole length: between generations
+    they hold what the last task left (tasks seed them anyway), and the caller gets its
+    own state back at the end. Nested and concurrent blocks count: the first to open
+    saves, the last to close restores. Other threads' blocks do not wait meanwhile."""
+
+    def __enter__(self) -> "kept_global_rngs":
+        with _process_state_lock:
+            _keep()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with _process_state_lock:
+            _give_back()
 
 
 #: ``random``'s module-level functions: the bound methods of its one shared Random

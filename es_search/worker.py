@@ -27,8 +27,7 @@ from .candidates import Candidate, take_vectors
 from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import (ProcessStateBlock, preserved_global_rngs, seed_global_rngs,
-                      stream_seed, task_seed, task_seeds)
+from .seeding import ProcessStateBlock, seed_global_rngs, stream_seed, task_seed, task_seeds
 from .skeleton import cached_payload, worker_agent
 
 
@@ -99,7 +98,9 @@ def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order:
     their scores and reports.
 
-    The global RNGs are restored afterwards. A task that raises stops the chunk with a
+    The global RNGs are left as the last task left them: in the caller's process, run
+    it in a :class:`~es_search.seeding.preserved_global_rngs` block (a worker process has
+    no state of its own to keep). A task that raises stops the chunk with a
     :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` (and
     a None report) in its place. An agent with ``score_batch`` (and a
     ``score_batch_size`` > 0) is scored a group at a time (:func:`score_groups`).
@@ -116,7 +117,7 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     scores: list[Any] = []
     reports: list[Any] = []
     seeds = task_seeds(seed, generation, start, start + len(candidates))
-    with preserved_global_rngs(), torch.no_grad():
+    with torch.no_grad():
         for offset, candidate in enumerate(candidates):
             index, seed_ = start + offset, seeds[offset]
             try:
@@ -232,35 +233,34 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
         size = 1  # what score_batch's params cannot carry: each candidate in the agent
     scores: list[Any] = []
     reports: list[Any] = []
-    with preserved_global_rngs():
-        for a, b in groups_of(start, start + len(candidates), size):
-            part = candidates[a - start:b - start]
-            try:
-                values, report = run_group(agent, payload, part, seed, generation, a)
-            except NotAScore as exc:
-                raise located(exc, generation, a, b) from None
-            except Exception as exc:
-                batch_error, batch_trace = exc, traceback.format_exc()
-            else:
-                scores += values
-                reports += [report] + [None] * (len(values) - 1)
-                continue
-            alone, alone_reports = score_alone(agent, payload, part, seed, generation, a,
-                                               on_error)
-            if any(isinstance(s, TaskFailure) for s in alone):
-                scores += alone
-                reports += alone_reports
-                continue
-            if on_error != "worst":
-                raise ScoreError(type(agent).__name__, generation, a,
-                                 task_seed(seed, generation, a), batch_trace,
-                                 batch_error, group_end=b) from batch_error
-            note = (f"score_batch() raised on candidates {a}-{b - 1} of generation "
-                    f"{generation}, though each of them scores alone through score():\n"
-                    f"{batch_trace}")
-            scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note)
-                       for i in range(a, b)]
-            reports += [None] * (b - a)
+    for a, b in groups_of(start, start + len(candidates), size):
+        part = candidates[a - start:b - start]
+        try:
+            values, report = run_group(agent, payload, part, seed, generation, a)
+        except NotAScore as exc:
+            raise located(exc, generation, a, b) from None
+        except Exception as exc:
+            batch_error, batch_trace = exc, traceback.format_exc()
+        else:
+            scores += values
+            reports += [report] + [None] * (len(values) - 1)
+            continue
+        alone, alone_reports = score_alone(agent, payload, part, seed, generation, a,
+                                           on_error)
+        if any(isinstance(s, TaskFailure) for s in alone):
+            scores += alone
+            reports += alone_reports
+            continue
+        if on_error != "worst":
+            raise ScoreError(type(agent).__name__, generation, a,
+                             task_seed(seed, generation, a), batch_trace,
+                             batch_error, group_end=b) from batch_error
+        note = (f"score_batch() raised on candidates {a}-{b - 1} of generation "
+                f"{generation}, though each of them scores alone through score():\n"
+                f"{batch_trace}")
+        scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note)
+                   for i in range(a, b)]
+        reports += [None] * (b - a)
     return scores, reports
 
 

@@ -295,13 +295,23 @@ def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
                            generation) is not None
 
 
-def test_a_groups_task_seeds_are_computed_at_once_as_one_by_one():
-    from es_search.seeding import task_seeds
+def test_task_and_stream_seeds_are_seed_sequences():
+    """``seed_sequences.spawned`` hashes the shared words once: each seed is still
+    ``SeedSequence(seed, spawn_key=key)``'s."""
+    from es_search.seeding import stream_seed, stream_seeds, task_seeds
+
+    def reference(seed, *key):
+        return int(np.random.SeedSequence(seed, spawn_key=key).generate_state(1, np.uint64)[0])
     for seed in (0, 7, 2 ** 32 - 1, 2 ** 32, 2 ** 64 - 1, 2 ** 64, 2 ** 130):
         for generation in (-1, 0, 3, 2 ** 32 - 1, 2 ** 33):
             for start, stop in ((0, 40), (5, 6), (2 ** 32 - 2, 2 ** 32 + 1)):
-                assert task_seeds(seed, generation, start, stop) == [
-                    task_seed(seed, generation, i) for i in range(start, stop)]
+                expected = [reference(seed, generation + 1, i) for i in range(start, stop)]
+                assert task_seeds(seed, generation, start, stop) == expected
+                assert [task_seed(seed, generation, i) for i in range(start, stop)] == expected
+        for key in ((), (3,), (1, 2 ** 40)):
+            last = [0, 5, 2 ** 32 - 1, 2 ** 32]
+            assert stream_seeds(seed, key, last) == [reference(seed, 0, *key, k) for k in last]
+            assert stream_seed(seed, *key, 9) == reference(seed, 0, *key, 9)
     assert task_seeds(0, 0, 4, 4) == []
 
 

@@ -51,6 +51,30 @@ def test_the_callers_rng_state_is_untouched(n_jobs):
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
 
 
+def test_the_callers_rngs_come_back_when_the_last_kept_block_closes():
+    """A run keeps the caller's RNGs once (kept_global_rngs): the per-generation blocks
+    inside it leave them as the tasks left them; blocks that overlap (runs in two
+    threads) restore the state the first one saw when the last one closes."""
+    from es_search.seeding import kept_global_rngs, preserved_global_rngs, seed_global_rngs
+
+    def draws():
+        return random.random(), np.random.rand(), torch.rand(1).item()
+    seed_global_rngs(5)
+    expected = draws()
+    seed_global_rngs(5)
+    first, second = kept_global_rngs(), kept_global_rngs()
+    first.__enter__()
+    with preserved_global_rngs():
+        seed_global_rngs(1)
+    second.__enter__()
+    left = draws()
+    seed_global_rngs(1)
+    assert left == draws()  # not restored inside the kept blocks
+    first.__exit__(None, None, None)  # the first run ends before the second
+    second.__exit__(None, None, None)
+    assert draws() == expected
+
+
 def test_a_jitter_weights_override_that_the_strategy_never_calls_is_named():
     import warnings
 

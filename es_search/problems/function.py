@@ -40,6 +40,19 @@ class Function(Agent):
         self.fn, self.minimize = fn, minimize
         self.x = torch.nn.Parameter(torch.from_numpy(x0), requires_grad=False)
 
+    def get_flat(self) -> np.ndarray:
+        """``Agent.get_flat`` for the one evolved vector ``x``: a float64 copy."""
+        return self.x.detach().numpy().astype(np.float64)
+
+    def set_flat(self, vector: Any) -> None:
+        """``Agent.set_flat`` for the one evolved vector ``x``: a copy into its memory."""
+        vector = np.asarray(vector)
+        x = self.x.detach().numpy()
+        if vector.shape != x.shape:
+            raise ValueError(f"{type(self).__name__} evolves {x.size} values; got a vector "
+                             f"of shape {vector.shape}")
+        x[...] = vector
+
     def score(self, **kwargs: Any) -> float:
         value = as_real(self.fn(self.x.detach().numpy().copy(), **kwargs), "fn")
         return -value if self.minimize and not math.isnan(value) else value

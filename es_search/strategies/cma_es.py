@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import pickle
 import threading
@@ -13,11 +14,19 @@ import numpy as np
 from ..candidates import Candidate
 from ..checks import check_choice, check_dict, check_int, check_positive_float, did_you_mean
 from ..extras import require
+from ..seed_sequences import MASK32
 from ..seeding import fresh_in_forked_child, preserved_global_rngs, stream_seed
 from .base import Rebuild, Strategy, worst_finite
 
 #: the purpose key of the strategy's own random streams (see es_search.seeding)
 _STREAM = 0xC3A
+
+
+@functools.lru_cache(maxsize=16)  # ask and tell of a generation: one derivation (~8 us)
+def _draws_seed(seed: int, generation: int) -> int:
+    """The 64-bit seed of ``generation``'s draws: its low 32 bits seed ``ask``'s, its
+    high 32 bits ``tell``'s (pycma's default ``tell`` draws nothing)."""
+    return stream_seed(seed, _STREAM, generation)
 
 
 #: the generator pycma draws from (a legacy RandomState: seeded as ``np.random.seed``
@@ -38,25 +47,28 @@ def _global_randn(*shape: int) -> np.ndarray:
     return _RNG.standard_normal(shape)
 
 
-#: a told state holds its pycma object live; every this many tells one is pickled
+#: a state holds its pycma object live; every this many tells it is also pickled
 #: (bounding how far a reused state's object is replayed from, see :class:`_Live`)
 _PICKLE_EVERY = 64
 
 
 class _Live:
-    """A told state's pycma object, live (pickled only when the state is: as bytes).
+    """A state's pycma object, live (a state pickles it as bytes).
 
     ``take()`` hands it to one ``ask`` (asking and telling change it); a state asked
-    again rebuilds it from ``source``, ``(strategy, parent state, generation, scores)``:
-    the parent's object asked and told again as in that generation (the same seeded
-    draws). ``depth``: tells since the last pickled object.
+    again rebuilds it from ``source``: the object pickled (bytes), or ``(strategy,
+    parent state, generation, scores)``: the parent's object asked and told again as
+    in that generation (the same seeded draws). ``depth``: tells since the last
+    pickled one.
     """
 
-    def __init__(self, es: Any, source: tuple, depth: int):
+    def __init__(self, es: Any, source: "bytes | tuple", depth: int = 0):
         self.es, self.source, self.depth = es, source, depth
 
     def peek(self) -> Any:
-        if self.es is None:
+        if self.es is None and isinstance(self.source, bytes):
+            self.es = pickle.loads(self.source)
+        elif self.es is None:
             strategy, parent, generation, scores = self.source
             candidates = strategy._ask(parent, generation)
             self.es = _take(strategy._tell(parent, generation, candidates, scores, None).es)
@@ -66,8 +78,10 @@ class _Live:
         es, self.es = self.peek(), None
         return es
 
-    def __reduce__(self):
-        return bytes, (pickle.dumps(self.peek(), protocol=5),)
+    def __reduce__(self):  # a live object is never changed: ask takes it first
+        source = self.source if isinstance(self.source, bytes) else pickle.dumps(
+            self.peek(), protocol=5)
+        return bytes, (source,)
 
 
 def _take(es: "bytes | _Live") -> Any:
@@ -247,9 +261,10 @@ class CMAES(Strategy):
     def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
         es = _take(state.es)
         with _RNG_LOCK:
-            _RNG.seed(stream_seed(state.seed, _STREAM, generation) % 2 ** 32)
-            solutions = [np.array(x, dtype=np.float64) for x in es.ask()]
-        return Asked([Candidate("vector", vector=x.copy()) for x in solutions],
+            _RNG.seed(_draws_seed(state.seed, generation) & MASK32)
+            solutions = es.ask()
+        return Asked([Candidate("vector", vector=np.array(x, dtype=np.float64))
+                      for x in solutions],
                      (state.es, generation, es, solutions))
 
     def _tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],
@@ -261,24 +276,23 @@ class CMAES(Strategy):
         if asked is None or asked[0] is not state.es or asked[1] != generation:
             asked = self._ask(state, generation).asked
         es, solutions = asked[2], asked[3]
-        if len(candidates) != len(solutions) or not all(
-                c.kind == "vector" and np.array_equal(c.vector, x)
-                for c, x in zip(candidates, solutions)):
+        if len(candidates) != len(solutions) or not (
+                all(c.kind == "vector" for c in candidates)
+                and np.array_equal([c.vector for c in candidates], solutions)):
             raise ValueError(f"cma-es was told about candidates that are not the ones "
                              f"ask(state, generation={generation}) gave")
         values = worst_finite(scores)
-        if values is None:  # the state as it was (pickled: its live object was asked)
-            return state if isinstance(state.es, bytes) else dataclasses.replace(
-                state, es=pickle.dumps(state.es.peek(), protocol=5))
+        if values is None:  # the state as it was (its object, taken, is rebuilt)
+            return state
         with _RNG_LOCK:  # pycma minimises: tell it -score
-            _RNG.seed(stream_seed(state.seed, _STREAM, generation, 1) % 2 ** 32)
+            _RNG.seed(_draws_seed(state.seed, generation) >> 32)
             es.tell(solutions, [-float(v) for v in values])
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):
             return self._restart(state, generation, es.countevals)
         depth = state.es.depth + 1 if isinstance(state.es, _Live) else 1
         kept = _Live(es, (self, state, generation, scores), depth) \
-            if depth < _PICKLE_EVERY else pickle.dumps(es, protocol=5)
+            if depth < _PICKLE_EVERY else _Live(es, pickle.dumps(es, protocol=5))
         return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 

@@ -28,16 +28,15 @@ def cluster():
     """A dask.distributed LocalCluster of 2 single-thread worker processes, and a Client
     (one per test module; skipped without the ``dask`` extra)."""
     distributed = pytest.importorskip("distributed")
-    import dask
-    # a worker killed by a test and restarting for over 15 s (a loaded machine) would
-    # have its nanny closed by Dask, and the cluster's close then fails (a KeyError)
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "1h"}):
-        cluster = distributed.LocalCluster(n_workers=2, processes=True,
-                                           threads_per_worker=1, dashboard_address=None)
-        client = distributed.Client(cluster)
-        yield cluster, client
-        client.close()
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield cluster, client
+    client.close()
+    try:
         cluster.close()
+    except KeyError:  # distributed's own race: the 'remove' of a worker a test killed,
+        pass  # handled after its entry left the cluster's view (spec.py, on close)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""What a persistent-worker transport would save on a short batched generation.
+"""A bare pipe loop against the engine's worker loops on a short batched generation.
 
     python benchmarks/persistent_loops.py                 # 60 rounds
     python benchmarks/persistent_loops.py --rounds 200
@@ -9,9 +9,10 @@ times, one after the other (interleaved, medians over the rounds after 10 warm o
 
 - ``loops``: 2 forked processes, each looping on a pipe: it receives the centre and its
   group, scores it with the engine's own ``worker.score_groups`` and sends the scores
-  back. No executor between the two: the floor of a persistent-loop transport (no
-  timeouts, no dead-worker handling; an experiment, not a pool es_search offers);
-- ``loky``: ``es_search.Evaluator`` on loky, as ``run()`` scores a generation;
+  back: the floor of the engine's own worker loops (``es_search/pools/loops.py``), with
+  no timeouts, retries or payload files;
+- ``loky``: ``es_search.Evaluator`` on loky (its worker loops), as ``run()`` scores a
+  generation;
 - ``alone``: the same Evaluator path with ``score_batch_size=0`` (one ``score()`` per
   candidate), the per-candidate path the batching target's 20x is measured against.
 

@@ -228,6 +228,7 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 #: (loky's reusable one is joblib's, which assumes it made it: a joblib.Parallel after a
 #: run would fail), used by one open pool at a time (``busy``)
 _kept: dict[str, Any] = {"executor": None, "size": 0, "busy": False}
+_KEPT_LOCK = threading.Lock()
 
 
 class LocalPool(Pool):
@@ -252,23 +253,24 @@ class LocalPool(Pool):
 
     def _workers(self) -> Any:
         from joblib.externals.loky import ProcessPoolExecutor
-        kept = _kept["executor"]
         if self.kind != "loky":
             return own_workers(ProcessPoolExecutor(
                 self.n_workers, context=multiprocessing.get_context(),
                 initializer=watch_parent))
-        if kept is not None and not _kept["busy"] and _kept["size"] == self.n_workers \
-                and not released(kept):
-            _kept["busy"] = True
-            return kept
-        executor = own_workers(ProcessPoolExecutor(
-            self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
-            env={var: os.environ.get(var, "1") for var in THREAD_VARS}))
-        if not _kept["busy"]:  # the others' workers are theirs to close
-            if kept is not None:
-                kept.shutdown(wait=True, kill_workers=True)
-            _kept.update(executor=executor, size=self.n_workers, busy=True)
-        return executor
+        with _KEPT_LOCK:  # runs in other threads open pools too
+            kept = _kept["executor"]
+            if kept is not None and not _kept["busy"] and \
+                    _kept["size"] == self.n_workers and not released(kept):
+                _kept["busy"] = True
+                return kept
+            executor = own_workers(ProcessPoolExecutor(
+                self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
+                env={var: os.environ.get(var, "1") for var in THREAD_VARS}))
+            if not _kept["busy"]:  # the others' workers are theirs to close
+                if kept is not None:
+                    kept.shutdown(wait=True, kill_workers=True)
+                _kept.update(executor=executor, size=self.n_workers, busy=True)
+            return executor
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:

@@ -3,11 +3,13 @@ complete and equal n_jobs=1's, bit for bit.
 
     PYTHONPATH=$PWD python benchmarks/kill_sweep.py                 # loky and Dask
     PYTHONPATH=$PWD python benchmarks/kill_sweep.py --backends loky --stop 1 --step 0.05
+    PYTHONPATH=$PWD python benchmarks/kill_sweep.py --backends ray  # a local Ray, 2 CPUs
 
 For each delay ``t`` in ``0, step, ..., stop`` seconds, on a fresh pool (loky's workers
-released before each run; a new Dask pool, whose actors start with the run; with
-``--warm`` also on loky's workers kept from a run before, so the kill hits the
-generations: a fresh loky pool on a loaded machine takes seconds to start), a thread
+released before each run; a new Dask or Ray pool, whose actors start with the run (on
+Ray in new processes, once the last run's have exited); with ``--warm`` also on loky's
+workers kept from a run before, so the kill hits the generations: a fresh loky pool on
+a loaded machine takes seconds to start, Ray's actors too), a thread
 SIGKILLs one worker process ``t`` seconds after ``es_search.run(...)`` starts (the first
 worker there is, once one exists): during the workers' start-up, the agent's warm-up,
 the probe rounds or a generation. The run (a 4-vector scored with a 20 ms sleep and
@@ -48,17 +50,20 @@ class Slow(es_search.Agent):
         return -float(((self.x - 1) ** 2).sum()) + 0.01 * float(torch.randn(()))
 
 
-def children(pid: int) -> list[int]:
-    found = []
+def parents() -> dict[int, int]:
+    """Each process's parent, by pid."""
+    found = {}
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{name}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                found[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError):
             continue
-        if ppid == pid:
-            found.append(int(name))
     return found
+
+
+def children(pid: int) -> list[int]:
+    return [p for p, parent in parents().items() if parent == pid]
 
 
 def cmdline(pid: int) -> str:
@@ -77,6 +82,27 @@ def dask_workers() -> list[int]:
     """A LocalCluster's worker processes: its nannies live in this process and start
     them as its children (asking the workers instead could wait on one restarting)."""
     return sorted(p for p in children(os.getpid()) if "spawn_main" in cmdline(p))
+
+
+def ray_workers() -> list[int]:
+    """The processes of a local Ray that run es_search's actors: Ray names each
+    actor's process after its class (``ray::RayRunner``, ``ray::RayRunner.run`` while
+    it runs a call); its raylet, a descendant of this process, starts them."""
+    return sorted(p for p in descendants(os.getpid())
+                  if cmdline(p).startswith("ray::RayRunner"))
+
+
+def descendants(pid: int) -> list[int]:
+    ppid, found, todo = parents(), [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids = [p for p, of in ppid.items() if of == parent]
+        found += kids
+        todo += kids
+    return found
+
+
+WORKERS = {"loky": loky_workers, "dask": dask_workers, "ray": ray_workers}
 
 
 def killer(delay: float, workers, began: float, out: dict) -> threading.Thread:
@@ -109,13 +135,16 @@ def same(a: es_search.Result, b: es_search.Result) -> bool:
 
 def sweep(backend: str, delays: list[float], generations: int, reference,
           warm: bool = False) -> int:
-    workers = loky_workers if backend == "loky" else dask_workers
+    workers = WORKERS[backend]
     bad = 0
     if warm:
         backend += " (warm)"
     for delay in delays:
         if backend == "loky":
             release_workers()  # a fresh pool: the workers start with the run
+        elif backend == "ray":  # the last run's actors gone, so that the kill hits this run's
+            while ray_workers():
+                time.sleep(0.01)
         elif warm:  # loky's workers kept from the last run: the kill hits a generation
             es_search.run(Slow(), generations=1, n_jobs=2, **KW)
         out: dict = {}
@@ -125,7 +154,7 @@ def sweep(backend: str, delays: list[float], generations: int, reference,
             warnings.simplefilter("always")
             try:
                 result = es_search.run(Slow(), generations=generations, n_jobs=2,
-                                       backend="dask" if "dask" in backend else None,
+                                       backend=None if "loky" in backend else backend,
                                        sequential_fallback=False, **KW)
                 outcome = "equal" if same(result, reference) else "DIFFERENT"
             except Exception as exc:  # noqa: BLE001 - reported, counted
@@ -147,7 +176,7 @@ def sweep(backend: str, delays: list[float], generations: int, reference,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--backends", nargs="+", default=["loky", "dask"],
-                        choices=["loky", "dask"])
+                        choices=sorted(WORKERS))
     parser.add_argument("--start", type=float, default=0.0, help="first delay, s (0)")
     parser.add_argument("--stop", type=float, default=3.0, help="last delay, s (3.0)")
     parser.add_argument("--step", type=float, default=0.1, help="between delays, s (0.1)")
@@ -170,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
                     LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                  dashboard_address=None) as cluster, Client(cluster):
                 bad += sweep(backend, delays, args.generations, reference)
+        elif backend == "ray":
+            import ray
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            try:
+                bad += sweep(backend, delays, args.generations, reference)
+            finally:
+                ray.shutdown()
         else:
             bad += sweep(backend, delays, args.generations, reference)
             if args.warm:

@@ -83,3 +83,33 @@ def test_cluster_benchmark_runs_end_to_end(tmp_path):
     assert [r["size"] for r in result["bytes"]] == [10, 1000]
     assert result["run_bytes"]["bytes"] > 0 and len(result["simulated"]) == 2
     assert "Dask against loky" in (tmp_path / "cluster.md").read_text()
+
+
+def test_a_ray_run_renders_its_generation_times_and_their_targets(tmp_path):
+    """A run on Ray measures generation times and overheads only: its report and
+    targets leave out the bytes and the cost model, in files of its own."""
+    import runpy
+    saved = {k: v for k, v in synthetic().items()
+             if k not in ("bytes", "run_bytes", "simulated")}
+    saved.update(backend="Ray", bytes_source="not measured")
+    (tmp_path / "saved.json").write_text(json.dumps(saved))
+    script = runpy.run_path(os.path.join(ROOT, "benchmarks", "cluster.py"), run_name="x")
+    assert script["main"](["--render", str(tmp_path / "saved.json"),
+                           "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "cluster-ray.json").read_text())
+    assert [t["met"] for t in result["targets"]] == [True, False]  # 1.10; 1.07 > 1.05
+    text = (tmp_path / "cluster-ray.md").read_text()
+    assert "Ray against loky" in text and "| Ray / loky |" in text
+    assert "Ray generation time <= 1.05x" in text and "Cost model" not in text
+
+
+@pytest.mark.slow
+def test_cluster_benchmark_runs_end_to_end_on_ray(tmp_path):
+    pytest.importorskip("ray")
+    import runpy
+    script = runpy.run_path(os.path.join(ROOT, "benchmarks", "cluster.py"), run_name="x")
+    assert script["main"](["--backend", "ray", "--tiny", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "cluster-ray.json").read_text())
+    assert {r["cost"] for r in result["generations"]} == {"trivial", "1ms", "10ms"}
+    assert all(r["loky_s"] > 0 and r["cluster_s"] > 0 for r in result["generations"])
+    assert result["overheads"]["cluster"]["per_task_s"] >= 0

@@ -240,3 +240,79 @@ def test_dask_without_a_client_says_how_to_make_one(monkeypatch):
     monkeypatch.setattr(distributed, "get_client", no_client)
     with pytest.raises(ValueError, match="--scheduler"):
         get_client("dask")
+
+
+# ----------------------------------------------------------------- Ray
+@pytest.mark.slow  # three actors started: ~6 s
+def test_ray_an_actor_killed_while_it_starts_is_left_out_the_other_kept(
+        ray_session, tmp_path, monkeypatch):
+    """One of two actors SIGKILLed (as the OOM killer kills) while it starts: the pool
+    keeps the other (it killed both), and starts a new one at the next call."""
+    import signal
+    from es_search.pools import ray_pool
+    marker = str(tmp_path / "killed")
+
+    class KilledStarting(ray_pool.RayRunner):  # sent by value: it knows the marker
+        def __init__(self):
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return super().__init__()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(ray_pool.RayPool, "runner", KilledStarting)
+    with ray_pool.RayPool(n_jobs=2) as pool:
+        assert os.path.exists(marker)
+        [kept] = pool._actors.values()
+        kept = ray_session.get(kept.pid.remote())
+        pids = {p for p, _ in pool.run_chunks(pid_and_sum, [(np.ones(3),)] * 2)}
+    assert kept in pids and len(pids) == 2
+
+
+RAYLET_KILLED = r"""
+import json, os, signal, sys, time
+import ray
+import es_search
+from es_search.candidates import Candidate
+from es_search.pools import base, ray_pool
+from benchmarks.kill_sweep import Slow, cmdline, descendants
+base.WAIT_FOR_WORKERS = ray_pool.WAIT_FOR_WORKERS = 5
+# Ray marks a node dead after 5 missed health checks, 3 s apart: 1 s apart here
+ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
+         _system_config={"health_check_period_ms": 1000})
+with es_search.Evaluator(Slow(), seed=0, n_jobs=2, backend="ray",
+                         sequential_fallback=False) as ev:
+    center = ev.local.get_flat()
+    ev.score(0, center, [Candidate("jitter", 0.1)] * 4)
+    for pid in descendants(os.getpid()):
+        if os.path.basename(cmdline(pid).split("\0")[0]) == "raylet":
+            os.kill(pid, signal.SIGKILL)
+    began, out = time.monotonic(), "scored"
+    try:  # the actors outlive their raylet for a moment
+        for generation in range(1, 200):
+            ev.score(generation, center, [Candidate("jitter", 0.1)] * 4)
+    except es_search.WorkerError as exc:
+        out = str(exc)
+print("RESULT", json.dumps({"error": out, "seconds": time.monotonic() - began}))
+"""
+
+
+@pytest.mark.slow  # a local Ray of its own, its node dead: ~30 s
+def test_ray_with_its_only_node_gone_fails_once_it_has_had_no_workers_for_the_wait():
+    """The raylet of a local Ray SIGKILLed: once Ray marks the node dead, the pool stops
+    waiting for actors that would never start and waits for CPUs (5 s here) once, not at
+    each retry: the run ends with es_search's WorkerError (it took 375 s)."""
+    pytest.importorskip("ray")
+    import json
+    import subprocess
+    import sys
+    from es_search.pools.ray_pool import START_TIMEOUT
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", RAYLET_KILLED], capture_output=True,
+                          text=True, timeout=600, cwd=root,
+                          env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0, done.stderr[-2000:]
+    [out] = [json.loads(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+             if line.startswith("RESULT ")]
+    assert "no workers for 5 s" in out["error"] and "3 time(s)" in out["error"]
+    assert out["seconds"] < START_TIMEOUT, out  # no wait for an actor to start

@@ -33,7 +33,9 @@ def reference():
     return es_search.run(agents.Vec(), generations=3, n_jobs=1, **KW)
 
 
-@pytest.fixture(params=["dask", "ray"])
+# Ray's variants are slow (each run starts its actors, 2-3 s on 2 shared cores); the
+# pools' own tests (test_cluster_pools) run Ray in the fast run
+@pytest.fixture(params=["dask", pytest.param("ray", marks=pytest.mark.slow)])
 def backend(request):
     if request.param == "dask":
         client = request.getfixturevalue("cluster")[1]  # the Client itself

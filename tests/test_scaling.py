@@ -248,15 +248,6 @@ def test_dask_local_cluster_gives_the_loky_result(dask_client, reference):
     assert forced == _scores(1)[0]
 
 
-def test_ray_gives_the_loky_result(reference):
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        assert _run(2, backend="ray") == reference
-    finally:
-        ray.shutdown()
-
-
 def test_cli_scheduler_refuses_another_backend(capsys):
     code = cli_main(["run", "sphere", "--scheduler", "tcp://127.0.0.1:8786",
                      "--backend", "loky"])

@@ -342,30 +342,35 @@ def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
                     simulate_counts: Sequence[int] = (2, 4, 8, 16, 32, 64),
                     log: Callable = print) -> dict:
     """Everything ``benchmarks/cluster.py`` reports, as a JSON-able dict.
-    ``mode``: "full", "quick" (fewer repetitions) or "tiny" (a smoke test)."""
+    ``mode``: "full", "quick" (fewer repetitions) or "tiny" (a smoke test). ``client``:
+    the Dask client whose bytes are counted; None (Ray): generation times and overheads
+    only (the bytes are Dask's TCP writes, the simulated clusters LocalClusters)."""
     import platform
     reps = {"full": 7, "quick": 3, "tiny": 1}[mode]
     sizes = (10, 1000) if mode == "tiny" else (10, 10**4, 10**6)
     began = time.perf_counter()
     result: dict[str, Any] = {
+        "backend": "Dask" if client is not None else "Ray",
         "n": n, "reps": reps, "mode": mode, "machine": {
             "cpus": joblib.cpu_count(), "python": platform.python_version(),
             "load_start": load_average()},
         "bytes_source": "Dask: bytes dask.distributed's TCP comms write (TCP.write's "
                         "count) in this process, the scheduler and the workers, less "
                         "what reading the counters writes; loky: this process's "
-                        "pipe writes plus the shared-memory files it writes"}
+                        "pipe writes plus the shared-memory files it writes"
+                        if client is not None else "not measured"}
     log(f"calibrating (load {result['machine']['load_start']})")
     loops = calibrated_loops()
     result["loops"] = loops
     result["generations"] = measure_generations(backend, n, loops, reps, log)
     result["overheads"] = measure_overheads(backend, n, max(1, reps // 2), log)
-    result["bytes"] = measure_bytes(client, backend, n, sizes=sizes,
-                                    generations=1 if mode == "tiny" else 3, log=log)
-    result["run_bytes"] = measure_run_bytes(client, backend, size=max(sizes),
-                                            generations=2 if mode == "tiny" else 5, log=log)
-    result["simulated"] = simulate(simulate_counts, reps=1 if mode == "tiny" else 3,
-                                   log=log) if simulate_counts else []
+    if client is not None:
+        result["bytes"] = measure_bytes(client, backend, n, sizes=sizes,
+                                        generations=1 if mode == "tiny" else 3, log=log)
+        result["run_bytes"] = measure_run_bytes(
+            client, backend, size=max(sizes), generations=2 if mode == "tiny" else 5, log=log)
+        result["simulated"] = simulate(simulate_counts, reps=1 if mode == "tiny" else 3,
+                                       log=log) if simulate_counts else []
     result["machine"]["load_end"] = load_average()
     result["seconds"] = time.perf_counter() - began
     return result

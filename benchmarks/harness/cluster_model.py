@@ -39,7 +39,7 @@ def fit(result: dict) -> dict:
         a0, a1 = float(a0), max(0.0, float(a1))
     elif fit_rows:
         a0, a1 = beyond[0], 0.0
-    by_size = {r["size"]: r for r in result["bytes"]}
+    by_size = {r["size"]: r for r in result.get("bytes") or []}
     b = per_worker = None
     if len(by_size) >= 2:
         small, large = by_size[min(by_size)], by_size[max(by_size)]
@@ -142,30 +142,38 @@ def _ns(x: Any) -> str:
 
 
 def markdown(result: dict) -> str:
-    n, m = result["n"], result["model"]
+    """The report: generation times and overheads; on Dask also bytes, the cost model
+    and its check on the simulated cluster (a run on Ray measures neither)."""
+    n, m, name = result["n"], result["model"], result.get("backend", "Dask")
     lines = [
-        f"# Dask against loky, {n} workers each",
+        f"# {name} against loky, {n} workers each",
         "",
         f"Medians of {result['reps']} interleaved generations (fallback off); load "
         f"{result['machine']['load_start']} at the start, {result['machine'].get('load_end')} "
         f"at the end, on {result['machine']['cpus']} cores. Bytes: "
         f"{result['bytes_source']}.",
         "",
-        "| score | pop | loky ms/gen | Dask ms/gen | Dask / loky |",
+        f"| score | pop | loky ms/gen | {name} ms/gen | {name} / loky |",
         "|---|---|---|---|---|"]
     for r in result["generations"]:
         lines.append(f"| {r['cost']} | {r['pop']} | {_ms(r['loky_s'])} | "
                      f"{_ms(r['cluster_s'])} | {r['ratio']:.2f} |")
     o = result["overheads"]
-    lines += ["", "| overhead | loky | Dask |", "|---|---|---|",
+    lines += ["", f"| overhead | loky | {name} |", "|---|---|---|",
               f"| per generation (ms) | {_ms(o['loky']['per_generation_s'], 2)} | "
               f"{_ms(o['cluster']['per_generation_s'], 2)} |",
               f"| per task (us) | {o['loky']['per_task_s'] * 1e6:.0f} | "
-              f"{o['cluster']['per_task_s'] * 1e6:.0f} |",
-              "", "Bytes per generation (population "
-              f"{result['bytes'][0]['pop'] if result['bytes'] else '-'}):", "",
-              "| params | loky, hill-climb | Dask, hill-climb | loky, moving centre | "
-              "Dask, moving centre |", "|---|---|---|---|---|"]
+              f"{o['cluster']['per_task_s'] * 1e6:.0f} |"]
+    if "run_bytes" in result:
+        lines += _bytes_and_model(result, m)
+    return "\n".join(lines) + "\n"
+
+
+def _bytes_and_model(result: dict, m: dict) -> list[str]:
+    lines = ["", "Bytes per generation (population "
+             f"{result['bytes'][0]['pop'] if result['bytes'] else '-'}):", "",
+             "| params | loky, hill-climb | Dask, hill-climb | loky, moving centre | "
+             "Dask, moving centre |", "|---|---|---|---|---|"]
     for r in result["bytes"]:
         lines.append(f"| {r['size']:g} | {r['loky_hill_climb_bytes']:,.0f} | "
                      f"{r['cluster_hill_climb_bytes']:,.0f} | {r['loky_moving_bytes']:,.0f} | "
@@ -200,4 +208,4 @@ def markdown(result: dict) -> str:
         cells = [f"{_ms(p[f't_{n}'])} ms ({p[f'speedup_{n}']:.0f}x)"
                  if p[f"t_{n}"] is not None else "n/a" for n in PREDICT]
         lines.append(f"| {p['case']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return lines

@@ -9,18 +9,26 @@
   each actor fetches it from there (once per node into the store).
 - **Lost workers**: a call whose actor died raises :class:`~es_search.pools.WorkerLost`
   (after the other chunks have finished); the engine scores those candidates again
-  with the same seeds. A chunk over its time has its actor killed.
+  with the same seeds. An actor that dies while it starts is left out and started
+  again at the next call, the others kept. A chunk over its time has its actor killed.
+- **No workers**: a cluster without CPUs (its nodes gone, e.g. a local Ray whose
+  raylet was killed: Ray marks the node dead after about 17 s) gets no actors; a call
+  waits for CPUs up to :data:`~.base.WAIT_FOR_WORKERS` s counted from when the pool
+  first found none, so that the engine's retries after that fail at once.
 """
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Sequence
 
 from ..extras import require
-from .base import ActorPool, Late, Lost
+from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
 from .runner import Runner
 
 OBJECT_STORE_FROM = 1 << 20  # bytes
+#: seconds new actors have to start (their first answer) before they are given up
+START_TIMEOUT = 120
 
 
 def _ray() -> Any:
@@ -49,35 +57,69 @@ class RayPool(ActorPool):
     ``n_jobs`` caps the actors (-1: one per CPU of the cluster)."""
 
     name = "ray"
+    #: the class of the actors
+    runner = RayRunner
 
     def __init__(self, n_jobs: int = -1):
         super().__init__(n_jobs)
         self.ray = _ray()
         self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
-                                            max_task_retries=0)(RayRunner)
+                                            max_task_retries=0)(self.runner)
         self._actors: dict[int, Any] = {}  # our key -> actor handle
         self._next = 0
         self._refs: dict[int, Any] = {}  # parcel id -> object ref of its value
+        self._none_since: float | None = None  # when the pool found no CPUs
         self._runners()
 
-    def _slots(self) -> int:
-        cpus = int(self.ray.cluster_resources().get("CPU", 0))
-        return max(1, cpus if self.n_jobs < 1 else min(cpus, self.n_jobs))
+    def _cpus(self) -> int:
+        return int(self.ray.cluster_resources().get("CPU", 0))
 
     def _runners(self) -> list[int]:
-        want = self._slots()
+        cpus = self._cpus()
+        want = cpus if self.n_jobs < 1 else min(cpus, self.n_jobs)
         new = {}
         for _ in range(want - len(self._actors)):
             self._next += 1
             new[self._next] = self._actor_class.remote()
         if new:  # started before any chunk is timed: a start is not a slow task
-            try:
-                self.ray.get([a.pid.remote() for a in new.values()], timeout=120)
-                self._actors.update(new)
-            except Exception:  # pragma: no cover - no room on the cluster now
-                for actor in new.values():
-                    self.ray.kill(actor, no_restart=True)
-        return sorted(self._actors)[:want]
+            self._start(new)
+        runners = sorted(self._actors)[:want]
+        if runners:
+            self._none_since = None
+        return runners
+
+    def _start(self, new: dict[int, Any]) -> None:
+        """Keep the actors of ``new`` that answer; kill those that died starting, and
+        those not started after :data:`START_TIMEOUT` s or once the cluster has no CPUs
+        (its nodes gone: they would never start)."""
+        ray = self.ray
+        keys = {actor.pid.remote(): key for key, actor in new.items()}
+        pending = list(keys)
+        deadline = time.monotonic() + START_TIMEOUT
+        while pending and time.monotonic() < deadline:
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=1.0)
+            for ref in ready:
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError:  # it died starting
+                    ray.kill(new[keys[ref]], no_restart=True)
+                else:
+                    self._actors[keys[ref]] = new[keys[ref]]
+            if pending and not self._cpus():
+                break
+        for ref in pending:
+            ray.kill(new[keys[ref]], no_restart=True)
+
+    def _await_runners(self) -> list[int]:
+        """Runners, waiting for CPUs up to :data:`WAIT_FOR_WORKERS` s since the pool
+        first found none."""
+        if self._none_since is None:
+            self._none_since = time.monotonic()
+        runners = self._runners()
+        while not runners and time.monotonic() < self._none_since + WAIT_FOR_WORKERS:
+            time.sleep(1.0)
+            runners = self._runners()
+        return runners
 
     def _forget(self, key: int) -> None:
         self._actors.pop(key, None)

@@ -186,17 +186,13 @@ def test_dask_workers_that_join_are_used(cluster):
     cluster[0].scale(2)
 
 
-def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
-        cluster, tmp_path, monkeypatch):
-    """The one worker wanted (n_jobs=1) SIGKILLed while its actor is created: the pool
-    takes the other at once (its actor would never start: the pool waited 2 minutes)."""
+def killed_on_first_start(base: type, marker: str) -> type:
+    """A subclass of the runner class ``base`` whose first instance, in whichever worker
+    makes it, SIGKILLs its process (as the OOM killer kills); ``marker`` (a file) says
+    it happened. A local class: the pools send it by value, the marker with it."""
     import signal
-    from es_search.pools import dask_pool
-    _, client = cluster
-    client.wait_for_workers(2, timeout=60)
-    marker = str(tmp_path / "killed")
 
-    class KilledStarting(Runner):  # sent by value: it knows the marker
+    class KilledStarting(base):
         def __init__(self):
             try:
                 os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
@@ -204,7 +200,18 @@ def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
                 return super().__init__()
             os.kill(os.getpid(), signal.SIGKILL)
 
-    monkeypatch.setattr(dask_pool, "Runner", KilledStarting)
+    return KilledStarting
+
+
+def test_dask_a_worker_killed_while_its_actor_starts_is_given_up_at_once(
+        cluster, tmp_path, monkeypatch):
+    """The one worker wanted (n_jobs=1) SIGKILLed while its actor is created: the pool
+    takes the other at once (its actor would never start: the pool waited 2 minutes)."""
+    from es_search.pools import dask_pool
+    _, client = cluster
+    client.wait_for_workers(2, timeout=60)
+    marker = str(tmp_path / "killed")
+    monkeypatch.setattr(dask_pool, "Runner", killed_on_first_start(Runner, marker))
     began = time.monotonic()
     with dask_pool.DaskPool(client, n_jobs=1) as pool:
         [(pid, _)] = pool.run_chunks(pid_and_sum, [(np.ones(3),)])
@@ -248,19 +255,10 @@ def test_ray_an_actor_killed_while_it_starts_is_left_out_the_other_kept(
         ray_session, tmp_path, monkeypatch):
     """One of two actors SIGKILLed (as the OOM killer kills) while it starts: the pool
     keeps the other (it killed both), and starts a new one at the next call."""
-    import signal
     from es_search.pools import ray_pool
     marker = str(tmp_path / "killed")
-
-    class KilledStarting(ray_pool.RayRunner):  # sent by value: it knows the marker
-        def __init__(self):
-            try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                return super().__init__()
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    monkeypatch.setattr(ray_pool.RayPool, "runner", KilledStarting)
+    monkeypatch.setattr(ray_pool.RayPool, "runner",
+                        killed_on_first_start(ray_pool.RayRunner, marker))
     with ray_pool.RayPool(n_jobs=2) as pool:
         assert os.path.exists(marker)
         [kept] = pool._actors.values()

@@ -1,7 +1,8 @@
-"""Worker pools on clusters: Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`); the
-loops local workers run (:mod:`.loops`).
+"""Worker pools: the loop each local worker runs (:mod:`.loops`, used by
+``backends.LocalPool``), and the pools on clusters, Dask (:mod:`.dask_pool`) and Ray
+(:mod:`.ray_pool`).
 
-Each runs a generation's chunks on one actor per worker process (no joblib in
+A cluster pool runs a generation's chunks on one actor per worker process (no joblib in
 between; :mod:`.base`): one chunk per process at a time, payloads sent to each worker
 once and kept there (:mod:`.runner`), a generation's centre kept or derived by the
 workers when it is the previous one or a candidate they can rebuild (:mod:`.centres`),

@@ -164,7 +164,7 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
 
 
 def time_to_target(final, snapped, task: Task, args: Args, n: int) -> float | None:
-    """Seconds from the run's start to the first snapshot (every tenth of the budget)
+    """Seconds from the run's start to the first snapshot (every twentieth of the budget)
     whose centre tests at the target on the test episodes; None when none does."""
     if task.target is None:
         return None
@@ -236,7 +236,7 @@ def render(rows: list[dict], meta: dict) -> str:
              f"are noisy.", "",
              "Test mean: the policy the run hands back (its selection test's pick, in "
              "parentheses; older rows: the final centre) on the test episodes (true rewards; "
-             "`--test-episodes`). Time to target: the first tenth of the budget at which the "
+             "`--test-episodes`). Time to target: the first twentieth of the budget at which the "
              "run's centre tests at the target. Rate: environment "
              "steps per second of the whole run (worker start included). Two ceilings, "
              "each one bare process per core (gymnasium and a NumPy forward pass, resets "

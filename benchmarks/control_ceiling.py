@@ -8,11 +8,11 @@ pass, resets included, nothing else):
   can reach: early in a run most candidates fall or crash within tens of steps, and a
   reset costs far more than a step.
 - :func:`run_ceiling`: the policies the run actually scored. :class:`Snapshots` (a
-  callback) keeps the search's state at a few points of the wall-time budget (10%,
-  30%, ..., 90%); for each, the next generation's candidates are built exactly as the
+  callback) keeps the search's state every twentieth of the wall-time budget (5%,
+  10%, ..., 95%); for each, the next generation's candidates are built exactly as the
   workers build them (``strategy.ask``, then :func:`es_search.candidates.build`) and
   stepped bare, one candidate per episode in turn, for the same time each. The run
-  spent equal wall time in each fifth of its budget, so its ceiling is the mean of
+  spent equal wall time in each twentieth of its budget, so its ceiling is the mean of
   those rates.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Snapshots:
     """A callback keeping the run's checkpoint at fractions of ``budget`` seconds."""
 
     def __init__(self, folder, budget: float,
-                 fractions=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)):
+                 fractions=tuple(k / 20 for k in range(1, 20))):
         self.folder, self.budget = Path(folder), budget
         self.fractions = list(fractions)
         self.started = time.perf_counter()

@@ -1,13 +1,8 @@
-"""A run's settings, checked once: ``run()``, the :class:`~es_search.Evaluator` and the
-command line all build one :class:`Settings` and share it.
-
-Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
-their own settings; the backend's in :func:`es_search.backends.prepare`, when the engine
-is made); an invalid value raises at construction a
-:class:`~es_search.errors.SettingError` (a ``ValueError`` and a ``TypeError``) that names
-the setting and says how to fix it.
-
-Example::
+"""A run's settings, checked once, at construction: ``run()``, the
+:class:`~es_search.Evaluator` and the command line all build one :class:`Settings`. A bad
+value raises a :class:`~es_search.errors.SettingError` that names the setting and says
+how to fix it (the strategies' own settings: :mod:`es_search.checks`; the backend's:
+:func:`es_search.backends.prepare`)::
 
     >>> from es_search.settings import Settings
     >>> Settings(generations=10, n_jobs=2).n_jobs
@@ -20,6 +15,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,9 +34,9 @@ DIGEST = "__digest__"
 
 def describe(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
-    and dicts too) replaced by their type, shape, dtype and SHA-256, anything else as
-    it is. A data set passed in ``score_kwargs`` is then neither rewritten into every
-    checkpoint nor printed into ``config.json``, and a resume compares it exactly.
+    and dicts too) replaced by their type, shape, dtype and SHA-256: a data set in
+    ``score_kwargs`` is neither printed into ``config.json`` nor rewritten into every
+    checkpoint, and a resume compares it exactly.
 
     >>> import torch
     >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
@@ -60,17 +56,15 @@ def describe(value: Any) -> Any:
                        np.ascontiguousarray(value).tobytes())
     if isinstance(value, dict):
         return {key: describe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(describe(item) for item in value) if type(value) in (
-            list, tuple) else value
+    if type(value) in (list, tuple):
+        return type(value)(describe(item) for item in value)
     return value
 
 
 def agent_settings(agent: Any) -> dict:
-    """The agent's own plain settings, as ``config.json`` records them: its public
-    attributes whose values are numbers, strings, booleans or None (or lists, tuples and
-    str-keyed dicts of those), such as the constructor arguments it keeps. A resume
-    compares them, since they usually change what ``score()`` computes.
+    """The agent's own plain settings, as ``config.json`` records them (a resume compares
+    them): its public attributes that are numbers, strings, booleans or None (or lists,
+    tuples and str-keyed dicts of those), such as the constructor arguments it keeps.
 
     >>> import torch, es_search
     >>> class Agent(es_search.Agent):
@@ -81,14 +75,10 @@ def agent_settings(agent: Any) -> dict:
     >>> agent_settings(Agent(offset=1.5))
     {'offset': 1.5}
     """
-    skip = frozenset(vars(_module_attributes()))
+    import torch
+    skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
             if not name.startswith("_") and name not in skip and _plain(value)}
-
-
-def _module_attributes() -> Any:
-    import torch
-    return torch.nn.Module()
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
@@ -119,12 +109,20 @@ def has_digest(description: Any) -> bool:
     return False
 
 
-def _flag(default: Any, help: str, **argparse: Any) -> Any:
-    """A setting that ``es-search run`` takes as ``--name`` (``--name``/``--no-name`` for
-    one that is True by default): what it does, ``help``, in which ``{setting}`` names
-    another setting as the caller writes it, and argparse's ``type``, ``choices`` or
-    ``metavar`` where its default does not tell them."""
-    return field(default=default, metadata={"help": help, **argparse})
+def _setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
+    """A field of :class:`Settings`. ``check(name, value)``: the value, normalised, or a
+    SettingError (a bool's: ``check_bool``; None passes where it is the default). A
+    ``help`` makes it a setting ``help(es_search.run)`` lists and ``es-search run``
+    takes as ``--name`` (with argparse's ``type``, ``choices`` or ``metavar`` where the
+    default does not tell them); ``{name}`` in it names another setting as the caller
+    writes it."""
+    return field(default=default, metadata={"check": check, "help": help, **argparse})
+
+
+def _generations(name: str, value: Any) -> int:
+    if check_int(name, value, 1) >= SELECTION_GENERATION:  # its seeds are the selection's
+        raise SettingError(name, value, f"an integer below {SELECTION_GENERATION}")
+    return int(value)
 
 
 #: what ``on_error`` may be
@@ -136,70 +134,72 @@ class Settings:
     """What a run is asked to do, besides the agent and the strategy (see ``run()``):
     ``generations`` to reach (None: not a run, e.g. ``evaluate()``), ``seed`` and
     ``score_kwargs``, what every task sees; each other field's ``help`` (its metadata)
-    says what it does."""
+    says what it does. Each field is checked by its ``check`` when made."""
 
-    generations: int | None = None
-    seed: int = 0
-    n_jobs: int = _flag(-1, "-1 all cores (default), 1 no parallelism")
-    backend: Any = _flag(None, "loky (default), multiprocessing, dask (give its "
-                         "{scheduler}), ray (RAY_ADDRESS, or a local Ray)")
-    score_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    on_error: str = _flag("raise", "a score() that raises: stop (default) or score it "
-                          "-inf and go on", choices=ON_ERROR)
-    max_retries: int = _flag(2, "re-runs of a generation's tasks lost to dead workers "
-                             "(default 2)")
-    task_timeout: float | None = _flag(None, "seconds one score() may take in a worker "
-                                       "(default: no limit)", type=float)
-    sequential_fallback: bool = _flag(
-        True, "score a generation in this process when that is faster than a round trip "
-        "to the workers (the same scores); {sequential_fallback=False} keeps every "
+    generations: int | None = _setting(None, _generations)
+    seed: int = _setting(0, lambda name, value: check_seed(value))
+    n_jobs: int = _setting(
+        -1, lambda name, value: check_n_jobs(value), "-1 all cores (default), 1 a plain "
+        "loop in this process; as joblib's, None: an enclosing joblib.parallel_config's "
+        "(else 1)")
+    backend: Any = _setting(
+        None, None, "loky (default; None respects joblib.parallel_config), "
+        "multiprocessing, dask (the active dask.distributed Client, or pass it; give its "
+        "{scheduler}), ray (RAY_ADDRESS, or a local Ray); thread backends are refused "
+        "(tasks seed the process-wide RNGs)")
+    score_kwargs: Mapping[str, Any] = field(default_factory=dict, metadata={
+        "check": partial(check_dict, what=SCORE_KWARGS)})
+    on_error: str = _setting(
+        "raise", partial(check_choice, choices=ON_ERROR, note=" ('raise': stop with a "
+                         "ScoreError; 'worst': score the candidate -inf and go on)"),
+        "a score() that raises: stop with a ScoreError (default) or score it -inf, count "
+        "it in the history's failures and go on", choices=ON_ERROR)
+    max_retries: int = _setting(2, partial(check_int, minimum=0), "re-runs of a "
+                                "generation's tasks lost to dead workers or timeouts "
+                                "(default 2)")
+    task_timeout: float | None = _setting(
+        None, check_positive_float, "seconds one score() may take in a worker (default: no "
+        "limit); a worker over time is killed, as a dead one", type=float)
+    sequential_fallback: bool = _setting(
+        True, None, "score a generation in this process when that is faster than a round "
+        "trip to the workers (the same scores); {sequential_fallback=False} keeps every "
         "generation in the workers: a score() that can crash its process (a C "
         "extension's segfault) then costs a retry, not the run (default: on)")
-    progress: bool = _flag(True, "a progress bar (default)")
-    out: Path | None = _flag(None, "folder to write the run into")
-    resume: bool = _flag(False, "continue the run saved in {out} from its checkpoint")
-    overwrite: bool = _flag(False, "replace the run saved in {out} (without it, or "
-                            "{resume}, an {out} that holds a run is refused)")
-    checkpoint_every: int = _flag(1, "write {out}'s checkpoint every N generations "
-                                  "(default 1); a kill -9 then redoes up to N - 1 of them "
-                                  "on {resume}", metavar="N")
-    repeat_check: bool = _flag(True, "first score the starting agent twice under one task "
-                               "seed (a warning when the scores differ: the run would "
-                               "depend on {n_jobs}; default: on)")
-    select_tasks: int = _flag(SELECT_TASKS, f"at the end, score the best weights and the "
-                              f"final centre on N fresh tasks each and hand back the better "
-                              f"(default {SELECT_TASKS}; 0: the best weights, untested)",
-                              metavar="N")
+    progress: bool = _setting(True, None, "a progress bar (default)")
+    out: Path | None = _setting(None, check_path, "folder to write the run into as it "
+                                "goes (es_search.output); every completed generation is "
+                                "kept, whatever stops the run")
+    resume: bool = _setting(False, None, "continue the run saved in {out} from its "
+                            "checkpoint (a fresh start when there is none), to the result "
+                            "of an uninterrupted run: what defines it (agent, strategy, "
+                            "seed, score_kwargs) must be as before; generations may grow")
+    overwrite: bool = _setting(False, None, "replace the run saved in {out} (without it, "
+                               "or {resume}, an {out} that holds a run is refused before "
+                               "any work)")
+    checkpoint_every: int = _setting(
+        1, partial(check_int, minimum=1, note=" (generations between two checkpoints of "
+                   "the run folder)"), "write {out}'s checkpoint every N generations "
+        "(default 1; a large agent's take time); a kill -9 then redoes up to N - 1 of "
+        "them on {resume}", metavar="N")
+    repeat_check: bool = _setting(True, None, "first score the starting agent twice under "
+                                  "one task seed (a warning when the scores differ: the "
+                                  "run would depend on {n_jobs}; default: on)")
+    select_tasks: int = _setting(
+        SELECT_TASKS, lambda name, value: check_select_tasks(value), f"at the end, score "
+        f"the best weights and the final centre on N fresh tasks each and hand back the "
+        f"better (default {SELECT_TASKS}; 0: the best weights, untested)", metavar="N")
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__  # frozen: normalised values are set once, here
-        if self.generations is not None:
-            set_(self, "generations", check_int("generations", self.generations, 1))
-            if self.generations >= SELECTION_GENERATION:  # its seeds are the selection's
-                raise SettingError("generations", self.generations,
-                                   f"an integer below {SELECTION_GENERATION}")
-        set_(self, "select_tasks", check_select_tasks(self.select_tasks))
-        set_(self, "seed", check_seed(self.seed))
-        set_(self, "n_jobs", check_n_jobs(self.n_jobs))
-        set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
-        check_choice("on_error", self.on_error, ON_ERROR, " ('raise': stop with "
-                     "a ScoreError; 'worst': score the candidate -inf and go on)")
-        set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
-        if self.task_timeout is not None:
-            set_(self, "task_timeout", check_positive_float("task_timeout",
-                                                            self.task_timeout))
-            if self.n_jobs == 1:
-                raise SettingError("task_timeout", self.task_timeout, "needs worker "
-                                   "processes, not {n_jobs=1}: a score() running in this "
-                                   "process cannot be stopped", got=False)
-        for setting in fields(self):
+        for setting in fields(self):  # frozen: the normalised values are set once, here
+            value, check = getattr(self, setting.name), setting.metadata.get("check")
             if isinstance(setting.default, bool):
-                check_bool(setting.name, getattr(self, setting.name))
-        if self.out is not None:
-            set_(self, "out", check_path("out", self.out))
-        set_(self, "checkpoint_every", check_int(
-            "checkpoint_every", self.checkpoint_every, 1,
-            " (generations between two checkpoints of the run folder)"))
+                check = check_bool
+            if check is not None and not (value is None and setting.default is None):
+                object.__setattr__(self, setting.name, check(setting.name, value))
+        if self.task_timeout is not None and self.n_jobs == 1:
+            raise SettingError("task_timeout", self.task_timeout, "needs worker processes, "
+                               "not {n_jobs=1}: a score() running in this process cannot "
+                               "be stopped", got=False)
         for name, does in (("resume", "continues the run saved in an out folder"),
                            ("overwrite", "replaces the run saved in an out folder"),
                            ("checkpoint_every", "sets how often the run folder's "
@@ -223,12 +223,6 @@ class Settings:
         works in a worker)."""
         return self.sequential_fallback and self.task_timeout is None
 
-    @property
-    def backend_name(self) -> Any:
-        """The backend as recorded in ``config.json``."""
-        return self.backend if self.backend is None or isinstance(self.backend, str) \
-            else repr(self.backend)
-
     def config(self, agent: Any, strategy: Any) -> dict:
         """The run's ``config.json`` (what defines it, and how it was run): the spec of an
         agent built by :meth:`es_search.spec.RunSpec.run` (else None), and the rest."""
@@ -241,10 +235,15 @@ class Settings:
             "seed": self.seed,
             "score_kwargs": describe(dict(self.score_kwargs)),
             "n_jobs": self.n_jobs,
-            "backend": self.backend_name,
+            "backend": self.backend if self.backend is None or isinstance(self.backend, str)
+            else repr(self.backend),
             "num_evolved": agent.num_evolved(),
             "agent_settings": agent_settings(agent),
             "score_batch_size": group_size(agent),
             "checkpoint_every": self.checkpoint_every,
             "select_tasks": self.select_tasks,
         }
+
+
+#: the settings ``help(es_search.run)`` lists and ``es-search run`` takes as flags
+DOCUMENTED = [setting for setting in fields(Settings) if setting.metadata.get("help")]

@@ -1,11 +1,7 @@
 """A run described as data: the problem and its parameters, the strategy and its options,
-the size, the length and the seed.
-
-``es-search run`` makes a :class:`RunSpec` of its flags (with ``--resume``, of the run's
-own where they give none: :meth:`RunSpec.resume`), and :meth:`RunSpec.run` builds the
-agent and runs it. The run folder's ``config.json`` keeps the spec (its ``spec``), from
-which ``es-search test``, ``--resume`` and :func:`load_run` rebuild
-the run::
+the size, the length and the seed. The run folder's ``config.json`` keeps it (its
+``spec``), from which ``es-search test``, ``--resume`` and :func:`load_run` rebuild the
+run::
 
     >>> import tempfile
     >>> from es_search.spec import RunSpec
@@ -37,12 +33,16 @@ class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
 
 
+def _literal(text: Any) -> str:
+    """``text`` for a SettingError's rule or fix, which name settings as ``{name}``."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 @dataclass
 class RunSpec:
     """What defines a run. ``problem``: a built-in name, ``gym:ENV_ID``,
     ``module:Class`` or ``path/file.py:Class`` (found from ``cwd``); ``params``: its
-    constructor arguments; ``strategy`` (a name), ``strategy_options``, ``population``,
-    ``sigma``, ``generations`` and ``seed`` as ``es_search.run`` takes them. None: the
+    constructor arguments; the rest as ``es_search.run`` takes them. None: the
     problem's default (:meth:`resolved`)."""
 
     problem: str
@@ -56,9 +56,9 @@ class RunSpec:
     seed: int | None = None
 
     def __post_init__(self) -> None:  # checked when made: before anything is loaded
-        for name, minimum in (("generations", 1), ("population", 1)):
+        for name in ("generations", "population"):
             if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), minimum)
+                check_int(name, getattr(self, name), 1)
         if self.sigma is not None:
             check_positive_float("sigma", self.sigma)
         if self.seed is not None:
@@ -72,19 +72,16 @@ class RunSpec:
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
-        """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` for a
-        folder that holds none)."""
+        """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` if none)."""
         return cls(**RunDir(folder).spec())
 
     @classmethod
     def resume(cls, folder: Any, overrides: RunSpec) -> RunSpec:
-        """The spec that continues the run in ``folder``: what ``overrides`` gives
-        (name by name for ``params`` and ``strategy_options``), the run's own for the
-        rest (its options, population and sigma only while the strategy is its own).
-        A problem or constructor argument other than the run's is refused
-        (:class:`~es_search.CheckpointError`) once it has a checkpoint; the other
-        settings are compared by ``run()``. A folder without a spec (no run, or one
-        from Python) adds nothing."""
+        """The spec that continues the run in ``folder``: what ``overrides`` gives (name
+        by name for ``params`` and ``strategy_options``), the run's own for the rest (its
+        options, population and sigma only while the strategy is its own). Once it has a
+        checkpoint, a problem or ``params`` other than the run's is refused; ``run()``
+        compares the rest. A folder without a spec adds nothing."""
         saved = RunDir(folder).config.get("spec")
         if not saved:
             return overrides
@@ -101,12 +98,13 @@ class RunSpec:
             generations=overrides.generations or own.generations,
             seed=own.seed if overrides.seed is None else overrides.seed)
         if (RunDir(folder).path / CHECKPOINT).exists():
-            from .checkpoint import CheckpointError, differences
+            from .checkpoint import differences
             diff = differences(own.defining(), spec.defining(), ["problem", "arguments"])
             if diff:
-                raise CheckpointError(f"cannot resume the run in {folder}: " + "; ".join(diff)
-                                      + " (use the same problem and -p values, or another "
-                                      "--out)")
+                raise SettingError("out", str(folder), "holds a run of another problem or "
+                                   "constructor arguments: " + _literal("; ".join(diff)),
+                                   "use the run's problem and {params}, or another {out}",
+                                   got=False)
         return spec
 
     def problem_class(self) -> type:
@@ -145,8 +143,9 @@ class RunSpec:
         except SettingError as exc:
             if exc.setting not in options or exc.setting in self.strategy_options:
                 raise
-            raise ValueError(f"{exc} ({exc.setting}={exc.value!r}: {self.problem}'s "
-                             f"default; -o NAME=VALUE sets another)") from None
+            default = _literal(f"{exc.setting}={exc.value!r}: {self.problem}'s default")
+            raise SettingError(exc.setting, exc.value, exc.rule, f"{exc.fix} ({default}; "
+                               f"{{strategy_options}} sets another)".lstrip()) from None
         return spec
 
     def build_agent(self) -> Any:
@@ -155,10 +154,10 @@ class RunSpec:
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
         if misfit is not None:
-            raise ValueError(
-                f"{misfit}, and the command line passes score() no arguments: give them "
-                f"defaults, take them in __init__ (set with -p NAME=VALUE), or call "
-                f"es_search.run(agent, score_kwargs={{...}}) from Python")
+            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}",
+                               "give score()'s arguments defaults, take them in __init__ "
+                               "(set by {params}), or pass them to es_search.run(agent, "
+                               "score_kwargs=...)", got=False)
         return agent
 
     def run(self, **settings: Any) -> Any:
@@ -176,9 +175,8 @@ class RunSpec:
 
 def load_run(out: Any) -> Any:
     """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR`` (or :meth:`RunSpec.run`), with its agent rebuilt from the run's spec, so that
-    ``best_agent()`` and ``center_agent()`` work:
-    ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    DIR`` (or :meth:`RunSpec.run`), its agent rebuilt from the run's spec:
+    ``load_run("runs/cartpole").chosen_agent().test_scores()``."""
     from .result import Result
     return Result.load(out, RunSpec.load(out).build_agent())
 
@@ -215,10 +213,10 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
 
 
 def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
-    """The test of the run in ``folder`` (``es-search test``): its agent, rebuilt from
-    its spec; :func:`held_out_figures` of its best weights and final centre (none
-    while a run is interrupted), written to its ``test.json``; whether the two are the
-    same; and which one the run handed back. Refused while a run writes the folder."""
+    """``es-search test``: the run's agent, rebuilt from its spec; the
+    :func:`held_out_figures` of its best weights and final centre, written to its
+    ``test.json``; whether the two are the same; which one the run handed back. Refused
+    while a run writes the folder."""
     from .lock import acquire, release
     run = RunDir(folder)
     agent = RunSpec.load(run.path).build_agent()

@@ -1,7 +1,5 @@
-"""The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`),
-over the run's engine (:class:`~es_search.evaluation.Engine`), which scores candidates
-described by seeds. A run's :class:`Evaluator` re-tests its best weights with
-:meth:`Evaluator.evaluate` (:mod:`es_search.selection`)."""
+"""The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`)
+over the run's engine (:class:`~es_search.evaluation.Engine`)."""
 from __future__ import annotations
 
 import copy
@@ -20,20 +18,15 @@ __all__ = ["Evaluator", "evaluate"]
 
 
 class Evaluator(Engine):
-    """The engine (:class:`~es_search.evaluation.Engine`: its settings, its workers kept
-    open between calls) with :meth:`evaluate`, which scores weight dicts. A run makes
-    its own."""
+    """The engine (its settings, its workers kept open between calls) with
+    :meth:`evaluate`, which scores weight dicts."""
 
     _over: "_Over | None" = None  # what evaluate() loads weights over (its first call)
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
-        """Score each weights dict, loaded over the agent's own weights (a subset of
-        names is fine), on this evaluator's workers; scores in input order. Task ``i``
-        runs under ``es_search.task_seed(seed, generation, i)``: in a loop, give each
-        call its own ``generation``, or every call replays the same random streams
-        (the same episodes, the same sampled actions). A bad name or shape fails
-        before any scoring. Example (a loop of your own, workers kept between calls)::
+        """As :func:`evaluate`, on this evaluator's workers: in a loop, give each call its
+        own ``generation``, or every call replays the same random streams::
 
             >>> import torch, es_search
             >>> from es_search.problems.blog import BlogAgent
@@ -97,27 +90,16 @@ def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int 
              seed: int = 0, generation: int = 0, backend: Any = None,
              score_kwargs: Mapping[str, Any] | None = None,
              repeat_check: bool = True) -> list[float]:
-    """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.
-
-    Each dict is loaded over the agent's own weights (a subset of names is fine). Task
-    ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
-    modified. Workers start and stop with each call (~13 ms on 2 cores): in a loop of
-    your own, keep them with :meth:`Evaluator.evaluate`. ``repeat_check``: first score
-    the agent twice in this process and warn if its score depends on its past
-    (:func:`~es_search.check_repeatable`); False saves those two ``score()`` calls.
-
-    The blog post's whole example::
-
-        scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
-
-    A ``score()`` that raises stops the call with a :class:`~es_search.ScoreError`
-    whose message says how to replay that weights dict in this process
-    (:func:`es_search.replay_task` with ``weights=``).
-    """
+    """Score each weights dict, loaded over a copy of ``agent``'s own weights (a subset of
+    names is fine), in parallel; scores in input order. Task ``i`` runs under
+    ``es_search.task_seed(seed, generation, i)``; a bad name or shape fails before any
+    scoring. Workers start and stop with each call: in a loop, keep them with
+    :meth:`Evaluator.evaluate`. ``repeat_check``: as ``run()``'s. A ``score()`` that
+    raises stops the call with a :class:`~es_search.ScoreError` that says how to replay
+    that weights dict in this process (:func:`es_search.replay_task`)."""
     evaluator = Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
                           score_kwargs=score_kwargs, repeat_check=repeat_check)
-    # checked before the workers start
-    generation, candidates = evaluator._candidates(weights, generation)
+    generation, candidates = evaluator._candidates(weights, generation)  # before workers
     if not candidates:
         return []
     with evaluator:

@@ -13,9 +13,7 @@ from .scores import as_scores
 
 
 class Agent(torch.nn.Module):
-    """Base class for everything es_search evolves. Subclass it and write ``score()``.
-
-    Example::
+    """Base class for everything es_search evolves. Subclass it and write ``score()``::
 
         >>> import torch, es_search
         >>> class Quadratic(es_search.Agent):
@@ -24,9 +22,8 @@ class Agent(torch.nn.Module):
         ...         self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
         ...     def score(self):
         ...         return -float(((self.w - 3) ** 2).sum())
-        >>> result = es_search.run(Quadratic(), generations=30, sigma=0.5, n_jobs=1,
-        ...                        progress=False)
-        >>> result.best_score > -27.0
+        >>> es_search.run(Quadratic(), generations=30, sigma=0.5, n_jobs=1,
+        ...               progress=False).best_score > -27.0
         True
 
     Every floating-point parameter evolves (override ``evolved_parameters()`` to choose),

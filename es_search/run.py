@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
+from .checks import check_int
 from .errors import ScoreError, WorkerError, render, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
@@ -59,8 +60,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       an ``on_generation`` that returns True stops the run after that generation.
     """
     arguments = locals()  # every field of Settings is an argument
-    settings = Settings.for_run(**{setting.name: arguments[setting.name]
-                                   for setting in fields(Settings)})
+    check_int("generations", generations, 1)  # a run's: required
+    settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)

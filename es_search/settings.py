@@ -211,12 +211,6 @@ class Settings:
             raise SettingError("resume", True, "continues the run in {out}, "
                                "{overwrite=True} replaces it: pass one of them", got=False)
 
-    @classmethod
-    def for_run(cls, **settings: Any) -> "Settings":
-        """Settings of a run: ``generations`` is required."""
-        check_int("generations", settings.get("generations"), 1)
-        return cls(**settings)
-
     @property
     def fallback(self) -> bool:
         """Whether a generation may be scored in this process (a task timeout only

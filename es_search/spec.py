@@ -1,16 +1,7 @@
 """A run described as data: the problem and its parameters, the strategy and its options,
 the size, the length and the seed. The run folder's ``config.json`` keeps it (its
 ``spec``), from which ``es-search test``, ``--resume`` and :func:`load_run` rebuild the
-run::
-
-    >>> import tempfile
-    >>> from es_search.spec import RunSpec
-    >>> out = tempfile.mkdtemp()
-    >>> _ = RunSpec("sphere", {"dim": 3}, generations=2).run(out=out, n_jobs=1, progress=False)
-    >>> spec = RunSpec.load(out)  # sphere's defaults filled in
-    >>> spec.params, spec.strategy, spec.population, spec.generations, spec.seed
-    ({'dim': 3}, 'hill-climb', 16, 2, 0)
-"""
+run: ``RunSpec("sphere", {"dim": 3}, generations=2).run(out="runs/sphere")``."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,6 +22,11 @@ from .strategies import DEFAULT, strategy_from
 
 class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
+
+
+def _merged(own: Any, given: Any) -> Any:
+    """``given`` over ``own``: name by name for a dict, else unless it is None."""
+    return {**own, **given} if isinstance(own, dict) else own if given is None else given
 
 
 def _literal(text: Any) -> str:
@@ -86,17 +82,10 @@ class RunSpec:
         if not saved:
             return overrides
         own = cls(**saved)
-        same = overrides.strategy in (None, own.strategy)
-        spec = dataclasses.replace(
-            own, problem=overrides.problem, cwd=overrides.cwd,
-            params={**own.params, **overrides.params},
-            strategy=overrides.strategy or own.strategy,
-            strategy_options={**(own.strategy_options if same else {}),
-                              **overrides.strategy_options},
-            population=overrides.population or (own.population if same else None),
-            sigma=overrides.sigma or (own.sigma if same else None),
-            generations=overrides.generations or own.generations,
-            seed=own.seed if overrides.seed is None else overrides.seed)
+        if overrides.strategy not in (None, own.strategy):  # its own options and size
+            own = dataclasses.replace(own, strategy_options={}, population=None, sigma=None)
+        spec = cls(**{f.name: _merged(getattr(own, f.name), getattr(overrides, f.name))
+                      for f in dataclasses.fields(cls)})
         if (RunDir(folder).path / CHECKPOINT).exists():
             from .checkpoint import differences
             diff = differences(own.defining(), spec.defining(), ["problem", "arguments"])

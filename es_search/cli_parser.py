@@ -134,21 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     test = verbs.add_parser(
         "test", help="test the best agent and the final centre of a run folder",
-        description="Rebuild the problem of a run written by `es-search run PROBLEM --out "
-                    "DIR`, load its best weights and its final centre and print their "
-                    "test_scores() (held-out accuracy, returns of fresh episodes); also "
-                    "written to DIR/test.json.")
+        description="Print the test_scores() of the best weights and the final centre of "
+                    "a run written by `es-search run PROBLEM --out DIR` (also written to "
+                    "DIR/test.json).")
     test.add_argument("out", metavar="DIR")
 
     check = verbs.add_parser(
         "check", help="check that a problem's scores are repeatable and, with score_batch, "
                       "that it scores each candidate on its own",
-        description="Build PROBLEM as `es-search run PROBLEM` builds it, score it twice "
-                    "under one task seed (es_search.check_repeatable) and, when it defines "
-                    "score_batch, score a few jittered candidates as one group, as two "
-                    "groups, one by one and through score() (es_search.check_score_batch). "
-                    "Exit status 0 when the scores agree, 1 when some do not (named on "
-                    "stderr), 2 on bad input.")
+        description="Score PROBLEM twice under one task seed (es_search.check_repeatable) "
+                    "and, with score_batch, a few candidates in groups, one by one and "
+                    "through score() (es_search.check_score_batch). Exit status 0 when the "
+                    "scores agree, 1 when some do not, 2 on bad input.")
     _add_problem(check)
     check.add_argument("--population", type=int, default=8,
                        help="candidates to score (default 8)")
@@ -161,18 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     listing = verbs.add_parser(
         "list", help="list the built-in problems and strategies, or one problem's "
                      "parameters and defaults, or one strategy's options",
-        description="Without PROBLEM: the built-in problems and the strategies with their "
-                    "options. With PROBLEM (a name, gym:ID, file.py:Class or "
-                    "module:Class): its parameters (-p NAME=VALUE) with their defaults, "
-                    "and the settings `es-search run PROBLEM` uses. With a strategy's "
-                    "name: what it does and its options (-o NAME=VALUE).")
+        description="The built-in problems and strategies; a problem's parameters (-p "
+                    "NAME=VALUE) and settings; a strategy's options (-o NAME=VALUE).")
     listing.add_argument("problem", nargs="?", metavar="PROBLEM_OR_STRATEGY")
 
     export = verbs.add_parser(
         "export", help="write a run's policy as one file that runs without es_search",
-        description="Write the policy of a run written by `es-search run PROBLEM --out "
-                    "DIR` (observation normalisation, network, action mapping) as "
-                    "TorchScript (torch.jit.load) or ONNX (onnxruntime; extra export).")
+        description="Write a run's policy (observation normalisation, network, action "
+                    "mapping) as TorchScript or ONNX (extra export).")
     export.add_argument("out", metavar="RUN_DIR")
     export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
     export.add_argument("--out", dest="file", metavar="FILE",
@@ -182,8 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench", help="how a generation's scoring scales with n_jobs here",
-                             description="Time one generation of scoring (0, 1 and 10 ms "
-                                         "scores, population 64) for n_jobs from 1 to all "
-                                         "cores; prints the table and writes bench.json.")
+                             description="Time a generation of 0, 1 and 10 ms scores "
+                                         "(population 64) for n_jobs from 1 to all cores.")
     add_arguments(bench)
     return parser

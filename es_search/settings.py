@@ -44,21 +44,25 @@ def describe(value: Any) -> Any:
     >>> describe(describe({"X": torch.zeros(2)})) == describe({"X": torch.zeros(2)})
     True
     """
+    import hashlib
+
     import numpy as np
     import torch
-    if isinstance(value, torch.Tensor) and value.layout == torch.strided \
-            and not value.is_quantized:
-        flat = value.detach().cpu().contiguous().reshape(-1)
-        return _digest("torch.Tensor", list(value.shape), str(value.dtype)[6:],
-                       flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
-    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
-        return _digest("numpy.ndarray", list(value.shape), value.dtype.str,
-                       np.ascontiguousarray(value).tobytes())
     if isinstance(value, dict):
         return {key: describe(item) for key, item in value.items()}
     if type(value) in (list, tuple):
         return type(value)(describe(item) for item in value)
-    return value
+    if isinstance(value, torch.Tensor) and value.layout == torch.strided \
+            and not value.is_quantized:
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        kind, dtype = "torch.Tensor", str(value.dtype)[6:]
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    elif isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        kind, dtype, data = "numpy.ndarray", value.dtype.str, np.ascontiguousarray(value).tobytes()
+    else:
+        return value
+    return {DIGEST: kind, "shape": list(value.shape), "dtype": dtype,
+            "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def agent_settings(agent: Any) -> dict:
@@ -94,12 +98,6 @@ def _plain(value: Any, depth: int = 0) -> bool:
     return False
 
 
-def _digest(kind: str, shape: list, dtype: str, data: bytes) -> dict:
-    import hashlib
-    return {DIGEST: kind, "shape": shape, "dtype": dtype,
-            "sha256": hashlib.sha256(data).hexdigest()}
-
-
 def has_digest(description: Any) -> bool:
     """Whether :func:`describe` replaced anything in ``description`` by a digest."""
     if isinstance(description, dict):
@@ -110,12 +108,10 @@ def has_digest(description: Any) -> bool:
 
 
 def _setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
-    """A field of :class:`Settings`. ``check(name, value)``: the value, normalised, or a
-    SettingError (a bool's: ``check_bool``; None passes where it is the default). A
-    ``help`` makes it a setting ``help(es_search.run)`` lists and ``es-search run``
-    takes as ``--name`` (with argparse's ``type``, ``choices`` or ``metavar`` where the
-    default does not tell them); ``{name}`` in it names another setting as the caller
-    writes it."""
+    """A field of :class:`Settings`: ``check(name, value)`` normalises it or raises a
+    SettingError (a bool's: ``check_bool``; None passes where it is the default); a
+    ``help`` (settings in it as ``{name}``) puts it in ``help(es_search.run)`` and makes
+    it a flag of ``es-search run``, with argparse's ``type``, ``choices`` or ``metavar``."""
     return field(default=default, metadata={"check": check, "help": help, **argparse})
 
 
@@ -131,29 +127,24 @@ ON_ERROR = ("raise", "worst")
 
 @dataclass(frozen=True)
 class Settings:
-    """What a run is asked to do, besides the agent and the strategy (see ``run()``):
-    ``generations`` to reach (None: not a run, e.g. ``evaluate()``), ``seed`` and
-    ``score_kwargs``, what every task sees; each other field's ``help`` (its metadata)
-    says what it does. Each field is checked by its ``check`` when made."""
+    """What a run is asked to do besides the agent and the strategy: ``generations`` (None:
+    not a run, e.g. ``evaluate()``), ``seed`` and ``score_kwargs``, what every task sees,
+    and the fields whose ``help`` says what they do."""
 
     generations: int | None = _setting(None, _generations)
     seed: int = _setting(0, lambda name, value: check_seed(value))
-    n_jobs: int = _setting(
-        -1, lambda name, value: check_n_jobs(value), "-1 all cores (default), 1 a plain "
-        "loop in this process; as joblib's, None: an enclosing joblib.parallel_config's "
-        "(else 1)")
-    backend: Any = _setting(
-        None, None, "loky (default; None respects joblib.parallel_config), "
-        "multiprocessing, dask (the active dask.distributed Client, or pass it; give its "
-        "{scheduler}), ray (RAY_ADDRESS, or a local Ray); thread backends are refused "
-        "(tasks seed the process-wide RNGs)")
+    n_jobs: int = _setting(-1, lambda name, value: check_n_jobs(value), "-1 all cores "
+                           "(default), 1 a plain loop in this process (joblib's)")
+    backend: Any = _setting(None, None, "loky (default, or joblib.parallel_config's), "
+                            "multiprocessing, dask (its Client; give its {scheduler}), ray "
+                            "(RAY_ADDRESS, or a local Ray); no threads")
     score_kwargs: Mapping[str, Any] = field(default_factory=dict, metadata={
         "check": partial(check_dict, what=SCORE_KWARGS)})
     on_error: str = _setting(
         "raise", partial(check_choice, choices=ON_ERROR, note=" ('raise': stop with a "
                          "ScoreError; 'worst': score the candidate -inf and go on)"),
-        "a score() that raises: stop with a ScoreError (default) or score it -inf, count "
-        "it in the history's failures and go on", choices=ON_ERROR)
+        "a score() that raises: stop (default) or score it -inf and go on",
+        choices=ON_ERROR)
     max_retries: int = _setting(2, partial(check_int, minimum=0), "re-runs of a "
                                 "generation's tasks lost to dead workers or timeouts "
                                 "(default 2)")
@@ -167,20 +158,16 @@ class Settings:
         "extension's segfault) then costs a retry, not the run (default: on)")
     progress: bool = _setting(True, None, "a progress bar (default)")
     out: Path | None = _setting(None, check_path, "folder to write the run into as it "
-                                "goes (es_search.output); every completed generation is "
-                                "kept, whatever stops the run")
-    resume: bool = _setting(False, None, "continue the run saved in {out} from its "
-                            "checkpoint (a fresh start when there is none), to the result "
-                            "of an uninterrupted run: what defines it (agent, strategy, "
-                            "seed, score_kwargs) must be as before; generations may grow")
+                                "goes (es_search.output)")
+    resume: bool = _setting(False, None, "continue the run saved in {out} (a fresh start "
+                            "when there is none), to an uninterrupted run's result")
     overwrite: bool = _setting(False, None, "replace the run saved in {out} (without it, "
                                "or {resume}, an {out} that holds a run is refused before "
                                "any work)")
     checkpoint_every: int = _setting(
         1, partial(check_int, minimum=1, note=" (generations between two checkpoints of "
                    "the run folder)"), "write {out}'s checkpoint every N generations "
-        "(default 1; a large agent's take time); a kill -9 then redoes up to N - 1 of "
-        "them on {resume}", metavar="N")
+        "(default 1); a kill -9 then redoes up to N - 1 of them on {resume}", metavar="N")
     repeat_check: bool = _setting(True, None, "first score the starting agent twice under "
                                   "one task seed (a warning when the scores differ: the "
                                   "run would depend on {n_jobs}; default: on)")

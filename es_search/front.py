@@ -21,7 +21,7 @@ class Evaluator(Engine):
     """The engine (its settings, its workers kept open between calls) with
     :meth:`evaluate`, which scores weight dicts."""
 
-    _over: "_Over | None" = None  # what evaluate() loads weights over (its first call)
+    _base: dict | None = None  # what evaluate() loads weights over (set at its first call)
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
@@ -42,48 +42,36 @@ class Evaluator(Engine):
         return self._score(*self._candidates(weights, generation))
 
     def _candidates(self, weights: Any, generation: Any) -> tuple[int, list[Candidate]]:
-        """``generation`` and one candidate per weights dict, checked: a bad one fails
-        here, before any scoring."""
+        """``generation`` and one candidate per weights dict, each tried on a copy of the
+        agent first: a bad one fails here, before any scoring. Each loads over the
+        agent's own values at the first call: what an earlier dict set that does not
+        evolve is set back (a worker keeps its agent from one candidate to the next)."""
         weights = _weights_list(weights)
         generation = check_int("generation", generation, 0,
                                " (task i of a call runs under task_seed(seed, generation, i))")
-        if self._over is None:  # before any weights dict is loaded into self.local
-            self._over = _Over(self.local)
-        return generation, self._over.candidates(weights)
+        if self._base is None:  # before any candidate is loaded into self.local
+            self._checker, self._center = copy.deepcopy(self.local), self.local.get_flat()
+            evolved = {name for name, _ in self.local.evolved_parameters()}
+            self._base = {name: value.detach().clone()  # buffers, frozen parameters
+                          for name, value in self.local.state_dict().items()
+                          if name not in evolved}
+            self._reset: dict = {}  # what a dict has set of those, set back
+        for w in weights:
+            self._checker.set_weights(w)
+            self._reset.update((name, self._base[name]) for name in w if name in self._base)
+        reset = dict(sorted(self._reset.items()))
+        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
+        return generation, [Candidate("weights", vector={**reset, **as_tensors(w)})
+                            for w in weights]
 
     def _score(self, generation: int, candidates: list[Candidate]) -> list[float]:
         if not candidates:
             return []
         try:
-            return self.score(generation, self._over.center, candidates).scores
+            return self.score(generation, self._center, candidates).scores
         except ScoreError as exc:  # no run folder: its message replays weights[index]
             exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
             raise
-
-
-class _Over:
-    """What :meth:`Evaluator.evaluate` loads every weights dict over: the agent's own
-    values, taken at the first call (scoring in this process loads each candidate into
-    the engine's agent, which must not become the next call's centre)."""
-
-    def __init__(self, agent: Agent):
-        self.checker = copy.deepcopy(agent)  # weights are tried on it first
-        self.center = agent.get_flat()
-        evolved = {name for name, _ in agent.evolved_parameters()}
-        self.base = {name: value.detach().clone()  # buffers, frozen parameters
-                     for name, value in agent.state_dict().items() if name not in evolved}
-        self.unevolved_set: set[str] = set()  # of these, the names a dict has set so far
-
-    def candidates(self, weights: list[Mapping[str, Any]]) -> list[Candidate]:
-        """One per weights dict; bad names or shapes fail here, before any scoring."""
-        for w in weights:
-            self.checker.set_weights(w)
-            self.unevolved_set.update(name for name in w if name in self.base)
-        # each dict over the agent's own values: what an earlier dict set that is not
-        # evolved is set back (workers keep their agent from one candidate to the next)
-        reset = {name: self.base[name] for name in sorted(self.unevolved_set)}
-        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return [Candidate("weights", vector={**reset, **as_tensors(w)}) for w in weights]
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,

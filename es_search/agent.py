@@ -41,8 +41,8 @@ class Agent(torch.nn.Module):
 
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:
-        """This agent's fitness, higher is better; ``kwargs``: the run's ``score_kwargs``.
-        The default scores a group of one through ``score_batch()`` (:func:`score_one`)."""
+        """This agent's fitness, higher is better; ``kwargs``: the run's ``score_kwargs``
+        (default: a group of one through ``score_batch()``)."""
         if has_score_batch(self):
             return score_one(self, **kwargs)
         raise NotImplementedError(
@@ -50,21 +50,14 @@ class Agent(torch.nn.Module):
 
     def score_batch(self, params: Mapping[str, torch.Tensor], seeds: Sequence[int],
                     **kwargs: Any) -> Sequence[float]:
-        """Optional: score a group of candidates in one call; one score per candidate.
+        """Optional: one score per candidate of a group (README: Batched scoring).
         ``params``: name -> tensor, each evolved parameter of the group stacked along a
         new leading dimension (row ``i``: candidate ``i``); ``seeds``: their task seeds.
-        Row ``i``'s randomness must come from ``seeds[i]`` only
-        (``es_search.batched.candidate_rngs``): a score must not depend on the rest of
-        its group, and ``score()`` must compute what one row computes (failures are
-        replayed through it). ``self`` holds the generation's centre, ``task_seed`` is
-        None; ``task_report()`` is called once per group. Groups of
-        ``score_batch_size`` are cut at fixed candidate indices;
-        ``es_search.check_score_batch(agent)`` checks all this. Example::
-
-            def score_batch(self, params, seeds):
-                pred = es_search.batched.vmap_call(self, params, x)  # (group, n)
-                return -((pred - y) ** 2).mean(dim=1)
-        """
+        Row ``i``'s randomness comes from ``seeds[i]`` only (``batched.candidate_rngs``),
+        and ``score()`` computes what one row computes (failures are replayed through
+        it); ``self`` holds the generation's centre (``task_seed`` None), and
+        ``task_report()`` is called once per group. ``es_search.check_score_batch``
+        checks this."""
         raise NotImplementedError(f"{type(self).__name__} does not define score_batch()")
 
     # ------------------------------------------------------------------ shared statistics
@@ -76,9 +69,8 @@ class Agent(torch.nn.Module):
         return None
 
     def merge_reports(self, reports: list) -> Mapping[str, float] | None:
-        """Fold one generation's reports (in candidate order; None: nothing or failed)
-        into the shared state; return counters the history accumulates (e.g.
-        ``{"steps": 12_000}``), or None."""
+        """Fold one generation's reports (None: nothing, or failed) into the shared state;
+        return counters the history accumulates (``{"steps": 12_000}``), or None."""
         return None
 
     def shared_state(self) -> dict[str, torch.Tensor]:
@@ -106,8 +98,7 @@ class Agent(torch.nn.Module):
         return {name: p.detach().clone() for name, p in self.evolved_parameters()}
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:
-        """Load a dict of ``state_dict()`` entries (a subset is fine), tensors or
-        array-likes of the entry's shape."""
+        """Load ``state_dict()`` entries (a subset is fine), tensors or array-likes."""
         if not isinstance(weights, Mapping):
             hint = (" (a saved file: agent.set_weights(torch.load(path)))"
                     if isinstance(weights, (str, os.PathLike)) else "")
@@ -128,8 +119,8 @@ class Agent(torch.nn.Module):
                 target.copy_(value)
 
     def jitter_weights(self, sigma: float) -> None:
-        """Perturb the evolved parameters in place with N(0, sigma^2) noise from torch's
-        global generator (seeded per task); override it for other moves."""
+        """Add N(0, sigma^2) noise from torch's global generator (seeded per task) to the
+        evolved parameters; override it for other moves."""
         with torch.no_grad():
             for _, p in self.evolved_parameters():
                 p.add_(torch.randn_like(p), alpha=sigma)

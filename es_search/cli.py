@@ -125,15 +125,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     spec = RunSpec.of(vars(args))
     agent = spec.build_agent()
-    # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
-    problem, start = repeat_and_score(agent, seed=args.seed)
+    problem, start = repeat_and_score(agent, seed=args.seed)  # as a run's repeat check
+    if not problem and not math.isfinite(start):
+        problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "
+                   f"a finite number, so it can never be kept as the best (a score must be "
+                   f"a finite float, higher is better)")
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)
-        return 1
-    if not math.isfinite(start):
-        print(f"es-search check: {type(agent).__name__}'s score is {start} for the "
-              f"starting agent: not a finite number, so it can never be kept as the best "
-              f"(a score must be a finite float, higher is better)", file=sys.stderr)
         return 1
     print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
           f"(repeatable)")
@@ -156,17 +154,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _print_test(figures: dict, same: bool, chosen: str) -> None:
-    """One line per tested agent: the best, and the final centre (unless ``same``);
-    the ``chosen`` one is called handed back."""
-    shown = [("the best agent (also the final centre)" if same else "the best agent",
-              figures["best"], "best")]
-    if "center" in figures and not same:
-        shown.append(("the final centre", figures["center"], "center"))
-    for label, values, name in shown:
-        label += " (handed back)" if name == chosen or same else ""
-        text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
-                         else f"{name} {value}" for name, value in values.items())
-        print(f"test of {label}, outside the search: {text}")
+    """A line per tested agent, the best and the final centre (one line if ``same``)."""
+    for name, label in (("best", "the best agent"), ("center", "the final centre")):
+        if name in figures and not (same and name == "center"):
+            label += (" (also the final centre)" if same else "") + (
+                " (handed back)" if name == chosen or same else "")
+            text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
+                             else f"{key} {value}" for key, value in figures[name].items())
+            print(f"test of {label}, outside the search: {text}")
 
 
 def _cmd_test(args: argparse.Namespace) -> int:

@@ -73,11 +73,10 @@ class RunSpec:
 
     @classmethod
     def resume(cls, folder: Any, overrides: RunSpec) -> RunSpec:
-        """The spec that continues the run in ``folder``: what ``overrides`` gives (name
-        by name for ``params`` and ``strategy_options``), the run's own for the rest (its
-        options, population and sigma only while the strategy is its own). Once it has a
-        checkpoint, a problem or ``params`` other than the run's is refused; ``run()``
-        compares the rest. A folder without a spec adds nothing."""
+        """The spec that continues the run in ``folder`` (if it has one): ``overrides``
+        over the run's own (its options and size only while the strategy is its own).
+        Once it has a checkpoint, a problem or ``params`` other than the run's is
+        refused; ``run()`` compares the rest."""
         saved = RunDir(folder).config.get("spec")
         if not saved:
             return overrides
@@ -105,8 +104,7 @@ class RunSpec:
 
     def defining(self) -> dict:
         """What a resume must keep: the problem (a file named from any folder) and its
-        constructor arguments over the defaults (``dim=10`` where 10 is the default
-        changes nothing)."""
+        constructor arguments, defaults included."""
         defaults = {p.name: p.default for p in keyword_parameters(self.problem_class()) or ()
                     if p.default is not inspect.Parameter.empty}
         return {"problem": resolve_spec(self.problem, self.cwd),
@@ -114,8 +112,7 @@ class RunSpec:
 
     def resolved(self) -> RunSpec:
         """This spec with the problem's defaults where it gives none; its strategy built
-        once, to say which refused option is the problem's default rather than the
-        user's (``top=16`` of bipedalwalker's ARS, with a population too small for it)."""
+        once, to say which refused option is the problem's default, not the user's."""
         defaults = problem_defaults(self.problem_class())
         strategy = self.strategy or defaults.get("strategy", DEFAULT)
         options = dict(defaults.get("strategy_options") or {}) if (
@@ -138,8 +135,7 @@ class RunSpec:
         return spec
 
     def build_agent(self) -> Any:
-        """The problem's agent, its random initial weights from the seed: the same spec,
-        the same agent."""
+        """The problem's agent, its initial weights drawn from the seed."""
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
         if misfit is not None:
@@ -150,9 +146,8 @@ class RunSpec:
         return agent
 
     def run(self, **settings: Any) -> Any:
-        """``es_search.run`` of this spec's agent (the problem's defaults where it gives
-        none), with ``settings`` (``n_jobs``, ``out``, ``callbacks``, ...); the run
-        folder's ``config.json`` keeps the spec."""
+        """``es_search.run`` of the :meth:`resolved` spec's agent with ``settings``
+        (``n_jobs``, ``out``, ...); the run folder's ``config.json`` keeps the spec."""
         from .run import run
         spec = self.resolved()
         agent = spec.build_agent()
@@ -171,9 +166,8 @@ def load_run(out: Any) -> Any:
 
 
 def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
-    """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the same): ``{"best": ...,
-    "center": ...}``, also written to ``out/test.json``; {} if the agent has none."""
+    """``{"best": ..., "center": ...}``: the ``test_scores()`` of ``agent`` with each
+    weights (once if the same), also written to ``out/test.json``; {} if it has none."""
     import torch
 
     def scores(weights: dict) -> dict:
@@ -203,9 +197,8 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
 
 def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
     """``es-search test``: the run's agent, rebuilt from its spec; the
-    :func:`held_out_figures` of its best weights and final centre, written to its
-    ``test.json``; whether the two are the same; which one the run handed back. Refused
-    while a run writes the folder."""
+    :func:`held_out_figures` of its best weights and final centre; whether the two are
+    the same; which one the run handed back. Refused while a run writes the folder."""
     from .lock import acquire, release
     run = RunDir(folder)
     agent = RunSpec.load(run.path).build_agent()

@@ -88,26 +88,20 @@ def agent_settings(agent: Any) -> dict:
 def _plain(value: Any, depth: int = 0) -> bool:
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
-    if depth >= 3:
-        return False
-    if type(value) in (list, tuple):
-        return len(value) <= 64 and all(_plain(item, depth + 1) for item in value)
-    if type(value) is dict:
-        return len(value) <= 64 and all(isinstance(key, str) and _plain(item, depth + 1)
-                                        for key, item in value.items())
-    return False
+    items = value if type(value) in (list, tuple) else value.values() if (
+        type(value) is dict and all(isinstance(key, str) for key in value)) else None
+    return items is not None and depth < 3 and len(items) <= 64 and all(
+        _plain(item, depth + 1) for item in items)
 
 
 def has_digest(description: Any) -> bool:
     """Whether :func:`describe` replaced anything in ``description`` by a digest."""
     if isinstance(description, dict):
         return DIGEST in description or any(map(has_digest, description.values()))
-    if isinstance(description, (list, tuple)):
-        return any(map(has_digest, description))
-    return False
+    return isinstance(description, (list, tuple)) and any(map(has_digest, description))
 
 
-def _setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
+def setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
     """A field of :class:`Settings`: ``check(name, value)`` normalises it or raises a
     SettingError (a bool's: ``check_bool``; None passes where it is the default); a
     ``help`` (settings in it as ``{name}``) puts it in ``help(es_search.run)`` and makes
@@ -115,7 +109,18 @@ def _setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -
     return field(default=default, metadata={"check": check, "help": help, **argparse})
 
 
-def _generations(name: str, value: Any) -> int:
+def check_fields(obj: Any) -> None:
+    """Each field of the dataclass ``obj`` checked by its :func:`setting`'s ``check``,
+    its normalised value set (once, even on a frozen one)."""
+    for each in fields(obj):
+        value, check = getattr(obj, each.name), each.metadata.get("check")
+        if isinstance(each.default, bool):
+            check = check_bool
+        if check is not None and not (value is None and each.default is None):
+            object.__setattr__(obj, each.name, check(each.name, value))
+
+
+def check_generations(name: str, value: Any) -> int:
     if check_int(name, value, 1) >= SELECTION_GENERATION:  # its seeds are the selection's
         raise SettingError(name, value, f"an integer below {SELECTION_GENERATION}")
     return int(value)
@@ -131,58 +136,53 @@ class Settings:
     not a run, e.g. ``evaluate()``), ``seed`` and ``score_kwargs``, what every task sees,
     and the fields whose ``help`` says what they do."""
 
-    generations: int | None = _setting(None, _generations)
-    seed: int = _setting(0, lambda name, value: check_seed(value))
-    n_jobs: int = _setting(-1, lambda name, value: check_n_jobs(value), "-1 all cores "
+    generations: int | None = setting(None, check_generations)
+    seed: int = setting(0, lambda name, value: check_seed(value))
+    n_jobs: int = setting(-1, lambda name, value: check_n_jobs(value), "-1 all cores "
                            "(default), 1 a plain loop in this process (joblib's)")
-    backend: Any = _setting(None, None, "loky (default, or joblib.parallel_config's), "
+    backend: Any = setting(None, None, "loky (default, or joblib.parallel_config's), "
                             "multiprocessing, dask (its Client; give its {scheduler}), ray "
                             "(RAY_ADDRESS, or a local Ray); no threads")
     score_kwargs: Mapping[str, Any] = field(default_factory=dict, metadata={
         "check": partial(check_dict, what=SCORE_KWARGS)})
-    on_error: str = _setting(
+    on_error: str = setting(
         "raise", partial(check_choice, choices=ON_ERROR, note=" ('raise': stop with a "
                          "ScoreError; 'worst': score the candidate -inf and go on)"),
         "a score() that raises: stop (default) or score it -inf and go on",
         choices=ON_ERROR)
-    max_retries: int = _setting(2, partial(check_int, minimum=0), "re-runs of a "
+    max_retries: int = setting(2, partial(check_int, minimum=0), "re-runs of a "
                                 "generation's tasks lost to dead workers or timeouts "
                                 "(default 2)")
-    task_timeout: float | None = _setting(
+    task_timeout: float | None = setting(
         None, check_positive_float, "seconds one score() may take in a worker (default: no "
         "limit); a worker over time is killed, as a dead one", type=float)
-    sequential_fallback: bool = _setting(
+    sequential_fallback: bool = setting(
         True, None, "score a generation in this process when that is faster than a round "
         "trip to the workers (the same scores); {sequential_fallback=False} keeps every "
         "generation in the workers: a score() that can crash its process (a C "
         "extension's segfault) then costs a retry, not the run (default: on)")
-    progress: bool = _setting(True, None, "a progress bar (default)")
-    out: Path | None = _setting(None, check_path, "folder to write the run into as it "
+    progress: bool = setting(True, None, "a progress bar (default)")
+    out: Path | None = setting(None, check_path, "folder to write the run into as it "
                                 "goes (es_search.output)")
-    resume: bool = _setting(False, None, "continue the run saved in {out} (a fresh start "
+    resume: bool = setting(False, None, "continue the run saved in {out} (a fresh start "
                             "when there is none), to an uninterrupted run's result")
-    overwrite: bool = _setting(False, None, "replace the run saved in {out} (without it, "
+    overwrite: bool = setting(False, None, "replace the run saved in {out} (without it, "
                                "or {resume}, an {out} that holds a run is refused before "
                                "any work)")
-    checkpoint_every: int = _setting(
+    checkpoint_every: int = setting(
         1, partial(check_int, minimum=1, note=" (generations between two checkpoints of "
                    "the run folder)"), "write {out}'s checkpoint every N generations "
         "(default 1); a kill -9 then redoes up to N - 1 of them on {resume}", metavar="N")
-    repeat_check: bool = _setting(True, None, "first score the starting agent twice under "
+    repeat_check: bool = setting(True, None, "first score the starting agent twice under "
                                   "one task seed (a warning when the scores differ: the "
                                   "run would depend on {n_jobs}; default: on)")
-    select_tasks: int = _setting(
+    select_tasks: int = setting(
         SELECT_TASKS, lambda name, value: check_select_tasks(value), f"at the end, score "
         f"the best weights and the final centre on N fresh tasks each and hand back the "
         f"better (default {SELECT_TASKS}; 0: the best weights, untested)", metavar="N")
 
     def __post_init__(self) -> None:
-        for setting in fields(self):  # frozen: the normalised values are set once, here
-            value, check = getattr(self, setting.name), setting.metadata.get("check")
-            if isinstance(setting.default, bool):
-                check = check_bool
-            if check is not None and not (value is None and setting.default is None):
-                object.__setattr__(self, setting.name, check(setting.name, value))
+        check_fields(self)
         if self.task_timeout is not None and self.n_jobs == 1:
             raise SettingError("task_timeout", self.task_timeout, "needs worker processes, "
                                "not {n_jobs=1}: a score() running in this process cannot "

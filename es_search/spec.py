@@ -8,6 +8,7 @@ import dataclasses
 import inspect
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping
 
 from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
@@ -17,6 +18,7 @@ from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
+from .settings import check_fields, check_generations, setting
 from .strategies import DEFAULT, strategy_from
 
 
@@ -46,19 +48,13 @@ class RunSpec:
     cwd: str = field(default_factory=os.getcwd)
     strategy: str | None = None
     strategy_options: dict = field(default_factory=dict)
-    population: int | None = None
-    sigma: float | None = None
-    generations: int | None = None
-    seed: int | None = None
+    population: int | None = setting(None, partial(check_int, minimum=1))
+    sigma: float | None = setting(None, check_positive_float)
+    generations: int | None = setting(None, check_generations)
+    seed: int | None = setting(None, lambda name, value: check_seed(value))
 
     def __post_init__(self) -> None:  # checked when made: before anything is loaded
-        for name in ("generations", "population"):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1)
-        if self.sigma is not None:
-            check_positive_float("sigma", self.sigma)
-        if self.seed is not None:
-            check_seed(self.seed)
+        check_fields(self)
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> RunSpec:

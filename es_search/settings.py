@@ -2,16 +2,7 @@
 :class:`~es_search.Evaluator` and the command line all build one :class:`Settings`. A bad
 value raises a :class:`~es_search.errors.SettingError` that names the setting and says
 how to fix it (the strategies' own settings: :mod:`es_search.checks`; the backend's:
-:func:`es_search.backends.prepare`)::
-
-    >>> from es_search.settings import Settings
-    >>> Settings(generations=10, n_jobs=2).n_jobs
-    2
-    >>> Settings(n_jobs=0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    es_search.errors.SettingError: n_jobs must be an integer other than 0 ...
-"""
+:func:`es_search.backends.prepare`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields

@@ -83,12 +83,12 @@ class RunSpec:
                       for f in dataclasses.fields(cls)})
         if (RunDir(folder).path / CHECKPOINT).exists():
             from .checkpoint import differences
-            diff = differences(own.defining(), spec.defining(), ["problem", "arguments"])
+            diff = "; ".join(differences(own.defining(), spec.defining(),
+                                         ["problem", "arguments"]))
             if diff:
-                raise SettingError("out", str(folder), "holds a run of another problem or "
-                                   "constructor arguments: " + _literal("; ".join(diff)),
-                                   "use the run's problem and {params}, or another {out}",
-                                   got=False)
+                raise SettingError("out", str(folder), f"holds a run of another problem or "
+                                   f"constructor arguments: {_literal(diff)}", "use the "
+                                   "run's problem and {params}, or another {out}", got=False)
         return spec
 
     def problem_class(self) -> type:
@@ -135,10 +135,9 @@ class RunSpec:
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
         if misfit is not None:
-            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}",
-                               "give score()'s arguments defaults, take them in __init__ "
-                               "(set by {params}), or pass them to es_search.run(agent, "
-                               "score_kwargs=...)", got=False)
+            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}", "give "
+                               "its arguments defaults, take them in __init__ (set by "
+                               "{params}), or pass them to es_search.run()", got=False)
         return agent
 
     def run(self, **settings: Any) -> Any:

@@ -371,7 +371,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "-p NAME=VALUE)"),
     (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
      "score_kwargs={} do not fit TakesData.score(data): missing a required argument: "
-     "'data'; give score()'s arguments defaults, take them in __init__ (set by --param)"),
+     "'data'; give its arguments defaults, take them in __init__ (set by --param)"),
     (["check", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
      "score_kwargs={} do not fit TakesData.score(data): missing a required argument"),
     (["run", "cartpole", "-p", "greedy=banana"],

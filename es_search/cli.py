@@ -262,14 +262,8 @@ def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str]) ->
     if args is None or args.verb != "run":
         return "es-search: interrupted"
     if getattr(args, "testing", False):  # set by _print_run
-        if not args.out:
-            return "es-search: interrupted while testing the run's result (not saved)"
         return (f"es-search: interrupted while testing; the run itself is complete in "
-                f"{args.out}/; test it with:\n  {_test_command(args.out)}")
-    if args.out:
-        return f"es-search: interrupted; resume with:\n  {resume_command(argv)}"
-    return "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+                f"{args.out}/; test it with:\n  {_test_command(args.out)}" if args.out else
+                "es-search: interrupted while testing the run's result (not saved)")
+    return (f"es-search: interrupted; resume with:\n  {resume_command(argv)}" if args.out
+            else "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)")

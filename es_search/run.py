@@ -70,12 +70,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
     if type(agent).jitter_weights is not Agent.jitter_weights and \
             not strategy.uses_jitter_weights:
-        name = strategy.name or type(strategy).__name__
         warn_user(f"{type(agent).__name__} overrides jitter_weights(), which only the hill "
-                  f"climbers call (hill-climb, adaptive-hill-climb); {name} moves every "
-                  f"evolved value by its own noise, so your jitter_weights() is not "
-                  f"used. Choose a hill climber, or override evolved_parameters() to "
-                  f"choose what evolves.")
+                  f"climbers call (hill-climb, adaptive-hill-climb); "
+                  f"{strategy.name or type(strategy).__name__} moves every evolved value by "
+                  f"its own noise, so your jitter_weights() is not used. Choose a hill "
+                  f"climber, or override evolved_parameters() to choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
     start_agent, config = agent.clone(), settings.config(agent, strategy)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,

@@ -59,17 +59,7 @@ def describe(value: Any) -> Any:
 def agent_settings(agent: Any) -> dict:
     """The agent's own plain settings, as ``config.json`` records them (a resume compares
     them): its public attributes that are numbers, strings, booleans or None (or lists,
-    tuples and str-keyed dicts of those), such as the constructor arguments it keeps.
-
-    >>> import torch, es_search
-    >>> class Agent(es_search.Agent):
-    ...     def __init__(self, offset=0.0):
-    ...         super().__init__()
-    ...         self.offset, self.w = offset, torch.nn.Parameter(torch.zeros(2))
-    ...         self._cache, self.layer = {}, torch.nn.Linear(1, 1)
-    >>> agent_settings(Agent(offset=1.5))
-    {'offset': 1.5}
-    """
+    tuples and str-keyed dicts of those), such as the constructor arguments it keeps."""
     import torch
     skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())

@@ -48,9 +48,8 @@ class _Params(argparse.Action):
 
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
     """How ``parser`` writes a setting (for :func:`~es_search.errors.setting_message`):
-    the flag of its option whose dest (or ``setting`` attribute) is the setting
-    (``--n-jobs 2``; a switch alone, ``--resume``, ``--no-progress`` for
-    ``progress=False``), else as Python writes it."""
+    the flag whose dest (or ``setting`` attribute) it is (``--n-jobs 2``; a switch alone,
+    ``--no-progress`` for ``progress=False``), else as Python writes it."""
     actions = {getattr(action, "setting", action.dest): action
                for action in parser._actions if action.option_strings}
 

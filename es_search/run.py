@@ -39,11 +39,9 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         select_tasks: int = SELECT_TASKS) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
 
-    Each generation the strategy asks for ``population`` candidates around its centre
-    (for the default ``"hill-climb"``: the parent jittered with ``sigma``), all are
-    scored in parallel, and the strategy is told the scores (hill-climb: the best of
-    parent and candidates becomes the next parent). ``agent`` is not modified. Scores
-    that are not finite are recorded (the first warns) but never become the best.
+    Each generation the strategy asks for ``population`` candidates around its centre,
+    all are scored in parallel, and the strategy is told the scores. ``agent`` is not
+    modified. Scores that are not finite are recorded (the first warns), never the best.
 
     - ``strategy``: a name from ``es_search.STRATEGIES`` or a
       :class:`~es_search.strategies.Strategy` instance (which carries its own settings);

@@ -11,8 +11,8 @@ __version__ = "0.1.0"
 
 _LAZY = {"Agent": "agent", "ScoreBatchMismatch": "batch_check",
          "check_score_batch": "batch_check", "Candidate": "candidates",
-         "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint",
-         "ScoreError": "errors", "SettingError": "errors", "WorkerError": "errors", "Evaluator": "front",
+         "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint", "ScoreError": "errors",
+         "SettingError": "errors", "WorkerError": "errors", "Evaluator": "front",
          "evaluate": "front", "Terminated": "interrupt", "OutFolderError": "output",
          "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "repeat_check",
          "check_repeatable": "repeat_check", "replay_task": "replay", "Result": "result",

@@ -13,9 +13,7 @@ from .scores import as_scores
 
 
 class Agent(torch.nn.Module):
-    """Base class for everything es_search evolves. Subclass it and write ``score()``.
-
-    Example::
+    """Base class for everything es_search evolves. Subclass it and write ``score()``::
 
         >>> import torch, es_search
         >>> class Quadratic(es_search.Agent):
@@ -24,20 +22,15 @@ class Agent(torch.nn.Module):
         ...         self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
         ...     def score(self):
         ...         return -float(((self.w - 3) ** 2).sum())
-        >>> result = es_search.run(Quadratic(), generations=30, sigma=0.5, n_jobs=1,
-        ...                        progress=False)
-        >>> result.best_score > -27.0
+        >>> es_search.run(Quadratic(), generations=30, sigma=0.5, n_jobs=1,
+        ...               progress=False).best_score > -27.0
         True
 
-    Every floating-point parameter evolves (override ``evolved_parameters()`` to choose);
-    no gradients are used: ``score()`` runs under ``torch.no_grad()``.
-
+    Every floating-point parameter evolves (override ``evolved_parameters()`` to choose),
+    without gradients (``score()`` runs under ``torch.no_grad()``).
     Before each candidate's ``jitter_weights()`` and ``score()``, es_search seeds
-    ``random``, NumPy's and torch's global RNGs with the task's seed and sets
-    ``self.task_seed`` to it (an int below 2**64; None outside a run): seed anything
-    else from it, e.g. ``env.reset(seed=self.task_seed % 2**31)``.
-    ``self.generation_seed`` is the same for a whole generation: episodes seeded from it
-    are the same for every candidate (common random numbers).
+    ``random``, NumPy and torch with the task's seed and sets ``self.task_seed`` to it
+    (None outside a run); ``self.generation_seed`` is the same for a whole generation.
     """
 
     task_seed: int | None = None
@@ -48,8 +41,8 @@ class Agent(torch.nn.Module):
 
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:
-        """This agent's fitness, higher is better; ``kwargs``: the run's ``score_kwargs``.
-        The default scores a group of one through ``score_batch()`` (:func:`score_one`)."""
+        """This agent's fitness, higher is better; ``kwargs``: the run's ``score_kwargs``
+        (default: a group of one through ``score_batch()``)."""
         if has_score_batch(self):
             return score_one(self, **kwargs)
         raise NotImplementedError(
@@ -57,50 +50,27 @@ class Agent(torch.nn.Module):
 
     def score_batch(self, params: Mapping[str, torch.Tensor], seeds: Sequence[int],
                     **kwargs: Any) -> Sequence[float]:
-        """Optional: score a group of candidates in one call; one score per candidate.
-
-        - ``params``: name -> tensor, each evolved parameter of the group's candidates
-          stacked along a new leading dimension (row ``i``: candidate ``i``, built as for
-          ``score()``);
-        - ``seeds``: the candidates' task seeds, in row order. Draw row ``i``'s randomness
-          from ``seeds[i]`` only (``es_search.batched.candidate_rngs(seeds)``): a score
-          must not depend on the rest of its group;
-        - returns ``len(seeds)`` real numbers (a list, 1-D array or tensor), in order.
-
-        Groups of ``score_batch_size`` are cut at fixed candidate indices (a remainder of
-        at most ``size // 4`` joins the last group), the same for any ``n_jobs``. ``self``
-        holds the generation's centre and shared state, ``self.task_seed`` is None, and
-        the global RNGs are seeded from the group's first seed; an overridden
-        ``jitter_weights()`` should change evolved parameters only. ``task_report()`` is
-        called once per group. ``es_search.batched.vmap_call(self, params, x)`` runs
-        ``forward`` over all rows. ``score()`` must compute what one row computes (the
-        default does): failures are replayed, and a failing group re-scored, through it.
-        ``es_search.check_score_batch(agent)`` checks all this.
-
-        Example (a linear model scored on a data set ``x``, ``y``)::
-
-            def score_batch(self, params, seeds):
-                pred = es_search.batched.vmap_call(self, params, x)  # (group, n)
-                return -((pred - y) ** 2).mean(dim=1)
-
-            def forward(self, x):
-                return self.linear(x).squeeze(-1)
-        """
+        """Optional: one score per candidate of a group (README: Batched scoring).
+        ``params``: name -> tensor, each evolved parameter of the group stacked along a
+        new leading dimension (row ``i``: candidate ``i``); ``seeds``: their task seeds.
+        Row ``i``'s randomness comes from ``seeds[i]`` only (``batched.candidate_rngs``),
+        and ``score()`` computes what one row computes (failures are replayed through
+        it); ``self`` holds the generation's centre (``task_seed`` None), and
+        ``task_report()`` is called once per group. ``es_search.check_score_batch``
+        checks this."""
         raise NotImplementedError(f"{type(self).__name__} does not define score_batch()")
 
     # ------------------------------------------------------------------ shared statistics
-    # Optional state learnt from the tasks (running observation statistics): each task's
-    # task_report() is merged in candidate order by merge_reports() in the main process,
-    # and shared_state() travels with the next centre and is saved with the weights.
+    # state learnt from the tasks: task_report() in the worker, merge_reports() in the
+    # main process in candidate order, shared_state() sent with the next centre
 
     def task_report(self) -> Any:
         """What the task just scored reports to the main process (picklable), or None."""
         return None
 
     def merge_reports(self, reports: list) -> Mapping[str, float] | None:
-        """Fold one generation's reports (in candidate order; None: nothing or failed)
-        into the shared state; return counters the history accumulates (e.g.
-        ``{"steps": 12_000}``), or None."""
+        """Fold one generation's reports (None: nothing, or failed) into the shared state;
+        return counters the history accumulates (``{"steps": 12_000}``), or None."""
         return None
 
     def shared_state(self) -> dict[str, torch.Tensor]:
@@ -115,8 +85,7 @@ class Agent(torch.nn.Module):
     # ------------------------------------------------------------------ after the search
     def test_scores(self) -> dict[str, float]:
         """Figures measured outside the search, by name (default: none), e.g. held-out
-        accuracy; ``es-search run`` writes them to ``test.json``, ``es-search test DIR``
-        measures them again."""
+        accuracy (``test.json`` of ``es-search run`` and ``es-search test DIR``)."""
         return {}
 
     # ------------------------------------------------------------------ weights as dicts
@@ -129,8 +98,7 @@ class Agent(torch.nn.Module):
         return {name: p.detach().clone() for name, p in self.evolved_parameters()}
 
     def set_weights(self, weights: Mapping[str, Any]) -> None:
-        """Load a dict of ``state_dict()`` entries (a subset is fine), tensors or
-        array-likes of the entry's shape."""
+        """Load ``state_dict()`` entries (a subset is fine), tensors or array-likes."""
         if not isinstance(weights, Mapping):
             hint = (" (a saved file: agent.set_weights(torch.load(path)))"
                     if isinstance(weights, (str, os.PathLike)) else "")
@@ -151,8 +119,8 @@ class Agent(torch.nn.Module):
                 target.copy_(value)
 
     def jitter_weights(self, sigma: float) -> None:
-        """Perturb the evolved parameters in place with N(0, sigma^2) noise from torch's
-        global generator (seeded per task); override it for other moves."""
+        """Add N(0, sigma^2) noise from torch's global generator (seeded per task) to the
+        evolved parameters; override it for other moves."""
         with torch.no_grad():
             for _, p in self.evolved_parameters():
                 p.add_(torch.randn_like(p), alpha=sigma)
@@ -165,9 +133,7 @@ class Agent(torch.nn.Module):
     def get_flat(self) -> np.ndarray:
         """The evolved parameters as one float64 vector (exact for float16/32/64)."""
         params = [p.detach().reshape(-1).to(torch.float64) for _, p in self.evolved_parameters()]
-        if not params:
-            return np.zeros(0)
-        return torch.cat(params).numpy()
+        return torch.cat(params).numpy() if params else np.zeros(0)
 
     def set_flat(self, vector: np.ndarray) -> None:
         """Load a vector laid out as ``get_flat()`` returns it."""

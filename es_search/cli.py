@@ -7,19 +7,20 @@ import faulthandler
 import math
 import os
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .cli_parser import SETTINGS, UsageError, build_parser, flag_term
+from .cli_parser import UsageError, build_parser, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
                      setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
 from .selection import describe, same_weights
-from .settings import Settings
+from .settings import DOCUMENTED, Settings
 from .spec import RunSpec, TestScoresError
 from .strategies import STRATEGIES
 
@@ -40,8 +41,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from .callbacks.options import from_args
     from .folder import RunDir
+    from .pools.dask_pool import scheduler_client
 
-    settings = {setting.name: getattr(args, setting.name) for setting in SETTINGS}
+    settings = {setting.name: getattr(args, setting.name) for setting in DOCUMENTED}
     if args.scheduler is not None:
         if args.backend not in (None, "dask"):
             raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "
@@ -56,19 +58,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"{args.out} holds no run yet: --resume starts a new one there")
         spec = RunSpec.resume(args.out, spec)
     scored: list = []  # the generations this command scores
-    from .pools.dask_pool import scheduler_client
     with scheduler_client(args.scheduler):
         started = time.perf_counter()
         result = spec.run(callbacks=[*callbacks, scored.append], **settings)
-        elapsed = time.perf_counter() - started
-    return _print_run(args, result, elapsed, done_before=args.resume and not scored)
+    return _print_run(args, result, time.perf_counter() - started,
+                      done_before=args.resume and not scored)
 
 
 def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
                done_before: bool) -> int:
-    """What ``es-search run`` prints of its ``result`` (``done_before``: a resumed run
-    that had no generation left, whose end and test are the earlier ones), and the test
-    of its best weights and final centre."""
+    """What ``es-search run`` prints of its ``result`` and the test of its best weights
+    and final centre (``done_before``: a resumed run with no generation left, whose end
+    and test are the earlier ones)."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
     from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
@@ -86,35 +87,31 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
-    test_command = shlex.join([*program(), 'test', str(args.out)])
-    if done_before:
+    same, earlier = same_weights(result.best_weights, result.center_weights), None
+    if done_before:  # a resumed run removes test.json with its first generation
         print(f"the run in {args.out}/ had already completed its {result.generations} "
               f"generations: nothing left to do (a larger --generations continues it)")
-    same = same_weights(result.best_weights, result.center_weights)
-    earlier = RunDir(args.out).test(result.center_weights is not None) if done_before \
-        else None  # a resumed run removes test.json with its first generation
+        earlier = RunDir(args.out).test(result.center_weights is not None)
     if earlier is not None and not args.no_test:
-        print(f"the figures of its earlier test ({Path(args.out) / TEST}; {test_command} "
-              f"tests it again):")
+        print(f"the figures of its earlier test ({Path(args.out) / TEST}; "
+              f"{_test_command(args.out)} tests it again):")
         _print_test(earlier, same, result.chosen)
     elif not args.no_test:
         args.testing = True  # a Ctrl-C now: the run is whole; say so, not "resume"
         try:
             figures = held_out_figures(result.agent, result.best_weights,
                                        result.center_weights, args.out)
-            if figures:
-                _print_test(figures, same, result.chosen)
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
-                     f"fixed, test it with: {test_command}" if args.out
+                     f"fixed, test it with: {_test_command(args.out)}" if args.out
                      else " (the run's result was not saved: pass --out DIR)")
             raise TestScoresError(f"{exc}{where}") from exc.__cause__
+        if figures:
+            _print_test(figures, same, result.chosen)
     if args.out:
-        files = sorted(p.name for p in Path(args.out).iterdir() if p.is_file()
-                       and not p.name.startswith("."))
-        if earlier is not None:  # not this command's: say whose
-            files = [f"{name} from its earlier test" if name == TEST else name
-                     for name in files]
+        files = [f"{p.name} from its earlier test" if p.name == TEST and earlier is not None
+                 else p.name for p in sorted(Path(args.out).iterdir())
+                 if p.is_file() and not p.name.startswith(".")]
         print(f"results {'in' if done_before else 'written to'} {args.out}/ "
               f"({', '.join(files)})")
     return 0
@@ -128,15 +125,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     spec = RunSpec.of(vars(args))
     agent = spec.build_agent()
-    # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
-    problem, start = repeat_and_score(agent, seed=args.seed)
+    problem, start = repeat_and_score(agent, seed=args.seed)  # as a run's repeat check
+    if not problem and not math.isfinite(start):
+        problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "
+                   f"a finite number, so it can never be kept as the best (a score must be "
+                   f"a finite float, higher is better)")
     if problem:
         print(f"es-search check: {problem}", file=sys.stderr)
-        return 1
-    if not math.isfinite(start):
-        print(f"es-search check: {type(agent).__name__}'s score is {start} for the "
-              f"starting agent: not a finite number, so it can never be kept as the best "
-              f"(a score must be a finite float, higher is better)", file=sys.stderr)
         return 1
     print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
           f"(repeatable)")
@@ -159,17 +154,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _print_test(figures: dict, same: bool, chosen: str) -> None:
-    """One line per tested agent: the best, and the final centre (unless ``same``);
-    the ``chosen`` one is called handed back."""
-    shown = [("the best agent (also the final centre)" if same else "the best agent",
-              figures["best"], "best")]
-    if "center" in figures and not same:
-        shown.append(("the final centre", figures["center"], "center"))
-    for label, values, name in shown:
-        label += " (handed back)" if name == chosen or same else ""
-        text = ", ".join(f"{name} {value:.6g}" if isinstance(value, float)
-                         else f"{name} {value}" for name, value in values.items())
-        print(f"test of {label}, outside the search: {text}")
+    """A line per tested agent, the best and the final centre (one line if ``same``)."""
+    for name, label in (("best", "the best agent"), ("center", "the final centre")):
+        if name in figures and not (same and name == "center"):
+            label += (" (also the final centre)" if same else "") + (
+                " (handed back)" if name == chosen or same else "")
+            text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
+                             else f"{key} {value}" for key, value in figures[name].items())
+            print(f"test of {label}, outside the search: {text}")
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
@@ -195,11 +187,9 @@ def program() -> list[str]:
     """How this command was started, to print commands that can be pasted:
     ``es-search``, or ``python -m es_search`` (the interpreter's full path unless it is
     the ``python`` found on PATH)."""
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if getattr(spec, "name", None) != "es_search.__main__":
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main_spec, "name", None) != "es_search.__main__":
         return ["es-search"]
-    import shutil
     found = shutil.which("python")
     same = found is not None and os.path.abspath(found) == os.path.abspath(sys.executable)
     return ["python" if same else sys.executable, "-m", "es_search"]
@@ -210,6 +200,11 @@ def resume_command(argv: Sequence[str]) -> str:
     ``--resume`` added, ``--overwrite`` dropped (it would replace what was kept)."""
     argv = [a for a in argv if a != "--overwrite"]
     return shlex.join([*program(), *argv, *([] if "--resume" in argv else ["--resume"])])
+
+
+def _test_command(out: Any) -> str:
+    """The command line that tests the run in ``out``."""
+    return shlex.join([*program(), "test", str(out)])
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -267,14 +262,8 @@ def interrupted_message(args: argparse.Namespace | None, argv: Sequence[str]) ->
     if args is None or args.verb != "run":
         return "es-search: interrupted"
     if getattr(args, "testing", False):  # set by _print_run
-        if not args.out:
-            return "es-search: interrupted while testing the run's result (not saved)"
         return (f"es-search: interrupted while testing; the run itself is complete in "
-                f"{args.out}/; test it with:\n  {shlex.join([*program(), 'test', args.out])}")
-    if args.out:
-        return f"es-search: interrupted; resume with:\n  {resume_command(argv)}"
-    return "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+                f"{args.out}/; test it with:\n  {_test_command(args.out)}" if args.out else
+                "es-search: interrupted while testing the run's result (not saved)")
+    return (f"es-search: interrupted; resume with:\n  {resume_command(argv)}" if args.out
+            else "es-search: interrupted (nothing saved: pass --out DIR to checkpoint a run)")

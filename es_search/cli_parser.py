@@ -6,16 +6,12 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-from dataclasses import fields
 from typing import Any, Callable
 
 from . import __version__
 from .errors import python_term, render
-from .settings import Settings
+from .settings import DOCUMENTED
 from .strategies import DEFAULT, STRATEGIES
-
-#: the settings ``es-search run`` takes as flags: those that declare a help
-SETTINGS = [setting for setting in fields(Settings) if "help" in setting.metadata]
 
 
 class UsageError(ValueError):
@@ -52,9 +48,8 @@ class _Params(argparse.Action):
 
 def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
     """How ``parser`` writes a setting (for :func:`~es_search.errors.setting_message`):
-    the flag of its option whose dest (or ``setting`` attribute) is the setting
-    (``--n-jobs 2``; a switch alone, ``--resume``, ``--no-progress`` for
-    ``progress=False``), else as Python writes it."""
+    the flag whose dest (or ``setting`` attribute) it is (``--n-jobs 2``; a switch alone,
+    ``--no-progress`` for ``progress=False``), else as Python writes it."""
     actions = {getattr(action, "setting", action.dest): action
                for action in parser._actions if action.option_strings}
 
@@ -70,22 +65,31 @@ def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
-    """A flag per setting that declares one (:class:`~es_search.settings.Settings`), its
-    help's settings written as this parser's flags."""
-    helps = {}
-    for setting in SETTINGS:
-        options = {key: value for key, value in setting.metadata.items() if key != "help"}
+    """A flag per documented setting, its help's settings written as this parser's flags."""
+    actions = []
+    for setting in DOCUMENTED:
+        options = {key: value for key, value in setting.metadata.items()
+                   if key not in ("help", "check")}
         if isinstance(setting.default, bool):  # --resume; --progress/--no-progress
             options["action"] = argparse.BooleanOptionalAction if setting.default \
                 else "store_true"
         elif setting.default is not None:
             options.setdefault("type", type(setting.default))
-        action = parser.add_argument("--" + setting.name.replace("_", "-"),
-                                     default=setting.default, **options)
-        helps[action] = setting.metadata["help"]
+        actions.append(parser.add_argument("--" + setting.name.replace("_", "-"),
+                                           default=setting.default, **options))
     term = flag_term(parser)
-    for action, text in helps.items():
-        action.help = render(text, term)
+    for action, setting in zip(actions, DOCUMENTED):
+        action.help = render(setting.metadata["help"], term)
+
+
+def _add_problem(parser: argparse.ArgumentParser, resume: str = "") -> None:
+    """PROBLEM and its constructor arguments, ``-p NAME=VALUE``."""
+    parser.add_argument("problem", help="a built-in name (es-search list), gym:ENV_ID (any "
+                                        "gymnasium environment), module:Class or "
+                                        "path/to/file.py:Class")
+    parser.add_argument("-p", "--param", dest="params", action=_Params, default={},
+                        const="work=100", metavar="NAME=VALUE",
+                        help="constructor argument of the agent (repeatable)" + resume)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,21 +106,20 @@ def build_parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
     parser.verbs = verbs.choices
 
-    run = verbs.add_parser("run", help="optimise a problem",
-                           description="Optimise PROBLEM: a built-in name (es-search list), "
-                                       "gym:ENV_ID (any gymnasium environment), "
-                                       "package.module:AgentClass or path/to/file.py:AgentClass.")
-    run.add_argument("problem", help="a built-in name, gym:ENV_ID, module:Class or "
-                                     "path/to/file.py:Class")
+    own = "; with --resume, the run's own"
+    run = verbs.add_parser("run", help="optimise a problem", description="Optimise PROBLEM.")
+    _add_problem(run, own + " where not given again")
     for name, kind, default in (("generations", int, "the problem's"),
                                 ("population", int, "the problem's, else the strategy's"),
                                 ("sigma", float, "the problem's, else the strategy's"),
                                 ("seed", int, "0")):
-        run.add_argument("--" + name, type=kind,
-                         help=f"default: {default}; with --resume, the run's own")
+        run.add_argument("--" + name, type=kind, help=f"default: {default}{own}")
     run.add_argument("--strategy", choices=sorted(STRATEGIES),
-                     help=f"default: the problem's ({DEFAULT} for most); with --resume, the "
-                          f"run's own")
+                     help=f"default: the problem's ({DEFAULT} for most){own}")
+    run.add_argument("-o", "--strategy-option", dest="strategy_options", action=_Params,
+                     default={}, const="reevaluate=True", metavar="NAME=VALUE",
+                     help="option of the strategy (repeatable), e.g. -o learning_rate=0.1; "
+                          f"see es-search list STRATEGY{own} where not given again")
     run.add_argument("--scheduler", metavar="ADDRESS",
                      help="dask scheduler to run on (e.g. tcp://host:8786); implies "
                           "--backend dask")
@@ -125,66 +128,43 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
-    run.add_argument("-p", "--param", dest="params", action=_Params, default={}, const="work=100",
-                     metavar="NAME=VALUE",
-                     help="constructor argument of the agent (repeatable); with --resume, "
-                          "the run's own where not given again")
-    run.add_argument("-o", "--strategy-option", dest="strategy_options", action=_Params,
-                     default={},
-                     const="reevaluate=True", metavar="NAME=VALUE",
-                     help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
-                          "-o learning_rate=0.1; see es-search list STRATEGY; with "
-                          "--resume, the run's own where not given again")
     from .callbacks.options import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     test = verbs.add_parser(
         "test", help="test the best agent and the final centre of a run folder",
-        description="Rebuild the problem of a run written by `es-search run PROBLEM --out "
-                    "DIR`, load its best weights and its final centre and print their "
-                    "test_scores() (held-out accuracy, returns of fresh episodes); also "
-                    "written to DIR/test.json.")
+        description="Print the test_scores() of the best weights and the final centre of "
+                    "a run written by `es-search run PROBLEM --out DIR` (also written to "
+                    "DIR/test.json).")
     test.add_argument("out", metavar="DIR")
 
     check = verbs.add_parser(
         "check", help="check that a problem's scores are repeatable and, with score_batch, "
                       "that it scores each candidate on its own",
-        description="Build PROBLEM as `es-search run PROBLEM` builds it, score it twice "
-                    "under one task seed (es_search.check_repeatable: a score that "
-                    "depends on what the agent scored before makes runs depend on "
-                    "--n-jobs) and, when it defines score_batch, score a few "
-                    "jittered candidates as one group, as two groups, one by one and "
-                    "through score() (es_search.check_score_batch). Exit status 0 when "
-                    "the scores agree, 1 when some do not (named on stderr), 2 on bad "
-                    "input.")
-    check.add_argument("problem")
+        description="Score PROBLEM twice under one task seed (es_search.check_repeatable) "
+                    "and, with score_batch, a few candidates in groups, one by one and "
+                    "through score() (es_search.check_score_batch). Exit status 0 when the "
+                    "scores agree, 1 when some do not, 2 on bad input.")
+    _add_problem(check)
     check.add_argument("--population", type=int, default=8,
                        help="candidates to score (default 8)")
-    check.add_argument("--sigma", type=float,
-                       help="their jitter (default: the problem's)")
+    check.add_argument("--sigma", type=float, help="their jitter (default: the problem's)")
     check.add_argument("--seed", type=int, default=0)
     check.add_argument("--exact", action="store_true",
                        help="require bit-identical scores (default: within a relative "
                             "1e-6, the last bits of a batched product may differ)")
-    check.add_argument("-p", "--param", dest="params", action=_Params, default={}, const="work=100",
-                       metavar="NAME=VALUE",
-                       help="constructor argument of the agent (repeatable)")
 
     listing = verbs.add_parser(
         "list", help="list the built-in problems and strategies, or one problem's "
                      "parameters and defaults, or one strategy's options",
-        description="Without PROBLEM: the built-in problems and the strategies with their "
-                    "options. With PROBLEM (a name, gym:ID, file.py:Class or "
-                    "module:Class): what it is, its parameters (-p NAME=VALUE) with their "
-                    "defaults, and the settings `es-search run PROBLEM` uses. With a "
-                    "strategy's name: what it does and its options (-o NAME=VALUE).")
+        description="The built-in problems and strategies; a problem's parameters (-p "
+                    "NAME=VALUE) and settings; a strategy's options (-o NAME=VALUE).")
     listing.add_argument("problem", nargs="?", metavar="PROBLEM_OR_STRATEGY")
 
     export = verbs.add_parser(
         "export", help="write a run's policy as one file that runs without es_search",
-        description="Write the policy of a run written by `es-search run PROBLEM --out "
-                    "DIR` (observation normalisation, network, action mapping) as "
-                    "TorchScript (torch.jit.load) or ONNX (onnxruntime; extra export).")
+        description="Write a run's policy (observation normalisation, network, action "
+                    "mapping) as TorchScript or ONNX (extra export).")
     export.add_argument("out", metavar="RUN_DIR")
     export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
     export.add_argument("--out", dest="file", metavar="FILE",
@@ -194,8 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .bench import add_arguments
     bench = verbs.add_parser("bench", help="how a generation's scoring scales with n_jobs here",
-                             description="Time one generation of scoring (0, 1 and 10 ms "
-                                         "scores, population 64) for n_jobs from 1 to all "
-                                         "cores; prints the table and writes bench.json.")
+                             description="Time a generation of 0, 1 and 10 ms scores "
+                                         "(population 64) for n_jobs from 1 to all cores.")
     add_arguments(bench)
     return parser

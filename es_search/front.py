@@ -1,7 +1,5 @@
-"""The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`),
-over the run's engine (:class:`~es_search.evaluation.Engine`), which scores candidates
-described by seeds. A run's :class:`Evaluator` re-tests its best weights with
-:meth:`Evaluator.evaluate` (:mod:`es_search.selection`)."""
+"""The front door: weight dicts scored for a user (:func:`evaluate`, :class:`Evaluator`)
+over the run's engine (:class:`~es_search.evaluation.Engine`)."""
 from __future__ import annotations
 
 import copy
@@ -20,20 +18,15 @@ __all__ = ["Evaluator", "evaluate"]
 
 
 class Evaluator(Engine):
-    """The engine (:class:`~es_search.evaluation.Engine`: its settings, its workers kept
-    open between calls) with :meth:`evaluate`, which scores weight dicts. A run makes
-    its own."""
+    """The engine (its settings, its workers kept open between calls) with
+    :meth:`evaluate`, which scores weight dicts."""
 
-    _over: "_Over | None" = None  # what evaluate() loads weights over (its first call)
+    _base: dict | None = None  # what evaluate() loads weights over (set at its first call)
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
-        """Score each weights dict, loaded over the agent's own weights (a subset of
-        names is fine), on this evaluator's workers; scores in input order. Task ``i``
-        runs under ``es_search.task_seed(seed, generation, i)``: in a loop, give each
-        call its own ``generation``, or every call replays the same random streams
-        (the same episodes, the same sampled actions). A bad name or shape fails
-        before any scoring. Example (a loop of your own, workers kept between calls)::
+        """As :func:`evaluate`, on this evaluator's workers: in a loop, give each call its
+        own ``generation``, or every call replays the same random streams::
 
             >>> import torch, es_search
             >>> from es_search.problems.blog import BlogAgent
@@ -49,75 +42,52 @@ class Evaluator(Engine):
         return self._score(*self._candidates(weights, generation))
 
     def _candidates(self, weights: Any, generation: Any) -> tuple[int, list[Candidate]]:
-        """``generation`` and one candidate per weights dict, checked: a bad one fails
-        here, before any scoring."""
+        """``generation`` and one candidate per weights dict, each tried on a copy of the
+        agent first: a bad one fails here, before any scoring. Each loads over the
+        agent's own values at the first call: what an earlier dict set that does not
+        evolve is set back (a worker keeps its agent from one candidate to the next)."""
         weights = _weights_list(weights)
         generation = check_int("generation", generation, 0,
                                " (task i of a call runs under task_seed(seed, generation, i))")
-        if self._over is None:  # before any weights dict is loaded into self.local
-            self._over = _Over(self.local)
-        return generation, self._over.candidates(weights)
+        if self._base is None:  # before any candidate is loaded into self.local
+            self._checker, self._center = copy.deepcopy(self.local), self.local.get_flat()
+            evolved = {name for name, _ in self.local.evolved_parameters()}
+            self._base = {name: value.detach().clone()  # buffers, frozen parameters
+                          for name, value in self.local.state_dict().items()
+                          if name not in evolved}
+            self._reset: dict = {}  # what a dict has set of those, set back
+        for w in weights:
+            self._checker.set_weights(w)
+            self._reset.update((name, self._base[name]) for name in w if name in self._base)
+        reset = dict(sorted(self._reset.items()))
+        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
+        return generation, [Candidate("weights", vector={**reset, **as_tensors(w)})
+                            for w in weights]
 
     def _score(self, generation: int, candidates: list[Candidate]) -> list[float]:
         if not candidates:
             return []
         try:
-            return self.score(generation, self._over.center, candidates).scores
+            return self.score(generation, self._center, candidates).scores
         except ScoreError as exc:  # no run folder: its message replays weights[index]
             exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
             raise
-
-
-class _Over:
-    """What :meth:`Evaluator.evaluate` loads every weights dict over: the agent's own
-    values, taken at the first call (scoring in this process loads each candidate into
-    the engine's agent, which must not become the next call's centre)."""
-
-    def __init__(self, agent: Agent):
-        self.checker = copy.deepcopy(agent)  # weights are tried on it first
-        self.center = agent.get_flat()
-        evolved = {name for name, _ in agent.evolved_parameters()}
-        self.base = {name: value.detach().clone()  # buffers, frozen parameters
-                     for name, value in agent.state_dict().items() if name not in evolved}
-        self.unevolved_set: set[str] = set()  # of these, the names a dict has set so far
-
-    def candidates(self, weights: list[Mapping[str, Any]]) -> list[Candidate]:
-        """One per weights dict; bad names or shapes fail here, before any scoring."""
-        for w in weights:
-            self.checker.set_weights(w)
-            self.unevolved_set.update(name for name in w if name in self.base)
-        # each dict over the agent's own values: what an earlier dict set that is not
-        # evolved is set back (workers keep their agent from one candidate to the next)
-        reset = {name: self.base[name] for name in sorted(self.unevolved_set)}
-        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return [Candidate("weights", vector={**reset, **as_tensors(w)}) for w in weights]
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,
              seed: int = 0, generation: int = 0, backend: Any = None,
              score_kwargs: Mapping[str, Any] | None = None,
              repeat_check: bool = True) -> list[float]:
-    """Score each weights dict on a copy of ``agent``, in parallel; scores in input order.
-
-    Each dict is loaded over the agent's own weights (a subset of names is fine). Task
-    ``i`` runs under ``es_search.task_seed(seed, generation, i)``. ``agent`` is not
-    modified. Workers start and stop with each call (~13 ms on 2 cores): in a loop of
-    your own, keep them with :meth:`Evaluator.evaluate`. ``repeat_check``: first score
-    the agent twice in this process and warn if its score depends on its past
-    (:func:`~es_search.check_repeatable`); False saves those two ``score()`` calls.
-
-    The blog post's whole example::
-
-        scores = es_search.evaluate(BlogAgent(), batch_w, score_kwargs={"b": 45, "c": 33})
-
-    A ``score()`` that raises stops the call with a :class:`~es_search.ScoreError`
-    whose message says how to replay that weights dict in this process
-    (:func:`es_search.replay_task` with ``weights=``).
-    """
+    """Score each weights dict, loaded over a copy of ``agent``'s own weights (a subset of
+    names is fine), in parallel; scores in input order. Task ``i`` runs under
+    ``es_search.task_seed(seed, generation, i)``; a bad name or shape fails before any
+    scoring. Workers start and stop with each call: in a loop, keep them with
+    :meth:`Evaluator.evaluate`. ``repeat_check``: as ``run()``'s. A ``score()`` that
+    raises stops the call with a :class:`~es_search.ScoreError` that says how to replay
+    that weights dict in this process (:func:`es_search.replay_task`)."""
     evaluator = Evaluator(agent, seed=seed, n_jobs=n_jobs, backend=backend,
                           score_kwargs=score_kwargs, repeat_check=repeat_check)
-    # checked before the workers start
-    generation, candidates = evaluator._candidates(weights, generation)
+    generation, candidates = evaluator._candidates(weights, generation)  # before workers
     if not candidates:
         return []
     with evaluator:

@@ -1,25 +1,12 @@
-"""A run's settings, checked once: ``run()``, the :class:`~es_search.Evaluator` and the
-command line all build one :class:`Settings` and share it.
-
-Every check lives here (and in :mod:`es_search.checks`, which the strategies use for
-their own settings; the backend's in :func:`es_search.backends.prepare`, when the engine
-is made); an invalid value raises at construction a
-:class:`~es_search.errors.SettingError` (a ``ValueError`` and a ``TypeError``) that names
-the setting and says how to fix it.
-
-Example::
-
-    >>> from es_search.settings import Settings
-    >>> Settings(generations=10, n_jobs=2).n_jobs
-    2
-    >>> Settings(n_jobs=0)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    es_search.errors.SettingError: n_jobs must be an integer other than 0 ...
-"""
+"""A run's settings, checked once, at construction: ``run()``, the
+:class:`~es_search.Evaluator` and the command line all build one :class:`Settings`. A bad
+value raises a :class:`~es_search.errors.SettingError` that names the setting and says
+how to fix it (the strategies' own settings: :mod:`es_search.checks`; the backend's:
+:func:`es_search.backends.prepare`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -38,9 +25,9 @@ DIGEST = "__digest__"
 
 def describe(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
-    and dicts too) replaced by their type, shape, dtype and SHA-256, anything else as
-    it is. A data set passed in ``score_kwargs`` is then neither rewritten into every
-    checkpoint nor printed into ``config.json``, and a resume compares it exactly.
+    and dicts too) replaced by their type, shape, dtype and SHA-256: a data set in
+    ``score_kwargs`` is neither printed into ``config.json`` nor rewritten into every
+    checkpoint, and a resume compares it exactly.
 
     >>> import torch
     >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
@@ -48,83 +35,76 @@ def describe(value: Any) -> Any:
     >>> describe(describe({"X": torch.zeros(2)})) == describe({"X": torch.zeros(2)})
     True
     """
+    import hashlib
+
     import numpy as np
     import torch
+    if isinstance(value, dict):
+        return {key: describe(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(describe(item) for item in value)
     if isinstance(value, torch.Tensor) and value.layout == torch.strided \
             and not value.is_quantized:
         flat = value.detach().cpu().contiguous().reshape(-1)
-        return _digest("torch.Tensor", list(value.shape), str(value.dtype)[6:],
-                       flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
-    if isinstance(value, np.ndarray) and not value.dtype.hasobject:
-        return _digest("numpy.ndarray", list(value.shape), value.dtype.str,
-                       np.ascontiguousarray(value).tobytes())
-    if isinstance(value, dict):
-        return {key: describe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(describe(item) for item in value) if type(value) in (
-            list, tuple) else value
-    return value
+        kind, dtype = "torch.Tensor", str(value.dtype)[6:]
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    elif isinstance(value, np.ndarray) and not value.dtype.hasobject:
+        kind, dtype, data = "numpy.ndarray", value.dtype.str, np.ascontiguousarray(value).tobytes()
+    else:
+        return value
+    return {DIGEST: kind, "shape": list(value.shape), "dtype": dtype,
+            "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def agent_settings(agent: Any) -> dict:
-    """The agent's own plain settings, as ``config.json`` records them: its public
-    attributes whose values are numbers, strings, booleans or None (or lists, tuples and
-    str-keyed dicts of those), such as the constructor arguments it keeps. A resume
-    compares them, since they usually change what ``score()`` computes.
-
-    >>> import torch, es_search
-    >>> class Agent(es_search.Agent):
-    ...     def __init__(self, offset=0.0):
-    ...         super().__init__()
-    ...         self.offset, self.w = offset, torch.nn.Parameter(torch.zeros(2))
-    ...         self._cache, self.layer = {}, torch.nn.Linear(1, 1)
-    >>> agent_settings(Agent(offset=1.5))
-    {'offset': 1.5}
-    """
-    skip = frozenset(vars(_module_attributes()))
+    """The agent's own plain settings, as ``config.json`` records them (a resume compares
+    them): its public attributes that are numbers, strings, booleans or None (or lists,
+    tuples and str-keyed dicts of those), such as the constructor arguments it keeps."""
+    import torch
+    skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
             if not name.startswith("_") and name not in skip and _plain(value)}
-
-
-def _module_attributes() -> Any:
-    import torch
-    return torch.nn.Module()
 
 
 def _plain(value: Any, depth: int = 0) -> bool:
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
-    if depth >= 3:
-        return False
-    if type(value) in (list, tuple):
-        return len(value) <= 64 and all(_plain(item, depth + 1) for item in value)
-    if type(value) is dict:
-        return len(value) <= 64 and all(isinstance(key, str) and _plain(item, depth + 1)
-                                        for key, item in value.items())
-    return False
-
-
-def _digest(kind: str, shape: list, dtype: str, data: bytes) -> dict:
-    import hashlib
-    return {DIGEST: kind, "shape": shape, "dtype": dtype,
-            "sha256": hashlib.sha256(data).hexdigest()}
+    items = value if type(value) in (list, tuple) else value.values() if (
+        type(value) is dict and all(isinstance(key, str) for key in value)) else None
+    return items is not None and depth < 3 and len(items) <= 64 and all(
+        _plain(item, depth + 1) for item in items)
 
 
 def has_digest(description: Any) -> bool:
     """Whether :func:`describe` replaced anything in ``description`` by a digest."""
     if isinstance(description, dict):
         return DIGEST in description or any(map(has_digest, description.values()))
-    if isinstance(description, (list, tuple)):
-        return any(map(has_digest, description))
-    return False
+    return isinstance(description, (list, tuple)) and any(map(has_digest, description))
 
 
-def _flag(default: Any, help: str, **argparse: Any) -> Any:
-    """A setting that ``es-search run`` takes as ``--name`` (``--name``/``--no-name`` for
-    one that is True by default): what it does, ``help``, in which ``{setting}`` names
-    another setting as the caller writes it, and argparse's ``type``, ``choices`` or
-    ``metavar`` where its default does not tell them."""
-    return field(default=default, metadata={"help": help, **argparse})
+def setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
+    """A field of :class:`Settings`: ``check(name, value)`` normalises it or raises a
+    SettingError (a bool's: ``check_bool``; None passes where it is the default); a
+    ``help`` (settings in it as ``{name}``) puts it in ``help(es_search.run)`` and makes
+    it a flag of ``es-search run``, with argparse's ``type``, ``choices`` or ``metavar``."""
+    return field(default=default, metadata={"check": check, "help": help, **argparse})
+
+
+def check_fields(obj: Any) -> None:
+    """Each field of the dataclass ``obj`` checked by its :func:`setting`'s ``check``,
+    its normalised value set (once, even on a frozen one)."""
+    for each in fields(obj):
+        value, check = getattr(obj, each.name), each.metadata.get("check")
+        if isinstance(each.default, bool):
+            check = check_bool
+        if check is not None and not (value is None and each.default is None):
+            object.__setattr__(obj, each.name, check(each.name, value))
+
+
+def check_generations(name: str, value: Any) -> int:
+    if check_int(name, value, 1) >= SELECTION_GENERATION:  # its seeds are the selection's
+        raise SettingError(name, value, f"an integer below {SELECTION_GENERATION}")
+    return int(value)
 
 
 #: what ``on_error`` may be
@@ -133,73 +113,61 @@ ON_ERROR = ("raise", "worst")
 
 @dataclass(frozen=True)
 class Settings:
-    """What a run is asked to do, besides the agent and the strategy (see ``run()``):
-    ``generations`` to reach (None: not a run, e.g. ``evaluate()``), ``seed`` and
-    ``score_kwargs``, what every task sees; each other field's ``help`` (its metadata)
-    says what it does."""
+    """What a run is asked to do besides the agent and the strategy: ``generations`` (None:
+    not a run, e.g. ``evaluate()``), ``seed`` and ``score_kwargs``, what every task sees,
+    and the fields whose ``help`` says what they do."""
 
-    generations: int | None = None
-    seed: int = 0
-    n_jobs: int = _flag(-1, "-1 all cores (default), 1 no parallelism")
-    backend: Any = _flag(None, "loky (default), multiprocessing, dask (give its "
-                         "{scheduler}), ray (RAY_ADDRESS, or a local Ray)")
-    score_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    on_error: str = _flag("raise", "a score() that raises: stop (default) or score it "
-                          "-inf and go on", choices=ON_ERROR)
-    max_retries: int = _flag(2, "re-runs of a generation's tasks lost to dead workers "
-                             "(default 2)")
-    task_timeout: float | None = _flag(None, "seconds one score() may take in a worker "
-                                       "(default: no limit)", type=float)
-    sequential_fallback: bool = _flag(
-        True, "score a generation in this process when that is faster than a round trip "
-        "to the workers (the same scores); {sequential_fallback=False} keeps every "
+    generations: int | None = setting(None, check_generations)
+    seed: int = setting(0, lambda name, value: check_seed(value))
+    n_jobs: int = setting(-1, lambda name, value: check_n_jobs(value), "-1 all cores "
+                           "(default), 1 a plain loop in this process (joblib's)")
+    backend: Any = setting(None, None, "loky (default, or joblib.parallel_config's), "
+                            "multiprocessing, dask (its Client; give its {scheduler}), ray "
+                            "(RAY_ADDRESS, or a local Ray); no threads")
+    score_kwargs: Mapping[str, Any] = field(default_factory=dict, metadata={
+        "check": partial(check_dict, what=SCORE_KWARGS)})
+    on_error: str = setting(
+        "raise", partial(check_choice, choices=ON_ERROR, note=" ('raise': stop with a "
+                         "ScoreError; 'worst': score the candidate -inf and go on)"),
+        "a score() that raises: stop (default) or score it -inf and go on",
+        choices=ON_ERROR)
+    max_retries: int = setting(2, partial(check_int, minimum=0), "re-runs of a "
+                                "generation's tasks lost to dead workers or timeouts "
+                                "(default 2)")
+    task_timeout: float | None = setting(
+        None, check_positive_float, "seconds one score() may take in a worker (default: no "
+        "limit); a worker over time is killed, as a dead one", type=float)
+    sequential_fallback: bool = setting(
+        True, None, "score a generation in this process when that is faster than a round "
+        "trip to the workers (the same scores); {sequential_fallback=False} keeps every "
         "generation in the workers: a score() that can crash its process (a C "
         "extension's segfault) then costs a retry, not the run (default: on)")
-    progress: bool = _flag(True, "a progress bar (default)")
-    out: Path | None = _flag(None, "folder to write the run into")
-    resume: bool = _flag(False, "continue the run saved in {out} from its checkpoint")
-    overwrite: bool = _flag(False, "replace the run saved in {out} (without it, or "
-                            "{resume}, an {out} that holds a run is refused)")
-    checkpoint_every: int = _flag(1, "write {out}'s checkpoint every N generations "
-                                  "(default 1); a kill -9 then redoes up to N - 1 of them "
-                                  "on {resume}", metavar="N")
-    repeat_check: bool = _flag(True, "first score the starting agent twice under one task "
-                               "seed (a warning when the scores differ: the run would "
-                               "depend on {n_jobs}; default: on)")
-    select_tasks: int = _flag(SELECT_TASKS, f"at the end, score the best weights and the "
-                              f"final centre on N fresh tasks each and hand back the better "
-                              f"(default {SELECT_TASKS}; 0: the best weights, untested)",
-                              metavar="N")
+    progress: bool = setting(True, None, "a progress bar (default)")
+    out: Path | None = setting(None, check_path, "folder to write the run into as it "
+                                "goes (es_search.output)")
+    resume: bool = setting(False, None, "continue the run saved in {out} (a fresh start "
+                            "when there is none), to an uninterrupted run's result")
+    overwrite: bool = setting(False, None, "replace the run saved in {out} (without it, "
+                               "or {resume}, an {out} that holds a run is refused before "
+                               "any work)")
+    checkpoint_every: int = setting(
+        1, partial(check_int, minimum=1, note=" (generations between two checkpoints of "
+                   "the run folder)"), "write {out}'s checkpoint every N generations "
+        "(default 1); a kill -9 then redoes up to N - 1 of them on {resume}", metavar="N")
+    repeat_check: bool = setting(True, None, "first score the starting agent twice under "
+                                  "one task seed (a warning when the scores differ: the "
+                                  "run would depend on {n_jobs}; default: on)")
+    select_tasks: int = setting(
+        SELECT_TASKS, lambda name, value: check_select_tasks(value), f"at the end, score "
+        f"the best weights and the final centre on N fresh tasks each and hand back the "
+        f"better (default {SELECT_TASKS}; 0: the best weights, untested)", metavar="N")
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__  # frozen: normalised values are set once, here
-        if self.generations is not None:
-            set_(self, "generations", check_int("generations", self.generations, 1))
-            if self.generations >= SELECTION_GENERATION:  # its seeds are the selection's
-                raise SettingError("generations", self.generations,
-                                   f"an integer below {SELECTION_GENERATION}")
-        set_(self, "select_tasks", check_select_tasks(self.select_tasks))
-        set_(self, "seed", check_seed(self.seed))
-        set_(self, "n_jobs", check_n_jobs(self.n_jobs))
-        set_(self, "score_kwargs", check_dict("score_kwargs", self.score_kwargs, SCORE_KWARGS))
-        check_choice("on_error", self.on_error, ON_ERROR, " ('raise': stop with "
-                     "a ScoreError; 'worst': score the candidate -inf and go on)")
-        set_(self, "max_retries", check_int("max_retries", self.max_retries, 0))
-        if self.task_timeout is not None:
-            set_(self, "task_timeout", check_positive_float("task_timeout",
-                                                            self.task_timeout))
-            if self.n_jobs == 1:
-                raise SettingError("task_timeout", self.task_timeout, "needs worker "
-                                   "processes, not {n_jobs=1}: a score() running in this "
-                                   "process cannot be stopped", got=False)
-        for setting in fields(self):
-            if isinstance(setting.default, bool):
-                check_bool(setting.name, getattr(self, setting.name))
-        if self.out is not None:
-            set_(self, "out", check_path("out", self.out))
-        set_(self, "checkpoint_every", check_int(
-            "checkpoint_every", self.checkpoint_every, 1,
-            " (generations between two checkpoints of the run folder)"))
+        check_fields(self)
+        if self.task_timeout is not None and self.n_jobs == 1:
+            raise SettingError("task_timeout", self.task_timeout, "needs worker processes, "
+                               "not {n_jobs=1}: a score() running in this process cannot "
+                               "be stopped", got=False)
         for name, does in (("resume", "continues the run saved in an out folder"),
                            ("overwrite", "replaces the run saved in an out folder"),
                            ("checkpoint_every", "sets how often the run folder's "
@@ -211,23 +179,11 @@ class Settings:
             raise SettingError("resume", True, "continues the run in {out}, "
                                "{overwrite=True} replaces it: pass one of them", got=False)
 
-    @classmethod
-    def for_run(cls, **settings: Any) -> "Settings":
-        """Settings of a run: ``generations`` is required."""
-        check_int("generations", settings.get("generations"), 1)
-        return cls(**settings)
-
     @property
     def fallback(self) -> bool:
         """Whether a generation may be scored in this process (a task timeout only
         works in a worker)."""
         return self.sequential_fallback and self.task_timeout is None
-
-    @property
-    def backend_name(self) -> Any:
-        """The backend as recorded in ``config.json``."""
-        return self.backend if self.backend is None or isinstance(self.backend, str) \
-            else repr(self.backend)
 
     def config(self, agent: Any, strategy: Any) -> dict:
         """The run's ``config.json`` (what defines it, and how it was run): the spec of an
@@ -241,10 +197,15 @@ class Settings:
             "seed": self.seed,
             "score_kwargs": describe(dict(self.score_kwargs)),
             "n_jobs": self.n_jobs,
-            "backend": self.backend_name,
+            "backend": self.backend if self.backend is None or isinstance(self.backend, str)
+            else repr(self.backend),
             "num_evolved": agent.num_evolved(),
             "agent_settings": agent_settings(agent),
             "score_batch_size": group_size(agent),
             "checkpoint_every": self.checkpoint_every,
             "select_tasks": self.select_tasks,
         }
+
+
+#: the settings ``help(es_search.run)`` lists and ``es-search run`` takes as flags
+DOCUMENTED = [setting for setting in fields(Settings) if setting.metadata.get("help")]

@@ -1,26 +1,14 @@
 """A run described as data: the problem and its parameters, the strategy and its options,
-the size, the length and the seed.
-
-``es-search run`` makes a :class:`RunSpec` of its flags (with ``--resume``, of the run's
-own where they give none: :meth:`RunSpec.resume`), and :meth:`RunSpec.run` builds the
-agent and runs it. The run folder's ``config.json`` keeps the spec (its ``spec``), from
-which ``es-search test``, ``--resume`` and :func:`load_run` rebuild
-the run::
-
-    >>> import tempfile
-    >>> from es_search.spec import RunSpec
-    >>> out = tempfile.mkdtemp()
-    >>> _ = RunSpec("sphere", {"dim": 3}, generations=2).run(out=out, n_jobs=1, progress=False)
-    >>> spec = RunSpec.load(out)  # sphere's defaults filled in
-    >>> spec.params, spec.strategy, spec.population, spec.generations, spec.seed
-    ({'dim': 3}, 'hill-climb', 16, 2, 0)
-"""
+the size, the length and the seed. The run folder's ``config.json`` keeps it (its
+``spec``), from which ``es-search test``, ``--resume`` and :func:`load_run` rebuild the
+run: ``RunSpec("sphere", {"dim": 3}, generations=2).run(out="runs/sphere")``."""
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Mapping
 
 from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
@@ -30,6 +18,7 @@ from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
+from .settings import check_fields, check_generations, setting
 from .strategies import DEFAULT, strategy_from
 
 
@@ -37,12 +26,21 @@ class TestScoresError(RuntimeError):
     """The agent's ``test_scores()`` raised or returned something that is not a dict."""
 
 
+def _merged(own: Any, given: Any) -> Any:
+    """``given`` over ``own``: name by name for a dict, else unless it is None."""
+    return {**own, **given} if isinstance(own, dict) else own if given is None else given
+
+
+def _literal(text: Any) -> str:
+    """``text`` for a SettingError's rule or fix, which name settings as ``{name}``."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 @dataclass
 class RunSpec:
     """What defines a run. ``problem``: a built-in name, ``gym:ENV_ID``,
     ``module:Class`` or ``path/file.py:Class`` (found from ``cwd``); ``params``: its
-    constructor arguments; ``strategy`` (a name), ``strategy_options``, ``population``,
-    ``sigma``, ``generations`` and ``seed`` as ``es_search.run`` takes them. None: the
+    constructor arguments; the rest as ``es_search.run`` takes them. None: the
     problem's default (:meth:`resolved`)."""
 
     problem: str
@@ -50,19 +48,13 @@ class RunSpec:
     cwd: str = field(default_factory=os.getcwd)
     strategy: str | None = None
     strategy_options: dict = field(default_factory=dict)
-    population: int | None = None
-    sigma: float | None = None
-    generations: int | None = None
-    seed: int | None = None
+    population: int | None = setting(None, partial(check_int, minimum=1))
+    sigma: float | None = setting(None, check_positive_float)
+    generations: int | None = setting(None, check_generations)
+    seed: int | None = setting(None, lambda name, value: check_seed(value))
 
     def __post_init__(self) -> None:  # checked when made: before anything is loaded
-        for name, minimum in (("generations", 1), ("population", 1)):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), minimum)
-        if self.sigma is not None:
-            check_positive_float("sigma", self.sigma)
-        if self.seed is not None:
-            check_seed(self.seed)
+        check_fields(self)
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> RunSpec:
@@ -72,41 +64,31 @@ class RunSpec:
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
-        """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` for a
-        folder that holds none)."""
+        """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` if none)."""
         return cls(**RunDir(folder).spec())
 
     @classmethod
     def resume(cls, folder: Any, overrides: RunSpec) -> RunSpec:
-        """The spec that continues the run in ``folder``: what ``overrides`` gives
-        (name by name for ``params`` and ``strategy_options``), the run's own for the
-        rest (its options, population and sigma only while the strategy is its own).
-        A problem or constructor argument other than the run's is refused
-        (:class:`~es_search.CheckpointError`) once it has a checkpoint; the other
-        settings are compared by ``run()``. A folder without a spec (no run, or one
-        from Python) adds nothing."""
+        """The spec that continues the run in ``folder`` (if it has one): ``overrides``
+        over the run's own (its options and size only while the strategy is its own).
+        Once it has a checkpoint, a problem or ``params`` other than the run's is
+        refused; ``run()`` compares the rest."""
         saved = RunDir(folder).config.get("spec")
         if not saved:
             return overrides
         own = cls(**saved)
-        same = overrides.strategy in (None, own.strategy)
-        spec = dataclasses.replace(
-            own, problem=overrides.problem, cwd=overrides.cwd,
-            params={**own.params, **overrides.params},
-            strategy=overrides.strategy or own.strategy,
-            strategy_options={**(own.strategy_options if same else {}),
-                              **overrides.strategy_options},
-            population=overrides.population or (own.population if same else None),
-            sigma=overrides.sigma or (own.sigma if same else None),
-            generations=overrides.generations or own.generations,
-            seed=own.seed if overrides.seed is None else overrides.seed)
+        if overrides.strategy not in (None, own.strategy):  # its own options and size
+            own = dataclasses.replace(own, strategy_options={}, population=None, sigma=None)
+        spec = cls(**{f.name: _merged(getattr(own, f.name), getattr(overrides, f.name))
+                      for f in dataclasses.fields(cls)})
         if (RunDir(folder).path / CHECKPOINT).exists():
-            from .checkpoint import CheckpointError, differences
-            diff = differences(own.defining(), spec.defining(), ["problem", "arguments"])
+            from .checkpoint import differences
+            diff = "; ".join(differences(own.defining(), spec.defining(),
+                                         ["problem", "arguments"]))
             if diff:
-                raise CheckpointError(f"cannot resume the run in {folder}: " + "; ".join(diff)
-                                      + " (use the same problem and -p values, or another "
-                                      "--out)")
+                raise SettingError("out", str(folder), f"holds a run of another problem or "
+                                   f"constructor arguments: {_literal(diff)}", "use the "
+                                   "run's problem and {params}, or another {out}", got=False)
         return spec
 
     def problem_class(self) -> type:
@@ -118,8 +100,7 @@ class RunSpec:
 
     def defining(self) -> dict:
         """What a resume must keep: the problem (a file named from any folder) and its
-        constructor arguments over the defaults (``dim=10`` where 10 is the default
-        changes nothing)."""
+        constructor arguments, defaults included."""
         defaults = {p.name: p.default for p in keyword_parameters(self.problem_class()) or ()
                     if p.default is not inspect.Parameter.empty}
         return {"problem": resolve_spec(self.problem, self.cwd),
@@ -127,8 +108,7 @@ class RunSpec:
 
     def resolved(self) -> RunSpec:
         """This spec with the problem's defaults where it gives none; its strategy built
-        once, to say which refused option is the problem's default rather than the
-        user's (``top=16`` of bipedalwalker's ARS, with a population too small for it)."""
+        once, to say which refused option is the problem's default, not the user's."""
         defaults = problem_defaults(self.problem_class())
         strategy = self.strategy or defaults.get("strategy", DEFAULT)
         options = dict(defaults.get("strategy_options") or {}) if (
@@ -145,26 +125,24 @@ class RunSpec:
         except SettingError as exc:
             if exc.setting not in options or exc.setting in self.strategy_options:
                 raise
-            raise ValueError(f"{exc} ({exc.setting}={exc.value!r}: {self.problem}'s "
-                             f"default; -o NAME=VALUE sets another)") from None
+            default = _literal(f"{exc.setting}={exc.value!r}: {self.problem}'s default")
+            raise SettingError(exc.setting, exc.value, exc.rule, f"{exc.fix} ({default}; "
+                               f"{{strategy_options}} sets another)".lstrip()) from None
         return spec
 
     def build_agent(self) -> Any:
-        """The problem's agent, its random initial weights from the seed: the same spec,
-        the same agent."""
+        """The problem's agent, its initial weights drawn from the seed."""
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
         if misfit is not None:
-            raise ValueError(
-                f"{misfit}, and the command line passes score() no arguments: give them "
-                f"defaults, take them in __init__ (set with -p NAME=VALUE), or call "
-                f"es_search.run(agent, score_kwargs={{...}}) from Python")
+            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}", "give "
+                               "its arguments defaults, take them in __init__ (set by "
+                               "{params}), or pass them to es_search.run()", got=False)
         return agent
 
     def run(self, **settings: Any) -> Any:
-        """``es_search.run`` of this spec's agent (the problem's defaults where it gives
-        none), with ``settings`` (``n_jobs``, ``out``, ``callbacks``, ...); the run
-        folder's ``config.json`` keeps the spec."""
+        """``es_search.run`` of the :meth:`resolved` spec's agent with ``settings``
+        (``n_jobs``, ``out``, ...); the run folder's ``config.json`` keeps the spec."""
         from .run import run
         spec = self.resolved()
         agent = spec.build_agent()
@@ -176,17 +154,15 @@ class RunSpec:
 
 def load_run(out: Any) -> Any:
     """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR`` (or :meth:`RunSpec.run`), with its agent rebuilt from the run's spec, so that
-    ``best_agent()`` and ``center_agent()`` work:
-    ``load_run("runs/cartpole").center_agent().test_scores()``."""
+    DIR`` (or :meth:`RunSpec.run`), its agent rebuilt from the run's spec:
+    ``load_run("runs/cartpole").chosen_agent().test_scores()``."""
     from .result import Result
     return Result.load(out, RunSpec.load(out).build_agent())
 
 
 def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
-    """The ``test_scores()`` of ``agent`` with the ``best`` weights and with the
-    ``center`` weights (tested once when they are the same): ``{"best": ...,
-    "center": ...}``, also written to ``out/test.json``; {} if the agent has none."""
+    """``{"best": ..., "center": ...}``: the ``test_scores()`` of ``agent`` with each
+    weights (once if the same), also written to ``out/test.json``; {} if it has none."""
     import torch
 
     def scores(weights: dict) -> dict:
@@ -215,10 +191,9 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
 
 
 def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
-    """The test of the run in ``folder`` (``es-search test``): its agent, rebuilt from
-    its spec; :func:`held_out_figures` of its best weights and final centre (none
-    while a run is interrupted), written to its ``test.json``; whether the two are the
-    same; and which one the run handed back. Refused while a run writes the folder."""
+    """``es-search test``: the run's agent, rebuilt from its spec; the
+    :func:`held_out_figures` of its best weights and final centre; whether the two are
+    the same; which one the run handed back. Refused while a run writes the folder."""
     from .lock import acquire, release
     run = RunDir(folder)
     agent = RunSpec.load(run.path).build_agent()

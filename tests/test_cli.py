@@ -342,8 +342,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "sphere", "--overwrite"], "--overwrite replaces the run saved in an out folder; "
                                        "pass --out DIR"),
     (["run", "bipedalwalker", "--population", "8"], "top must be <= directions (4), got 16; "
-     "use a smaller top or more directions (top=16: bipedalwalker's default; -o NAME=VALUE "
-     "sets another)"),
+     "use a smaller top or more directions (top=16: bipedalwalker's default; "
+     "--strategy-option sets another)"),
     (["run", "blog", "--seed", "x"], "--seed: invalid int value: 'x'"),
     (["run", "blog", "--seed", "-1"], "--seed must be a non-negative integer"),
     (["run", "blog", "-p", "work"], "-p expects NAME=VALUE"),
@@ -370,11 +370,10 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "SlowTest.__init__() missing 1 required positional argument: 'marker' (give it with "
      "-p NAME=VALUE)"),
     (["run", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
-     "TakesData.score(data): missing a required argument: 'data', and the command line "
-     "passes score() no arguments: give them defaults, take them in __init__"),
+     "score_kwargs={} do not fit TakesData.score(data): missing a required argument: "
+     "'data'; give its arguments defaults, take them in __init__ (set by --param)"),
     (["check", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
-     "TakesData.score(data): missing a required argument: 'data', and the command line "
-     "passes score() no arguments"),
+     "score_kwargs={} do not fit TakesData.score(data): missing a required argument"),
     (["run", "cartpole", "-p", "greedy=banana"],
      "cannot build cartpole with -p greedy='banana': greedy must be True or False"),
     (["run", "gym:CartPole-v1", "-p", "crn=yes"], "crn must be True or False, got 'yes'"),
@@ -700,6 +699,17 @@ def test_warnings_read_as_the_command_lines(tmp_path, capsys):
         assert "sys.exit(main())" not in done.stderr
 
 
+def test_a_spec_names_its_own_settings_and_the_command_line_their_flags():
+    """RunSpec's refusals name the library's settings (``params``); es-search writes
+    them as its flags (the bad-input cases above: ``--param``)."""
+    from es_search.errors import SettingError
+    from es_search.spec import RunSpec
+    with pytest.raises(SettingError) as info:
+        RunSpec(os.path.join(ROOT, "tests", "agents.py") + ":TakesData").build_agent()
+    assert (info.value.setting, info.value.value) == ("score_kwargs", {})
+    assert "(set by params)" in str(info.value) and "-p" not in str(info.value)
+
+
 def test_resume_without_generations_continues_to_the_runs_own(tmp_path, capsys):
     out = tmp_path / "run"
     common = ["run", "sphere", "--n-jobs", "1", "--no-progress", "--out", str(out)]
@@ -859,7 +869,9 @@ def test_resume_takes_the_runs_other_p_values_name_by_name(tmp_path, capsys):
     assert len(read_history(tmp_path / "run" / "history.jsonl")) == 3
     capsys.readouterr()
     assert main([*base, "--generations", "4", "--resume", "-p", "dim=4"]) == 2
-    assert "dim" in capsys.readouterr().err
+    assert f"--out '{out}' holds a run of another problem or constructor arguments: " \
+        "arguments.dim: 3 in the checkpoint, 4 now; use the run's problem and --param, or " \
+        "another --out" in capsys.readouterr().err
 
 
 def test_p_values_may_be_json():

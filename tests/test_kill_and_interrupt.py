@@ -358,7 +358,8 @@ def test_cli_resume_refuses_other_parameters(tmp_path):
                 "--out", str(out), "--resume", *ARGS[:-1], "dim=5")
     _, stderr = other.communicate(timeout=60)
     assert other.returncode == 2
-    assert "cannot resume" in stderr and "arguments.dim: 4 in the checkpoint, 5 now" in stderr
+    assert "holds a run of another problem or constructor arguments: arguments.dim: 4 in " \
+        "the checkpoint, 5 now; use the run's problem and --param" in stderr
 
 
 @pytest.mark.slow

@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="option of the strategy (repeatable), e.g. -o reevaluate=True, "
                           "-o learning_rate=0.1; see es-search list STRATEGY; with "
                           "--resume, the run's own where not given again")
-    from .callbacks.options import add_arguments as add_callback_arguments
+    from .callbacks import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     test = verbs.add_parser(

@@ -1,6 +1,7 @@
 """What a run returns."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -8,6 +9,7 @@ import torch
 
 from .agent import Agent, weights_of
 from .checks import check_choice
+from .extras import require
 
 
 @dataclass
@@ -115,17 +117,9 @@ class Result:
         >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
         True
         """
-        from . import checkpoint
-        from .folder import CHECKPOINT, OutFolderError, RunDir
+        from .folder import RunDir
         run = RunDir(out)
-        if not (run.path / CHECKPOINT).is_file():
-            raise OutFolderError(f"{run.path} holds no run to load (no {CHECKPOINT}); it is "
-                                 f"written by es_search.run(..., out=DIR) or es-search run "
-                                 f"--out DIR")
-        saved = checkpoint.load(run.path / CHECKPOINT)
-        if not saved["history_lines"]:
-            raise OutFolderError(f"{run.path} holds no run to load: it stopped before its "
-                                 f"first generation (start it again: it may be replaced)")
+        saved = run.checkpoint()
         config = saved["config"]
         if agent is not None:
             run.check_agent(agent, config["agent"], config["num_evolved"])
@@ -142,6 +136,23 @@ class Result:
                    chosen=end.get("chosen", "best"), selection=end.get("selection"))
 
     def plot(self, path: Any = None) -> Any:
-        """Best and mean score per generation (needs matplotlib: ``es_search[plot]``)."""
-        from .plotting import plot_history
-        return plot_history(self.history, path)
+        """Best and mean score per generation (needs matplotlib: ``es_search[plot]``), saved
+        to ``path`` when given; returns the matplotlib figure."""
+        matplotlib = require("matplotlib", "plot")
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        generations = [h["generation"] for h in self.history]
+        ax.plot(generations, [h["best_score"] for h in self.history], label="best so far")
+        ax.plot(generations, [h["mean_score"] if math.isfinite(h["mean_score"]) else math.nan
+                              for h in self.history], label="generation mean", alpha=0.7)
+        ax.set(xlabel="generation", ylabel="score")
+        ax.legend(loc="lower right")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+            plt.close(fig)
+        return fig

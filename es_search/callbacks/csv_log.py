@@ -9,8 +9,7 @@ from typing import Any, Iterable
 
 from ..checks import check_path
 from ..errors import warn_user
-from ..files import writable_folder_problem
-from ..output import atomic_write, from_json, to_json
+from ..files import atomic_write, from_json, to_json, writable_folder_problem
 from .base import FileCallback, RunInfo
 
 _INT = re.compile(r"-?\d+")
@@ -73,23 +72,25 @@ class CSV(FileCallback):
         self.close()
         self._columns = list(info.history[0]) if info.history else None
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        text = self._render(info.history)
-        atomic_write(self.path, lambda f: f.write(text), mode="w")
+        text = io.StringIO()
+        if info.history:
+            self._write(csv.writer(text), info.history, header=True)
+        atomic_write(self.path, lambda f: f.write(text.getvalue()), mode="w")
         self._open("a")
 
     def on_generation(self, record: dict) -> bool:
         if self._file is None:  # on_start was not called, or this copy was unpickled
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open("w" if self._columns is None else "a")
-        if self._columns is None:
+        header = self._columns is None
+        if header:
             self._columns = list(record)
-            self._writer.writerow(self._columns)
         extra = [k for k in record if k not in self._columns]
         if extra and not self._warned:
             self._warned = True
             warn_user(f"CSV({str(self.path)!r}): the record has fields {extra} that the "
                       f"file's header (from the first record) lacks; they are not written")
-        self._writer.writerow([_cell(record.get(c)) for c in self._columns])
+        self._write(self._writer, [record], header)
         self._file.flush()
         return False
 
@@ -111,16 +112,10 @@ class CSV(FileCallback):
         self._file = open(self.path, mode, newline="")
         self._writer = csv.writer(self._file)
 
-    def _render(self, records: Iterable[dict]) -> str:
-        records = list(records)
-        if not records:
-            return ""
-        buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(self._columns)
-        for record in records:
-            writer.writerow([_cell(record.get(c)) for c in self._columns])
-        return buffer.getvalue()
+    def _write(self, writer: Any, records: Iterable[dict], header: bool) -> None:
+        if header:
+            writer.writerow(self._columns)
+        writer.writerows([_cell(record.get(c)) for c in self._columns] for record in records)
 
     def __repr__(self) -> str:
         return f"CSV({str(self.path)!r})"

@@ -3,6 +3,7 @@ the best weights as an artifact. Needs ``mlflow-skinny`` (``es_search[mlflow]``)
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -12,13 +13,12 @@ from typing import Any
 
 from ..checks import check, check_bool
 from ..extras import require
-from .base import Callback, RunInfo
-from .fields import flatten, scalars
+from ..files import to_json
+from .base import Callback, RunInfo, scalars
 
-#: tag holding the run folder (out=DIR), and its hash that a resume searches for
+#: tags holding the run folder (out=DIR) and its hash, which a resume searches for
 OUT_TAG, OUT_KEY_TAG = "es_search.out", "es_search.out_sha256"
-#: params longer than this are cut (MLflow servers refuse longer ones)
-MAX_PARAM = 500
+MAX_PARAM = 500  # longer params are cut: MLflow servers refuse them
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
 _BAD_KEY = re.compile(r"[^\w\-. /]")
 
@@ -33,6 +33,17 @@ def _resolve_uri(tracking_uri: Any) -> str:
 
 def _out_key(out: Any) -> str:
     return hashlib.sha256(str(Path(out).resolve()).encode()).hexdigest()
+
+
+def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """``{"strategy": {"sigma": 0.1}}`` -> ``{"strategy.sigma": "0.1"}`` (strings)."""
+    flat: dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value if isinstance(value, str) else json.dumps(to_json(value))
+    return flat
 
 
 class MLflow(Callback):
@@ -62,11 +73,8 @@ class MLflow(Callback):
             "a dict of str to str")
         check_bool("MLflow log_weights", log_weights)
         require("mlflow", "mlflow")  # fail now, naming the extra, if mlflow is missing
-        self.experiment = experiment
-        self.run_name = run_name
-        self.tracking_uri = _resolve_uri(tracking_uri)
-        self.tags = dict(tags or {})
-        self.log_weights = log_weights
+        self.experiment, self.run_name, self.log_weights = experiment, run_name, log_weights
+        self.tracking_uri, self.tags = _resolve_uri(tracking_uri), dict(tags or {})
         self.run_id: str | None = None  # the MLflow run being logged
         self._client: Any = None
 
@@ -80,18 +88,15 @@ class MLflow(Callback):
         return self._client
 
     def on_start(self, info: RunInfo) -> None:
-        self.run_id = None
-        history = list(info.history)
-        if history and info.out is not None:
-            self.run_id = self._find(info.out)
+        self.run_id = self._find(info.out) if info.history and info.out is not None else None
+        done = -1
         if self.run_id is None:
             self._create(info)
-            done = -1
         else:
             self.client.update_run(self.run_id, status="RUNNING")
             logged = self.client.get_metric_history(self.run_id, "best_score")
             done = max((m.step for m in logged), default=-1)
-        self._log([r for r in history if r["generation"] > done])
+        self._log([r for r in info.history if r["generation"] > done])
 
     def on_generation(self, record: dict) -> bool:
         if self.run_id is None:  # on_start was not called
@@ -104,14 +109,12 @@ class MLflow(Callback):
             return
         if self.log_weights:
             import torch
-            for name in ("chosen_weights", "best_weights", "center_weights"):
-                weights = getattr(result, name, None)
-                if weights is None:
-                    continue
-                with tempfile.TemporaryDirectory() as folder:
-                    path = Path(folder) / f"{name}.pt"
-                    torch.save(weights, path)
-                    self.client.log_artifact(self.run_id, str(path))
+            with tempfile.TemporaryDirectory() as folder:
+                for name in ("chosen_weights", "best_weights", "center_weights"):
+                    weights, path = getattr(result, name, None), Path(folder) / f"{name}.pt"
+                    if weights is not None:
+                        torch.save(weights, path)
+                        self.client.log_artifact(self.run_id, str(path))
         reason = getattr(result, "stopped_by", None)
         if reason:
             self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])
@@ -127,11 +130,10 @@ class MLflow(Callback):
 
     def _experiment_id(self) -> str:
         found = self.client.get_experiment_by_name(self.experiment)
-        if found is not None:
-            return found.experiment_id
         try:
-            return self.client.create_experiment(self.experiment)
-        except Exception:  # created meanwhile by another process
+            return found.experiment_id if found else self.client.create_experiment(
+                self.experiment)
+        except Exception:  # created meanwhile by another process?
             found = self.client.get_experiment_by_name(self.experiment)
             if found is None:
                 raise
@@ -154,7 +156,7 @@ class MLflow(Callback):
         self.run_id = run.info.run_id
         if info is not None:
             params = [entities.Param(_BAD_KEY.sub("_", k)[:250], v[:MAX_PARAM])
-                      for k, v in flatten(info.config).items()]
+                      for k, v in _flatten(info.config).items()]
             self.client.log_batch(self.run_id, params=params)
 
     def _log(self, records: list[dict]) -> None:

@@ -3,19 +3,20 @@ with TensorBoard's own record format (no TensorFlow, no thread). Extra ``tensorb
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import socket
 import time
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 from ..checks import check_path
 from ..extras import require
-from ..files import writable_folder_problem
-from .base import FileCallback, RunInfo
-from .fields import config_text, scalars
+from ..files import to_json, writable_folder_problem
+from .base import FileCallback, RunInfo, scalars
 
 _PREFIX = "events.out.tfevents."
 _STAMP = re.compile(re.escape(_PREFIX) + r"(\d+)")
@@ -23,11 +24,10 @@ _STAMP = re.compile(re.escape(_PREFIX) + r"(\d+)")
 BINS = 30
 
 
-def _protos() -> tuple[Any, Any, Any, Any]:
+def _proto(name: str) -> Any:
+    """A module of TensorBoard's protocol buffers (the extra ``tensorboard``)."""
     require("tensorboard", "tensorboard")
-    from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-    return event_pb2, summary_pb2, tensor_pb2, RecordWriter
+    return import_module(f"tensorboard.compat.proto.{name}")
 
 
 class TensorBoard(FileCallback):
@@ -50,21 +50,19 @@ class TensorBoard(FileCallback):
         if problem:
             raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} cannot be "
                              f"written: {problem}")
-        _protos()  # fail now, naming the extra, if tensorboard is missing
+        _proto("event_pb2")  # fail now, naming the extra, if tensorboard is missing
         self.path: Path | None = None  # the event file being written
         self._writer: Any = None
 
     def on_start(self, info: RunInfo) -> None:
         self.close()
         self._open()
-        event_pb2 = _protos()[0]
-        history = list(info.history)
-        first = history[-1]["generation"] if history else info.first_generation
-        self._write(event_pb2.Event(wall_time=time.time(), step=first, session_log=(
-            event_pb2.SessionLog(status=event_pb2.SessionLog.START))))
-        if not history:
-            self._write_text("config", config_text(info.config), first)
-        for record in history[-1:]:
+        event_pb2 = _proto("event_pb2")
+        first = info.history[-1]["generation"] if info.history else info.first_generation
+        self._write(first, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+        if not info.history:
+            self._write_config(info.config, first)
+        for record in info.history[-1:]:
             self._log(record)
         self._writer.flush()
 
@@ -88,36 +86,35 @@ class TensorBoard(FileCallback):
         stamp = max([int(time.time())] + [s + 1 for s in stamps])
         self.path = self.log_dir / (f"{_PREFIX}{stamp:010d}.{socket.gethostname()}."
                                     f"{os.getpid()}.es_search")
-        event_pb2, _, _, RecordWriter = _protos()
+        from tensorboard.summary.writer.record_writer import RecordWriter
         self._writer = RecordWriter(open(self.path, "wb"))
-        self._write(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self._write(0, file_version="brain.Event:2")
 
-    def _write(self, event: Any) -> None:
+    def _write(self, step: int, **fields: Any) -> None:
+        event = _proto("event_pb2").Event(wall_time=time.time(), step=step, **fields)
         self._writer.write(event.SerializeToString())
 
     def _log(self, record: dict) -> None:
-        event_pb2, summary_pb2, _, _ = _protos()
+        summary_pb2 = _proto("summary_pb2")
         values = [summary_pb2.Summary.Value(tag=name, simple_value=value)
                   for name, value in scalars(record)]
         finite = [float(s) for s in record.get("scores") or () if math.isfinite(s)]
         if finite:
-            values.append(summary_pb2.Summary.Value(tag="scores",
-                                                    histo=_histogram(finite)))
-        self._write(event_pb2.Event(wall_time=time.time(), step=record["generation"],
-                                    summary=summary_pb2.Summary(value=values)))
+            values.append(summary_pb2.Summary.Value(tag="scores", histo=_histogram(finite)))
+        self._write(record["generation"], summary=summary_pb2.Summary(value=values))
 
-    def _write_text(self, tag: str, text: str, step: int) -> None:
-        event_pb2, summary_pb2, tensor_pb2, _ = _protos()
-        from tensorboard.compat.proto import tensor_shape_pb2, types_pb2
-        tensor = tensor_pb2.TensorProto(
-            dtype=types_pb2.DT_STRING, string_val=[text.encode()],
-            tensor_shape=tensor_shape_pb2.TensorShapeProto(
-                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]))
+    def _write_config(self, config: dict, step: int) -> None:
+        """The config as indented JSON, for TensorBoard's text plugin."""
+        summary_pb2, tensor_pb2 = _proto("summary_pb2"), _proto("tensor_pb2")
+        shape = _proto("tensor_shape_pb2").TensorShapeProto
+        text = json.dumps(to_json(config), indent=2, sort_keys=True)
+        tensor = tensor_pb2.TensorProto(dtype=_proto("types_pb2").DT_STRING,
+                                        string_val=[text.encode()],
+                                        tensor_shape=shape(dim=[shape.Dim(size=1)]))
         metadata = summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
-        value = summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
-        self._write(event_pb2.Event(wall_time=time.time(), step=step,
-                                    summary=summary_pb2.Summary(value=[value])))
+        value = summary_pb2.Summary.Value(tag="config", metadata=metadata, tensor=tensor)
+        self._write(step, summary=summary_pb2.Summary(value=[value]))
 
     def __repr__(self) -> str:
         return f"TensorBoard({str(self.log_dir)!r})"
@@ -125,10 +122,9 @@ class TensorBoard(FileCallback):
 
 def _histogram(values: list[float]) -> Any:
     import numpy as np
-    summary_pb2 = _protos()[1]
     array = np.asarray(values, dtype=np.float64)
     counts, edges = np.histogram(array, bins=min(BINS, len(values)))
-    return summary_pb2.HistogramProto(
+    return _proto("summary_pb2").HistogramProto(
         min=float(array.min()), max=float(array.max()), num=float(array.size),
         sum=float(array.sum()), sum_squares=float((array ** 2).sum()),
         bucket_limit=[float(e) for e in edges[1:]], bucket=[float(c) for c in counts])

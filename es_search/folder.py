@@ -1,18 +1,5 @@
 """The run folder (``out=DIR``): the names of its files, and :class:`RunDir`, through which
-every reader opens it (:class:`~es_search.output.RunFolder`, a subclass, writes it):
-
-- ``config.json``: the run's spec (:mod:`es_search.spec`) and what ``run()`` recorded;
-- ``history.jsonl``: one record per generation (:mod:`es_search.record`), fsynced;
-- ``checkpoint.pkl`` (:mod:`es_search.checkpoint`) and ``best_weights.pt`` (with the
-  shared state they were scored with), replaced atomically together every
-  ``checkpoint_every`` generations and when the run ends, stops or fails;
-- ``failures/generation-<g>.pkl``: what ``replay_task`` needs to rerun a failed task;
-- ``score_kwargs.pkl``: the run's ``score_kwargs`` (the config holds digests of arrays);
-- ``AT_THE_END``, written when the run ends and removed when it goes on: ``result.json``,
-  ``center_weights.pt``, ``chosen_weights.pt`` (:mod:`es_search.selection`), ``plot.png``
-  and ``test.json`` (``es-search run`` and ``test``);
-- ``.lock``: held while a run writes the folder (:mod:`es_search.lock`).
-"""
+every reader opens it (:class:`~es_search.output.RunFolder`, a subclass, writes it)."""
 from __future__ import annotations
 
 import hashlib
@@ -26,18 +13,18 @@ from . import checkpoint as _checkpoint
 from .files import from_json
 from .settings import has_digest
 
-HISTORY = "history.jsonl"
-CONFIG = "config.json"
-BEST_WEIGHTS = "best_weights.pt"
+CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
+HISTORY = "history.jsonl"  # one record per generation (es_search.record), fsynced
+CHECKPOINT = "checkpoint.pkl"  # es_search.checkpoint's, and the best weights (with their
+BEST_WEIGHTS = "best_weights.pt"  # shared state), replaced together every checkpoint_every
+FAILURES = "failures"  # generation-<g>.pkl: what replay_task needs to rerun failed tasks
+SCORE_KWARGS = "score_kwargs.pkl"  # the run's score_kwargs (the config holds digests)
+LOCK = ".lock"  # held while a run writes the folder (es_search.lock)
+RESULT = "result.json"  # AT_THE_END: written when the run ends, removed when it goes on
 CENTER_WEIGHTS = "center_weights.pt"
-CHOSEN_WEIGHTS = "chosen_weights.pt"
-RESULT = "result.json"
+CHOSEN_WEIGHTS = "chosen_weights.pt"  # es_search.selection's choice
 PLOT = "plot.png"
-CHECKPOINT = "checkpoint.pkl"
-SCORE_KWARGS = "score_kwargs.pkl"
-FAILURES = "failures"
-LOCK = ".lock"
-TEST = "test.json"
+TEST = "test.json"  # es-search run and test
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
 
 

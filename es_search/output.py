@@ -2,6 +2,7 @@
 :class:`RunFolder`, a callback that needs nothing but what callbacks get."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -73,7 +74,7 @@ class RunFolder(RunDir):
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
         self._weights_due = False  # the best improved since best_weights.pt was written
         self.checkpoint_cost = CheckpointCost()
-        self._started, self._generations = 0.0, 0  # this session's (on_start sets it)
+        self._started, self._generations = 0.0, 0  # since this call of run() started
         self._lock: str | None = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
@@ -143,8 +144,7 @@ class RunFolder(RunDir):
             self._save_pending()
 
     def on_generation(self, record: Any) -> None:
-        if self.history_lines == len(self.saved["history_text"] if self.saved else ()):
-            # the run goes on: what its (or a replaced run's) end wrote no longer holds
+        if not self._generations:  # the run goes on: what an end wrote no longer holds
             for name in AT_THE_END:
                 (self.path / name).unlink(missing_ok=True)
         self._save_failures(record.failures)
@@ -185,10 +185,8 @@ class RunFolder(RunDir):
             "stopped_by": result.stopped_by, "chosen": result.chosen,
             "selection": result.selection, "select_tasks": self._config["select_tasks"]})
         if self._generations or not (self.path / PLOT).exists():  # else: it shows this
-            try:
+            with contextlib.suppress(ImportError):  # matplotlib is an extra
                 result.plot(self.path / PLOT)
-            except ImportError:  # matplotlib: an extra
-                pass
 
     def selection(self, tasks: int) -> tuple[str, dict | None] | None:
         """``(chosen, selection)`` of the run's end when its test had ``tasks`` tasks."""

@@ -93,11 +93,14 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     generation = check_int("generation", generation, -1, " (-1: the starting agent's "
                            "evaluation)")
     index = check_int("index", index, 0, " (the candidate's index in its generation)")
+    if out is not None and any(v is not None for v in (seed, center, candidate, weights)):
+        raise ValueError("pass either out= (a run folder) or seed=/center=/candidate= "
+                         "(or weights=), not both")
+    if weights is not None and candidate is not None:
+        raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
+                         "candidate=, not both")
+    shared = None
     if out is not None:
-        if seed is not None or center is not None or candidate is not None or \
-                weights is not None:
-            raise ValueError("pass either out= (a run folder) or seed=/center=/candidate= "
-                             "(or weights=), not both")
         run = RunDir(out)
         task = _from_run_dir(run, generation, index)
         seed, center, shared = task["seed"], task["center"], task["shared"]
@@ -105,17 +108,17 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         run.check_agent(agent, task["agent"], np.size(center))
         if score_kwargs is None:
             score_kwargs = run.score_kwargs(task["score_kwargs"])
-    else:
-        if seed is None:
-            raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "
-                            "seed) to know the task's seed")
-        seed, shared = check_seed(seed), None
-        if weights is not None:
-            candidate = _weights_candidate(weights, candidate)
-        if candidate is None:
-            candidate = Candidate("center")
-        check("candidate", candidate, isinstance(candidate, Candidate),
-              "an es_search.Candidate")
+    elif seed is None:
+        raise TypeError("replay_task needs out= (a run folder) or seed= (the run's seed) "
+                        "to know the task's seed")
+    elif weights is not None:  # as Evaluator.evaluate sends it
+        if not isinstance(weights, Mapping):
+            raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
+                            f"given to evaluate() for this task, got {type(weights).__name__}")
+        candidate = Candidate("weights", vector=as_tensors(weights))
+    candidate = Candidate("center") if candidate is None else candidate
+    check("candidate", candidate, isinstance(candidate, Candidate), "an es_search.Candidate")
+    seed = check_seed(seed)
     copy = agent.clone()
     center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
     payload = Payload(center, dict(score_kwargs or {}), shared)
@@ -123,13 +126,3 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         value, _ = run_task(copy, payload, candidate, seed, generation, index)
     return (value, copy) if return_agent else value
 
-
-def _weights_candidate(weights: Any, candidate: Any) -> Candidate:
-    """The candidate of ``weights=``, as :meth:`es_search.Evaluator.evaluate` sends it."""
-    if candidate is not None:
-        raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
-                         "candidate=, not both")
-    if not isinstance(weights, Mapping):
-        raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
-                        f"given to evaluate() for this task, got {type(weights).__name__}")
-    return Candidate("weights", vector=as_tensors(weights))

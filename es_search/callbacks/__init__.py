@@ -10,7 +10,7 @@ from typing import Any
 
 from .base import Callback, Failures, FunctionCallback, Generation, RunInfo, as_callbacks
 
-_LAZY = {"CSV": "csv_log", "MLflow": "mlflow_log", "TensorBoard": "tensorboard_log",
+_LAZY = {"CSV": "tracking", "MLflow": "tracking", "TensorBoard": "tracking",
          "EarlyStopping": "stopping", "MaxTime": "stopping", "StopAtScore": "stopping"}
 
 __all__ = ["CSV", "Callback", "EarlyStopping", "Failures", "FunctionCallback", "Generation",
@@ -62,10 +62,8 @@ def from_args(args: Any, problem: str | None = None) -> list[Callback]:
     if args.min_delta is not None and args.patience is None:
         raise ValueError("--min-delta goes with --patience N (generations without an "
                          "improvement of more than DELTA); add --patience")
-    from .csv_log import CSV
-    from .mlflow_log import MLflow
     from .stopping import EarlyStopping, MaxTime, StopAtScore
-    from .tensorboard_log import TensorBoard
+    from .tracking import CSV, MLflow, TensorBoard
 
     callbacks: list[Callback] = []
     if args.tensorboard is not None:

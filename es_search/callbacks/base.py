@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
@@ -25,6 +26,8 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 from ..agent import weights_of
 
 HOOKS = ("on_start", "on_generation", "on_end", "on_error")
+#: seconds between redraws of the progress bar when stderr is a file, not a terminal
+LOG_INTERVAL = 30.0
 #: what the tracking callbacks log first, in this order, when present
 MAIN = ("best_score", "mean_score", "sigma", "evaluations", "seconds")
 
@@ -164,3 +167,39 @@ def scalars(record: dict) -> Iterator[tuple[str, float]]:
         if name != "generation" and isinstance(value, numbers.Real) and \
                 not isinstance(value, bool):
             yield name, float(value)
+
+
+class ProgressBar(Callback):
+    """The run's tqdm bar over generations, with the best and mean score (``enabled=False``:
+    none), redrawn every ``LOG_INTERVAL`` seconds into a file; never pickled live."""
+
+    def __init__(self, enabled: bool = True, desc: str = "es_search"):
+        self.enabled, self.desc = enabled, desc
+        self._bar: Any = None
+
+    def on_start(self, info: RunInfo) -> None:
+        if self.enabled:
+            from tqdm.auto import tqdm
+            isatty = getattr(sys.stderr, "isatty", None)
+            to_file = not tqdm.__module__.startswith("tqdm.notebook") and not (
+                isatty and isatty())
+            self._bar = tqdm(total=info.generations, initial=info.first_generation,
+                             desc=self.desc, unit="gen", dynamic_ncols=True,
+                             mininterval=LOG_INTERVAL if to_file else 0.1)
+
+    def on_generation(self, record: dict) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(best=f"{record['best_score']:.4g}",
+                                  mean=f"{record['mean_score']:.4g}", refresh=False)
+            self._bar.update(1)
+
+    def on_end(self, result: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_bar": None}

@@ -3,12 +3,6 @@
 run. The file: ``MAGIC (16 bytes) | version (uint32 LE) | length (uint64 LE) | sha256 (32
 bytes) | payload``, a cloudpickle of a dict; the SHA-256 (over version, length and
 payload) refuses a torn or corrupt file with :class:`CheckpointError`.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoint.pkl"
-    >>> save(path, {"generation": 3, "best_score": -1.5})
-    >>> load(path)["generation"]
-    3
 """
 from __future__ import annotations
 
@@ -91,12 +85,8 @@ DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs",
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
                 keys: Any = DEFINING, prefix: str = "") -> list[str]:
-    """The differences between two configs, over ``keys`` (dicts recursed).
-
-    >>> differences({"seed": 0, "strategy": {"population": 16}},
-    ...             {"seed": 0, "strategy": {"population": 32}}, ["seed", "strategy"])
-    ['strategy.population: 16 in the checkpoint, 32 now']
-    """
+    """The differences between two configs, over ``keys`` (dicts recursed), as
+    ``"strategy.population: 16 in the checkpoint, 32 now"``."""
     out = []
     for key in keys:
         a, b = saved.get(key, "<absent>"), current.get(key, "<absent>")

@@ -64,30 +64,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     - a task of :func:`~es_search.evaluate`: its ``seed=`` and ``generation=``, and
       ``weights=`` its ``weights[index]``.
 
-    The task runs on a copy of ``agent``; ``return_agent=True`` returns
-    ``(score, copy)``.
-
-    Example::
-
-        >>> import torch, es_search
-        >>> class Noisy(es_search.Agent):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.w = torch.nn.Parameter(torch.zeros(2))
-        ...     def score(self):
-        ...         return float(torch.randn(()))  # from the task's seeded generator
-        >>> result = es_search.run(Noisy(), generations=2, population=3, n_jobs=1,
-        ...                        seed=7, progress=False)
-        >>> jitter = es_search.Candidate("jitter", 0.1)  # hill-climb's, sigma 0.1
-        >>> score = es_search.replay_task(Noisy(), seed=7, generation=0, index=1,
-        ...                               candidate=jitter)  # centre: Noisy()'s weights
-        >>> score == result.history[0]["scores"][1]
-        True
-        >>> batch = [{"w": torch.ones(2)}, {"w": torch.zeros(2)}]
-        >>> scores = es_search.evaluate(Noisy(), batch, n_jobs=1, seed=3, generation=5)
-        >>> es_search.replay_task(Noisy(), seed=3, generation=5, index=1,
-        ...                       weights=batch[1]) == scores[1]
-        True
+    The task runs on a copy of ``agent``; ``return_agent=True`` returns ``(score, copy)``.
     """
     check_is_agent(agent)
     generation = check_int("generation", generation, -1, " (-1: the starting agent's "

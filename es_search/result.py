@@ -99,24 +99,7 @@ class Result:
         """The Result of the run saved in ``out``, as of its last checkpoint (finished,
         stopped or interrupted). ``agent``, built as the run's was, makes the
         ``*_agent()`` methods work, and gives an unfinished run's ``center_weights``
-        (the checkpoint's centre).
-
-        >>> import es_search, torch, tempfile
-        >>> class Quadratic(es_search.Agent):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.w = torch.nn.Parameter(torch.zeros(3))
-        ...     def score(self):
-        ...         return -float(((self.w - 3) ** 2).sum())
-        >>> out = tempfile.mkdtemp()
-        >>> done = es_search.run(Quadratic(), generations=5, n_jobs=1, out=out,
-        ...                      progress=False)
-        >>> loaded = es_search.Result.load(out, Quadratic())
-        >>> loaded.history == done.history and loaded.best_score == done.best_score
-        True
-        >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
-        True
-        """
+        (the checkpoint's centre)."""
         from .folder import RunDir
         run = RunDir(out)
         saved = run.checkpoint()

@@ -1,18 +1,13 @@
 """The callback protocol: everything that happens beside the search is a callback.
 
-A callback is a plain callable taking each generation's record (:mod:`es_search.record`)
-and returning something true to stop the run, or an object with any of the methods of
-:class:`Callback`, called in this order:
-
-- ``on_start(info)`` once, before the first generation it runs (also on a resume);
-- ``on_generation(record)`` after every generation, once the run folder holds it; a true
-  return stops the run (resumable: it then equals an uninterrupted run). ``record`` is a
-  :class:`Generation`, the history record with the rest of the outcome as attributes;
-- ``on_end(result)`` once, with the :class:`~es_search.Result`;
-- ``on_error(error)`` instead, when the run raises (re-raised after; an ``on_error``
-  that raises becomes a warning).
-
-Callbacks are not checkpointed: pass them again when resuming.
+A callback is a callable taking each generation's record (:mod:`es_search.record`),
+returning something true to stop the run, or an object with any of the methods of
+:class:`Callback`: ``on_start(info)`` once, before the first generation it runs (also on a
+resume); ``on_generation(record)`` after every generation, once the run folder holds it
+(``record`` is a :class:`Generation`; a true return stops the run, which then resumes to
+equal an uninterrupted one); ``on_end(result)`` once, with the :class:`~es_search.Result`,
+or ``on_error(error)`` instead when the run raises (an ``on_error`` that raises becomes a
+warning). Callbacks are not checkpointed: pass them again when resuming.
 """
 from __future__ import annotations
 
@@ -96,13 +91,18 @@ class Callback:
 
 
 class FileCallback(Callback):
-    """A callback that writes an open file (held in the attributes ``_OPEN``, which are
-    not pickled), closed at the run's end or error; a later generation opens it again."""
+    """A callback holding something open (a file, a progress bar) in its attributes
+    ``_OPEN``, which are not pickled; closed at the run's end or error."""
 
     _OPEN: tuple = ()
 
     def close(self) -> None:
-        pass
+        """Close what it holds; a later generation opens it again."""
+        for name in self._OPEN:
+            held = getattr(self, name)
+            if hasattr(held, "close"):
+                held.close()
+            setattr(self, name, None)
 
     def on_end(self, result: Any) -> None:
         self.close()
@@ -169,9 +169,11 @@ def scalars(record: dict) -> Iterator[tuple[str, float]]:
             yield name, float(value)
 
 
-class ProgressBar(Callback):
+class ProgressBar(FileCallback):
     """The run's tqdm bar over generations, with the best and mean score (``enabled=False``:
-    none), redrawn every ``LOG_INTERVAL`` seconds into a file; never pickled live."""
+    none), redrawn every ``LOG_INTERVAL`` seconds into a file."""
+
+    _OPEN = ("_bar",)
 
     def __init__(self, enabled: bool = True, desc: str = "es_search"):
         self.enabled, self.desc = enabled, desc
@@ -192,14 +194,3 @@ class ProgressBar(Callback):
             self._bar.set_postfix(best=f"{record['best_score']:.4g}",
                                   mean=f"{record['mean_score']:.4g}", refresh=False)
             self._bar.update(1)
-
-    def on_end(self, result: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_bar": None}

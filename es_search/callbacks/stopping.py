@@ -35,16 +35,7 @@ class _Rule(Callback):
 
 
 class StopAtScore(_Rule):
-    """Stop once the best score so far reaches ``target`` (``best_score >= target``).
-
-    >>> rule = StopAtScore(-0.5)
-    >>> rule.on_generation({"generation": 0, "best_score": -2.0})
-    False
-    >>> rule.on_generation({"generation": 1, "best_score": -0.25})
-    True
-    >>> rule.reason
-    'best_score -0.25 reached the target -0.5 at generation 1'
-    """
+    """Stop once the best score so far reaches ``target`` (``best_score >= target``)."""
 
     _ARGS = ("target",)
 
@@ -64,16 +55,7 @@ class EarlyStopping(_Rule):
     generations in a row (as Keras' ``EarlyStopping``; higher is better).
 
     ``min_delta``: the least increase that counts (smaller ones do not add up);
-    ``monitor``: ``"best_score"`` or ``"mean_score"``. A resume rebuilds the count.
-
-    >>> rule = EarlyStopping(patience=2)
-    >>> [rule.on_generation({"generation": g, "best_score": s})
-    ...  for g, s in enumerate([1.0, 2.0, 2.0, 2.0])]
-    [False, False, False, True]
-    >>> print(rule.reason)  # doctest: +NORMALIZE_WHITESPACE
-    best_score has not improved by more than 0 for 2 generations (best 2 at generation 1;
-    stopped after generation 3)
-    """
+    ``monitor``: ``"best_score"`` or ``"mean_score"``. A resume rebuilds the count."""
 
     _ARGS = ("patience", "min_delta", "monitor")
 

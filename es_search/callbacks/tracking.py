@@ -51,16 +51,7 @@ class CSV(FileCallback):
     """Write each generation's record to ``path`` as one CSV row, flushed at once.
 
     The columns are the record's fields (lists as JSON). A new run replaces the file; a
-    resume rewrites the generations already done and appends. :meth:`load` reads it back.
-
-    >>> import tempfile, os
-    >>> log = CSV(os.path.join(tempfile.mkdtemp(), "history.csv"))
-    >>> log.on_generation({"generation": 0, "best_score": 1.5, "scores": [1.5, -2.0]})
-    False
-    >>> log.on_end(None)
-    >>> log.load()
-    [{'generation': 0, 'best_score': 1.5, 'scores': [1.5, -2.0]}]
-    """
+    resume rewrites the generations already done and appends. :meth:`load` reads it back."""
 
     _OPEN = ("_file", "_writer")
 
@@ -103,11 +94,6 @@ class CSV(FileCallback):
         self._file.flush()
         return False
 
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-        self._file = self._writer = None
-
     def load(self) -> list[dict]:
         """The records in the file (numbers, lists and non-finite floats restored)."""
         with open(self.path, newline="") as f:
@@ -144,12 +130,10 @@ def _proto(name: str) -> Any:
 
 class TensorBoard(FileCallback):
     """Log each generation to ``log_dir`` for TensorBoard, at step = generation: every
-    number in the record, a histogram of the finite ``scores``, the config as text.
-
-    Each ``run()`` writes a new event file that begins with a restart marker, so
-    TensorBoard drops what an earlier run logged from that step on: a new run replaces
-    the old one, and a resume (which logs its last done generation again) continues it.
-    """
+    number in the record, a histogram of the finite ``scores``, the config as text. Each
+    ``run()`` writes a new event file that begins with a restart marker, so TensorBoard
+    drops what an earlier run logged from that step on: a new run replaces the old one,
+    and a resume (which logs its last done generation again) continues it."""
 
     _OPEN = ("_writer",)
 
@@ -181,11 +165,6 @@ class TensorBoard(FileCallback):
         self._log(record)
         self._writer.flush()
         return False
-
-    def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = None
 
     def _open(self) -> None:
         """A new event file whose name sorts after every event file in ``log_dir``."""
@@ -259,15 +238,10 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
 class MLflow(Callback):
     """Track the run in MLflow through ``MlflowClient`` (no global active run is touched):
     the config as params, each generation's numbers as metrics at step = generation, and
-    at the end the weights (``log_weights``) as artifacts.
-
-    - ``experiment``: created if missing; ``run_name``: default MLflow's; ``tags``:
-      ``{str: str}``;
-    - ``tracking_uri``: a URI or a local folder (default ``$MLFLOW_TRACKING_URI``, else
-      ``./mlruns``); for a folder, ``MLFLOW_ALLOW_FILE_STORE`` defaults to true.
-
-    A resume continues the MLflow run tagged with the same ``out`` folder.
-    """
+    at the end the weights (``log_weights``) as artifacts, in ``experiment`` (created if
+    missing). ``tracking_uri``: a URI or a local folder (default ``$MLFLOW_TRACKING_URI``,
+    else ``./mlruns``; for a folder, ``MLFLOW_ALLOW_FILE_STORE`` defaults to true). A
+    resume continues the MLflow run tagged with the same ``out`` folder."""
 
     def __init__(self, experiment: str = "es_search", run_name: str | None = None,
                  tracking_uri: Any = None, tags: dict | None = None,

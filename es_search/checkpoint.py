@@ -6,12 +6,14 @@ payload) refuses a torn or corrupt file with :class:`CheckpointError`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
 import struct
 from pathlib import Path
 from typing import Any, Mapping
 
+from .errors import warn_user
 from .files import atomic_write
 from .pickling import cloudpickle
 
@@ -99,15 +101,12 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
 
 def _same(a: Any, b: Any) -> bool:
     """Equal, or (objects without ``__eq__``, numpy arrays) equal once pickled."""
-    try:
+    with contextlib.suppress(Exception):
         if bool(a == b):
             return True
-    except Exception:
-        pass
-    try:
+    with contextlib.suppress(Exception):
         return cloudpickle.dumps(a) == cloudpickle.dumps(b)
-    except Exception:
-        return False
+    return False
 
 
 class ResumeWarning(RuntimeWarning):
@@ -121,7 +120,6 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
     diff = differences(saved, current)
     settings = differences(saved, current, ["agent_settings"])
     if settings and not diff:
-        from .errors import warn_user
         warn_user(f"resuming the run in {where} with an agent whose settings differ from "
                   f"the run's: " + "; ".join(s.replace("agent_settings.", "", 1)
                                              for s in settings) +

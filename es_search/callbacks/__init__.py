@@ -1,32 +1,18 @@
 """Callbacks (protocol: :mod:`es_search.callbacks.base`): tracking (:class:`TensorBoard`,
-:class:`MLflow`, :class:`CSV`) and stopping rules (:class:`StopAtScore`,
-:class:`EarlyStopping`, :class:`MaxTime`), imported on first use, and the command line's
+:class:`MLflow`, :class:`CSV`; each imports its extra when built) and stopping rules
+(:class:`StopAtScore`, :class:`EarlyStopping`, :class:`MaxTime`), and the command line's
 flags that build them (:func:`add_arguments`, :func:`from_args`).
 """
 from __future__ import annotations
 
-from importlib import import_module
 from typing import Any
 
 from .base import Callback, Failures, FunctionCallback, Generation, RunInfo, as_callbacks
-
-_LAZY = {"CSV": "tracking", "MLflow": "tracking", "TensorBoard": "tracking",
-         "EarlyStopping": "stopping", "MaxTime": "stopping", "StopAtScore": "stopping"}
+from .stopping import EarlyStopping, MaxTime, StopAtScore
+from .tracking import CSV, MLflow, TensorBoard
 
 __all__ = ["CSV", "Callback", "EarlyStopping", "Failures", "FunctionCallback", "Generation",
            "MLflow", "MaxTime", "RunInfo", "StopAtScore", "TensorBoard", "as_callbacks"]
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
 
 
 def add_arguments(parser: Any) -> None:
@@ -62,9 +48,6 @@ def from_args(args: Any, problem: str | None = None) -> list[Callback]:
     if args.min_delta is not None and args.patience is None:
         raise ValueError("--min-delta goes with --patience N (generations without an "
                          "improvement of more than DELTA); add --patience")
-    from .stopping import EarlyStopping, MaxTime, StopAtScore
-    from .tracking import CSV, MLflow, TensorBoard
-
     callbacks: list[Callback] = []
     if args.tensorboard is not None:
         callbacks.append(TensorBoard(args.tensorboard))

@@ -96,7 +96,8 @@ class RunDir:
         return lines if lines or (self.path / RESULT).exists() else None
 
     def checkpoint(self) -> dict:
-        """The checkpoint of a run that has done a generation, else :class:`OutFolderError`."""
+        """The checkpoint of a run that has done a generation, with its ``history`` (else
+        :class:`OutFolderError`)."""
         if not (self.path / CHECKPOINT).is_file():
             raise OutFolderError(f"{self.path} holds no run to load (no {CHECKPOINT}); it is "
                                  f"written by es_search.run(..., out=DIR) or es-search run "
@@ -105,6 +106,7 @@ class RunDir:
         if not saved["history_lines"]:
             raise OutFolderError(f"{self.path} holds no run to load: it stopped before its "
                                  f"first generation (start it again: it may be replaced)")
+        saved["history"] = self.history(saved["history_lines"], saved["history_sha256"])[0]
         return saved
 
     def weights(self, which: str) -> dict | None:

@@ -1,7 +1,6 @@
 """What a run returns."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +110,7 @@ class Result:
             center = weights_of(agent, saved["strategy"].center(saved["state"]),
                                 saved.get("shared"))
         return cls(best_score=saved["best_score"], best_weights=run.weights("best"),
-                   evaluations=saved["evaluations"], history=run.history(
-                       saved["history_lines"], saved["history_sha256"])[0],
+                   evaluations=saved["evaluations"], history=saved["history"],
                    seed=config["seed"], config=config,
                    agent=agent.clone() if agent is not None else None,
                    stopped_by=end.get("stopped_by"), center_weights=center,
@@ -129,8 +127,8 @@ class Result:
         fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
         generations = [h["generation"] for h in self.history]
         ax.plot(generations, [h["best_score"] for h in self.history], label="best so far")
-        ax.plot(generations, [h["mean_score"] if math.isfinite(h["mean_score"]) else math.nan
-                              for h in self.history], label="generation mean", alpha=0.7)
+        ax.plot(generations, [h["mean_score"] for h in self.history], label="generation mean",
+                alpha=0.7)
         ax.set(xlabel="generation", ylabel="score")
         ax.legend(loc="lower right")
         ax.grid(alpha=0.3)

@@ -91,7 +91,7 @@ class Callback:
 
 
 class FileCallback(Callback):
-    """A callback holding something open (a file, a progress bar) in its attributes
+    """A callback holding something open (a file, a client, a bar) in its attributes
     ``_OPEN``, which are not pickled; closed at the run's end or error."""
 
     _OPEN: tuple = ()

@@ -23,7 +23,7 @@ from ..checks import check, check_bool, check_path
 from ..errors import warn_user
 from ..extras import require
 from ..files import atomic_write, from_json, to_json, writable_folder_problem
-from .base import Callback, FileCallback, RunInfo, scalars
+from .base import FileCallback, RunInfo, scalars
 
 _INT = re.compile(r"-?\d+")
 
@@ -235,13 +235,15 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
-class MLflow(Callback):
+class MLflow(FileCallback):
     """Track the run in MLflow through ``MlflowClient`` (no global active run is touched):
     the config as params, each generation's numbers as metrics at step = generation, and
     at the end the weights (``log_weights``) as artifacts, in ``experiment`` (created if
     missing). ``tracking_uri``: a URI or a local folder (default ``$MLFLOW_TRACKING_URI``,
     else ``./mlruns``; for a folder, ``MLFLOW_ALLOW_FILE_STORE`` defaults to true). A
     resume continues the MLflow run tagged with the same ``out`` folder."""
+
+    _OPEN = ("_client",)  # rebuilt from tracking_uri when needed
 
     def __init__(self, experiment: str = "es_search", run_name: str | None = None,
                  tracking_uri: Any = None, tags: dict | None = None,
@@ -354,9 +356,6 @@ class MLflow(Callback):
         metrics = [entities.Metric(_BAD_KEY.sub("_", name), value, now, r["generation"])
                    for r in records for name, value in scalars(r)]
         self.client.log_batch(self.run_id, metrics=metrics)
-
-    def __getstate__(self) -> dict:  # the client is rebuilt from tracking_uri when needed
-        return {**self.__dict__, "_client": None}
 
     def __repr__(self) -> str:
         return f"MLflow(experiment={self.experiment!r}, tracking_uri={self.tracking_uri!r})"

@@ -1,34 +1,19 @@
-"""Checkpoints: everything a run needs to continue, in one file, written atomically.
-
-File layout (format version 1)::
-
-    MAGIC (16 bytes) | version (uint32 LE) | length (uint64 LE) | sha256 (32 bytes) | payload
-
-``payload`` is a cloudpickle of a dict; the SHA-256 (over version, length and payload)
-refuses a torn or corrupt file with :class:`CheckpointError`. Files are replaced
-atomically (:func:`es_search.files.atomic_write`).
-
-Example::
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "checkpoint.pkl"
-    >>> save(path, {"generation": 3, "best_score": -1.5})
-    >>> load(path)["generation"]
-    3
-    >>> path.write_bytes(path.read_bytes()[:-1]) and None  # torn
-    >>> load(path)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    es_search.checkpoint.CheckpointError: ...
+"""Checkpoints: everything a run needs to continue, in one file, written atomically
+(:func:`es_search.files.atomic_write`), and the checks that a resume would not change the
+run. The file: ``MAGIC (16 bytes) | version (uint32 LE) | length (uint64 LE) | sha256 (32
+bytes) | payload``, a cloudpickle of a dict; the SHA-256 (over version, length and
+payload) refuses a torn or corrupt file with :class:`CheckpointError`.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
 import struct
 from pathlib import Path
 from typing import Any, Mapping
 
+from .errors import warn_user
 from .files import atomic_write
 from .pickling import cloudpickle
 
@@ -42,10 +27,7 @@ class CheckpointError(ValueError):
 
 
 def _digest(version: int, length: int, payload: bytes) -> bytes:
-    h = hashlib.sha256()
-    h.update(struct.pack("<IQ", version, length))
-    h.update(payload)
-    return h.digest()
+    return hashlib.sha256(struct.pack("<IQ", version, length) + payload).digest()
 
 
 def dumps(data: Mapping[str, Any]) -> bytes:
@@ -58,25 +40,22 @@ def dumps(data: Mapping[str, Any]) -> bytes:
 
 def loads(blob: bytes, where: str = "checkpoint") -> dict:
     """The dict stored in ``blob``; :class:`CheckpointError` if it is not intact."""
-    def refuse(why: str) -> CheckpointError:
-        return CheckpointError(
-            f"{where} is not a usable es_search checkpoint ({why}); it was not loaded. "
-            f"Restore a copy of it, or delete it to start the run again from scratch.")
-
+    magic, version, length, digest = _HEADER.unpack_from(blob.ljust(_HEADER.size, b"\0"))
+    payload, why = blob[_HEADER.size:], None
     if len(blob) < _HEADER.size:
-        raise refuse(f"{len(blob)} bytes, shorter than the {_HEADER.size}-byte header: "
-                     f"torn or truncated")
-    magic, version, length, digest = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise refuse("wrong magic bytes")
-    payload = blob[_HEADER.size:]
-    if _digest(version, length, payload) != digest:
-        if len(payload) != length:
-            raise refuse(f"payload of {len(payload)} bytes, the header says {length}: "
-                         f"torn or truncated")
-        raise refuse("checksum mismatch: corrupt")
-    if version != VERSION:
-        raise refuse(f"format version {version}; this es_search reads version {VERSION}")
+        why = f"{len(blob)} bytes, shorter than its header: torn or truncated"
+    elif magic != MAGIC:
+        why = "wrong magic bytes"
+    elif len(payload) != length:
+        why = f"payload of {len(payload)} bytes, the header says {length}: torn or truncated"
+    elif _digest(version, length, payload) != digest:
+        why = "checksum mismatch: corrupt"
+    elif version != VERSION:
+        why = f"format version {version}; this es_search reads version {VERSION}"
+    if why:
+        raise CheckpointError(f"{where} is not a usable es_search checkpoint ({why}); it was "
+                              f"not loaded. Restore a copy of it, or delete it to start the "
+                              f"run again from scratch.")
     try:
         return pickle.loads(payload)
     except Exception as exc:  # intact bytes, but e.g. a class that no longer exists
@@ -108,12 +87,8 @@ DEFINING = ("agent", "num_evolved", "strategy", "seed", "score_kwargs",
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
                 keys: Any = DEFINING, prefix: str = "") -> list[str]:
-    """The differences between two configs, over ``keys`` (dicts recursed).
-
-    >>> differences({"seed": 0, "strategy": {"population": 16}},
-    ...             {"seed": 0, "strategy": {"population": 32}}, ["seed", "strategy"])
-    ['strategy.population: 16 in the checkpoint, 32 now']
-    """
+    """The differences between two configs, over ``keys`` (dicts recursed), as
+    ``"strategy.population: 16 in the checkpoint, 32 now"``."""
     out = []
     for key in keys:
         a, b = saved.get(key, "<absent>"), current.get(key, "<absent>")
@@ -126,15 +101,12 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
 
 def _same(a: Any, b: Any) -> bool:
     """Equal, or (objects without ``__eq__``, numpy arrays) equal once pickled."""
-    try:
+    with contextlib.suppress(Exception):
         if bool(a == b):
             return True
-    except Exception:
-        pass
-    try:
+    with contextlib.suppress(Exception):
         return cloudpickle.dumps(a) == cloudpickle.dumps(b)
-    except Exception:
-        return False
+    return False
 
 
 class ResumeWarning(RuntimeWarning):
@@ -148,7 +120,6 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
     diff = differences(saved, current)
     settings = differences(saved, current, ["agent_settings"])
     if settings and not diff:
-        from .errors import warn_user
         warn_user(f"resuming the run in {where} with an agent whose settings differ from "
                   f"the run's: " + "; ".join(s.replace("agent_settings.", "", 1)
                                              for s in settings) +

@@ -39,7 +39,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .callbacks.options import from_args
+    from .callbacks import from_args
     from .folder import RunDir
     from .pools.dask_pool import scheduler_client
 

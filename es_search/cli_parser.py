@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
-    from .callbacks.options import add_arguments as add_callback_arguments
+    from .callbacks import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     test = verbs.add_parser(

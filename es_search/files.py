@@ -41,8 +41,7 @@ def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> 
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        Path(tmp).unlink(missing_ok=True)
         raise
 
 

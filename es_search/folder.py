@@ -1,5 +1,5 @@
-"""Reading a run folder: every reader opens it through :class:`RunDir`. The names of its
-files live here; :mod:`es_search.output` writes them and says what each holds."""
+"""The run folder (``out=DIR``): the names of its files, and :class:`RunDir`, through which
+every reader opens it (:class:`~es_search.output.RunFolder`, a subclass, writes it)."""
 from __future__ import annotations
 
 import hashlib
@@ -13,32 +13,23 @@ from . import checkpoint as _checkpoint
 from .files import from_json
 from .settings import has_digest
 
-HISTORY = "history.jsonl"
-CONFIG = "config.json"
-BEST_WEIGHTS = "best_weights.pt"
+CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
+HISTORY = "history.jsonl"  # one record per generation (es_search.record), fsynced
+CHECKPOINT = "checkpoint.pkl"  # es_search.checkpoint's, and the best weights (with their
+BEST_WEIGHTS = "best_weights.pt"  # shared state), replaced together every checkpoint_every
+FAILURES = "failures"  # generation-<g>.pkl: what replay_task needs to rerun failed tasks
+SCORE_KWARGS = "score_kwargs.pkl"  # the run's score_kwargs (the config holds digests)
+LOCK = ".lock"  # held while a run writes the folder (es_search.lock)
+RESULT = "result.json"  # AT_THE_END: written when the run ends, removed when it goes on
 CENTER_WEIGHTS = "center_weights.pt"
-CHOSEN_WEIGHTS = "chosen_weights.pt"
-RESULT = "result.json"
+CHOSEN_WEIGHTS = "chosen_weights.pt"  # es_search.selection's choice
 PLOT = "plot.png"
-CHECKPOINT = "checkpoint.pkl"
-SCORE_KWARGS = "score_kwargs.pkl"
-FAILURES = "failures"
-LOCK = ".lock"
-TEST = "test.json"
-#: written when a run ends; removed when it goes on (a resume) or is replaced
+TEST = "test.json"  # es-search run and test
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
 
 
 class OutFolderError(ValueError):
     """The out folder cannot be created or written, is in use, or holds a run."""
-
-
-def _json(path: Path) -> Any:
-    """The JSON file at ``path`` (non-finite floats restored), or None."""
-    try:
-        return from_json(json.loads(path.read_text()))
-    except (OSError, ValueError):
-        return None
 
 
 class RunDir:
@@ -47,11 +38,29 @@ class RunDir:
     def __init__(self, path: Any):
         self.path = Path(path).expanduser()
 
+    def _json(self, name: str) -> dict:
+        """The JSON object in file ``name`` (non-finite floats restored), or {}."""
+        try:
+            value = from_json(json.loads((self.path / name).read_text()))
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
     @property
     def config(self) -> dict:
-        """``config.json``; {} when there is none (or it cannot be read)."""
-        config = _json(self.path / CONFIG)
-        return config if isinstance(config, dict) else {}
+        return self._json(CONFIG)
+
+    def end(self) -> dict:
+        """``result.json``, written at the run's end, or {}."""
+        return self._json(RESULT)
+
+    def test(self, center: bool) -> dict | None:
+        """``test.json``'s figures, or None when missing or lacking the centre's (``center``)."""
+        figures = self._json(TEST)
+        if isinstance(figures.get("best"), dict) and (
+                not center or isinstance(figures.get("center"), dict)):
+            return figures
+        return None
 
     def check_agent(self, agent: Any, recorded: str, n: int) -> None:
         """Refuse an agent other than the run's (class path ``recorded``, ``n`` values)."""
@@ -86,18 +95,19 @@ class RunDir:
             lines = 0
         return lines if lines or (self.path / RESULT).exists() else None
 
-    def end(self) -> dict:
-        """``result.json`` (written at the run's end), or {} when there is none."""
-        end = _json(self.path / RESULT)
-        return end if isinstance(end, dict) else {}
-
-    def test(self, center: bool) -> dict | None:
-        """``test.json``'s figures, or None when missing or lacking the centre's (``center``)."""
-        figures = _json(self.path / TEST)
-        if not isinstance(figures, dict) or not isinstance(figures.get("best"), dict) or (
-                center and not isinstance(figures.get("center"), dict)):
-            return None
-        return figures
+    def checkpoint(self) -> dict:
+        """The checkpoint of a run that has done a generation, with its ``history`` (else
+        :class:`OutFolderError`)."""
+        if not (self.path / CHECKPOINT).is_file():
+            raise OutFolderError(f"{self.path} holds no run to load (no {CHECKPOINT}); it is "
+                                 f"written by es_search.run(..., out=DIR) or es-search run "
+                                 f"--out DIR")
+        saved = _checkpoint.load(self.path / CHECKPOINT)
+        if not saved["history_lines"]:
+            raise OutFolderError(f"{self.path} holds no run to load: it stopped before its "
+                                 f"first generation (start it again: it may be replaced)")
+        saved["history"] = self.history(saved["history_lines"], saved["history_sha256"])[0]
+        return saved
 
     def weights(self, which: str) -> dict | None:
         """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved), loaded

@@ -27,17 +27,10 @@ def make_record(*, generation: int, best_score: float, scores: Sequence[float],
                 counters: Mapping[str, float] | None = None) -> dict:
     """One generation's record (see the module docstring)."""
     scores = list(scores)
-    record = {
-        "generation": generation,
-        "best_score": best_score,
-        "mean_score": finite_mean(scores),
-        "scores": scores,
-        "sigma": sigma,
-        "nonfinite": count_nonfinite(scores) - failures,
-        "failures": failures,
-        "evaluations": evaluations,
-        "seconds": seconds,
-    }
+    record = {"generation": generation, "best_score": best_score,
+              "mean_score": finite_mean(scores), "scores": scores, "sigma": sigma,
+              "nonfinite": count_nonfinite(scores) - failures, "failures": failures,
+              "evaluations": evaluations, "seconds": seconds}
     for name, value in (counters or {}).items():
         if name in record:
             raise ValueError(f"merge_reports() returned a counter named {name!r}, which is "

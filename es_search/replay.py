@@ -1,7 +1,6 @@
 """Replaying one scoring task in this process, e.g. to debug a ``score()`` that failed."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -16,44 +15,33 @@ from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
 
 
-def _from_run_dir(out: Any, generation: int, index: int) -> dict:
-    """What defines task ``(generation, index)`` of the run in ``out``: its failure
+def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
+    """What defines task ``(generation, index)`` of the run in ``run``: its failure
     record, else the checkpoint when it would run that generation next."""
-    run = RunDir(out)
-    record_path = run.failure_path(generation)
-    if record_path.exists():
-        record = checkpoint.load(record_path)
-        candidates = record["candidates"]
-        center = record["center"]
-        seed, recorded = record["seed"], record.get("score_kwargs", {})
-        shared = record.get("shared")
-        name = run.config.get("agent", "another agent")
-    else:
-        ckpt_path = Path(out) / CHECKPOINT
-        if not ckpt_path.exists():
-            raise FileNotFoundError(
-                f"{out} holds neither a checkpoint nor a failure record for generation "
-                f"{generation}; pass seed=, center= and candidate= instead")
-        ckpt = checkpoint.load(ckpt_path)
-        if ckpt["generation"] != generation:
-            stored = run.failure_generations()
+    if run.failure_path(generation).exists():
+        task = checkpoint.load(run.failure_path(generation))
+        task["agent"] = run.config.get("agent", "another agent")
+    elif (run.path / CHECKPOINT).exists():
+        saved = checkpoint.load(run.path / CHECKPOINT)
+        if saved["generation"] != generation:
+            stored = ", ".join(map(str, run.failure_generations())) or "none here"
             raise ValueError(
-                f"{out} cannot replay generation {generation}: a run folder keeps what a "
-                f"replay needs for the generation its checkpoint would run next "
-                f"({ckpt['generation']}) and for generations with failed candidates "
-                f"({', '.join(map(str, stored)) if stored else 'none here'}). Pass seed=, "
-                f"center= and candidate= instead")
-        strategy, state = ckpt["strategy"], ckpt["state"]
-        center = strategy.center(state)
-        candidates = strategy.ask(state, generation)
-        seed, recorded = ckpt["config"]["seed"], ckpt["config"]["score_kwargs"]
-        shared = ckpt.get("shared")
-        name = ckpt["config"].get("agent", "another agent")
-    if not 0 <= index < len(candidates):
-        raise IndexError(f"generation {generation} of the run in {out} has "
-                         f"{len(candidates)} candidates; index {index} is out of range")
-    return {"seed": seed, "center": center, "candidate": candidates[index],
-            "recorded_kwargs": recorded, "shared": shared, "agent": name}
+                f"{run.path} cannot replay generation {generation}: a run folder keeps what "
+                f"a replay needs for the generation its checkpoint would run next "
+                f"({saved['generation']}) and for generations with failed candidates "
+                f"({stored}). Pass seed=, center= and candidate= instead")
+        strategy, state, config = saved["strategy"], saved["state"], saved["config"]
+        task = {"center": strategy.center(state), "candidates": strategy.ask(state, generation),
+                "seed": config["seed"], "score_kwargs": config["score_kwargs"],
+                "shared": saved.get("shared"), "agent": config.get("agent", "another agent")}
+    else:
+        raise FileNotFoundError(
+            f"{run.path} holds neither a checkpoint nor a failure record for generation "
+            f"{generation}; pass seed=, center= and candidate= instead")
+    if not 0 <= index < len(task["candidates"]):
+        raise IndexError(f"generation {generation} of the run in {run.path} has "
+                         f"{len(task['candidates'])} candidates; index {index} is out of range")
+    return task
 
 
 def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
@@ -76,58 +64,38 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     - a task of :func:`~es_search.evaluate`: its ``seed=`` and ``generation=``, and
       ``weights=`` its ``weights[index]``.
 
-    The task runs on a copy of ``agent``; ``return_agent=True`` returns
-    ``(score, copy)``.
-
-    Example::
-
-        >>> import torch, es_search
-        >>> class Noisy(es_search.Agent):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.w = torch.nn.Parameter(torch.zeros(2))
-        ...     def score(self):
-        ...         return float(torch.randn(()))  # from the task's seeded generator
-        >>> result = es_search.run(Noisy(), generations=2, population=3, n_jobs=1,
-        ...                        seed=7, progress=False)
-        >>> jitter = es_search.Candidate("jitter", 0.1)  # hill-climb's, sigma 0.1
-        >>> score = es_search.replay_task(Noisy(), seed=7, generation=0, index=1,
-        ...                               candidate=jitter)  # centre: Noisy()'s weights
-        >>> score == result.history[0]["scores"][1]
-        True
-        >>> batch = [{"w": torch.ones(2)}, {"w": torch.zeros(2)}]
-        >>> scores = es_search.evaluate(Noisy(), batch, n_jobs=1, seed=3, generation=5)
-        >>> es_search.replay_task(Noisy(), seed=3, generation=5, index=1,
-        ...                       weights=batch[1]) == scores[1]
-        True
+    The task runs on a copy of ``agent``; ``return_agent=True`` returns ``(score, copy)``.
     """
     check_is_agent(agent)
     generation = check_int("generation", generation, -1, " (-1: the starting agent's "
                            "evaluation)")
     index = check_int("index", index, 0, " (the candidate's index in its generation)")
+    if out is not None and any(v is not None for v in (seed, center, candidate, weights)):
+        raise ValueError("pass either out= (a run folder) or seed=/center=/candidate= "
+                         "(or weights=), not both")
+    if weights is not None and candidate is not None:
+        raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
+                         "candidate=, not both")
+    shared = None
     if out is not None:
-        if seed is not None or center is not None or candidate is not None or \
-                weights is not None:
-            raise ValueError("pass either out= (a run folder) or seed=/center=/candidate= "
-                             "(or weights=), not both")
-        out = Path(out).expanduser()
-        task = _from_run_dir(out, generation, index)
-        seed, center, candidate = task["seed"], task["center"], task["candidate"]
-        shared = task["shared"]
-        RunDir(out).check_agent(agent, task["agent"], np.size(center))
+        run = RunDir(out)
+        task = _from_run_dir(run, generation, index)
+        seed, center, shared = task["seed"], task["center"], task["shared"]
+        candidate = task["candidates"][index]
+        run.check_agent(agent, task["agent"], np.size(center))
         if score_kwargs is None:
-            score_kwargs = RunDir(out).score_kwargs(task["recorded_kwargs"])
-    else:
-        if seed is None:
-            raise TypeError("replay_task needs out= (a run folder) or seed= (the run's "
-                            "seed) to know the task's seed")
-        seed, shared = check_seed(seed), None
-        if weights is not None:
-            candidate = _weights_candidate(weights, candidate)
-        if candidate is None:
-            candidate = Candidate("center")
-        check("candidate", candidate, isinstance(candidate, Candidate),
-              "an es_search.Candidate")
+            score_kwargs = run.score_kwargs(task["score_kwargs"])
+    elif seed is None:
+        raise TypeError("replay_task needs out= (a run folder) or seed= (the run's seed) "
+                        "to know the task's seed")
+    elif weights is not None:  # as Evaluator.evaluate sends it
+        if not isinstance(weights, Mapping):
+            raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
+                            f"given to evaluate() for this task, got {type(weights).__name__}")
+        candidate = Candidate("weights", vector=as_tensors(weights))
+    candidate = Candidate("center") if candidate is None else candidate
+    check("candidate", candidate, isinstance(candidate, Candidate), "an es_search.Candidate")
+    seed = check_seed(seed)
     copy = agent.clone()
     center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
     payload = Payload(center, dict(score_kwargs or {}), shared)
@@ -135,13 +103,3 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         value, _ = run_task(copy, payload, candidate, seed, generation, index)
     return (value, copy) if return_agent else value
 
-
-def _weights_candidate(weights: Any, candidate: Any) -> Candidate:
-    """The candidate of ``weights=``, as :meth:`es_search.Evaluator.evaluate` sends it."""
-    if candidate is not None:
-        raise ValueError("pass either weights= (a weights dict given to evaluate()) or "
-                         "candidate=, not both")
-    if not isinstance(weights, Mapping):
-        raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
-                        f"given to evaluate() for this task, got {type(weights).__name__}")
-    return Candidate("weights", vector=as_tensors(weights))

@@ -8,6 +8,7 @@ import torch
 
 from .agent import Agent, weights_of
 from .checks import check_choice
+from .extras import require
 
 
 @dataclass
@@ -97,35 +98,10 @@ class Result:
         """The Result of the run saved in ``out``, as of its last checkpoint (finished,
         stopped or interrupted). ``agent``, built as the run's was, makes the
         ``*_agent()`` methods work, and gives an unfinished run's ``center_weights``
-        (the checkpoint's centre).
-
-        >>> import es_search, torch, tempfile
-        >>> class Quadratic(es_search.Agent):
-        ...     def __init__(self):
-        ...         super().__init__()
-        ...         self.w = torch.nn.Parameter(torch.zeros(3))
-        ...     def score(self):
-        ...         return -float(((self.w - 3) ** 2).sum())
-        >>> out = tempfile.mkdtemp()
-        >>> done = es_search.run(Quadratic(), generations=5, n_jobs=1, out=out,
-        ...                      progress=False)
-        >>> loaded = es_search.Result.load(out, Quadratic())
-        >>> loaded.history == done.history and loaded.best_score == done.best_score
-        True
-        >>> loaded.best_agent().w.tolist() == done.best_agent().w.tolist()
-        True
-        """
-        from . import checkpoint
-        from .folder import CHECKPOINT, OutFolderError, RunDir
+        (the checkpoint's centre)."""
+        from .folder import RunDir
         run = RunDir(out)
-        if not (run.path / CHECKPOINT).is_file():
-            raise OutFolderError(f"{run.path} holds no run to load (no {CHECKPOINT}); it is "
-                                 f"written by es_search.run(..., out=DIR) or es-search run "
-                                 f"--out DIR")
-        saved = checkpoint.load(run.path / CHECKPOINT)
-        if not saved["history_lines"]:
-            raise OutFolderError(f"{run.path} holds no run to load: it stopped before its "
-                                 f"first generation (start it again: it may be replaced)")
+        saved = run.checkpoint()
         config = saved["config"]
         if agent is not None:
             run.check_agent(agent, config["agent"], config["num_evolved"])
@@ -134,14 +110,30 @@ class Result:
             center = weights_of(agent, saved["strategy"].center(saved["state"]),
                                 saved.get("shared"))
         return cls(best_score=saved["best_score"], best_weights=run.weights("best"),
-                   evaluations=saved["evaluations"], history=run.history(
-                       saved["history_lines"], saved["history_sha256"])[0],
+                   evaluations=saved["evaluations"], history=saved["history"],
                    seed=config["seed"], config=config,
                    agent=agent.clone() if agent is not None else None,
                    stopped_by=end.get("stopped_by"), center_weights=center,
                    chosen=end.get("chosen", "best"), selection=end.get("selection"))
 
     def plot(self, path: Any = None) -> Any:
-        """Best and mean score per generation (needs matplotlib: ``es_search[plot]``)."""
-        from .plotting import plot_history
-        return plot_history(self.history, path)
+        """Best and mean score per generation (needs matplotlib: ``es_search[plot]``), saved
+        to ``path`` when given; returns the matplotlib figure."""
+        matplotlib = require("matplotlib", "plot")
+        if path is not None:
+            matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        generations = [h["generation"] for h in self.history]
+        ax.plot(generations, [h["best_score"] for h in self.history], label="best so far")
+        ax.plot(generations, [h["mean_score"] for h in self.history], label="generation mean",
+                alpha=0.7)
+        ax.set(xlabel="generation", ylabel="score")
+        ax.legend(loc="lower right")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        if path is not None:
+            fig.savefig(path)
+            plt.close(fig)
+        return fig

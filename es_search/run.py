@@ -9,14 +9,13 @@ from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
-from .callbacks.base import RunInfo, as_callbacks
+from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check_int
 from .errors import ScoreError, WorkerError, render, warn_user
 from .front import Evaluator
 from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent
-from .progress import ProgressBar
 from .result import Result
 from .search import Search
 from .seeding import kept_global_rngs

@@ -15,7 +15,7 @@ import torch
 
 import es_search
 from es_search.callbacks import CSV, MLflow, RunInfo, TensorBoard
-from es_search.output import to_json
+from es_search.files import to_json
 
 from agents import Quadratic
 

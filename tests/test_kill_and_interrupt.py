@@ -17,7 +17,7 @@ import torch
 import es_search
 from es_search import checkpoint
 from es_search.folder import CHECKPOINT
-from es_search.output import read_history
+from es_search.files import read_history
 from es_search.problems import load_problem
 from compare import same_history
 

@@ -11,7 +11,7 @@ import torch
 import es_search
 from es_search import checkpoint
 from es_search.folder import CHECKPOINT
-from es_search.output import read_history
+from es_search.files import read_history
 
 import agents
 

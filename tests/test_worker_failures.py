@@ -9,7 +9,7 @@ import es_search
 from es_search import checkpoint
 from es_search.errors import worker_message
 from es_search.folder import CHECKPOINT
-from es_search.output import read_history
+from es_search.files import read_history
 from es_search.seeding import task_seed
 
 import agents

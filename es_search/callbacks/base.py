@@ -1,26 +1,30 @@
 """The callback protocol: everything that happens beside the search is a callback.
 
-A callback is a plain callable taking each generation's record (:mod:`es_search.record`)
-and returning something true to stop the run, or an object with any of the methods of
-:class:`Callback`, called in this order:
-
-- ``on_start(info)`` once, before the first generation it runs (also on a resume);
-- ``on_generation(record)`` after every generation, once the run folder holds it; a true
-  return stops the run (resumable: it then equals an uninterrupted run). ``record`` is a
-  :class:`Generation`, the history record with the rest of the outcome as attributes;
-- ``on_end(result)`` once, with the :class:`~es_search.Result`;
-- ``on_error(error)`` instead, when the run raises (re-raised after; an ``on_error``
-  that raises becomes a warning).
-
-Callbacks are not checkpointed: pass them again when resuming.
+A callback is a callable taking each generation's record (:mod:`es_search.record`),
+returning something true to stop the run, or an object with any of the methods of
+:class:`Callback`: ``on_start(info)`` once, before the first generation it runs (also on a
+resume); ``on_generation(record)`` after every generation, once the run folder holds it
+(``record`` is a :class:`Generation`; a true return stops the run, which then resumes to
+equal an uninterrupted one); ``on_end(result)`` once, with the :class:`~es_search.Result`,
+or ``on_error(error)`` instead when the run raises (an ``on_error`` that raises becomes a
+warning). Callbacks are not checkpointed: pass them again when resuming.
 """
 from __future__ import annotations
 
+import difflib
+import numbers
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from ..agent import weights_of
+
+HOOKS = ("on_start", "on_generation", "on_end", "on_error")
+#: seconds between redraws of the progress bar when stderr is a file, not a terminal
+LOG_INTERVAL = 30.0
+#: what the tracking callbacks log first, in this order, when present
+MAIN = ("best_score", "mean_score", "sigma", "evaluations", "seconds")
 
 
 @dataclass(frozen=True)
@@ -70,30 +74,35 @@ class Generation(dict):
 
 
 class Callback:
-    """Base class for callbacks with state; override the methods you need."""
+    """Base class for callbacks with state; override the methods you need (the module's
+    docstring says when each is called; ``on_generation`` returns True to stop)."""
 
     def on_start(self, info: RunInfo) -> None:
-        """Before the first generation this run executes."""
+        pass
 
     def on_generation(self, record: dict) -> bool | None:
-        """After each generation; return True to stop the run after it."""
         return None
 
     def on_end(self, result: Any) -> None:
-        """After the last generation (or the one a callback stopped at)."""
+        pass
 
     def on_error(self, error: BaseException) -> None:
-        """When the run raises ``error`` (then re-raised); instead of ``on_end``."""
+        pass
 
 
 class FileCallback(Callback):
-    """A callback that writes an open file (held in the attributes ``_OPEN``, which are
-    not pickled), closed at the run's end or error."""
+    """A callback holding something open (a file, a client, a bar) in its attributes
+    ``_OPEN``, which are not pickled; closed at the run's end or error."""
 
     _OPEN: tuple = ()
 
     def close(self) -> None:
-        """Close the file; a later generation opens it again."""
+        """Close what it holds; a later generation opens it again."""
+        for name in self._OPEN:
+            held = getattr(self, name)
+            if hasattr(held, "close"):
+                held.close()
+            setattr(self, name, None)
 
     def on_end(self, result: Any) -> None:
         self.close()
@@ -132,32 +141,56 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
         if isinstance(cb, type):  # callable, and has the methods: it would fail later
             raise TypeError(f"callbacks[{i}] is the class {cb.__name__} itself; pass an "
                             f"instance: {cb.__name__}(...)")
-        _check_hook_names(i, cb)
-        if isinstance(cb, Callback):
-            wrapped.append(cb)
-        elif any(hasattr(cb, m) for m in ("on_start", "on_generation", "on_end",
-                                          "on_error")):
+        for name in dir(type(cb)):  # a misspelled hook, which a run would never call
+            close = name.startswith("on_") and name not in HOOKS and \
+                difflib.get_close_matches(name, HOOKS, n=1, cutoff=0.8)
+            if close:
+                raise TypeError(f"callbacks[{i}] ({type(cb).__name__}) defines {name}(), "
+                                f"which a run never calls (did you mean {close[0]!r}?); "
+                                f"the hooks are {', '.join(HOOKS)}")
+        if isinstance(cb, Callback) or any(hasattr(cb, m) for m in HOOKS):
             wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
         elif callable(cb):
             wrapped.append(FunctionCallback(cb))
         else:
             raise TypeError(f"callbacks must be callables taking the generation's record "
                             f"(a dict) or objects with on_start/on_generation/on_end/"
-                            f"on_error "
-                            f"methods (es_search.callbacks.Callback), got {cb!r}")
+                            f"on_error methods (es_search.callbacks.Callback), got {cb!r}")
     return wrapped
 
 
-HOOKS = ("on_start", "on_generation", "on_end", "on_error")
+def scalars(record: dict) -> Iterator[tuple[str, float]]:
+    """``(name, value)`` for each number in ``record`` but ``generation``, ``MAIN`` first:
+    what the tracking callbacks log."""
+    for name in sorted(record, key=lambda k: MAIN.index(k) if k in MAIN else len(MAIN)):
+        value = record[name]
+        if name != "generation" and isinstance(value, numbers.Real) and \
+                not isinstance(value, bool):
+            yield name, float(value)
 
 
-def _check_hook_names(i: int, cb: Any) -> None:
-    """Refuse a misspelled hook (``on_generaton``), which a run would never call."""
-    import difflib
-    for name in dir(type(cb)):
-        if name.startswith("on_") and name not in HOOKS:
-            close = difflib.get_close_matches(name, HOOKS, n=1, cutoff=0.8)
-            if close:
-                raise TypeError(f"callbacks[{i}] ({type(cb).__name__}) defines {name}(), "
-                                f"which a run never calls (did you mean {close[0]!r}?); "
-                                f"the hooks are {', '.join(HOOKS)}")
+class ProgressBar(FileCallback):
+    """The run's tqdm bar over generations, with the best and mean score (``enabled=False``:
+    none), redrawn every ``LOG_INTERVAL`` seconds into a file."""
+
+    _OPEN = ("_bar",)
+
+    def __init__(self, enabled: bool = True, desc: str = "es_search"):
+        self.enabled, self.desc = enabled, desc
+        self._bar: Any = None
+
+    def on_start(self, info: RunInfo) -> None:
+        if self.enabled:
+            from tqdm.auto import tqdm
+            isatty = getattr(sys.stderr, "isatty", None)
+            to_file = not tqdm.__module__.startswith("tqdm.notebook") and not (
+                isatty and isatty())
+            self._bar = tqdm(total=info.generations, initial=info.first_generation,
+                             desc=self.desc, unit="gen", dynamic_ncols=True,
+                             mininterval=LOG_INTERVAL if to_file else 0.1)
+
+    def on_generation(self, record: dict) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(best=f"{record['best_score']:.4g}",
+                                  mean=f"{record['mean_score']:.4g}", refresh=False)
+            self._bar.update(1)

@@ -1,8 +1,5 @@
 """Stopping rules: end a run early on a target score, a plateau or a time budget.
-
-After stopping, ``rule.reason`` says why. A stopped run resumes like any other, and
-rules keep no state a resume would lose.
-"""
+``rule.reason`` says why it stopped; a stopped run resumes like any other."""
 from __future__ import annotations
 
 import math
@@ -12,9 +9,6 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 
-MONITORED = ("best_score", "mean_score")
-
-
 def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
     return check_number(name, value, "a finite number" + (
         f" >= {minimum:g}" if minimum > -math.inf else ""),
@@ -22,9 +16,11 @@ def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
 
 
 class _Rule(Callback):
-    """A stopping rule: ``_why(record)`` says why the run stops now, or None."""
+    """A stopping rule: ``_why(record)`` says why the run stops now, or None; ``_ARGS``
+    name its settings."""
 
     reason: str | None = None
+    _ARGS: tuple = ()
 
     def on_start(self, info: RunInfo) -> None:
         self.reason = None
@@ -33,18 +29,15 @@ class _Rule(Callback):
         self.reason = self._why(record)
         return self.reason is not None
 
+    def __repr__(self) -> str:
+        args = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._ARGS)
+        return f"{type(self).__name__}({args})"
+
 
 class StopAtScore(_Rule):
-    """Stop once the best score so far reaches ``target`` (``best_score >= target``).
+    """Stop once the best score so far reaches ``target`` (``best_score >= target``)."""
 
-    >>> rule = StopAtScore(-0.5)
-    >>> rule.on_generation({"generation": 0, "best_score": -2.0})
-    False
-    >>> rule.on_generation({"generation": 1, "best_score": -0.25})
-    True
-    >>> rule.reason
-    'best_score -0.25 reached the target -0.5 at generation 1'
-    """
+    _ARGS = ("target",)
 
     def __init__(self, target: float):
         self.target = _check_real("StopAtScore target", target)
@@ -56,31 +49,22 @@ class StopAtScore(_Rule):
                     f"generation {record['generation']}")
         return None
 
-    def __repr__(self) -> str:
-        return f"StopAtScore({self.target!r})"
-
 
 class EarlyStopping(_Rule):
     """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience``
     generations in a row (as Keras' ``EarlyStopping``; higher is better).
 
     ``min_delta``: the least increase that counts (smaller ones do not add up);
-    ``monitor``: ``"best_score"`` or ``"mean_score"``. A resume rebuilds the count.
+    ``monitor``: ``"best_score"`` or ``"mean_score"``. A resume rebuilds the count."""
 
-    >>> rule = EarlyStopping(patience=2)
-    >>> [rule.on_generation({"generation": g, "best_score": s})
-    ...  for g, s in enumerate([1.0, 2.0, 2.0, 2.0])]
-    [False, False, False, True]
-    >>> print(rule.reason)  # doctest: +NORMALIZE_WHITESPACE
-    best_score has not improved by more than 0 for 2 generations (best 2 at generation 1;
-    stopped after generation 3)
-    """
+    _ARGS = ("patience", "min_delta", "monitor")
 
     def __init__(self, patience: int, min_delta: float = 0.0, monitor: str = "best_score"):
         self.patience = check_int("EarlyStopping patience", patience, 1,
                                   " (generations without improvement)")
         self.min_delta = _check_real("EarlyStopping min_delta", min_delta, minimum=0.0)
-        self.monitor = check_choice("EarlyStopping monitor", monitor, MONITORED)
+        self.monitor = check_choice("EarlyStopping monitor", monitor,
+                                    ("best_score", "mean_score"))
         self._reset()
 
     def _reset(self) -> None:
@@ -108,14 +92,12 @@ class EarlyStopping(_Rule):
                 f"{self.wait} generations (best {self.best:g} at generation "
                 f"{self.best_generation}; stopped after generation {record['generation']})")
 
-    def __repr__(self) -> str:
-        return (f"EarlyStopping(patience={self.patience}, min_delta={self.min_delta!r}, "
-                f"monitor={self.monitor!r})")
-
 
 class MaxTime(_Rule):
     """Stop after the first generation that ends ``seconds`` or more after this call of
     ``run()`` started (a resume gets a fresh budget)."""
+
+    _ARGS = ("seconds",)
 
     def __init__(self, seconds: float):
         self.seconds = check_positive_float("MaxTime seconds", seconds)
@@ -133,6 +115,3 @@ class MaxTime(_Rule):
             return None
         return (f"{elapsed:.3g} s elapsed, the time budget of {self.seconds:g} s is spent "
                 f"(after generation {record['generation']})")
-
-    def __repr__(self) -> str:
-        return f"MaxTime({self.seconds!r})"

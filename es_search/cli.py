@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from .cli_parser import SETTINGS, UsageError, build_parser, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
-                     setting_message, worker_message)
+                     render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
@@ -130,8 +130,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     agent = spec.build_agent()
     # two scores of the starting agent (task (seed, -1, 0)), as a run's repeat check
     problem, start = repeat_and_score(agent, seed=args.seed)
-    if problem:
-        print(f"es-search check: {problem}", file=sys.stderr)
+    if problem:  # its settings as the run's flags
+        term = flag_term(build_parser().verbs["run"])
+        print(f"es-search check: {render(problem, term)}", file=sys.stderr)
         return 1
     if not math.isfinite(start):
         print(f"es-search check: {type(agent).__name__}'s score is {start} for the "

@@ -1,13 +1,11 @@
 """``check_repeatable``: does an agent's score depend on what it scored before?
 
 A worker keeps one agent for all its tasks, so an agent that keeps state in ``self``
-between ``score()`` calls (a counter, an environment reset without a seed) makes the run
-change with ``n_jobs`` and scheduling, silently. This check scores one copy of the
-starting agent twice under the same task seed and compares scores (and
-``task_report()``) bit for bit; ``run()``, ``Evaluator`` and ``evaluate()`` call it first
-(``repeat_check=False`` skips it) and warn with :class:`UnrepeatableScoreWarning`.
-
-Example::
+between ``score()`` calls (a counter, an environment reset without a seed) makes a run
+change with ``n_jobs`` and scheduling. This check scores a copy of the starting agent
+twice under one task seed and compares the scores and ``task_report()`` bit for bit;
+``run()``, ``Evaluator`` and ``evaluate()`` call it first (``repeat_check=False`` skips
+it) and warn with :class:`UnrepeatableScoreWarning`. Example::
 
     >>> import torch, es_search
     >>> class Counter(es_search.Agent):
@@ -18,14 +16,8 @@ Example::
     ...     def score(self):
     ...         self.calls += 1                  # state kept between score() calls
     ...         return -float((self.w ** 2).sum()) - self.calls
-    >>> problem = es_search.check_repeatable(Counter())
-    >>> problem.split(":")[0]
-    'Counter is not repeatable'
-    >>> "Changed in the agent between the two calls: calls." in problem
-    True
-    >>> from es_search.problems.sphere import Sphere
-    >>> es_search.check_repeatable(Sphere()) is None
-    True
+    >>> print(es_search.check_repeatable(Counter()))  # doctest: +ELLIPSIS
+    Counter is not repeatable: ... Changed in the agent between the two calls: calls. ...
 """
 from __future__ import annotations
 
@@ -37,7 +29,7 @@ import torch
 from .batched import group_size
 from .candidates import Candidate
 from .checks import check_dict, check_is_agent, check_seed
-from .errors import warn_user
+from .errors import render, warn_user
 from .interrupt import TimeLimit, time_limit
 from .pickling import cloudpickle
 from .scores import same_score
@@ -59,7 +51,8 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``; None when both
     calls agree, else a message saying what differed and how to fix it. ``agent`` and
     the global RNGs are left as they were; what ``score()`` raises propagates."""
-    return repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
+    problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
+    return problem and render(problem)
 
 
 def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
@@ -69,36 +62,34 @@ def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] 
     limit = None if task_timeout is None else 3 * task_timeout
     try:
         with time_limit(limit):
-            problem = check_repeatable(agent, seed=seed, score_kwargs=score_kwargs)
+            problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
     except TimeLimit:
         warn_user(f"the repeat check (the starting agent scored twice in this process, "
-                  f"before the workers start) ran over 3 x {{task_timeout}} = {limit:g} "
-                  f"s and was stopped; the run's own tasks are bounded by "
-                  f"{{task_timeout}} in the workers ({{repeat_check=False}} skips the "
-                  f"check)", template=True)
+                  f"before the workers start) ran over 3 x {{task_timeout}} = {limit:g} s "
+                  f"and was stopped; the run's own tasks are bounded by {{task_timeout}} in "
+                  f"the workers ({{repeat_check=False}} skips the check)", template=True)
         return
     except Exception:  # noqa: BLE001 - the first task reports it, with its seed
         return
     if problem:
-        warn_user(problem, UnrepeatableScoreWarning)
+        warn_user(problem, UnrepeatableScoreWarning, template=True)
 
 
 def repeat_and_score(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None
                      ) -> tuple[str | None, float]:
-    """:func:`check_repeatable`'s answer and the first of its two scores (the starting
-    agent's, which ``es-search check`` shows)."""
+    """:func:`check_repeatable`'s answer, as a :func:`~es_search.errors.render` template,
+    and the first of its two scores (the starting agent's)."""
     check_is_agent(agent)
     seed = check_seed(seed)
     score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
     first = agent.clone()
     (a, report_a), (b, report_b) = _score(first, seed, score_kwargs, times=2)
     same = same_score(a, b)
-    same_report = _digest(report_a) == _digest(report_b)
-    if same and same_report:
+    if same and _digest(report_a) == _digest(report_b):
         return None, a
-    # what the second call found changed: a copy after one call against ``first``
-    # after two (state created lazily by the first call is not blamed)
+    # what the second call changed: a copy after one call against ``first`` after two
+    # (state created lazily by the first call is not blamed)
     once = agent.clone()
     try:
         _score(once, seed, score_kwargs, times=1)
@@ -107,7 +98,26 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
                    if before.get(name) != digest]
     except Exception:  # noqa: BLE001 - the message goes without the names
         changed = []
-    return _message(type(agent).__name__, a, b, same, changed), a
+    what = (f"its score() gave {a!r} and then {b!r}" if not same else
+            "its task_report() differed (the scores did not)")
+    text = (f"{type(agent).__name__} is not repeatable: scored twice in a row under the "
+            f"same task seed (one copy of the starting agent), {what}. Its scores depend "
+            f"on what the agent scored before, so its runs change with n_jobs, the "
+            f"backend and which worker scores which candidate (each worker keeps one "
+            f"agent for all its tasks). ")
+    if changed:  # names as a template's text: braces doubled
+        names = ", ".join(changed).replace("{", "{{").replace("}", "}}")
+        text += f"Changed in the agent between the two calls: {names}. "
+    else:
+        text += ("Nothing in the agent changed between the two calls, so the score draws "
+                 "on something outside it: the clock, a random generator of its own that "
+                 "es_search does not seed (e.g. numpy.random.default_rng() without a "
+                 "seed), a file, another process. ")
+    return text + (
+        "Fix: reset such state at the start of score() (or keep it in local variables), "
+        "and draw randomness from the seeded global RNGs or self.task_seed. If scores are "
+        "meant to vary, pass {repeat_check=False} to skip this check (it costs two "
+        "score() calls at the start)."), a
 
 
 def _score(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:
@@ -142,25 +152,3 @@ def _state(agent: torch.nn.Module) -> dict[str, bytes | None]:
             if name not in _INTERNAL:
                 state[dot + name] = _digest(value)
     return state
-
-
-def _message(name: str, a: float, b: float, same: bool, changed: list[str]) -> str:
-    what = (f"its score() gave {a!r} and then {b!r}" if not same else
-            "its task_report() differed (the scores did not)")
-    text = (f"{name} is not repeatable: scored twice in a row under the same task seed "
-            f"(one copy of the starting agent), {what}. Its scores depend on what the "
-            f"agent scored before, so its runs change with n_jobs, the backend and "
-            f"which worker scores which candidate (each worker keeps one agent for all "
-            f"its tasks). ")
-    if changed:
-        text += f"Changed in the agent between the two calls: {', '.join(changed)}. "
-    else:
-        text += ("Nothing in the agent changed between the two calls, so the score draws "
-                 "on something outside it: the clock, a random generator of its own that "
-                 "es_search does not seed (e.g. numpy.random.default_rng() without a "
-                 "seed), a file, another process. ")
-    return text + (
-        "Fix: reset such state at the start of score() (or keep it in local variables), "
-        "and draw randomness from the seeded global RNGs or self.task_seed. If scores "
-        "are meant to vary, pass repeat_check=False (es-search run --no-repeat-check) to "
-        "skip this check (it costs two score() calls at the start).")

@@ -17,9 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import RunInfo, as_callbacks
-from .errors import ScoreError, WorkerError, warn_user
+from .errors import ScoreError, Warnings, WorkerError, explain, interrupted, warn_user
 from .front import Evaluator
-from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent
 from .progress import ProgressBar

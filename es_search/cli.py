@@ -121,9 +121,9 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
-    from .repeat_check import repeat_and_score
+    from .checks import has_own_score
+    from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
     from .problems import problem_defaults
 
     spec = RunSpec.of(vars(args))

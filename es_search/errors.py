@@ -23,16 +23,12 @@ def failed_method(traceback_text: str) -> str:
 
 
 class ScoreError(RuntimeError):
-    """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
-
-    ``generation``, ``index`` and ``seed`` identify the task, ``remote_traceback`` is its
-    traceback where it ran, ``cause`` (and ``__cause__``) what it raised (its repr when
-    that cannot be pickled), ``out`` the run folder when known. ``group_end``: the task
-    was ``score_batch()`` on candidates ``index`` to ``group_end - 1``, which each score
-    alone. ``evaluate_seed``: the task scored ``weights[index]`` of an ``evaluate()``
-    call with that seed (``evaluate_kwargs``: and ``score_kwargs``).
-    :func:`es_search.replay_task` reruns the task in this process.
-    """
+    """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
+    ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
+    raised (its repr if that cannot be pickled), ``out`` the run folder when known.
+    ``group_end``: ``score_batch()`` failed on candidates ``index`` to ``group_end - 1``,
+    which each score alone. ``evaluate_seed``: ``weights[index]`` of an ``evaluate()``
+    call with that seed (``evaluate_kwargs``: and ``score_kwargs``)."""
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
@@ -73,10 +69,7 @@ def score_message(error: ScoreError) -> str:
         where = (f"weights[{i}] of evaluate(..., seed={s}, generation={g}) (task seed "
                  f"{e.seed}, es_search.task_seed({s}, {g}, {i}))")
         replay = (f"seed={s}, generation={g}, index={i}, weights=weights[{i}]{kwargs})\n"
-                  f"(agent and weights: those given to evaluate() or the Evaluator; it "
-                  f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
-                  f"set and random, NumPy and torch seeded with the task seed, as the "
-                  f"task did).\n")
+                  f"(agent and weights: those given to evaluate() or the Evaluator).\n")
     else:
         where = ("the starting agent" if g < 0 else f"generation {g}, candidate {i}"
                  ) + f" (task seed {e.seed})"
@@ -141,44 +134,44 @@ def ranges(indices: Sequence[int]) -> str:
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-#: what a call to the workers raises when a worker was lost (loky's
-#: TerminatedWorkerError, the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran
-#: over its time
+#: what a call to the workers raises when a worker was lost (loky's TerminatedWorkerError,
+#: the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran over its time
 LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
 
 
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
              generation: int | None, lost: Callable[[], list[int]]) -> Any:
-    """``call()``, the one way every call to the workers is made: when a worker is lost
-    or a chunk runs over its time, ``call()`` is made again (on fresh workers, with the
-    same task seeds) up to ``max_retries`` times; then a :class:`WorkerError` is raised.
-    ``lost()``: the candidates not scored (``generation`` None: the workers' start-up,
-    before any candidate)."""
+    """``call()``, made again on fresh workers with the same task seeds when a worker is
+    lost or a chunk runs over its time, ``max_retries`` times at most; then a
+    :class:`WorkerError`. ``lost()``: the candidates not scored (``generation`` None:
+    the workers' start-up)."""
     start = generation is None
     for attempt in range(max_retries + 1):
         try:
             return call()
-        except LOST as error:
-            timed_out = not isinstance(error, BrokenExecutor)
-            first_line = str(error).partition("\n")[0]
-            what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
-                    else f"a worker process died ({type(error).__name__}: {first_line})")
-            where = ("starting the workers" if start else
-                     f"generation {generation}: candidates {ranges(lost())}")
-            if attempt == max_retries:
-                why = ("A score() that takes longer needs a larger task_timeout (or none); "
-                       "one that hangs can be stopped under a debugger" if timed_out else
-                       "A worker that dies is often killed for memory (the kernel's OOM "
-                       "killer) or crashed in native code")
-                replay = "" if start else ("; replay one of these tasks in this process "
-                                           "with es_search.replay_task to see it")
-                raise WorkerError(
-                    f"{where} {'failed' if start else 'could not be scored'}: {what}, "
-                    f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
-                    -1 if start else generation, lost()) from error
+        except LOST as exc:
+            error = exc
+        timed_out = not isinstance(error, BrokenExecutor)
+        first_line = str(error).partition("\n")[0]
+        what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
+                else f"a worker process died ({type(error).__name__}: {first_line})")
+        where = ("starting the workers" if start else
+                 f"generation {generation}: candidates {ranges(lost())}")
+        if attempt < max_retries:
             again = "starting them" if start else f"scoring candidates {ranges(lost())}"
             warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
                       f"seeds (retry {attempt + 1} of {max_retries})")
+            continue
+        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+               "that hangs can be stopped under a debugger" if timed_out else
+               "A worker that dies is often killed for memory (the kernel's OOM killer) "
+               "or crashed in native code")
+        replay = "" if start else ("; replay one of these tasks in this process with "
+                                   "es_search.replay_task to see it")
+        raise WorkerError(
+            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
+            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
+            -1 if start else generation, lost()) from error
 
 
 def python_term(setting: str, value: Any = None) -> str:
@@ -219,8 +212,7 @@ class SettingError(ValueError, TypeError):
 
 
 def setting_message(error: SettingError, term: Callable[..., str] = python_term) -> str:
-    """A :class:`SettingError`'s message, its settings written by ``term`` (a command
-    line's: as its flags)."""
+    """A :class:`SettingError`'s message, its settings written by ``term``."""
     rule = render(error.rule, term)
     text = (f"{term(error.setting)} must be {rule}, got {error.value!r}" if error.got
             else f"{term(error.setting, repr(error.value))} {rule}")
@@ -232,9 +224,8 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def warn_user(message: str, category: type[Warning] = RuntimeWarning,
               template: bool = False) -> None:
-    """``warnings.warn`` attributed to the innermost caller outside es_search (the user's
-    ``run()`` call or callback, the ``es-search`` command), so filters on it work. A
-    ``template`` message (:func:`render`'s) is kept on the warning for
+    """``warnings.warn`` attributed to the innermost caller outside es_search, so filters
+    on it work. A ``template`` message (:func:`render`'s) is kept on the warning for
     :func:`one_line_warnings` to write in its terms."""
     warning = category(render(message) if template else message)
     warning.template = message if template else None
@@ -300,11 +291,6 @@ class Warnings:
                 f"{record['generation']} non-finite (NaN or inf); such candidates are never "
                 f"kept. The history's 'nonfinite' counts them per generation (this warning "
                 f"is given once per run).")
-
-
-def explain(exc: ScoreError | WorkerError, out: Any) -> None:
-    """Tell ``exc`` its run's folder ("": none), for its message."""
-    exc.out = "" if out is None else str(out)
 
 
 def interrupted(exc: BaseException, out: Any, completed: int) -> None:

@@ -79,20 +79,18 @@ def check_evolved(agent: Agent) -> None:
                          f"override evolved_parameters()){also}")
 
 
-def check(name: str, value: Any, ok: Any, rule: str) -> Any:
+def check(name: str, value: Any, ok: Any, rule: str, fix: str = "") -> Any:
     """``value`` when ``ok`` holds, else a SettingError: ``name`` must be ``rule``."""
     if not ok:
-        raise SettingError(name, value, rule)
+        raise SettingError(name, value, rule, fix)
     return value
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """``value`` if it is True or False (a NumPy bool too)."""
     return bool(check(name, value, isinstance(value, (bool, np.bool_)), "True or False"))
 
 
 def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
-    """``value`` if it is one of ``choices`` (strings)."""
     return check(name, value, isinstance(value, str) and value in choices,
                  f"one of {', '.join(map(repr, choices))}{note}")
 
@@ -142,12 +140,10 @@ def check_n_jobs(value: Any) -> int:
     if value is None:
         import joblib
         return int(joblib.Parallel(n_jobs=None).n_jobs)
-    if not _integral(value) or value == 0:
-        raise SettingError("n_jobs", value, "an integer other than 0 (0: no workers), or "
-                           "None (joblib's default)",
-                           "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop "
-                           "in this process")
-    return int(value)
+    return int(check("n_jobs", value, _integral(value) and value != 0,
+                     "an integer other than 0 (0: no workers), or None (joblib's default)",
+                     "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop in this "
+                     "process"))
 
 
 def check_seed(value: Any) -> int:
@@ -208,9 +204,9 @@ def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = T
                    hint: str = "", skip: tuple = ()) -> None:
     """Refuse a keyword of ``given`` that ``cls(...)`` does not take, naming ``owner``'s
     ``kind``s."""
-    known = keyword_names(cls)
-    known = None if known is None else [name for name in known if name not in skip]
-    for name in given if known is not None else ():
+    names = keyword_names(cls)
+    known = [name for name in names or () if name not in skip]
+    for name in given if names is not None else ():
         if name not in known:
             raise error(f"{owner} has no {kind} {name!r}{did_you_mean(name, known)}{hint}; "
                         f"its {kind}s: {', '.join(known) or 'none'}")
@@ -223,11 +219,9 @@ def did_you_mean(name: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def parameter_text(parameter: inspect.Parameter) -> str:
+def parameter_text(p: inspect.Parameter) -> str:
     """``name=default`` for a parameter (``name`` when it has none)."""
-    if parameter.default is parameter.empty:
-        return parameter.name
-    return f"{parameter.name}={parameter.default!r}"
+    return p.name if p.default is p.empty else f"{p.name}={p.default!r}"
 
 
 def plain_doc(text: str) -> str:

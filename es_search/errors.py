@@ -34,7 +34,10 @@ class ScoreError(RuntimeError):
                  remote_traceback: str, cause: BaseException | None = None,
                  out: str | None = None, group_end: int | None = None,
                  evaluate_seed: int | None = None, evaluate_kwargs: bool = False):
-        cause = _picklable(cause)  # pickled with the args; __cause__ is not
+        try:  # pickled with the args (__cause__ is not): its repr if it cannot be
+            cloudpickle.loads(cloudpickle.dumps(cause))
+        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
+            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
         super().__init__(agent_class, generation, index, seed, remote_traceback, cause, out,
                          group_end, evaluate_seed, evaluate_kwargs)
         self.agent_class, self.generation, self.index, self.seed = (
@@ -80,15 +83,6 @@ def score_message(error: ScoreError) -> str:
     return (f"{e.agent_class}.{failed_method(e.remote_traceback)} failed on {where}.\n"
             f"Reproduce it in this process (e.g. under a debugger) with\n"
             f"    es_search.replay_task(agent, {replay}{traceback}")
-
-
-def _picklable(exc: BaseException | None) -> BaseException | None:
-    """``exc`` if it survives pickling, else a RuntimeError carrying its repr."""
-    try:
-        cloudpickle.loads(cloudpickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 class TaskFailure(NamedTuple):
@@ -196,10 +190,9 @@ def render(template: str, term: Callable[..., str] = python_term) -> str:
 
 class SettingError(ValueError, TypeError):
     """A setting that ``run()`` (or a strategy, an agent) refuses: its name ``setting``,
-    the ``value`` given, the ``rule`` it breaks and the ``fix`` (or ""). ``rule`` and
-    ``fix`` are :func:`render` templates, written in the caller's terms by
-    :func:`setting_message` (``str()``: Python's). With ``got=False`` the value leads
-    and the rule says what it conflicts with."""
+    the ``value`` given, the ``rule`` it breaks and the ``fix`` (or ""), both
+    :func:`render` templates. With ``got=False`` the value leads and the rule says what
+    it conflicts with."""
 
     def __init__(self, setting: str, value: Any, rule: str, fix: str = "",
                  got: bool = True):

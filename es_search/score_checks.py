@@ -1,26 +1,9 @@
-"""Checks of an agent's scores, run in this process: :func:`check_repeatable` (does a
-score depend on what the agent scored before?) and :func:`check_score_batch` (does
-``score_batch`` score each row on its own?).
-
-A worker keeps one agent for all its tasks, so an agent that keeps state in ``self``
-between ``score()`` calls (a counter, an environment reset without a seed) makes a run
-change with ``n_jobs`` and scheduling: ``run()``, ``Evaluator`` and ``evaluate()`` first
-score a copy of the starting agent twice under one task seed and warn with
-:class:`UnrepeatableScoreWarning` if the scores or ``task_report()`` differ
-(``repeat_check=False`` skips it). A run with batching equals the run without it only
-when a row's score depends on its weights, its seed and ``score_kwargs`` alone. Example::
-
-    >>> import torch, es_search
-    >>> class Counter(es_search.Agent):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.w = torch.nn.Parameter(torch.zeros(2))
-    ...         self.calls = 0
-    ...     def score(self):
-    ...         self.calls += 1                  # state kept between score() calls
-    ...         return -float((self.w ** 2).sum()) - self.calls
-    >>> print(es_search.check_repeatable(Counter()))  # doctest: +ELLIPSIS
-    Counter is not repeatable: ... Changed in the agent between the two calls: calls. ...
+"""Checks of an agent's scores, in this process. :func:`check_repeatable`: does a score
+depend on what the agent scored before (a worker keeps one agent for all its tasks)?
+``run()``, ``Evaluator`` and ``evaluate()`` call it first and warn with
+:class:`UnrepeatableScoreWarning` (``repeat_check=False`` skips it).
+:func:`check_score_batch`: does ``score_batch`` score each row on its own, as batching
+needs to give the run without it?
 """
 from __future__ import annotations
 
@@ -59,9 +42,9 @@ _INTERNAL = frozenset(vars(torch.nn.Module())) | {"task_seed", "generation_seed"
 
 def check_repeatable(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None) -> str | None:
-    """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``; None when both
-    calls agree, else a message saying what differed and how to fix it. ``agent`` and
-    the global RNGs are left as they were; what ``score()`` raises propagates."""
+    """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``: None when the
+    scores and ``task_report()`` agree bit for bit, else a message saying what differed
+    and how to fix it. The global RNGs are left as they were."""
     problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
     return problem and render(problem)
 
@@ -69,7 +52,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
 def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
                          task_timeout: float | None) -> None:
     """Warn when :func:`check_repeatable` finds a problem (an error is left to the first
-    task, which names its seed); with a ``task_timeout`` the check gets three times it."""
+    task, which names its seed), given three times ``task_timeout``."""
     limit = None if task_timeout is None else 3 * task_timeout
     try:
         with time_limit(limit):
@@ -89,8 +72,8 @@ def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] 
 def repeat_and_score(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None
                      ) -> tuple[str | None, float]:
-    """:func:`check_repeatable`'s answer, as a :func:`~es_search.errors.render` template,
-    and the first of its two scores (the starting agent's)."""
+    """:func:`check_repeatable`'s answer (a :func:`~es_search.errors.render` template)
+    and the starting agent's score."""
     check_is_agent(agent)
     seed = check_seed(seed)
     score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
@@ -99,9 +82,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     same = same_score(a, b)
     if same and _digest(report_a) == _digest(report_b):
         return None, a
-    # what the second call changed: a copy after one call against ``first`` after two
-    # (state created lazily by the first call is not blamed)
-    once = agent.clone()
+    once = agent.clone()  # once against twice: what the second call changed, not the first
     try:
         _repeat(once, seed, score_kwargs, times=1)
         before = _state(once)
@@ -112,10 +93,9 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     what = (f"its score() gave {a!r} and then {b!r}" if not same else
             "its task_report() differed (the scores did not)")
     text = (f"{type(agent).__name__} is not repeatable: scored twice in a row under the "
-            f"same task seed (one copy of the starting agent), {what}. Its scores depend "
-            f"on what the agent scored before, so its runs change with n_jobs, the "
-            f"backend and which worker scores which candidate (each worker keeps one "
-            f"agent for all its tasks). ")
+            f"same task seed (one copy of the starting agent), {what}. Its runs then "
+            f"change with n_jobs and with which worker scores which candidate (each "
+            f"worker keeps one agent for all its tasks). ")
     if changed:  # names as a template's text: braces doubled
         names = ", ".join(changed).replace("{", "{{").replace("}", "}}")
         text += f"Changed in the agent between the two calls: {names}. "
@@ -127,8 +107,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     return text + (
         "Fix: reset such state at the start of score() (or keep it in local variables), "
         "and draw randomness from the seeded global RNGs or self.task_seed. If scores are "
-        "meant to vary, pass {repeat_check=False} to skip this check (it costs two "
-        "score() calls at the start)."), a
+        "meant to vary, pass {repeat_check=False} to skip this check."), a
 
 
 def _payload(agent: Agent, score_kwargs: Mapping[str, Any]) -> Payload:
@@ -231,12 +210,11 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     else:
         headline = (f"{name}.score_batch() scores {len(differ)} of {population} candidates "
                     f"differently depending on the rest of the call:\n")
-        fix = ("A row's score must depend on params row i, seeds[i] and score_kwargs only: "
-               "draw row i's randomness from es_search.batched.candidate_rngs(seeds)[i] "
-               "(the global RNGs are seeded once per group), compute no statistics across "
-               "rows, and make score() compute what one row computes. (Runs stay "
-               "identical for any worker count either way, but change with "
-               "score_batch_size and differ from the per-candidate path.)")
+        fix = ("A row's score must depend on params row i, seeds[i] and score_kwargs only "
+               "(else runs change with score_batch_size): draw row i's randomness from "
+               "es_search.batched.candidate_rngs(seeds)[i] (the global RNGs are seeded once "
+               "per group), compute no statistics across rows, and make score() compute "
+               "what one row computes.")
         if type(agent).jitter_weights is not Agent.jitter_weights:
             fix += (f"\n{name} overrides jitter_weights(): score_batch() gets each "
                     f"candidate's evolved parameters (params), nothing else; a buffer or "

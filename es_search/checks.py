@@ -45,9 +45,9 @@ def check_evolved(agent: Agent) -> None:
     method = f"{cls}.evolved_parameters()"
     try:
         pairs = list(agent.evolved_parameters())
-    except TypeError:
-        pairs = None
-    if pairs is None or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+    except TypeError:  # not iterable
+        pairs = [None]
+    if not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
         raise TypeError(f"{method} must return a list of (name, parameter) pairs, as "
                         f"named_parameters() gives them")
     state = agent.state_dict(keep_vars=True)

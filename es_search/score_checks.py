@@ -165,9 +165,10 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
     seed = check_seed(seed)
     for tolerance, value in (("rtol", rtol), ("atol", atol)):
         check_number(tolerance, value, "a number >= 0", lambda v: v >= 0)
-    check_score_kwargs(agent, dict(score_kwargs or {}))
+    score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
+    check_score_kwargs(agent, score_kwargs)
     work = agent.clone()
-    payload = _payload(work, dict(score_kwargs or {}))
+    payload = _payload(work, score_kwargs)
     candidates = [Candidate("jitter", sigma)] * population
     half = population // 2
     layouts = {f"a group of {population}": [(0, population)],

@@ -2,8 +2,8 @@
 depend on what the agent scored before (a worker keeps one agent for all its tasks)?
 ``run()``, ``Evaluator`` and ``evaluate()`` call it first and warn with
 :class:`UnrepeatableScoreWarning` (``repeat_check=False`` skips it).
-:func:`check_score_batch`: does ``score_batch`` score each row on its own, as batching
-needs to give the run without it?
+:func:`check_score_batch`: does ``score_batch`` score each row on its own, so that a
+batched run is the run without batching?
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
                      score_kwargs: Mapping[str, Any] | None = None) -> str | None:
     """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``: None when the
     scores and ``task_report()`` agree bit for bit, else a message saying what differed
-    and how to fix it. The global RNGs are left as they were."""
+    and how to fix it. The global RNGs are kept; what ``score()`` raises propagates."""
     problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
     return problem and render(problem)
 

@@ -9,13 +9,13 @@ from importlib import import_module
 
 __version__ = "0.1.0"
 
-_LAZY = {"Agent": "agent", "ScoreBatchMismatch": "batch_check",
-         "check_score_batch": "batch_check", "Candidate": "candidates",
+_LAZY = {"Agent": "agent", "ScoreBatchMismatch": "score_checks",
+         "check_score_batch": "score_checks", "Candidate": "candidates",
          "CheckpointError": "checkpoint", "ResumeWarning": "checkpoint", "ScoreError": "errors",
          "SettingError": "errors", "WorkerError": "errors", "Evaluator": "front",
          "evaluate": "front", "Terminated": "interrupt", "OutFolderError": "output",
-         "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "repeat_check",
-         "check_repeatable": "repeat_check", "replay_task": "replay", "Result": "result",
+         "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "score_checks",
+         "check_repeatable": "score_checks", "replay_task": "replay", "Result": "result",
          "run": "run", "task_seed": "seeding", "STRATEGIES": "strategies",
          "Strategy": "strategies", "make_strategy": "strategies"}
 

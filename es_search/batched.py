@@ -15,7 +15,7 @@ makes the common cases short:
   dicts and the stacked form;
 - :func:`own_params` is an agent's own weights as a group of one.
 
-``es_search.check_score_batch(agent)`` (:mod:`es_search.batch_check`) checks that a
+``es_search.check_score_batch(agent)`` (:mod:`es_search.score_checks`) checks that a
 ``score_batch`` scores each row on its own: the same candidates in groups of other
 sizes, and through ``score()``.
 

@@ -1,6 +1,7 @@
 """Argument checks that fail at the call, with a message that says how to fix it."""
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import os
@@ -14,57 +15,61 @@ from .agent import Agent, has_score_batch
 from .errors import SettingError
 
 
+def has_own_score(agent: Any) -> bool:
+    """Whether ``agent``'s class writes its own ``score()``."""
+    return getattr(type(agent), "score", None) is not Agent.score
+
+
 def check_is_agent(agent: Any) -> None:
     """Refuse anything but an :class:`~es_search.Agent` instance that scores."""
-    if isinstance(agent, Agent):
-        if "_parameters" not in vars(agent):  # torch's own error names an attribute
-            name = type(agent).__name__
-            raise TypeError(f"{name} is not set up as a torch.nn.Module: its __init__ "
-                            f"must call super().__init__() before anything else")
-        if getattr(type(agent), "score", None) is Agent.score and not has_score_batch(agent):
-            raise TypeError(f"{type(agent).__name__} does not define score(): write "
-                            f"score(self) returning a number, higher is better (or "
-                            f"score_batch(self, params, seeds) for groups of candidates)")
-        return
+    name = type(agent).__name__
     if isinstance(agent, type) and issubclass(agent, Agent):
         raise TypeError(f"agent must be an instance of {agent.__name__}, got the class "
                         f"itself: pass {agent.__name__}(...)")
-    raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
-                    f"score() method), got {type(agent).__name__}")
+    if not isinstance(agent, Agent):
+        raise TypeError(f"agent must be an es_search.Agent (a torch.nn.Module with a "
+                        f"score() method), got {name}")
+    if "_parameters" not in vars(agent):  # torch's own error names an attribute
+        raise TypeError(f"{name} is not set up as a torch.nn.Module: its __init__ must "
+                        f"call super().__init__() before anything else")
+    if not has_own_score(agent) and not has_score_batch(agent):
+        raise TypeError(f"{name} does not define score(): write score(self) returning a "
+                        f"number, higher is better (or score_batch(self, params, seeds) "
+                        f"for groups of candidates)")
 
 
 def check_evolved(agent: Agent) -> None:
     """Refuse an agent with nothing to evolve, or whose ``evolved_parameters()`` are not
     ``(name, tensor)`` pairs of its own floating-point ``state_dict()`` entries."""
     cls = type(agent).__name__
+    method = f"{cls}.evolved_parameters()"
     try:
         pairs = list(agent.evolved_parameters())
-    except TypeError:
-        pairs = None
-    if pairs is None or not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
-        raise TypeError(f"{cls}.evolved_parameters() must return a list of (name, "
-                        f"parameter) pairs, as named_parameters() gives them")
+    except TypeError:  # not iterable
+        pairs = [None]
+    if not all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
+        raise TypeError(f"{method} must return a list of (name, parameter) pairs, as "
+                        f"named_parameters() gives them")
     state = agent.state_dict(keep_vars=True)
-    names = [name for name, _ in pairs]
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{cls}.evolved_parameters() gave {name!r}: "
-                            f"{type(tensor).__name__}, not a tensor")
+            raise TypeError(f"{method} gave {name!r}: {type(tensor).__name__}, not a tensor")
         if state.get(name) is not tensor:
             owner = next((key for key, value in state.items() if value is tensor), None)
             fix = (f"it is {owner!r} there (e.g. self.a.named_parameters(prefix='a'))"
                    if owner else "register it as a Parameter or a buffer of the agent")
-            raise ValueError(f"{cls}.evolved_parameters() names a tensor {name!r}, which "
-                             f"is not the agent's state_dict() entry of that name: best "
-                             f"weights are saved and loaded by these names, so give each "
-                             f"its state_dict() name ({fix})")
+            raise ValueError(f"{method} names a tensor {name!r}, which is not the agent's "
+                             f"state_dict() entry of that name: best weights are saved and "
+                             f"loaded by these names, so give each its state_dict() name "
+                             f"({fix})")
         if not tensor.is_floating_point():
-            raise TypeError(f"{cls}.evolved_parameters() gives {name!r}, a {tensor.dtype} "
-                            f"tensor: only floating-point tensors can evolve")
+            raise TypeError(f"{method} gives {name!r}, a {tensor.dtype} tensor: only "
+                            f"floating-point tensors can evolve")
+    names = [name for name, _ in pairs]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise ValueError(f"{cls}.evolved_parameters() gives {repeated} more than once")
-    if not pairs or sum(t.numel() for _, t in pairs) == 0:
+        raise ValueError(f"{method} gives {repeated} more than once")
+    if sum(t.numel() for _, t in pairs) == 0:
         skipped = [f"{name} ({p.dtype})" for name, p in agent.named_parameters()
                    if not p.is_floating_point()]
         also = (f"; its parameters {', '.join(skipped)} are not floating-point, and only "
@@ -74,38 +79,31 @@ def check_evolved(agent: Agent) -> None:
                          f"override evolved_parameters()){also}")
 
 
-def check(name: str, value: Any, ok: Any, rule: str) -> Any:
+def check(name: str, value: Any, ok: Any, rule: str, fix: str = "") -> Any:
     """``value`` when ``ok`` holds, else a SettingError: ``name`` must be ``rule``."""
     if not ok:
-        raise SettingError(name, value, rule)
+        raise SettingError(name, value, rule, fix)
     return value
 
 
 def check_bool(name: str, value: Any) -> bool:
-    """``value`` if it is True or False (a NumPy bool too), else a SettingError."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise SettingError(name, value, "True or False")
+    return bool(check(name, value, isinstance(value, (bool, np.bool_)), "True or False"))
 
 
 def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
-    """``value`` if it is one of ``choices``, else a SettingError listing them."""
-    if isinstance(value, str) and value in choices:
-        return value
-    raise SettingError(name, value, f"one of {', '.join(map(repr, choices))}{note}")
+    return check(name, value, isinstance(value, str) and value in choices,
+                 f"one of {', '.join(map(repr, choices))}{note}")
 
 
 def check_dict(name: str, value: Any, what: str) -> dict:
-    """``value`` (None: empty) as a dict, else a SettingError: it must be ``what``."""
-    if value is not None and not isinstance(value, Mapping):
-        raise SettingError(name, value, what)
-    return dict(value or {})
+    """``value`` (None: empty) as a dict; ``what``: the rule."""
+    return dict(check(name, value, value is None or isinstance(value, Mapping), what) or {})
 
 
 def check_path(name: str, value: Any, what: str = "a folder path") -> Path:
-    """``value`` (a non-empty str or path) as a Path, ``~`` expanded, else a SettingError."""
-    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-        raise SettingError(name, value, f"{what} (str or pathlib.Path, not empty)")
+    """``value`` (a non-empty str or path) as a Path, ``~`` expanded."""
+    check(name, value, isinstance(value, (str, os.PathLike)) and os.fspath(value),
+          f"{what} (str or pathlib.Path, not empty)")
     return Path(value).expanduser()
 
 
@@ -115,23 +113,20 @@ def _integral(value: Any) -> bool:
 
 def check_int(name: str, value: Any, minimum: int, note: str = "",
               none_ok: bool = False) -> int | None:
-    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``), else a
-    SettingError; ``note`` explains the value, e.g. " (0: a linear policy)"."""
+    """``value`` as an int >= ``minimum`` (or None, with ``none_ok``); ``note`` explains
+    the value, e.g. " (0: a linear policy)"."""
     if value is None and none_ok:
         return None
-    if not _integral(value) or value < minimum:
-        also = " or None" if none_ok else ""
-        raise SettingError(name, value, f"an integer >= {minimum}{also}{note}")
-    return int(value)
+    also = " or None" if none_ok else ""
+    return int(check(name, value, _integral(value) and value >= minimum,
+                     f"an integer >= {minimum}{also}{note}"))
 
 
 def check_number(name: str, value: Any, rule: str = "a finite number",
                  ok: Callable[[float], bool] = math.isfinite) -> float:
-    """``value`` as a float if it is a real number (not a bool) that is ``ok``, else a
-    SettingError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(value):
-        raise SettingError(name, value, rule)
-    return float(value)
+    """``value`` as a float if it is a real number (not a bool) that is ``ok``."""
+    real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    return float(check(name, value, real and ok(value), rule))
 
 
 def check_positive_float(name: str, value: Any) -> float:
@@ -145,44 +140,37 @@ def check_n_jobs(value: Any) -> int:
     if value is None:
         import joblib
         return int(joblib.Parallel(n_jobs=None).n_jobs)
-    if not _integral(value) or value == 0:
-        raise SettingError("n_jobs", value, "an integer other than 0 (0: no workers), or "
-                           "None (joblib's default)",
-                           "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop "
-                           "in this process")
-    return int(value)
+    return int(check("n_jobs", value, _integral(value) and value != 0,
+                     "an integer other than 0 (0: no workers), or None (joblib's default)",
+                     "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop in this "
+                     "process"))
 
 
 def check_seed(value: Any) -> int:
     """A run's seed: an integer >= 0 (never None: a run's seed is always recorded)."""
-    if not _integral(value) or value < 0:
-        raise SettingError("seed", value, "a non-negative integer")
-    return int(value)
+    return int(check("seed", value, _integral(value) and value >= 0,
+                     "a non-negative integer"))
 
 
 def check_score_kwargs(agent: Any, score_kwargs: Mapping) -> None:
-    """Refuse ``score_kwargs`` that do not fit the scoring methods ``agent``'s class
-    defines, before any work."""
+    """Refuse ``score_kwargs`` that do not fit the scoring methods of ``agent``'s class."""
     misfit = score_kwargs_misfit(agent, score_kwargs)
     if misfit is not None:
         given = ", ".join(map(repr, score_kwargs)) or "none"
         raise TypeError(f"score_kwargs do not fit {misfit} (score_kwargs given: {given}); "
-                        f"pass only the keywords it takes, or add them to its "
-                        f"signature")
+                        f"pass only the keywords it takes, or add them to its signature")
 
 
 def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
-    """Why ``score_kwargs`` do not fit a scoring method ``agent``'s class defines, e.g.
+    """Why ``score_kwargs`` do not fit a scoring method of ``agent``'s class, e.g.
     "NeedsData.score(data): missing a required argument: 'data'"; else None."""
-    import inspect
-    for name in ("score", "score_batch"):
+    for name, leading in (("score", ()), ("score_batch", (None, None))):
         if getattr(type(agent), name, None) is getattr(Agent, name):
             continue
         try:
             signature = inspect.signature(getattr(agent, name))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # no signature to read
             continue
-        leading = (None, None) if name == "score_batch" else ()
         try:
             signature.bind(*leading, **score_kwargs)
         except TypeError as exc:
@@ -190,21 +178,18 @@ def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
     return None
 
 
-def keyword_parameters(cls: type) -> list[Any] | None:
+def keyword_parameters(cls: type) -> list[inspect.Parameter] | None:
     """The keyword parameters ``cls(...)`` takes, following ``**kwargs`` up the MRO's
     ``__init__`` methods; None when it takes any."""
-    import inspect
-    found: dict[str, Any] = {}
+    found: dict[str, inspect.Parameter] = {}
     for klass in cls.__mro__:
         if "__init__" not in vars(klass):
             continue
-        open_ended = False
-        for name, p in inspect.signature(klass.__init__).parameters.items():
-            if p.kind is inspect.Parameter.VAR_KEYWORD:
-                open_ended = True
-            elif name != "self" and p.kind is not inspect.Parameter.VAR_POSITIONAL:
-                found.setdefault(name, p)
-        if not open_ended:
+        parameters = inspect.signature(klass.__init__).parameters.values()
+        for p in parameters:
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                found.setdefault(p.name, p)
+        if all(p.kind is not p.VAR_KEYWORD for p in parameters):
             return list(found.values())
     return None
 
@@ -219,9 +204,9 @@ def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = T
                    hint: str = "", skip: tuple = ()) -> None:
     """Refuse a keyword of ``given`` that ``cls(...)`` does not take, naming ``owner``'s
     ``kind``s."""
-    known = keyword_names(cls)
-    known = None if known is None else [name for name in known if name not in skip]
-    for name in given if known is not None else ():
+    names = keyword_names(cls)
+    known = [name for name in names or () if name not in skip]
+    for name in given if names is not None else ():
         if name not in known:
             raise error(f"{owner} has no {kind} {name!r}{did_you_mean(name, known)}{hint}; "
                         f"its {kind}s: {', '.join(known) or 'none'}")
@@ -234,11 +219,9 @@ def did_you_mean(name: str, known: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def parameter_text(parameter: Any) -> str:
-    """``name=default`` for an ``inspect.Parameter`` (``name`` when it has none)."""
-    empty = parameter.empty
-    return parameter.name if parameter.default is empty else \
-        f"{parameter.name}={parameter.default!r}"
+def parameter_text(p: inspect.Parameter) -> str:
+    """``name=default`` for a parameter (``name`` when it has none)."""
+    return p.name if p.default is p.empty else f"{p.name}={p.default!r}"
 
 
 def plain_doc(text: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from .cli_parser import UsageError, build_parser, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
-                     setting_message, worker_message)
+                     render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .problems import BUILTINS
@@ -118,9 +118,9 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .batch_check import ScoreBatchMismatch, check_score_batch, has_own_score
     from .batched import has_score_batch
-    from .repeat_check import repeat_and_score
+    from .checks import has_own_score
+    from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
     from .problems import problem_defaults
 
     spec = RunSpec.of(vars(args))
@@ -130,8 +130,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "
                    f"a finite number, so it can never be kept as the best (a score must be "
                    f"a finite float, higher is better)")
-    if problem:
-        print(f"es-search check: {problem}", file=sys.stderr)
+    if problem:  # its settings as the run's flags
+        term = flag_term(build_parser().verbs["run"])
+        print(f"es-search check: {render(problem, term)}", file=sys.stderr)
         return 1
     print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
           f"(repeatable)")

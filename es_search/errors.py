@@ -1,8 +1,9 @@
-"""The errors a run raises when scoring fails, what a tolerated failure leaves, and
-warnings pointed at the user's own code."""
+"""The errors a run raises when scoring fails, the retries before them, and what a run
+tells its user: warnings pointed at the user's code, notes on what was saved."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import os
 import sys
@@ -14,56 +15,44 @@ from .pickling import cloudpickle
 
 
 def failed_method(traceback_text: str) -> str:
-    """The method a task's traceback failed in, as its user wrote it: ``score()``, or
-    ``score_batch()`` for an agent that defines only that (``Agent.score()`` then
-    scores the candidate as a group of one, ``batched.score_one``)."""
+    """The user's method a task's traceback failed in: ``score()`` or ``score_batch()``
+    (also when ``Agent.score()`` scored the candidate as a group of one)."""
     if ", in score_one\n" in traceback_text:
         return "score_batch() (scoring the candidate alone, a group of one)"
-    if traceback_text.startswith("score_batch() raised"):  # the group as a whole
-        return "score_batch()"
-    return "score()"
+    return "score_batch()" if traceback_text.startswith("score_batch() raised") else "score()"
 
 
 class ScoreError(RuntimeError):
-    """``score()`` (or ``jitter_weights()``) raised inside a scoring task.
-
-    ``generation``, ``index`` and ``seed`` identify the task; ``remote_traceback`` is the
-    traceback as printed where it ran; ``__cause__`` is the original exception (when it
-    could be pickled back from the worker). :func:`es_search.replay_task` reruns the
-    task in this process, e.g. under a debugger; ``out`` is the run folder, when known.
-    ``evaluate_seed`` is set when the task scored ``weights[index]`` of an
-    :func:`es_search.evaluate` or :meth:`es_search.Evaluator.evaluate` call (the
-    ``seed`` it was given; ``evaluate_kwargs``: it was given ``score_kwargs``): there is
-    no run folder, and the message replays the weights dict instead.
-    """
+    """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
+    ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
+    raised (its repr if that cannot be pickled), ``out`` the run folder when known.
+    ``group_end``: ``score_batch()`` failed on candidates ``index`` to ``group_end - 1``,
+    which each score alone. ``evaluate_seed``: ``weights[index]`` of an ``evaluate()``
+    call with that seed (``evaluate_kwargs``: and ``score_kwargs``)."""
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
                  out: str | None = None, group_end: int | None = None,
                  evaluate_seed: int | None = None, evaluate_kwargs: bool = False):
-        super().__init__(agent_class, generation, index, seed)
+        try:  # pickled with the args (__cause__ is not): its repr if it cannot be
+            cloudpickle.loads(cloudpickle.dumps(cause))
+        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
+            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
+        super().__init__(agent_class, generation, index, seed, remote_traceback, cause, out,
+                         group_end, evaluate_seed, evaluate_kwargs)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
-        self.remote_traceback = remote_traceback
-        self.cause = self.__cause__ = cause  # __cause__ is not pickled: cause is
-        self.out = out
-        #: set when ``score_batch()`` raised on candidates ``index`` to ``group_end - 1``
-        #: that each score alone: then the group is the task, not one candidate
-        self.group_end = group_end
+        self.remote_traceback, self.out, self.group_end = remote_traceback, out, group_end
         self.evaluate_seed, self.evaluate_kwargs = evaluate_seed, evaluate_kwargs
+        self.cause = self.__cause__ = cause
 
     def __str__(self) -> str:
         return score_message(self)
 
-    def __reduce__(self):
-        return (ScoreError, (self.agent_class, self.generation, self.index, self.seed,
-                             self.remote_traceback, _picklable(self.cause), self.out,
-                             self.group_end, self.evaluate_seed, self.evaluate_kwargs))
-
 
 def score_message(error: ScoreError) -> str:
     """What a :class:`ScoreError` says: the task that failed, how to replay it in this
-    process (a run's, or an ``evaluate()`` call's weights dict), its traceback."""
+    process (from the run folder, or an ``evaluate()`` call's weights), its traceback."""
     e, g, i = error, error.generation, error.index
     traceback = f"Original traceback:\n{e.remote_traceback}"
     if '"<dynamic-code>"' in e.remote_traceback:
@@ -75,40 +64,25 @@ def score_message(error: ScoreError) -> str:
         return (f"{e.agent_class}.score_batch() failed on candidates {i}-{e.group_end - 1} "
                 f"of generation {g} (the first's task seed {e.seed}), though each of them "
                 f"scores alone through score(). Check score_batch() with "
-                f"es_search.check_score_batch(agent) (es-search check PROBLEM), or score one "
-                f"candidate per call (score_batch_size=0).\n{traceback}")
+                f"es_search.check_score_batch(agent), or score one candidate per call "
+                f"(score_batch_size=0).\n{traceback}")
     if e.evaluate_seed is not None:  # evaluate(): no run folder; the weights dict
         s = e.evaluate_seed
         kwargs = ", score_kwargs=<the call's>" if e.evaluate_kwargs else ""
         where = (f"weights[{i}] of evaluate(..., seed={s}, generation={g}) (task seed "
                  f"{e.seed}, es_search.task_seed({s}, {g}, {i}))")
         replay = (f"seed={s}, generation={g}, index={i}, weights=weights[{i}]{kwargs})\n"
-                  f"(agent and weights: those given to evaluate() or the Evaluator; it "
-                  f"scores a copy of the agent with weights[{i}] loaded, agent.task_seed "
-                  f"set and random, NumPy and torch seeded with the task seed, as the "
-                  f"task did).\n")
+                  f"(agent and weights: those given to evaluate() or the Evaluator).\n")
     else:
-        where = "the starting agent" if g < 0 else f"generation {g}, candidate {i}"
-        where += f" (task seed {e.seed})"
-        source = repr(e.out) if e.out is not None else "<the run's out folder>"
-        replay = f"out={source}, generation={g}, index={i})\n" + (
-            "" if e.out is not None else f"or, without an out folder, replay_task("
-            f"agent, seed=<run seed>, generation={g}, index={i}, center=..., "
-            f"candidate=...).\n")
+        where = ("the starting agent" if g < 0 else f"generation {g}, candidate {i}"
+                 ) + f" (task seed {e.seed})"
+        replay = (f"out={e.out!r}, generation={g}, index={i})\n" if e.out else
+                  f"out=<the run's out folder>, generation={g}, index={i})\nor, without an "
+                  f"out folder, replay_task(agent, seed=<run seed>, generation={g}, "
+                  f"index={i}, center=..., candidate=...).\n")
     return (f"{e.agent_class}.{failed_method(e.remote_traceback)} failed on {where}.\n"
             f"Reproduce it in this process (e.g. under a debugger) with\n"
             f"    es_search.replay_task(agent, {replay}{traceback}")
-
-
-def _picklable(exc: BaseException | None) -> BaseException | None:
-    """``exc`` if it survives pickling, else a RuntimeError carrying its repr."""
-    if exc is None:
-        return None
-    try:
-        cloudpickle.loads(cloudpickle.dumps(exc))
-        return exc
-    except Exception:
-        return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 class TaskFailure(NamedTuple):
@@ -122,8 +96,8 @@ class TaskFailure(NamedTuple):
 
 class WorkerError(RuntimeError):
     """Worker processes died (or a task exceeded its timeout) more often than
-    ``max_retries`` allows while scoring ``indices`` of ``generation``. In a run,
-    ``out`` is set to its folder, whose checkpoint is intact ("": a run without one)."""
+    ``max_retries`` allows while scoring ``indices`` of ``generation``. In a run, ``out``
+    is its folder, whose checkpoint is intact ("": a run without one)."""
 
     def __init__(self, message: str, generation: int, indices: Sequence[int],
                  out: str | None = None):
@@ -149,39 +123,32 @@ def worker_message(error: WorkerError, resume: str | None = None) -> str:
 
 def ranges(indices: Sequence[int]) -> str:
     """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
-    out, run = [], []
-    for i in list(indices) + [None]:
-        if run and (i is None or i != run[-1] + 1):
-            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-            run = []
-        if i is not None:
-            run.append(i)
-    return ", ".join(out)
+    runs = [[i for _, i in run] for _, run in
+            itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-#: what a call to the workers raises when a worker was lost (loky's
-#: TerminatedWorkerError, the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran
-#: over its time: the call is made again (``retrying``)
+#: what a call to the workers raises when a worker was lost (loky's TerminatedWorkerError,
+#: the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran over its time
 LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
 
 
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
              generation: int | None, lost: Callable[[], list[int]]) -> Any:
-    """``call()``, the one way every call to the workers is made: when a worker is
-    lost (killed, crashed) or a chunk runs over its time, ``call()`` is made again
-    (on fresh workers, with the same task seeds), ``max_retries`` times at most;
-    then a :class:`WorkerError` is raised. ``lost()``: the candidates not scored
-    (``generation`` None: the workers' start-up)."""
+    """``call()``, made again on fresh workers with the same task seeds when a worker is
+    lost or a chunk runs over its time, ``max_retries`` times at most; then a
+    :class:`WorkerError`. ``lost()``: the candidates not scored (``generation`` None:
+    the workers' start-up)."""
+    start = generation is None
     for attempt in range(max_retries + 1):
         try:
             return call()
         except LOST as exc:
             error = exc
         timed_out = not isinstance(error, BrokenExecutor)
-        what = (f"a task ran over task_timeout={task_timeout} s per score()"
-                if timed_out else f"a worker process died ({type(error).__name__}: "
-                f"{str(error).splitlines()[0] if str(error) else ''})")
-        start = generation is None  # the workers' start-up: no candidate was given yet
+        first_line = str(error).partition("\n")[0]
+        what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
+                else f"a worker process died ({type(error).__name__}: {first_line})")
         where = ("starting the workers" if start else
                  f"generation {generation}: candidates {ranges(lost())}")
         if attempt < max_retries:
@@ -222,13 +189,10 @@ def render(template: str, term: Callable[..., str] = python_term) -> str:
 
 
 class SettingError(ValueError, TypeError):
-    """A setting that ``run()`` (or a strategy, an agent) refuses: ``setting`` is its
-    name, ``value`` what was given, ``rule`` what it must be, ``fix`` how to mend it
-    (or ""). ``rule`` and ``fix`` write settings as ``{name}`` or ``{name=value}``, which
-    :func:`setting_message` writes in the caller's terms: ``n_jobs=1`` in Python (``str()``),
-    ``--n-jobs 1`` on the command line. With ``got=False`` the value leads, and the rule
-    says what it conflicts with. A ValueError and a TypeError, as the checks raised one
-    or the other."""
+    """A setting that ``run()`` (or a strategy, an agent) refuses: its name ``setting``,
+    the ``value`` given, the ``rule`` it breaks and the ``fix`` (or ""), both
+    :func:`render` templates. With ``got=False`` the value leads and the rule says what
+    it conflicts with."""
 
     def __init__(self, setting: str, value: Any, rule: str, fix: str = "",
                  got: bool = True):
@@ -241,8 +205,7 @@ class SettingError(ValueError, TypeError):
 
 
 def setting_message(error: SettingError, term: Callable[..., str] = python_term) -> str:
-    """A :class:`SettingError`'s message, its settings as ``term(name)`` and
-    ``term(name, value_text)`` write them (a command line: as its flags)."""
+    """A :class:`SettingError`'s message, its settings written by ``term``."""
     rule = render(error.rule, term)
     text = (f"{term(error.setting)} must be {rule}, got {error.value!r}" if error.got
             else f"{term(error.setting, repr(error.value))} {rule}")
@@ -254,11 +217,9 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def warn_user(message: str, category: type[Warning] = RuntimeWarning,
               template: bool = False) -> None:
-    """``warnings.warn`` attributed to the innermost caller outside es_search (the
-    user's ``run()`` call, their callback, the ``es-search`` command), so the warning
-    shows the user's line, not one of es_search's, and filters on it work. A
-    ``template`` message (ours: no user data) names settings as SettingError's rule does;
-    the warning keeps it (``template``) for the command line to write in its terms."""
+    """``warnings.warn`` attributed to the innermost caller outside es_search, so filters
+    on it work. A ``template`` message (:func:`render`'s) is kept on the warning for
+    :func:`one_line_warnings` to write in its terms."""
     warning = category(render(message) if template else message)
     warning.template = message if template else None
     frame, level = sys._getframe(1), 1
@@ -270,10 +231,9 @@ def warn_user(message: str, category: type[Warning] = RuntimeWarning,
 
 @contextlib.contextmanager
 def one_line_warnings(prog: str, term: Callable[..., str]) -> Iterator[None]:
-    """es_search's warnings as ``PROG: RuntimeWarning: ...`` while the block runs, the
-    settings of a :func:`warn_user` template written by ``term`` (a command line's
-    flags): they are attributed to the caller's line, which for a command is its
-    console script's ``sys.exit(main())``."""
+    """es_search's warnings as ``PROG: RuntimeWarning: ...`` while the block runs, a
+    :func:`warn_user` template's settings written by ``term`` (a command's flags).
+    They are attributed to the command's own script, its ``sys.exit(main())``."""
     ours = {os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "",
             _PACKAGE[:-1]}
     default = warnings.formatwarning
@@ -282,7 +242,7 @@ def one_line_warnings(prog: str, term: Callable[..., str]) -> Iterator[None]:
                       line: str | None = None) -> str:
         where = os.path.abspath(filename)
         if where in ours or where.startswith(_PACKAGE) or "runpy" in filename:
-            template = getattr(message, "template", None)  # settings in its terms
+            template = getattr(message, "template", None)
             text = message if template is None else render(template, term)
             return f"{prog}: {category.__name__}: {text}\n"
         return default(message, category, filename, lineno, line)
@@ -292,3 +252,47 @@ def one_line_warnings(prog: str, term: Callable[..., str]) -> Iterator[None]:
         yield
     finally:
         warnings.formatwarning = default
+
+
+class Warnings:
+    """A run's callback: warns, once per run each, of tolerated failures
+    (``on_error="worst"``) and of non-finite scores."""
+
+    def __init__(self, agent_name: str, out: Any):
+        self.agent_name, self.out = agent_name, out
+        self.warned: set[str] = set()
+
+    def on_generation(self, record: Any) -> None:
+        if record.failures and "failures" not in self.warned:
+            self.warned.add("failures")
+            first, count = record.failures.detail[0], len(record.failures.detail)
+            replay = (f"Replay one with es_search.replay_task(agent, out={str(self.out)!r}, "
+                      f"generation={first.generation}, index={first.index})"
+                      if self.out is not None else "To replay one in this process, run "
+                      "with out=DIR (the folder keeps what es_search.replay_task(agent, "
+                      "out=DIR, generation=G, index=I) needs)")
+            warn_user(f"{self.agent_name}.{failed_method(first.traceback)} raised on "
+                      f"{count} candidate(s) of generation {first.generation} (the first: "
+                      f"candidate {first.index}, task seed {first.seed}); on_error='worst' "
+                      f"scored them -inf and the run goes on. The history's 'failures' "
+                      f"counts them per generation (this warning is given once per run). "
+                      f"{replay}. First traceback:\n{first.traceback}")
+        if record["nonfinite"] and "nonfinite" not in self.warned:
+            self.warned.add("nonfinite")
+            warn_user(
+                f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
+                f"{record['generation']} non-finite (NaN or inf); such candidates are never "
+                f"kept. The history's 'nonfinite' counts them per generation (this warning "
+                f"is given once per run).")
+
+
+def interrupted(exc: BaseException, out: Any, completed: int) -> None:
+    """Add to ``exc`` (Ctrl-C, SIGTERM) a note: what was saved and how to continue."""
+    note = f"es_search: interrupted after {completed} completed generation(s)" + (
+        "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
+        f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
+        f"and the same settings.")
+    if hasattr(exc, "add_note"):  # Python 3.11+
+        exc.add_note(note)
+    else:  # pragma: no cover - Python 3.10: printed, as a note would be
+        print(note, file=sys.stderr)

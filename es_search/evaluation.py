@@ -40,7 +40,7 @@ from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
 from .errors import LOST, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
-from .repeat_check import warn_if_unrepeatable
+from .score_checks import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .skeleton import skeleton_bytes

@@ -1,16 +1,17 @@
 """Optional dependencies: imported when used, and named with their extra when missing."""
 from __future__ import annotations
 
+import importlib
+import os
+import shlex
 from typing import Any
+
+#: import name -> the package pip installs it from, where they differ
+_PACKAGES = {"sklearn": "scikit-learn"}
 
 
 def require(module: str, extra: str) -> Any:
-    """Import an optional dependency or say which extra installs it.
-
-    >>> require("math", "none").sqrt(4.0)
-    2.0
-    """
-    import importlib
+    """Import an optional dependency, or say which extra installs it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
@@ -27,16 +28,9 @@ def require(module: str, extra: str) -> Any:
 def install_command(extra: str, options: str = "") -> str:
     """The pip command that installs ``extra`` (into this checkout, if es_search runs
     from one)."""
-    import os
-    import shlex
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.isfile(os.path.join(root, "setup.cfg")) and \
-            os.path.isdir(os.path.join(root, "es_search")):
-        constraints = os.path.join(root, "constraints.txt")
-        pin = f"-c {shlex.quote(constraints)} " if os.path.isfile(constraints) else ""
-        return f"pip install {options}{pin}-e {shlex.quote(f'{root}[{extra}]')}"
-    return f"pip install {options}'es_search[{extra}]'"
-
-
-#: import name -> the package pip installs it from, where they differ
-_PACKAGES = {"sklearn": "scikit-learn"}
+    if not os.path.isfile(os.path.join(root, "setup.cfg")):
+        return f"pip install {options}'es_search[{extra}]'"
+    constraints = os.path.join(root, "constraints.txt")
+    pin = f"-c {shlex.quote(constraints)} " if os.path.isfile(constraints) else ""
+    return f"pip install {options}{pin}-e {shlex.quote(f'{root}[{extra}]')}"

@@ -11,9 +11,8 @@ from typing import Any, Callable, Iterable, Mapping
 from .agent import Agent
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check_int
-from .errors import ScoreError, WorkerError, render, warn_user
+from .errors import ScoreError, Warnings, WorkerError, interrupted, render, warn_user
 from .front import Evaluator
-from .notices import Warnings, explain, interrupted
 from .output import RunFolder
 from .pickling import check_agent
 from .result import Result
@@ -110,7 +109,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
     except BaseException as exc:
         _on_error(callbacks, exc)
         if isinstance(exc, (ScoreError, WorkerError)):
-            explain(exc, settings.out)
+            exc.out = "" if settings.out is None else str(settings.out)  # for its message
         elif isinstance(exc, KeyboardInterrupt):
             interrupted(exc, settings.out, len(search.history) if search is not None else 0)
         raise

@@ -1,5 +1,6 @@
 """run(): task seeding, the caller's RNGs untouched, elitism, the Result, arguments,
 the progress bar."""
+import importlib
 import math
 import random
 import sys
@@ -290,7 +291,7 @@ def test_backend_names_joblib_does_not_know_are_refused_at_the_call_and_sequenti
 
 
 def test_a_run_starts_no_more_workers_than_its_largest_generation(monkeypatch):
-    run_module = sys.modules["es_search.run"]  # (es_search.run is the function)
+    run_module = importlib.import_module("es_search.run")  # (es_search.run is the function)
     opened = []
 
     class Recording(es_search.Evaluator):

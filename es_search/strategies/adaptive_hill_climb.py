@@ -106,8 +106,3 @@ class AdaptiveHillClimb(Climber):
         if self.max_sigma is not None:
             sigma = min(sigma, self.max_sigma)
         return sigma
-
-    def config(self) -> dict:
-        return {**super().config(), "damping": self.damping,
-                "target_success": self.target_success, "min_sigma": self.min_sigma,
-                "max_sigma": self.max_sigma}

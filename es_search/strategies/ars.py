@@ -122,8 +122,3 @@ class ARS(Antithetic):
         step = noise_sum(state.seed, generation, weights, state.center.size)
         center = state.center + self.step_size / (len(kept) * sigma_r) * step
         return ARSState(center, state.sigma, state.seed)
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "directions": self.directions,
-                "top": self.top, "step_size": self.step_size}

@@ -1,17 +1,15 @@
 """The strategy interface: ``init`` / ``ask`` / ``tell`` over an explicit state.
 
-A strategy holds only its static settings; everything that changes lives in a state
-object that ``tell`` returns anew (never mutated in place), so a checkpoint can hold it
-and a run can continue from it. Randomness comes in explicitly: the run's seed is given
-to ``init``, and candidates are described relative to a centre vector (see
-:class:`es_search.candidates.Candidate`) so that workers rebuild them from task seeds.
-
-The public ``ask`` and ``tell`` are the base class's: ``tell`` checks that there is a
-score per candidate and cleans them (a non-finite score, NaN or +-inf, becomes -inf, the
-worst) before the strategy's own ``_tell`` sees them; the helpers below rank them.
+A strategy holds only its settings; what changes lives in a state that ``tell`` returns
+anew (never mutated), so a checkpoint can hold it. The run's seed is given to ``init``;
+candidates are described relative to a centre (:class:`es_search.candidates.Candidate`)
+so that workers rebuild them from task seeds. The base class's ``tell`` checks there is
+a score per candidate and cleans them (NaN or +-inf becomes -inf, the worst) for the
+strategy's own ``_tell``.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
@@ -94,8 +92,14 @@ class Strategy(ABC):
         return float(state.sigma)
 
     def config(self) -> dict:
-        """Settings that define the search (compared on resume; written to config.json)."""
-        return {"name": self.name, "population": self.population}
+        """Settings that define the search (compared on resume; written to config.json):
+        ``population`` and the constructor's parameters the instance holds as attributes
+        of their names (``sigma`` as ``initial_sigma``)."""
+        names = ["population", *inspect.signature(type(self).__init__).parameters]
+        attributes = {name: "initial_sigma" if name == "sigma" else name for name in names}
+        return {"name": self.name, **{name: getattr(self, attribute)
+                                      for name, attribute in attributes.items()
+                                      if hasattr(self, attribute)}}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")

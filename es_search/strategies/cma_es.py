@@ -37,51 +37,39 @@ fresh_in_forked_child(globals(), "_RNG_LOCK", threading.RLock)
 
 
 def _global_randn(*shape: int) -> np.ndarray:
-    """pycma's ``randn`` option: standard normals from ``_RNG``, which ``ask``/``tell``
-    seed per generation (the caller's global generators are not touched).
-
-    pycma's default, the bound method ``np.random.randn``, would pickle a snapshot of
-    the generator with the strategy, and every unpickled copy would then repeat the
-    same draws; a module-level function pickles by name.
-    """
+    """pycma's ``randn`` option: normals from ``_RNG``, seeded per generation. (pycma's
+    default, the bound ``np.random.randn``, would pickle a snapshot of the generator,
+    and every unpickled copy would repeat its draws; a function pickles by name.)"""
     return _RNG.standard_normal(shape)
 
 
-#: a state holds its pycma object live; every this many tells it is also pickled
-#: (bounding how far a reused state's object is replayed from, see :class:`_Live`)
+#: every this many generations a told state's pycma object is pickled (bounding how far
+#: a reused state is replayed, see :class:`_Live`)
 _PICKLE_EVERY = 64
 
 
 class _Live:
-    """A state's pycma object, live (a state pickles it as bytes).
+    """A told state's pycma object, live until one ``ask`` takes it (asking and telling
+    change it). A state asked again rebuilds it: ``replay``, ``(strategy, parent state,
+    generation, scores)``, asks and tells the parent's object again (the same seeded
+    draws). Pickles as the object's bytes."""
 
-    ``take()`` hands it to one ``ask`` (asking and telling change it); a state asked
-    again rebuilds it from ``source``: the object pickled (bytes), or ``(strategy,
-    parent state, generation, scores)``: the parent's object asked and told again as
-    in that generation (the same seeded draws). ``depth``: tells since the last
-    pickled one.
-    """
-
-    def __init__(self, es: Any, source: "bytes | tuple", depth: int = 0):
-        self.es, self.source, self.depth = es, source, depth
+    def __init__(self, es: Any, replay: tuple):
+        self.es, self.replay = es, replay
 
     def peek(self) -> Any:
-        if self.es is None and isinstance(self.source, bytes):
-            self.es = pickle.loads(self.source)
-        elif self.es is None:
-            strategy, parent, generation, scores = self.source
-            candidates = strategy._ask(parent, generation)
-            self.es = _take(strategy._tell(parent, generation, candidates, scores, None).es)
+        if self.es is None:
+            strategy, parent, generation, scores = self.replay
+            asked = strategy._ask(parent, generation)
+            self.es = _take(strategy._tell(parent, generation, asked, scores, None).es)
         return self.es
 
     def take(self) -> Any:
         es, self.es = self.peek(), None
         return es
 
-    def __reduce__(self):  # a live object is never changed: ask takes it first
-        source = self.source if isinstance(self.source, bytes) else pickle.dumps(
-            self.peek(), protocol=5)
-        return bytes, (source,)
+    def __reduce__(self):
+        return bytes, (pickle.dumps(self.peek(), protocol=5),)
 
 
 def _take(es: "bytes | _Live") -> Any:
@@ -92,7 +80,7 @@ def _take(es: "bytes | _Live") -> Any:
 class Asked(list):
     """The candidates ``ask`` gave, with ``asked``: ``(state.es, generation, the pycma
     object after its ask, its solutions)``, which ``tell`` takes over (once) instead of
-    unpickling and asking again; pickles as a plain list."""
+    asking again; pickles as a plain list."""
 
     def __init__(self, candidates: list, asked: tuple):
         super().__init__(candidates)
@@ -112,8 +100,7 @@ class CMAESState:
     center: np.ndarray  # pycma's mean
     sigma: float  # pycma's overall step size
     seed: int  # the run's seed
-    # restarts (IPOP/BIPOP); the defaults describe the first run, so that states saved
-    # before restarts existed load as such
+    # restarts (IPOP/BIPOP); the defaults describe the first run
     x0: np.ndarray | None = None  # where every run starts (None: no restarts)
     restarts: int = 0  # runs started after the first
     regime: str = "first"  # this run's regime: "first", "large" or "small" (BIPOP)
@@ -129,52 +116,37 @@ class CMAES(Strategy):
     """CMA-ES through pycma's ask/tell, seeded by es_search (extra: cma).
 
     CMA-ES (Hansen & Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A
-    Tutorial") as implemented by pycma's ``CMAEvolutionStrategy``, driven through its
-    ``ask``/``tell`` interface. Needs the optional extra ``cma``.
+    Tutorial") as pycma's ``CMAEvolutionStrategy`` implements it. Candidates are
+    explicit vectors (``Candidate("vector", vector=x)``) that pycma samples in the main
+    process, from a generator seeded per generation with ``stream_seed(seed, ...)``:
+    the same seed gives the same run, and the caller's random state is untouched. The
+    state pickles with a checkpoint; its pycma object stays live, and one ``ask`` takes
+    it over (a state asked again replays how it came about); the list ``ask`` returns
+    hands it to ``tell``, which checks other candidates against a replay of the ask.
 
-    Candidates are explicit vectors (``Candidate("vector", vector=x)``): pycma samples
-    them in the main process. Seeding: before each ``ask`` (and ``tell``) the
-    generator pycma samples from (its ``randn`` option, es_search's own) is seeded with
-    ``es_search.seeding.stream_seed(seed, ...)`` for that generation, so the same seed
-    gives the same run and the caller's own random state is untouched. The state is a
-    frozen value that a checkpoint can pickle; its pycma object stays live (pickled
-    with the state) and one ``ask`` takes it over; a state asked again replays how it
-    came about. The list ``ask`` returns hands its pycma object over to ``tell``
-    (once); other candidates are checked against a replay of the generation's
-    (deterministic) ``ask``.
-
-    Scores are maximised; pycma minimises, so it is told ``-score``. pycma cannot take
-    NaN or infinities: a non-finite score (NaN, +inf or -inf) is told as the worst
-    finite value of its generation (so it ranks last, tied); a generation with no finite
-    score leaves the state unchanged (the next generation samples afresh).
+    Scores are maximised: pycma is told ``-score``. A non-finite score is told as the
+    worst finite one of its generation; a generation with no finite score leaves the
+    state unchanged.
 
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
-    ``sigma0``. ``options`` is a dict of further pycma options (``cma.CMAOptions()``),
-    e.g. ``{"CMA_diagonal": True}`` for many weights; ``popsize``, ``seed`` and the
-    verbosity options are set by es_search. Without restarts pycma's own stopping
-    criteria are not applied: the run goes on for its ``generations`` (a callback can
-    stop it earlier).
+    ``sigma0``; ``options``, further pycma options (``cma.CMAOptions()``), e.g.
+    ``{"CMA_diagonal": True}`` for many weights (``popsize``, ``seed`` and verbosity are
+    es_search's). Without restarts pycma's stopping criteria are not applied.
 
-    Restarts (``restarts="ipop"`` or ``"bipop"``, at most ``max_restarts`` of them):
-    when pycma's ``stop()`` reports a termination criterion after a generation (e.g.
-    ``tolfun``, ``tolflatfitness``, ``tolx``, ``maxiter``), the next generation starts
-    a fresh pycma run from the starting point, as pycma's ``fmin`` does:
+    Restarts (``restarts="ipop"`` or ``"bipop"``, at most ``max_restarts``): when
+    pycma's ``stop()`` reports a criterion (``tolfun``, ``tolx``, ``maxiter``, ...), the
+    next generation starts a fresh pycma run from the starting point, as ``fmin`` does:
 
-    - IPOP (Auger & Hansen 2005): each restart doubles the population,
-      ``lambda = lambda_0 * 2^restarts``, with the same ``sigma``;
+    - IPOP (Auger & Hansen 2005): ``lambda = lambda_0 * 2^restarts``, the same ``sigma``;
     - BIPOP (Hansen 2009, "Benchmarking a BI-population CMA-ES on the BBOB-2009
-      function testbed"): two interlaced regimes. A *large* run doubles the
-      population again (``lambda_0 * 2^large_runs``, ``sigma``); a *small* run has
-      ``lambda_0 * (2^large_runs)^(U^2)`` candidates, step size
-      ``sigma * 10^(-2 U')`` and at most half the large runs' evaluations in
-      iterations (U, U' uniform in [0, 1]). A small run starts while the evaluations
-      of the first and small runs are below those of the large runs; otherwise a large
-      one. As in pycma's ``fmin``, ``max_restarts`` counts large runs (IPOP: all).
+      function testbed"): a *large* run has ``lambda_0 * 2^large_runs`` candidates and
+      ``sigma``; a *small* run ``lambda_0 * (2^large_runs)^(U^2)``, step size
+      ``sigma * 10^(-2 U')`` and at most half the large runs' evaluations in iterations
+      (U, U' uniform in [0, 1]). A small run starts while the first and small runs'
+      evaluations are below the large runs'. ``max_restarts`` counts large runs.
 
-    The restart bookkeeping lives in the state (it pickles, so a resumed run restarts
-    exactly as an uninterrupted one), and every draw is seeded from the run's seed.
-    The history's ``sigma`` is the current run's. After the last restart the run goes
-    on as one without restarts.
+    The restart bookkeeping lives in the state and every draw is seeded, so a resumed
+    run restarts as an uninterrupted one. The history's ``sigma`` is the current run's.
 
     Example::
 
@@ -205,8 +177,7 @@ class CMAES(Strategy):
         if taken:
             raise ValueError(f"options {sorted(taken)} are set by es_search; use "
                              f"population=... and the run's seed instead")
-        self._cma = require("cma", "cma")
-        known = self._cma.CMAOptions.defaults()
+        known = require("cma", "cma").CMAOptions.defaults()
         unknown = [k for k in self.options if k not in known]
         if unknown:
             hints = "".join(did_you_mean(k, list(known)) for k in unknown)
@@ -215,23 +186,16 @@ class CMAES(Strategy):
             "restarts", restarts, RESTARTS, " or None (no restarts)")
         self.max_restarts = check_int("max_restarts", max_restarts, 0)
 
-    def _pycma_options(self, popsize: int | None = None,
-                       maxiter: float | None = None) -> dict:
-        options = dict(self.options)
-        # seed=NaN: pycma does not seed anything itself; ask/tell seed per generation
-        options.update(verbose=-9, verb_disp=0, verb_log=0, seed=float("nan"),
-                       randn=_global_randn)
-        popsize = self.population if popsize is None else popsize
-        if popsize is not None:
-            options["popsize"] = popsize
-        if maxiter is not None:
-            options["maxiter"] = maxiter
-        return options
-
-    def _new_es(self, x0: np.ndarray, sigma: float, options: dict, seed: int) -> Any:
+    def _new_es(self, x0: np.ndarray, sigma: float, seed: int, popsize: int | None = None,
+                maxiter: float | None = None) -> Any:
+        """A pycma object; it seeds nothing itself (seed NaN): ask and tell do."""
+        options = {**self.options, "verbose": -9, "verb_disp": 0, "verb_log": 0,
+                   "seed": float("nan"), "randn": _global_randn}
+        given = {"popsize": popsize or self.population, "maxiter": maxiter}
+        options.update({key: value for key, value in given.items() if value is not None})
         with preserved_global_rngs():
             np.random.seed(seed % 2 ** 32)
-            return self._cma.CMAEvolutionStrategy(x0, sigma, options)
+            return require("cma", "cma").CMAEvolutionStrategy(x0, sigma, options)
 
     def popsize(self, n: int) -> int:
         """Candidates per generation for ``n`` evolved values."""
@@ -249,8 +213,7 @@ class CMAES(Strategy):
     def init(self, center: np.ndarray, center_score: float, seed: int) -> CMAESState:
         center = np.array(center, dtype=np.float64)
         self.check_size(center.size)
-        es = self._new_es(center, self.initial_sigma, self._pycma_options(),
-                          stream_seed(seed, _STREAM))
+        es = self._new_es(center, self.initial_sigma, stream_seed(seed, _STREAM))
         state = CMAESState(pickle.dumps(es, protocol=5), np.array(es.mean, dtype=np.float64),
                            float(es.sigma), int(seed))
         if self.restarts is None:
@@ -269,10 +232,8 @@ class CMAES(Strategy):
 
     def _tell(self, state: CMAESState, generation: int, candidates: Sequence[Candidate],
               scores: list[float], rebuild: Rebuild) -> CMAESState:
-        # the pycma object ask() drew these candidates with, handed over with them
-        # (once); otherwise ask again: the same draws
         asked = candidates.__dict__.pop("asked", None) if isinstance(candidates, Asked) \
-            else None
+            else None  # what ask() drew them with, once; otherwise ask again
         if asked is None or asked[0] is not state.es or asked[1] != generation:
             asked = self._ask(state, generation).asked
         es, solutions = asked[2], asked[3]
@@ -290,9 +251,8 @@ class CMAES(Strategy):
             stopped = self.restarts is not None and bool(es.stop())
         if stopped and self._restarts_left(state):
             return self._restart(state, generation, es.countevals)
-        depth = state.es.depth + 1 if isinstance(state.es, _Live) else 1
-        kept = _Live(es, (self, state, generation, scores), depth) \
-            if depth < _PICKLE_EVERY else _Live(es, pickle.dumps(es, protocol=5))
+        kept = _Live(es, (self, state, generation, scores)) \
+            if (generation + 1) % _PICKLE_EVERY else pickle.dumps(es, protocol=5)
         return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 
@@ -326,24 +286,11 @@ class CMAES(Strategy):
             regime, large_runs = "large", large_runs + 1
             popsize = state.popsize0 * 2 ** large_runs
             maxiter = state.maxiter0
-        es = self._new_es(state.x0, sigma, self._pycma_options(popsize, maxiter),
-                          stream_seed(state.seed, _STREAM, generation, 3))
+        es = self._new_es(state.x0, sigma, stream_seed(state.seed, _STREAM, generation, 3),
+                          popsize, maxiter)
         return dataclasses.replace(
             state, es=pickle.dumps(es, protocol=5), center=np.array(es.mean, dtype=np.float64),
             sigma=float(es.sigma), restarts=state.restarts + 1, regime=regime,
             large_runs=large_runs, small_runs=small_runs, large_evals=large_evals,
             small_evals=small_evals)
 
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "options": dict(self.options),
-                "restarts": self.restarts, "max_restarts": self.max_restarts}
-
-    def __getstate__(self):  # the module object does not pickle
-        state = self.__dict__.copy()
-        state.pop("_cma", None)
-        return state
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._cma = require("cma", "cma")

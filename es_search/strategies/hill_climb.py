@@ -75,10 +75,6 @@ class Climber(Strategy):
         """``state`` after this generation's ``scores``, compared with ``parent``'s."""
         return state
 
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "reevaluate": self.reevaluate}
-
 
 @dataclass(frozen=True)
 class HillClimbState:

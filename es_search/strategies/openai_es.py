@@ -92,9 +92,3 @@ class OpenAIES(Antithetic):
             1.0 - self.beta1 ** step)
         center = state.center + a * m / (np.sqrt(v) + self.epsilon)
         return OpenAIESState(center, state.sigma, m, v, step, state.seed)
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "learning_rate": self.learning_rate,
-                "weight_decay": self.weight_decay, "beta1": self.beta1,
-                "beta2": self.beta2, "epsilon": self.epsilon}

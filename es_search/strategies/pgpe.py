@@ -151,9 +151,3 @@ class PGPE(Antithetic):
 
     def sigma(self, state: PGPEState) -> float:
         return float(state.stdev.mean())
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "step_size": self.step_size,
-                "max_speed": self.max_speed, "momentum": self.momentum,
-                "stdev_lr": self.stdev_lr, "stdev_max_change": self.stdev_max_change}

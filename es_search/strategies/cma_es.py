@@ -249,48 +249,33 @@ class CMAES(Strategy):
             _RNG.seed(_draws_seed(state.seed, generation) >> 32)
             es.tell(solutions, [-float(v) for v in values])
             stopped = self.restarts is not None and bool(es.stop())
-        if stopped and self._restarts_left(state):
+        # as fmin: max_restarts counts large runs; once spent, the current run goes on
+        if stopped and state.large_runs < self.max_restarts:
             return self._restart(state, generation, es.countevals)
         kept = _Live(es, (self, state, generation, scores)) \
             if (generation + 1) % _PICKLE_EVERY else pickle.dumps(es, protocol=5)
         return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
                                    sigma=float(es.sigma))
 
-    def _restarts_left(self, state: CMAESState) -> bool:
-        if self.restarts == "ipop":
-            return state.restarts < self.max_restarts
-        # BIPOP (as pycma's fmin): small runs do not count against max_restarts, but
-        # once the large runs are spent the search ends with the current run
-        return state.large_runs < self.max_restarts
-
     def _restart(self, state: CMAESState, generation: int, evaluations: int) -> CMAESState:
         """A fresh pycma run from ``x0``, with IPOP's or BIPOP's population and sigma."""
-        small_evals, large_evals = state.small_evals, state.large_evals
-        if state.regime == "large":
-            large_evals += evaluations
-        else:  # the first run counts on the small budget, as in pycma's fmin
-            small_evals += evaluations
-        large_runs, small_runs = state.large_runs, state.small_runs
-        sigma, maxiter = self.initial_sigma, None
-        rng = np.random.default_rng(stream_seed(state.seed, _STREAM, generation, 2))
-        if self.restarts == "ipop":  # Auger & Hansen 2005: lambda doubles
-            regime, large_runs = "large", large_runs + 1
-            popsize = state.popsize0 * 2 ** (state.restarts + 1)
-        elif small_evals < max(1, large_evals):  # Hansen 2009: a small-population run
-            regime, small_runs = "small", small_runs + 1
-            spread = (2 ** large_runs) ** (rng.uniform() ** 2)
-            popsize = max(2, int(state.popsize0 * spread))
+        spent = {"large_evals": state.large_evals + evaluations} if state.regime == "large" \
+            else {"small_evals": state.small_evals + evaluations}  # the first run: small's
+        state = dataclasses.replace(state, restarts=state.restarts + 1, **spent)
+        sigma, rng = self.initial_sigma, np.random.default_rng(
+            stream_seed(state.seed, _STREAM, generation, 2))
+        if self.restarts == "bipop" and state.small_evals < max(1, state.large_evals):
+            # Hansen 2009: a small-population run
+            state = dataclasses.replace(state, regime="small", small_runs=state.small_runs + 1)
+            popsize = max(2, int(state.popsize0 * (2 ** state.large_runs) ** (rng.uniform() ** 2)))
             sigma *= 0.01 ** rng.uniform()
-            maxiter = min(state.maxiter0, 0.5 * large_evals / popsize)
-        else:  # a large-population run: the population doubles again
-            regime, large_runs = "large", large_runs + 1
-            popsize = state.popsize0 * 2 ** large_runs
-            maxiter = state.maxiter0
+            maxiter = min(state.maxiter0, 0.5 * state.large_evals / popsize)
+        else:  # IPOP (Auger & Hansen 2005) and BIPOP's large runs: the population doubles
+            state = dataclasses.replace(state, regime="large", large_runs=state.large_runs + 1)
+            popsize = state.popsize0 * 2 ** state.large_runs
+            maxiter = state.maxiter0 if self.restarts == "bipop" else None
         es = self._new_es(state.x0, sigma, stream_seed(state.seed, _STREAM, generation, 3),
                           popsize, maxiter)
-        return dataclasses.replace(
-            state, es=pickle.dumps(es, protocol=5), center=np.array(es.mean, dtype=np.float64),
-            sigma=float(es.sigma), restarts=state.restarts + 1, regime=regime,
-            large_runs=large_runs, small_runs=small_runs, large_evals=large_evals,
-            small_evals=small_evals)
-
+        return dataclasses.replace(state, es=pickle.dumps(es, protocol=5),
+                                   center=np.array(es.mean, dtype=np.float64),
+                                   sigma=float(es.sigma))

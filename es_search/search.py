@@ -8,7 +8,6 @@ passes to the callbacks, the run folder included (:class:`~es_search.callbacks.G
 """
 from __future__ import annotations
 
-import functools
 import math
 import time
 from typing import Any
@@ -96,9 +95,12 @@ class Search:
         scores = scored.scores
         self.evaluations += len(scores)
 
-        @functools.lru_cache(maxsize=None)
-        def rebuild(i: int) -> Any:
-            return evaluator.rebuild(generation, center, candidates[i], i)
+        rebuilt: dict[int, Any] = {}
+
+        def rebuild(i: int) -> Any:  # candidate i's vector, built once
+            if i not in rebuilt:
+                rebuilt[i] = evaluator.rebuild(generation, center, candidates[i], i)
+            return rebuilt[i]
 
         self.state = strategy.tell(self.state, generation, candidates, scores, rebuild)
         top = best_index(scores)

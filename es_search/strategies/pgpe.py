@@ -95,16 +95,14 @@ class PGPE(Antithetic):
                          int(seed))
 
     def _ask(self, state: PGPEState, generation: int) -> list[Candidate]:
-        # one array for all candidates: it pickles once per chunk of tasks
+        # one stdev array for all candidates: it pickles once per chunk of tasks
         return pairs(self.population // 2, float(state.stdev.mean()), state.stdev)
 
     def _tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],
               scores: list[float], rebuild: Rebuild) -> PGPEState:
         keys, plus, minus = antithetic_pairs(self.name, candidates, centered_ranks(scores))
-        n = state.center.size
-        sigma = state.stdev
-        g_mu = np.zeros(n)
-        g_sigma = np.zeros(n)
+        n, sigma = state.center.size, state.stdev
+        g_mu, g_sigma = np.zeros(n), np.zeros(n)
         used = [key for key in keys  # a pair whose difference and mean are 0 adds nothing
                 if plus[key] - minus[key] != 0.0 or (plus[key] + minus[key]) / 2.0 != 0.0]
         for key, eps in noise_vectors(state.seed, generation, used, n):
@@ -113,9 +111,8 @@ class PGPE(Antithetic):
             # ((r+ + r-)/2 - b) * ((theta - mu)^2 - sigma^2) / sigma for sigma, b = 0
             g_mu += (difference / 2.0) * (sigma * eps)
             g_sigma += mean * (sigma * (eps * eps - 1.0))
-        if keys:
-            g_mu /= len(keys)
-            g_sigma /= len(keys)
+        g_mu /= max(len(keys), 1)
+        g_sigma /= max(len(keys), 1)
         # ClipUp (Toklu et al. 2020): normalised gradient, momentum, clipped speed
         velocity = self.momentum * state.velocity
         norm = float(np.linalg.norm(g_mu))

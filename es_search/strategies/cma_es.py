@@ -24,13 +24,12 @@ _STREAM = 0xC3A
 
 @functools.lru_cache(maxsize=16)  # ask and tell of a generation: one derivation (~8 us)
 def _draws_seed(seed: int, generation: int) -> int:
-    """The 64-bit seed of ``generation``'s draws: its low 32 bits seed ``ask``'s, its
-    high 32 bits ``tell``'s (pycma's default ``tell`` draws nothing)."""
+    """Its low 32 bits seed ``ask``'s draws, its high 32 bits ``tell``'s."""
     return stream_seed(seed, _STREAM, generation)
 
 
-#: the generator pycma draws from (a legacy RandomState: seeded as ``np.random.seed``
-#: seeds NumPy's global one, it draws the same numbers), and the lock around its use
+#: the generator pycma draws from (a legacy RandomState: it draws what NumPy's global
+#: one would, seeded alike), and the lock around its use
 _RNG = np.random.RandomState()
 _RNG_LOCK = threading.RLock()
 fresh_in_forked_child(globals(), "_RNG_LOCK", threading.RLock)
@@ -43,9 +42,7 @@ def _global_randn(*shape: int) -> np.ndarray:
     return _RNG.standard_normal(shape)
 
 
-#: every this many generations a told state's pycma object is pickled (bounding how far
-#: a reused state is replayed, see :class:`_Live`)
-_PICKLE_EVERY = 64
+_PICKLE_EVERY = 64  # generations between pickled states: a reused state's longest replay
 
 
 class _Live:
@@ -72,8 +69,7 @@ class _Live:
         return bytes, (pickle.dumps(self.peek(), protocol=5),)
 
 
-def _take(es: "bytes | _Live") -> Any:
-    """A pycma object of a state's own (``CMAESState.es``) to ask and tell."""
+def _take(es: "bytes | _Live") -> Any:  # a pycma object of a state's own to ask and tell
     return pickle.loads(es) if isinstance(es, bytes) else es.take()
 
 
@@ -90,8 +86,7 @@ class Asked(list):
         return list, (list(self),)
 
 
-#: the restart schemes (``CMAES(restarts=...)``)
-RESTARTS = ("ipop", "bipop")
+RESTARTS = ("ipop", "bipop")  # the restart schemes (CMAES(restarts=...))
 
 
 @dataclass(frozen=True)
@@ -117,25 +112,21 @@ class CMAES(Strategy):
 
     CMA-ES (Hansen & Ostermeier 2001; Hansen 2016, "The CMA Evolution Strategy: A
     Tutorial") as pycma's ``CMAEvolutionStrategy`` implements it. Candidates are
-    explicit vectors (``Candidate("vector", vector=x)``) that pycma samples in the main
-    process, from a generator seeded per generation with ``stream_seed(seed, ...)``:
-    the same seed gives the same run, and the caller's random state is untouched. The
-    state pickles with a checkpoint; its pycma object stays live, and one ``ask`` takes
-    it over (a state asked again replays how it came about); the list ``ask`` returns
-    hands it to ``tell``, which checks other candidates against a replay of the ask.
-
-    Scores are maximised: pycma is told ``-score``. A non-finite score is told as the
-    worst finite one of its generation; a generation with no finite score leaves the
-    state unchanged.
+    vectors (``Candidate("vector", vector=x)``) that pycma samples in the main process
+    from a generator seeded per generation from the run's seed (the caller's random
+    state untouched). The state pickles with a checkpoint; its pycma object stays live
+    for one ``ask`` to take (a state asked again replays how it came about), and the
+    list ``ask`` returns hands it to ``tell``. pycma is told ``-score``; a non-finite
+    score as the worst finite one of its generation; a generation with no finite score
+    leaves the state unchanged.
 
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
     ``sigma0``; ``options``, further pycma options (``cma.CMAOptions()``), e.g.
-    ``{"CMA_diagonal": True}`` for many weights (``popsize``, ``seed`` and verbosity are
-    es_search's). Without restarts pycma's stopping criteria are not applied.
-
-    Restarts (``restarts="ipop"`` or ``"bipop"``, at most ``max_restarts``): when
-    pycma's ``stop()`` reports a criterion (``tolfun``, ``tolx``, ``maxiter``, ...), the
-    next generation starts a fresh pycma run from the starting point, as ``fmin`` does:
+    ``{"CMA_diagonal": True}`` for many weights. Without restarts pycma's stopping
+    criteria are not applied. With ``restarts="ipop"`` or ``"bipop"`` (at most
+    ``max_restarts``), when pycma's ``stop()`` reports a criterion (``tolfun``, ``tolx``,
+    ...), the next generation starts a fresh pycma run from the starting point, as
+    pycma's ``fmin`` does:
 
     - IPOP (Auger & Hansen 2005): ``lambda = lambda_0 * 2^restarts``, the same ``sigma``;
     - BIPOP (Hansen 2009, "Benchmarking a BI-population CMA-ES on the BBOB-2009
@@ -145,8 +136,8 @@ class CMAES(Strategy):
       (U, U' uniform in [0, 1]). A small run starts while the first and small runs'
       evaluations are below the large runs'. ``max_restarts`` counts large runs.
 
-    The restart bookkeeping lives in the state and every draw is seeded, so a resumed
-    run restarts as an uninterrupted one. The history's ``sigma`` is the current run's.
+    The restart bookkeeping is in the state and every draw is seeded: a resumed run
+    restarts as an uninterrupted one. The history's ``sigma`` is the current run's.
 
     Example::
 
@@ -172,14 +163,12 @@ class CMAES(Strategy):
             "population", population, 2)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.options = check_dict("options", options, "a dict of pycma options")
-        taken = {"popsize", "seed", "randn", "verbose", "verb_disp", "verb_log"} & set(
-            self.options)
-        if taken:
+        if taken := {"popsize", "seed", "randn", "verbose", "verb_disp", "verb_log"} & set(
+                self.options):
             raise ValueError(f"options {sorted(taken)} are set by es_search; use "
                              f"population=... and the run's seed instead")
         known = require("cma", "cma").CMAOptions.defaults()
-        unknown = [k for k in self.options if k not in known]
-        if unknown:
+        if unknown := [k for k in self.options if k not in known]:
             hints = "".join(did_you_mean(k, list(known)) for k in unknown)
             raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
         self.restarts = None if restarts is None else check_choice(
@@ -197,13 +186,9 @@ class CMAES(Strategy):
             np.random.seed(seed % 2 ** 32)
             return require("cma", "cma").CMAEvolutionStrategy(x0, sigma, options)
 
-    def popsize(self, n: int) -> int:
-        """Candidates per generation for ``n`` evolved values."""
-        return self.population or 4 + int(3 * math.log(n))
-
     def max_tasks(self, n: int) -> int | None:
         """pycma's population; None with restarts (IPOP and BIPOP grow it)."""
-        return None if self.restarts is not None else self.popsize(n)
+        return None if self.restarts else self.population or 4 + int(3 * math.log(n))
 
     def check_size(self, n: int) -> None:
         if n < 2:

@@ -39,7 +39,6 @@ class Search:
         self._offset = 0.0
         self._started = time.perf_counter()
 
-    # ------------------------------------------------------------------ start / resume
     def start(self, seed: int) -> Generation:
         """Score the starting agent (generation -1, as often as the strategy's
         ``initial_evaluations``, each under its own task seed) and initialise the
@@ -54,7 +53,7 @@ class Search:
         self.best_score = first if math.isfinite(first) else math.nan
         self.best_flat, self.best_shared = center, scored.shared
         self._merge(scored)
-        return self._outcome({}, True, scored, _tolerated(-1, center, candidates, scored))
+        return self._outcome({}, True, (-1, center, candidates), scored)
 
     def resume(self, saved: dict) -> Generation:
         """Continue from a checkpoint's contents; the outcome (no record)."""
@@ -67,14 +66,17 @@ class Search:
         self._offset = self.history[-1]["seconds"] if self.history else 0.0
         if saved.get("shared"):
             self.evaluator.local.load_shared_state(saved["shared"])
-        return self._outcome({}, False, None)
+        return self._outcome({}, False)
 
-    def _outcome(self, record: dict, improved: bool, scored: Scored | None,
-                 failures: Failures | None = None) -> Generation:
-        """The outcome the callbacks get; its ``checkpoint``: what continuing before
-        ``next_generation`` needs (the run folder adds the history's line count and
-        digest, and the config)."""
+    def _outcome(self, record: dict, improved: bool, asked: tuple = (),
+                 scored: Scored | None = None) -> Generation:
+        """The outcome the callbacks get, with the tasks of ``asked`` (generation, centre,
+        candidates) that ``scored`` tolerated (``on_error="worst"``); its ``checkpoint``:
+        what continuing before ``next_generation`` needs (the run folder adds the
+        history's line count and digest, and the config)."""
         evaluator = self.evaluator
+        failures = Failures(*asked, [f.index for f in scored.failures], scored.failures,
+                            scored.shared) if scored and scored.failures else None
         checkpoint = {
             "generation": self.next_generation, "strategy": self.strategy,
             "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
@@ -84,7 +86,6 @@ class Search:
         stats = evaluator.stats if scored is None else scored.stats
         return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
 
-    # ------------------------------------------------------------------ one generation
     def step(self) -> Generation:
         """Run generation ``next_generation``; its outcome."""
         generation = self.next_generation
@@ -115,8 +116,7 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
-        failures = _tolerated(generation, center, candidates, scored)
-        return self._outcome(record, improved, scored, failures)
+        return self._outcome(record, improved, (generation, center, candidates), scored)
 
     def seconds(self) -> float:
         """Wall-clock seconds the run has spent, summed over resumes."""
@@ -132,7 +132,6 @@ class Search:
         local = self.evaluator.local
         return weights_of(local, self.strategy.center(self.state), local.shared_state())
 
-    # ------------------------------------------------------------------ helpers
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
         """The evaluator's scores; its errors carry the :class:`Failures` to replay."""
         try:
@@ -151,9 +150,3 @@ class Search:
         for name, value in (counters or {}).items():
             self.counters[name] = self.counters.get(name, 0) + value
 
-
-def _tolerated(generation: int, center: np.ndarray, candidates: list,
-               scored: Scored) -> Failures | None:
-    """The tasks of a generation scored -inf (``on_error="worst"``), or None."""
-    return Failures(generation, center, candidates, [f.index for f in scored.failures],
-                    scored.failures, scored.shared) if scored.failures else None

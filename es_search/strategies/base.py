@@ -103,12 +103,11 @@ def cleaned(scores: Sequence[float]) -> list[float]:
     return [s if math.isfinite(s) else -math.inf for s in map(float, scores)]
 
 
-def worst_finite(scores: Sequence[float]) -> np.ndarray | None:
+def worst_finite(scores: Sequence[float]) -> list[float] | None:
     """Cleaned ``scores`` with -inf as the worst finite score of them (ranked last,
     tied), for updates that need finite numbers; None when none is finite."""
-    values = np.asarray(scores, dtype=np.float64)
-    finite = np.isfinite(values)
-    return np.where(finite, values, values[finite].min()) if finite.any() else None
+    worst = min(filter(math.isfinite, scores), default=None)
+    return None if worst is None else [s if s > -math.inf else worst for s in scores]
 
 
 def centered_ranks(scores: Sequence[float]) -> np.ndarray:

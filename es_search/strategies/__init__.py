@@ -90,11 +90,10 @@ def summary() -> str:
     width = max(map(len, STRATEGIES))
     lines = ["strategies (--strategy NAME, options -o NAME=VALUE):"]
     for name, cls in STRATEGIES.items():
-        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
-        marker = " (default)" if name == DEFAULT else ""
-        lines.append(f"  {name:<{width}}  {doc}{marker}")
-        lines.append(f"  {'':<{width}}  options: {_options_text(cls)}")
+        first = " ".join(inspect.getdoc(cls).split("\n\n")[0].split()).split(". ")[0]
+        lines += [f"  {name:<{width}}  {first.rstrip('.').replace('``', '')}"
+                  + (" (default)" if name == DEFAULT else ""),
+                  f"  {'':<{width}}  options: {_options_text(cls)}"]
     return "\n".join(lines)
 
 

@@ -71,12 +71,9 @@ class ARS(Antithetic):
                 raise SettingError("population", population, f"2 * directions "
                                    f"({2 * directions})", f"pass {{population="
                                    f"{2 * directions}}} or leave directions out")
-        elif population is not None:
-            directions = population // 2
         else:
-            directions = 8
-        self.directions = directions
-        self.population = 2 * directions
+            directions = 8 if population is None else population // 2
+        self.directions, self.population = directions, 2 * directions
         if top is not None:
             top = check_int("top", top, 1)
             if top > directions:

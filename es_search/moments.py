@@ -36,11 +36,8 @@ class Moments(NamedTuple):
         """The moments of this set followed by ``other`` (Chan et al.'s formula)."""
         if other.count == 0:
             return self
-        if self.count == 0:
-            return Moments(float(other.count), np.array(other.mean, dtype=np.float64),
-                           np.array(other.m2, dtype=np.float64))
-        count = self.count + other.count
-        delta = other.mean - self.mean
+        count = float(self.count + other.count)
+        delta = np.asarray(other.mean, dtype=np.float64) - self.mean
         mean = self.mean + delta * (other.count / count)
         m2 = self.m2 + other.m2 + delta ** 2 * (self.count * other.count / count)
         return Moments(count, mean, m2)

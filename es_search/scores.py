@@ -26,9 +26,8 @@ def as_real(value: Any, source: str, note: str = "") -> float:
     :class:`NotAScore` naming ``source``."""
     if type(value) is float:  # the usual answer: no abstract-class check (~1 us)
         return value
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    elif isinstance(value, (np.ndarray, np.generic)) and value.size == 1:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 or isinstance(
+            value, (np.ndarray, np.generic)) and value.size == 1:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         shown = repr(value)
@@ -42,30 +41,26 @@ def as_real(value: Any, source: str, note: str = "") -> float:
 def as_scores(values: Any, n: int, agent: Any) -> list[float]:
     """What ``score_batch`` returned as ``n`` floats (an array may be ``(n,)`` or
     ``(n, 1)``), or a :class:`NotAScore`."""
+    source = f"{type(agent).__name__}.score_batch() returned"
+    rule = f"one real number per candidate, in order (a list, 1-D array or tensor of " \
+        f"length {n})"
     if isinstance(values, (torch.Tensor, np.ndarray)):
         shape = tuple(values.shape)
         if len(shape) > 1 and (shape[0] != n or math.prod(shape[1:]) != 1):
-            raise NotAScore(f"{type(agent).__name__}.score_batch() returned an array of "
-                            f"shape {shape} for {n} candidates; it must return one real "
-                            f"number per candidate, in order: shape ({n},)")
-        if isinstance(values, torch.Tensor):
-            values = values.detach()
-        values = values.reshape(-1).tolist()
+            raise NotAScore(f"{source} an array of shape {shape} for {n} candidates; it "
+                            f"must return one real number per candidate, in order: shape "
+                            f"({n},)")
+        values = values.reshape(-1).tolist()  # (a tensor's tolist() detaches)
     if isinstance(values, (Mapping, set, frozenset)):  # iterable, but not in order
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned a "
-                        f"{type(values).__name__}, which holds no order; it must return "
-                        f"one real number per candidate, in order (a list, 1-D array or "
-                        f"tensor of length {n})")
+        raise NotAScore(f"{source} a {type(values).__name__}, which holds no order; it "
+                        f"must return {rule}")
     try:
         values = list(values)
     except TypeError:
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned "
-                        f"{type(values).__name__}; it must return one real number per "
-                        f"candidate (a list, 1-D array or tensor of length {n})") from None
+        raise NotAScore(f"{source} {type(values).__name__}; it must return {rule}") from None
     if len(values) != n:
-        raise NotAScore(f"{type(agent).__name__}.score_batch() returned {len(values)} "
-                         f"scores for {n} candidates; it must return one per candidate, "
-                         f"in order")
+        raise NotAScore(f"{source} {len(values)} scores for {n} candidates; it must "
+                        f"return one per candidate, in order")
     return [as_score(v, agent, "score_batch") for v in values]
 
 
@@ -80,11 +75,8 @@ def same_score(a: float, b: float) -> bool:
 
 def best_index(scores: Sequence[float]) -> int | None:
     """Index of the highest finite score (the first on ties); None if none is finite."""
-    best = None
-    for i, s in enumerate(scores):
-        if math.isfinite(s) and (best is None or s > scores[best]):
-            best = i
-    return best
+    finite = [i for i, s in enumerate(scores) if math.isfinite(s)]
+    return max(finite, key=scores.__getitem__, default=None)
 
 
 def is_better(score: float, than: float) -> bool:

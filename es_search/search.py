@@ -1,12 +1,10 @@
 """What a run carries from one generation to the next, and one generation's step.
 
 :class:`Search` holds the strategy and its state, the best score and weights so far
-(with the agent's shared state as of the generation the best was scored), the
-evaluation count, the counters ``merge_reports()`` returned and the history. It is
-what a checkpoint saves (:meth:`Search.checkpoint`) and restores
-(:meth:`Search.resume`); ``run()`` calls :meth:`Search.step` once per generation. Each
-hands back the outcome that ``run()`` passes to the callbacks, the run folder included
-(:class:`~es_search.callbacks.base.Generation`).
+(with the agent's shared state they were scored with), the evaluation count, the
+counters ``merge_reports()`` returned and the history. ``start``, ``resume`` (from a
+checkpoint) and ``step`` (one generation) each hand back the outcome that ``run()``
+passes to the callbacks, the run folder included (:class:`~es_search.callbacks.Generation`).
 """
 from __future__ import annotations
 
@@ -41,24 +39,21 @@ class Search:
         self._offset = 0.0
         self._started = time.perf_counter()
 
-    # ------------------------------------------------------------------ start / resume
     def start(self, seed: int) -> Generation:
         """Score the starting agent (generation -1, as often as the strategy's
-        ``initial_evaluations``) and initialise the strategy; the outcome (no record)."""
+        ``initial_evaluations``, each under its own task seed) and initialise the
+        strategy; the outcome (no record)."""
         center = self.evaluator.local.get_flat()
-        count = self.strategy.initial_evaluations  # each under its own task seed
-        candidates = [Candidate("center")] * count
+        candidates = [Candidate("center")] * self.strategy.initial_evaluations
         scored = self._score(-1, center, candidates)
-        scores = scored.scores
-        self.evaluations = count
-        self.state = self.strategy.init_from(center, scores, seed)
+        self.evaluations = len(candidates)
+        self.state = self.strategy.init_from(center, scored.scores, seed)
         # a non-finite start never counts as the best: NaN until a finite score comes
-        self.best_score = scores[0] if math.isfinite(scores[0]) else math.nan
-        self.best_flat = center
-        self.best_shared = scored.shared
+        first = scored.scores[0]
+        self.best_score = first if math.isfinite(first) else math.nan
+        self.best_flat, self.best_shared = center, scored.shared
         self._merge(scored)
-        failures = _tolerated(-1, center, candidates, scored)
-        return self._outcome({}, True, scored.stats, failures)
+        return self._outcome({}, True, (-1, center, candidates), scored)
 
     def resume(self, saved: dict) -> Generation:
         """Continue from a checkpoint's contents; the outcome (no record)."""
@@ -71,23 +66,26 @@ class Search:
         self._offset = self.history[-1]["seconds"] if self.history else 0.0
         if saved.get("shared"):
             self.evaluator.local.load_shared_state(saved["shared"])
-        return self._outcome({}, False, self.evaluator.stats)
+        return self._outcome({}, False)
 
-    def _outcome(self, record: dict, improved: bool, stats: dict,
-                 failures: Failures | None = None) -> Generation:
-        """The outcome the callbacks get; its ``checkpoint``: what continuing before
-        ``next_generation`` needs (the run folder adds the history's line count and
-        digest, and the config)."""
+    def _outcome(self, record: dict, improved: bool, asked: tuple = (),
+                 scored: Scored | None = None) -> Generation:
+        """The outcome the callbacks get, with the tasks of ``asked`` (generation, centre,
+        candidates) that ``scored`` tolerated (``on_error="worst"``); its ``checkpoint``:
+        what continuing before ``next_generation`` needs (the run folder adds the
+        history's line count and digest, and the config)."""
         evaluator = self.evaluator
+        failures = Failures(*asked, [f.index for f in scored.failures], scored.failures,
+                            scored.shared) if scored and scored.failures else None
         checkpoint = {
             "generation": self.next_generation, "strategy": self.strategy,
             "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
             "evaluations": self.evaluations, "counters": dict(self.counters),
             "best_shared": self.best_shared,
             "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
+        stats = evaluator.stats if scored is None else scored.stats
         return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
 
-    # ------------------------------------------------------------------ one generation
     def step(self) -> Generation:
         """Run generation ``next_generation``; its outcome."""
         generation = self.next_generation
@@ -97,9 +95,10 @@ class Search:
         scored = self._score(generation, center, candidates)
         scores = scored.scores
         self.evaluations += len(scores)
+
         rebuilt: dict[int, Any] = {}
 
-        def rebuild(i: int) -> Any:
+        def rebuild(i: int) -> Any:  # candidate i's vector, built once
             if i not in rebuilt:
                 rebuilt[i] = evaluator.rebuild(generation, center, candidates[i], i)
             return rebuilt[i]
@@ -117,8 +116,7 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
-        failures = _tolerated(generation, center, candidates, scored)
-        return self._outcome(record, improved, scored.stats, failures)
+        return self._outcome(record, improved, (generation, center, candidates), scored)
 
     def seconds(self) -> float:
         """Wall-clock seconds the run has spent, summed over resumes."""
@@ -134,30 +132,21 @@ class Search:
         local = self.evaluator.local
         return weights_of(local, self.strategy.center(self.state), local.shared_state())
 
-    # ------------------------------------------------------------------ helpers
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
-        evaluator = self.evaluator
+        """The evaluator's scores; its errors carry the :class:`Failures` to replay."""
         try:
-            scored = evaluator.score(generation, center, candidates)
+            return self.evaluator.score(generation, center, candidates)
         except (ScoreError, WorkerError) as exc:
             failed = [exc.index] if isinstance(exc, ScoreError) else exc.indices
             exc.failures = Failures(generation, center, candidates, failed, repr(exc),
-                                    evaluator.shared_state())
+                                    self.evaluator.shared_state())
             raise
-        return scored
 
     def _merge(self, scored: Scored) -> None:
         """Fold a generation's reports into the shared state, in candidate order."""
-        evaluator = self.evaluator
-        if not evaluator.hooks:
+        if not self.evaluator.hooks:
             return
-        counters = evaluator.local.merge_reports(list(scored.reports))
+        counters = self.evaluator.local.merge_reports(list(scored.reports))
         for name, value in (counters or {}).items():
             self.counters[name] = self.counters.get(name, 0) + value
 
-
-def _tolerated(generation: int, center: np.ndarray, candidates: list,
-               scored: Scored) -> Failures | None:
-    """The tasks of a generation scored -inf (``on_error="worst"``), or None."""
-    return Failures(generation, center, candidates, [f.index for f in scored.failures],
-                    scored.failures, scored.shared) if scored.failures else None

@@ -72,10 +72,7 @@ def describe(chosen: str, selection: dict | None) -> str:
     if selection is None:
         return f"handed back: {names[chosen]}"
     other = CENTER if chosen == BEST else BEST
-
-    def text(name: str) -> str:
-        f = selection[name]
-        return f"{f['mean']:.6g} +- {f['std']:.3g}" if math.isfinite(f["mean"]) \
-            else f"{f['mean']}"
-    return (f"handed back: {names[chosen]}, {text(chosen)} on {selection[chosen]['n']} "
-            f"fresh tasks ({names[other]}: {text(other)})")
+    text = {name: f"{f['mean']:.6g} +- {f['std']:.3g}" if math.isfinite(f["mean"])
+            else f"{f['mean']}" for name, f in selection.items()}
+    return (f"handed back: {names[chosen]}, {text[chosen]} on {selection[chosen]['n']} "
+            f"fresh tasks ({names[other]}: {text[other]})")

@@ -31,36 +31,32 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                   sigma: float | None = None, **options: Any) -> Strategy:
     """A Strategy from a registered name (with ``population``, ``sigma`` and the
     strategy's own ``options``) or an instance."""
+    sizes = {key: value for key, value in (("population", population), ("sigma", sigma))
+             if value is not None}
     if isinstance(strategy, Strategy):
-        if population is not None or sigma is not None or options:
-            given = [name for name, value in (("population", population is not None),
-                                              ("sigma", sigma is not None),
-                                              ("strategy_options", bool(options))) if value]
+        given = [*sizes, *(["strategy_options"] if options else [])]
+        if given:
             raise ValueError(f"the strategy instance {strategy!r} carries its own settings; "
                              f"do not pass {' or '.join(given)} to run() as well (set them "
                              f"when you build it)")
         return strategy
+    names = ", ".join(sorted(STRATEGIES))
     if isinstance(strategy, str):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}"
                              f"{did_you_mean(strategy, sorted(STRATEGIES))}; choose one of "
-                             f"{', '.join(sorted(STRATEGIES))} or pass a Strategy instance")
+                             f"{names} or pass a Strategy instance")
         cls = STRATEGIES[strategy]
         check_keywords(cls, options, f"strategy {strategy!r}", "option",
                        skip=("population", "sigma"))
-        kwargs = dict(options)
-        if population is not None:
-            kwargs["population"] = population
-        if sigma is not None:
-            kwargs["sigma"] = sigma
-        return cls(**kwargs)
+        return cls(**options, **sizes)
     if isinstance(strategy, type) and issubclass(strategy, Strategy):
         name = getattr(strategy, "name", None)
         by_name = f" or its name {name!r}" if name in STRATEGIES else ""
         raise TypeError(f"strategy is the class {strategy.__name__} itself; pass an "
                         f"instance, {strategy.__name__}(...){by_name}")
-    raise TypeError(f"strategy must be a name ({', '.join(sorted(STRATEGIES))}) or a "
-                    f"Strategy instance, got {type(strategy).__name__}")
+    raise TypeError(f"strategy must be a name ({names}) or a Strategy instance, got "
+                    f"{type(strategy).__name__}")
 
 
 def strategy_from(strategy: Any, population: int | None, sigma: float | None,
@@ -94,11 +90,10 @@ def summary() -> str:
     width = max(map(len, STRATEGIES))
     lines = ["strategies (--strategy NAME, options -o NAME=VALUE):"]
     for name, cls in STRATEGIES.items():
-        paragraph = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        doc = paragraph.split(". ")[0].rstrip(".").replace("``", "")
-        marker = " (default)" if name == DEFAULT else ""
-        lines.append(f"  {name:<{width}}  {doc}{marker}")
-        lines.append(f"  {'':<{width}}  options: {_options_text(cls)}")
+        first = " ".join(inspect.getdoc(cls).split("\n\n")[0].split()).split(". ")[0]
+        lines += [f"  {name:<{width}}  {first.rstrip('.').replace('``', '')}"
+                  + (" (default)" if name == DEFAULT else ""),
+                  f"  {'':<{width}}  options: {_options_text(cls)}"]
     return "\n".join(lines)
 
 

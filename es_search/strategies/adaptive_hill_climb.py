@@ -7,18 +7,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..checks import check_number, check_positive_float
-from .hill_climb import Climber
+from .hill_climb import Climber, HillClimbState
 
 
 @dataclass(frozen=True)
-class AdaptiveHillClimbState:
-    center: np.ndarray  # the parent's weights
-    center_score: float  # the parent's score
-    sigma: float  # the current step size
-    success_rate: float  # the smoothed success probability p_succ
-    damping: float  # d, fixed at init from the dimension
-    reevaluate: bool = False  # "auto" resolved at init
-    reevaluations: int = 0  # the parent's fresh scores averaged in center_score
+class AdaptiveHillClimbState(HillClimbState):
+    success_rate: float = 0.0  # the smoothed success probability p_succ
+    damping: float = 1.0  # d, fixed at init from the dimension
 
 
 class AdaptiveHillClimb(Climber):
@@ -36,8 +31,8 @@ class AdaptiveHillClimb(Climber):
     lambda)`` and ``d = 1 + n / (2 lambda)`` for ``n`` evolved values; a non-finite
     score is a failure.
 
-    Options: ``damping`` (``d``), ``target_success`` (``p_target``),
-    ``min_sigma``/``max_sigma`` (bounds on sigma) and ``reevaluate`` (as ``"hill-climb"``).
+    Options: ``damping`` (``d``), ``target_success`` (``p_target``), ``min_sigma`` and
+    ``max_sigma`` (bounds on sigma), ``reevaluate`` (as ``"hill-climb"``'s).
 
     Example::
 
@@ -87,8 +82,8 @@ class AdaptiveHillClimb(Climber):
         damping = self.damping if self.damping is not None else (
             1.0 + center.size / (2.0 * self.population))
         return AdaptiveHillClimbState(center, float(center_score),
-                                      self._clip(self.initial_sigma),
-                                      self.target_success, damping, self.reevaluate is True)
+                                      self._clip(self.initial_sigma), self.reevaluate is True,
+                                      success_rate=self.target_success, damping=damping)
 
     def _adapt(self, state: AdaptiveHillClimbState, scores: list[float],
                parent: float) -> AdaptiveHillClimbState:
@@ -101,13 +96,5 @@ class AdaptiveHillClimb(Climber):
         return replace(state, sigma=self._clip(sigma), success_rate=p_succ)
 
     def _clip(self, sigma: float) -> float:
-        if self.min_sigma is not None:
-            sigma = max(sigma, self.min_sigma)
-        if self.max_sigma is not None:
-            sigma = min(sigma, self.max_sigma)
-        return sigma
-
-    def config(self) -> dict:
-        return {**super().config(), "damping": self.damping,
-                "target_success": self.target_success, "min_sigma": self.min_sigma,
-                "max_sigma": self.max_sigma}
+        low, high = self.min_sigma or 0.0, self.max_sigma or math.inf
+        return min(max(sigma, low), high)

@@ -1,5 +1,5 @@
 """The antithetic family's base (OpenAI-ES, ARS, PGPE): pairs ``center +- sigma * eps_k``,
-``eps_k = noise(seed, generation, k, n)`` drawn from the run's seed by workers and ``tell``."""
+``eps_k = noise(seed, generation, k, n)`` drawn by workers and ``tell``."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -13,9 +13,8 @@ from .base import Strategy
 
 
 class Antithetic(Strategy):
-    """A strategy whose ``population`` is ``population / 2`` antithetic pairs
-    ``Candidate("noise", sigma, +-1, key=k)``, k = 0, 1, ...; its state has ``center``,
-    ``sigma`` and ``seed`` (the run's)."""
+    """A strategy that asks for ``population / 2`` pairs ``Candidate("noise", sigma, +-1,
+    key=k)``; its state has ``center``, ``sigma`` and ``seed`` (the run's)."""
 
     def _ask(self, state, generation: int) -> list[Candidate]:
         return pairs(self.population // 2, state.sigma)
@@ -51,10 +50,7 @@ def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequenc
 
 
 def noise_sum(seed: int, generation: int, weights: dict[int, float], n: int) -> np.ndarray:
-    """``sum_k weights[k] * eps_k`` over the keys in ``weights``' order (a zero weight
-    draws nothing)."""
-    total = np.zeros(n)
+    """``sum_k weights[k] * eps_k`` in ``weights``' order (a zero weight draws nothing)."""
     used = [key for key, w in weights.items() if w != 0.0]
-    for key, eps in noise_vectors(seed, generation, used, n):
-        total += weights[key] * eps
-    return total
+    return sum((weights[key] * eps for key, eps in noise_vectors(seed, generation, used, n)),
+               np.zeros(n))

@@ -37,18 +37,12 @@ class ARS(Antithetic):
     ``normalize="running"``). Non-finite returns count as the generation's worst finite
     one; no finite return, or ``sigma_R = 0``, leaves ``M`` where it is. ``nu`` is fixed.
 
-    Arguments (Mania et al.'s names in brackets):
-
-    - ``population``: candidates per generation, ``2 * directions`` (even);
-    - ``sigma`` [nu]: the exploration noise, default 0.03;
-    - ``directions`` [N]: directions per generation, default ``population / 2``
-      (8 when neither is given); give one of the two, or both consistently;
-    - ``top`` [b]: the directions used in the update, ``1 <= b <= N``; default N
-      (no selection: V2);
-    - ``step_size`` [alpha]: default 0.02.
-
-    The paper's V2-t settings: Hopper N=8, b=4, alpha=0.01, nu=0.025; HalfCheetah N=32,
-    b=4, alpha=0.02, nu=0.03.
+    Arguments (Mania et al.'s names in brackets): ``population``, ``2 * directions``
+    (even); ``sigma`` [nu], default 0.03; ``directions`` [N], default ``population / 2``
+    (8 when neither is given; both given must agree); ``top`` [b], the directions used
+    in the update, ``1 <= b <= N``, default N (no selection: V2); ``step_size``
+    [alpha], default 0.02. The paper's V2-t settings: Hopper N=8, b=4, alpha=0.01,
+    nu=0.025; HalfCheetah N=32, b=4, alpha=0.02, nu=0.03.
 
     Example::
 
@@ -62,9 +56,6 @@ class ARS(Antithetic):
         ...                       rebuild=None)
         >>> bool(np.abs(state.center).max() > 0)
         True
-
-    From the command line: ``es-search run cartpole --strategy ars --population 16
-    -o top=4 -o step_size=0.02``.
     """
 
     name = "ars"
@@ -80,12 +71,9 @@ class ARS(Antithetic):
                 raise SettingError("population", population, f"2 * directions "
                                    f"({2 * directions})", f"pass {{population="
                                    f"{2 * directions}}} or leave directions out")
-        elif population is not None:
-            directions = population // 2
         else:
-            directions = 8
-        self.directions = directions
-        self.population = 2 * directions
+            directions = 8 if population is None else population // 2
+        self.directions, self.population = directions, 2 * directions
         if top is not None:
             top = check_int("top", top, 1)
             if top > directions:
@@ -122,8 +110,3 @@ class ARS(Antithetic):
         step = noise_sum(state.seed, generation, weights, state.center.size)
         center = state.center + self.step_size / (len(kept) * sigma_r) * step
         return ARSState(center, state.sigma, state.seed)
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "directions": self.directions,
-                "top": self.top, "step_size": self.step_size}

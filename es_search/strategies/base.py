@@ -1,17 +1,15 @@
 """The strategy interface: ``init`` / ``ask`` / ``tell`` over an explicit state.
 
-A strategy holds only its static settings; everything that changes lives in a state
-object that ``tell`` returns anew (never mutated in place), so a checkpoint can hold it
-and a run can continue from it. Randomness comes in explicitly: the run's seed is given
-to ``init``, and candidates are described relative to a centre vector (see
-:class:`es_search.candidates.Candidate`) so that workers rebuild them from task seeds.
-
-The public ``ask`` and ``tell`` are the base class's: ``tell`` checks that there is a
-score per candidate and cleans them (a non-finite score, NaN or +-inf, becomes -inf, the
-worst) before the strategy's own ``_tell`` sees them; the helpers below rank them.
+A strategy holds only its settings; what changes lives in a state that ``tell`` returns
+anew (never mutated), so a checkpoint can hold it. The run's seed is given to ``init``;
+candidates are described relative to a centre (:class:`es_search.candidates.Candidate`)
+so that workers rebuild them from task seeds. The base class's ``tell`` checks there is
+a score per candidate and cleans them (NaN or +-inf becomes -inf, the worst) for the
+strategy's own ``_tell``.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar, Sequence
@@ -20,17 +18,13 @@ import numpy as np
 
 from ..candidates import Candidate
 
-#: ``rebuild(i)`` returns candidate ``i``'s flat weight vector, built exactly as the
-#: worker that scored it built it.
+#: ``rebuild(i)``: candidate ``i``'s flat weight vector, built as its worker built it
 Rebuild = Callable[[int], np.ndarray]
 
 
 class Strategy(ABC):
-    """Base class of all strategies. Subclasses set ``name`` and write ``init``,
-    ``_ask`` and ``_tell`` (and ``config``).
-
-    ``population`` is the number of candidates ``ask`` returns each generation.
-    """
+    """Base class of all strategies. Subclasses set ``name`` and ``population`` (the
+    candidates ``ask`` returns each generation) and write ``init``, ``_ask`` and ``_tell``."""
 
     name: ClassVar[str] = ""
     #: whether its candidates are the agent's own ``jitter_weights()`` moves (the hill
@@ -42,27 +36,23 @@ class Strategy(ABC):
     initial_evaluations: int = 1
 
     def max_tasks(self, n: int) -> int | None:
-        """The most candidates one generation scores for ``n`` evolved values (the
-        starting agent's evaluations included), or None when there is no bound: a run
-        starts no more worker processes than that."""
+        """The most tasks one generation has for ``n`` evolved values (the start's
+        included; None: no bound): a run starts no more worker processes than that."""
         return max(self.population, self.initial_evaluations)
 
     def check_size(self, n: int) -> None:
-        """Raise a ValueError when this strategy cannot search ``n`` evolved values;
-        ``run()`` calls it before any work."""
+        """A ValueError when it cannot search ``n`` values (``run()`` asks before work)."""
 
     @abstractmethod
     def init(self, center: np.ndarray, center_score: float, seed: int) -> Any:
         """The state before generation 0, from the starting weights and their score."""
 
     def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
-        """The state before generation 0 from the starting agent's ``scores`` (as many
-        as ``initial_evaluations``); by default ``init(center, scores[0], seed)``."""
+        """``init`` from the starting agent's ``initial_evaluations`` scores."""
         return self.init(center, scores[0], seed)
 
     def resolved(self, state: Any) -> dict:
-        """Settings decided during the run (e.g. ``reevaluate="auto"``), for the record
-        (``config["resolved"]``); {} when there are none."""
+        """Settings the run decided (e.g. ``reevaluate="auto"``): ``config["resolved"]``."""
         return {}
 
     def ask(self, state: Any, generation: int) -> list[Candidate]:
@@ -94,33 +84,35 @@ class Strategy(ABC):
         return float(state.sigma)
 
     def config(self) -> dict:
-        """Settings that define the search (compared on resume; written to config.json)."""
-        return {"name": self.name, "population": self.population}
+        """Settings that define the search (compared on resume; written to config.json):
+        ``population`` and the constructor's parameters the instance holds as attributes
+        of their names (``sigma`` as ``initial_sigma``)."""
+        names = ["population", *inspect.signature(type(self).__init__).parameters]
+        attributes = {name: "initial_sigma" if name == "sigma" else name for name in names}
+        return {"name": self.name, **{name: getattr(self, attribute)
+                                      for name, attribute in attributes.items()
+                                      if hasattr(self, attribute)}}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.config().items() if k != "name")
         return f"{type(self).__name__}({args})"
 
 
-# ------------------------------------------------------------------ scores, cleaned
 def cleaned(scores: Sequence[float]) -> list[float]:
     """The scores as floats, each non-finite one (NaN, +inf, -inf) as -inf: the worst."""
     return [s if math.isfinite(s) else -math.inf for s in map(float, scores)]
 
 
-def worst_finite(scores: Sequence[float]) -> np.ndarray | None:
+def worst_finite(scores: Sequence[float]) -> list[float] | None:
     """Cleaned ``scores`` with -inf as the worst finite score of them (ranked last,
     tied), for updates that need finite numbers; None when none is finite."""
-    values = np.asarray(scores, dtype=np.float64)
-    finite = np.isfinite(values)
-    return np.where(finite, values, values[finite].min()) if finite.any() else None
+    worst = min(filter(math.isfinite, scores), default=None)
+    return None if worst is None else [s if s > -math.inf else worst for s in scores]
 
 
 def centered_ranks(scores: Sequence[float]) -> np.ndarray:
-    """Ranks scaled to [-0.5, 0.5] (Salimans et al. 2017, fitness shaping).
-
-    Non-finite scores (NaN, +-inf) rank below every finite score. Ties share their
-    average rank, so equal scores pull equally (all-equal scores give all zeros).
+    """Ranks scaled to [-0.5, 0.5] (Salimans et al. 2017, fitness shaping); non-finite
+    scores rank last, ties share their average rank (all equal: all zeros).
 
     >>> centered_ranks([3.0, 1.0, 2.0]).tolist()
     [0.5, -0.5, 0.0]
@@ -128,8 +120,7 @@ def centered_ranks(scores: Sequence[float]) -> np.ndarray:
     [0.25, -0.5, 0.25]
     """
     keyed = np.asarray(cleaned(scores), dtype=np.float64)  # all non-finite: worst, tied
-    n = keyed.size
-    if n < 2:
+    if (n := keyed.size) < 2:
         return np.zeros(n)
     # the c values tied at sorted positions k..k+c-1 share their mean rank, k + (c-1)/2
     # (a half-integer: exact); distinct values have c = 1

@@ -29,8 +29,7 @@ class Climber(Strategy):
         self.reevaluate = reevaluate
 
     @property
-    def initial_evaluations(self) -> int:
-        """Two with ``reevaluate="auto"`` (the starting agent scored twice), else one."""
+    def initial_evaluations(self) -> int:  # "auto": the starting agent is scored twice
         return 2 if self.reevaluate == "auto" else 1
 
     def max_tasks(self, n: int) -> int:
@@ -72,12 +71,7 @@ class Climber(Strategy):
             score > parent if state.reevaluate else score >= parent)
 
     def _adapt(self, state: Any, scores: list[float], parent: float) -> Any:
-        """``state`` after this generation's ``scores``, compared with ``parent``'s."""
-        return state
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "reevaluate": self.reevaluate}
+        return state  # the state after these scores, compared with the parent's
 
 
 @dataclass(frozen=True)

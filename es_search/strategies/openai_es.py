@@ -36,12 +36,9 @@ class OpenAIES(Antithetic):
                                                        # scaling; 1/sigma is in the rate)
         theta <- theta + Adam(g - weight_decay * theta)
 
-    Adam is Kingma & Ba (2015) with bias correction. Non-finite scores rank last; all
-    equal scores give a zero gradient. ``sigma`` stays fixed, as in the paper.
-
-    Options: ``learning_rate`` (Adam's step size, default 0.01), ``weight_decay``
-    (L2 coefficient, default 0.005, the paper's), ``beta1`` (0.9), ``beta2`` (0.999),
-    ``epsilon`` (1e-8). ``population`` must be even (it is twice the number of pairs).
+    Adam is Kingma & Ba (2015) with bias correction (``learning_rate``, ``beta1``,
+    ``beta2``, ``epsilon``); ``weight_decay`` is the L2 coefficient (the paper's 0.005).
+    Non-finite scores rank last; equal scores give a zero gradient; ``sigma`` is fixed.
 
     Example::
 
@@ -92,9 +89,3 @@ class OpenAIES(Antithetic):
             1.0 - self.beta1 ** step)
         center = state.center + a * m / (np.sqrt(v) + self.epsilon)
         return OpenAIESState(center, state.sigma, m, v, step, state.seed)
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "learning_rate": self.learning_rate,
-                "weight_decay": self.weight_decay, "beta1": self.beta1,
-                "beta2": self.beta2, "epsilon": self.epsilon}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -23,22 +23,14 @@ class PGPEState:
     seed: int  # the run's seed: the noise of a candidate is noise(seed, generation, key)
 
 
-def _fraction(name: str, value: Any, closed: bool) -> float:
-    return check_number(name, value, f"a number in {'[0, 1]' if closed else '(0, 1)'}",
-                        lambda v: 0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0)
-
-
 class PGPE(Antithetic):
     """PGPE with symmetric sampling, centred ranks, adapted stdevs and ClipUp.
 
     Parameter-exploring policy gradients (Sehnke et al. 2010, Neural Networks 23(4)) as
     EvoTorch sets it up for control: symmetric sampling, centred ranks (Salimans et al.
     2017), one stdev per evolved value, and ClipUp for the mean (Toklu, Liskowski &
-    Srivastava 2020, PPSN XVI).
-
-    Each generation asks for ``population / 2`` pairs ``mu +- sigma * eps_k`` (``sigma``
-    a vector; only seeds and the stdev array travel). With ``u`` the centred ranks of
-    the scores (in [-0.5, 0.5]), ``N`` the number of pairs and baseline 0::
+    Srivastava 2020, PPSN XVI). Each generation asks for ``population / 2`` pairs
+    ``mu +- sigma * eps_k``; with ``u`` the centred ranks and ``N`` pairs (baseline 0)::
 
         g_mu    = 1/N * sum_k (u_k+ - u_k-) / 2 * sigma * eps_k
         g_sigma = 1/N * sum_k (u_k+ + u_k-) / 2 * ((sigma * eps_k)^2 - sigma^2) / sigma
@@ -46,25 +38,18 @@ class PGPE(Antithetic):
         mu      = mu + v
         sigma   = clip(sigma + stdev_lr * g_sigma, (1 -+ stdev_max_change) * sigma)
 
-    A zero gradient adds nothing (the velocity keeps its momentum). Bounding each
-    stdev's relative change (EvoTorch's and Ha's 2017 limiter) keeps it positive.
-    Non-finite scores rank last. The history's ``sigma`` is the mean stdev.
+    A zero gradient adds nothing (the velocity keeps its momentum); bounding each
+    stdev's relative change (EvoTorch's and Ha's 2017 limiter) keeps it positive. The
+    history's ``sigma`` is the mean stdev.
 
-    Arguments (EvoTorch's names in brackets):
-
-    - ``population`` [popsize]: candidates per generation, even; default 32;
-    - ``sigma`` [stdev_init]: the initial stdev of every value, default 0.1 (a radius
-      ``r`` in EvoTorch's sense is ``sigma = r / sqrt(n)``);
-    - ``step_size`` [center_learning_rate]: ClipUp's step size; default
-      ``max_speed / 2`` (the ClipUp paper's rule);
-    - ``max_speed``: ClipUp's speed limit; default ``2 * step_size`` (EvoTorch's
-      default) if ``step_size`` is given, else ``sigma * sqrt(n) / 15`` (the ClipUp
-      paper's rule of thumb: a fifteenth of the initial radius);
-    - ``momentum``: ClipUp's momentum, default 0.9;
-    - ``stdev_lr`` [stdev_learning_rate]: default 0.1 (EvoTorch's setting for all
-      its control experiments);
-    - ``stdev_max_change``: the largest relative change of a stdev in one
-      generation, in (0, 1); default 0.2.
+    Arguments (EvoTorch's names in brackets): ``population`` [popsize], even;
+    ``sigma`` [stdev_init], every value's initial stdev (EvoTorch's radius ``r`` is
+    ``sigma = r / sqrt(n)``); ``step_size`` [center_learning_rate], default
+    ``max_speed / 2`` (the ClipUp paper's rule); ``max_speed``, default ``2 * step_size``
+    (EvoTorch's) if that is given, else ``sigma * sqrt(n) / 15`` (the ClipUp paper's:
+    a fifteenth of the initial radius); ``momentum`` (0.9); ``stdev_lr``
+    [stdev_learning_rate] (0.1, EvoTorch's for its control experiments);
+    ``stdev_max_change``, a stdev's largest relative change in a generation, in (0, 1).
 
     Example::
 
@@ -78,9 +63,6 @@ class PGPE(Antithetic):
         ...                       rebuild=None)
         >>> round(float(np.linalg.norm(state.velocity)), 6)  # the first step: step_size
         0.05
-
-    From the command line: ``es-search run pendulum --strategy pgpe --population 32
-    --sigma 0.1 -o step_size=0.05``.
     """
 
     name = "pgpe"
@@ -95,10 +77,11 @@ class PGPE(Antithetic):
             "step_size", step_size)
         self.max_speed = None if max_speed is None else check_positive_float(
             "max_speed", max_speed)
-        self.momentum = _fraction("momentum", momentum, closed=True)
+        self.momentum = check_number("momentum", momentum, "a number in [0, 1]",
+                                     lambda v: 0.0 <= v <= 1.0)
         self.stdev_lr = check_positive_float("stdev_lr", stdev_lr)
-        self.stdev_max_change = _fraction("stdev_max_change", stdev_max_change,
-                                          closed=False)
+        self.stdev_max_change = check_number("stdev_max_change", stdev_max_change,
+                                             "a number in (0, 1)", lambda v: 0.0 < v < 1.0)
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> PGPEState:
         center = np.array(center, dtype=np.float64)
@@ -112,16 +95,14 @@ class PGPE(Antithetic):
                          int(seed))
 
     def _ask(self, state: PGPEState, generation: int) -> list[Candidate]:
-        # one array for all candidates: it pickles once per chunk of tasks
+        # one stdev array for all candidates: it pickles once per chunk of tasks
         return pairs(self.population // 2, float(state.stdev.mean()), state.stdev)
 
     def _tell(self, state: PGPEState, generation: int, candidates: Sequence[Candidate],
               scores: list[float], rebuild: Rebuild) -> PGPEState:
         keys, plus, minus = antithetic_pairs(self.name, candidates, centered_ranks(scores))
-        n = state.center.size
-        sigma = state.stdev
-        g_mu = np.zeros(n)
-        g_sigma = np.zeros(n)
+        n, sigma = state.center.size, state.stdev
+        g_mu, g_sigma = np.zeros(n), np.zeros(n)
         used = [key for key in keys  # a pair whose difference and mean are 0 adds nothing
                 if plus[key] - minus[key] != 0.0 or (plus[key] + minus[key]) / 2.0 != 0.0]
         for key, eps in noise_vectors(state.seed, generation, used, n):
@@ -130,9 +111,8 @@ class PGPE(Antithetic):
             # ((r+ + r-)/2 - b) * ((theta - mu)^2 - sigma^2) / sigma for sigma, b = 0
             g_mu += (difference / 2.0) * (sigma * eps)
             g_sigma += mean * (sigma * (eps * eps - 1.0))
-        if keys:
-            g_mu /= len(keys)
-            g_sigma /= len(keys)
+        g_mu /= max(len(keys), 1)
+        g_sigma /= max(len(keys), 1)
         # ClipUp (Toklu et al. 2020): normalised gradient, momentum, clipped speed
         velocity = self.momentum * state.velocity
         norm = float(np.linalg.norm(g_mu))
@@ -151,9 +131,3 @@ class PGPE(Antithetic):
 
     def sigma(self, state: PGPEState) -> float:
         return float(state.stdev.mean())
-
-    def config(self) -> dict:
-        return {"name": self.name, "population": self.population,
-                "sigma": self.initial_sigma, "step_size": self.step_size,
-                "max_speed": self.max_speed, "momentum": self.momentum,
-                "stdev_lr": self.stdev_lr, "stdev_max_change": self.stdev_max_change}

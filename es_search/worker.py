@@ -24,7 +24,6 @@ from . import candidates as _candidates
 from .agent import Agent
 from .batched import as_scores, group_size
 from .candidates import Candidate, take_vectors
-from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
 from .seeding import ProcessStateBlock, seed_global_rngs, stream_seed, task_seed, task_seeds
@@ -151,17 +150,22 @@ def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore
 
 
 # --------------------------------------------------------------------- batched scoring
-# Groups depend on the generation's size only (chunking.group_bounds: cut at multiples of
-# the group size, a small remainder joining the last group), and chunks are unions of
-# whole groups (chunking.chunk_bounds), so a candidate is scored with the same
-# neighbours, in the same row, whatever n_jobs, backend or scheduling.
+def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """The groups of a generation of ``n`` candidates scored ``size`` at a time (also the
+    blocks workers claim): ``(start, stop)`` ranges cut at multiples of ``size``, a
+    remainder of at most ``size // 4`` (most often a re-evaluated parent) joining the
+    last group. They depend on ``n`` and ``size`` only, so a candidate has the same
+    neighbours on any backend, and chunks are unions of whole groups.
 
-def groups_of(start: int, stop: int, size: int) -> list[tuple[int, int]]:
-    """The generation's groups that make up tasks ``[start, stop)``, a union of whole
-    groups: ``stop`` is the generation's end or the start of a group (a multiple of
-    ``size``, after which no remainder was merged), so the groups of ``stop`` tasks are
-    the generation's own up to ``stop``."""
-    return [(a, b) for a, b in group_bounds(stop, size) if a >= start]
+    >>> group_bounds(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    >>> group_bounds(65, 32)  # 64 candidates and their parent
+    [(0, 32), (32, 65)]
+    """
+    cuts = list(range(0, n, max(size, 1))) + [n]
+    if len(cuts) > 2 and n - cuts[-2] <= size // 4:
+        del cuts[-2]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
@@ -233,7 +237,8 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
         size = 1  # what score_batch's params cannot carry: each candidate in the agent
     scores: list[Any] = []
     reports: list[Any] = []
-    for a, b in groups_of(start, start + len(candidates), size):
+    stop = start + len(candidates)  # [start, stop): the generation's groups up to stop
+    for a, b in [(a, b) for a, b in group_bounds(stop, size) if a >= start]:
         part = candidates[a - start:b - start]
         try:
             values, report = run_group(agent, payload, part, seed, generation, a)

@@ -1,11 +1,10 @@
 """numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal).
 
-``SeedSequence(entropy, spawn_key)`` hashes its assembled entropy words into a pool of
-4 words and its output words from the pool (numpy/random/bit_generator.pyx); a
-generation's task seeds, or a group's streams, differ in one word only. Here the words
-every sequence shares are hashed once, in Python, and the rest per sequence: one 64-bit
-seed each, in Python (:func:`spawned`), or whole states as uint32 arrays with one
-column per sequence (:func:`seed_sequence_words`).
+``SeedSequence(entropy, spawn_key)`` hashes its entropy words into a pool of 4 words and
+its output from the pool (numpy/random/bit_generator.pyx); a generation's task seeds, or
+a group's streams, differ in one word only. The words every sequence shares are hashed
+once, the rest per sequence: one 64-bit seed each (:func:`spawned`), or whole states as
+uint32 arrays with one column per sequence (:func:`seed_sequence_words`).
 """
 from __future__ import annotations
 
@@ -23,6 +22,8 @@ _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
 
 def seed_words(n: int) -> list[int]:
     """``n`` as SeedSequence reads an int: 32-bit words, least significant first."""
+    if n < 0:
+        raise ValueError(f"a seed or spawn key must be a non-negative integer, not {n}")
     words = [n & MASK32]
     while n > MASK32:
         n >>= 32
@@ -31,14 +32,13 @@ def seed_words(n: int) -> list[int]:
 
 
 def _hash(value: int, const: int, mult: int) -> int:
-    """``((value ^ const) * mult) ^ (... >> 16)`` in uint32: SeedSequence's hashmix step
-    on a word every sequence shares (:func:`_hash_rows`: on rows of words)."""
+    """SeedSequence's hashmix step on one word (:func:`_hash_rows`: on rows)."""
     value = ((value ^ const) * mult) & MASK32
     return value ^ (value >> 16)
 
 
 def _mix(x: int, y: int) -> int:
-    """SeedSequence's mix of two shared words (:func:`_mix_rows`: of rows)."""
+    """SeedSequence's mix of two words (:func:`_mix_rows`: of rows)."""
     result = (_MIX_L * x - _MIX_R * y) & MASK32
     return result ^ (result >> 16)
 
@@ -65,8 +65,7 @@ def _columns(pairs: Sequence) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _hash_rows(values, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """:func:`_hash` of ``values`` (rows, or one row or int broadcast) with one constant
-    pair per row, in uint32."""
+    """:func:`_hash` of ``values`` (rows, or broadcast) with one constant pair a row."""
     value = (np.asarray(values, dtype=np.uint32) ^ before) * after
     return value ^ (value >> 16)
 
@@ -85,11 +84,11 @@ def _as_rows(words: list, n: int) -> np.ndarray:
 
 def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
     """``[SeedSequence(seed, spawn_key=(*key, k)).generate_state(1, np.uint64)[0] for k
-    in last]`` (tested equal), for a seed and key >= 0 and each ``k`` in [0, 2^32).
+    in last]`` (tested equal).
 
     The words of ``seed`` and ``key`` are hashed once (:func:`_shared_pool`, cached);
-    each ``k`` is then one entropy word mixed into the pool, of which the output's two
-    words read only the first two: ~0.8 us a seed in Python (``SeedSequence``: ~7 us).
+    a ``k`` in [0, 2^32) is then one entropy word mixed into the pool, of which the
+    output's two words read only the first two: ~0.8 us a seed (``SeedSequence``: ~7 us).
     """
     run = seed_words(seed)
     words = run + [0] * (4 - len(run)) + [w for k in key for w in seed_words(k)]
@@ -98,6 +97,10 @@ def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
     (c0, d0), (c1, d1) = _chain(_INIT_B, _MULT_B, 2)
     seeds = []
     for k in last:
+        if not 0 <= k <= MASK32:  # two words or more: hashed whole
+            pool = _shared_pool(tuple(words + seed_words(k)))[0]
+            seeds.append(_hash(pool[0], c0, d0) | _hash(pool[1], c1, d1) << 32)
+            continue
         h = ((k ^ b0) * a0) & MASK32
         x = (_MIX_L * p0 - _MIX_R * (h ^ (h >> 16))) & MASK32
         w0 = (((x ^ (x >> 16)) ^ c0) * d0) & MASK32
@@ -109,15 +112,12 @@ def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
 
 
 def seed_sequence_words(entropy: list, n_words: int) -> list:
-    """``SeedSequence``'s pool and ``generate_state(n_words)`` (uint32 words), for many
-    sequences at once: ``entropy`` is the assembled entropy, one item per word, each a
-    Python int shared by every sequence or a uint32 array with one word per sequence
-    (as ``get_assembled_entropy()`` lays it out: the run entropy padded to 4 words,
-    then the spawn key's). Words every sequence shares are hashed once, in Python; from
-    the first word that varies on, the pool is a (4, n) array and the hashmix steps
-    that do not depend on each other (one source word mixed into the three other pool
-    words, one entropy word into all four, the output words) run as one array
-    operation each.
+    """``SeedSequence``'s ``generate_state(n_words)`` (uint32 words) for many sequences
+    at once: ``entropy`` is the assembled entropy (``get_assembled_entropy()``: the run
+    entropy padded to 4 words, then the spawn key's), each word a Python int every
+    sequence shares or a uint32 array with one word per sequence. Shared words are
+    hashed once, in Python; from the first word that varies on, the pool is a (4, n)
+    array and independent hashmix steps run as one array operation each.
     """
     entropy = list(entropy)
     entropy[:4] = entropy[:4] + [0] * (4 - len(entropy))  # absent words hash as 0 words
@@ -142,9 +142,8 @@ def seed_sequence_words(entropy: list, n_words: int) -> list:
 
 @functools.lru_cache(maxsize=64)
 def _shared_pool(words: tuple) -> tuple[tuple, int]:
-    """The pool (Python ints) after ``words`` (4 or more, every sequence's) and how many
-    hashmix constants that used: a run's seed and generation, hashed once; a word after
-    the 4th mixed into the (cached) pool of the words before it."""
+    """The pool (Python ints) after ``words`` (4 or more, shared) and how many hashmix
+    constants that used; a word after the 4th is mixed into the (cached) pool before it."""
     if len(words) > 4:
         pool, step = _shared_pool(words[:-1])
         return tuple(_mix(p, _hash(words[-1], before, after))

@@ -26,7 +26,7 @@ from .batched import as_scores, group_size
 from .candidates import Candidate, take_vectors
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import ProcessStateBlock, seed_global_rngs, stream_seed, task_seed, task_seeds
+from .seeding import process_state, seed_global_rngs, stream_seed, task_seed, task_seeds
 from .skeleton import cached_payload, worker_agent
 
 
@@ -326,20 +326,18 @@ def ping() -> float:
     return time.perf_counter()
 
 
-class single_torch_thread(ProcessStateBlock):
-    """Context manager: torch uses one intra-op thread inside the block.
-
-    Every scoring task runs like this, in a worker or in this process, so that reductions
-    are summed in the same order whatever the path (and workers do not oversubscribe).
-    The thread count is the process's: the block holds the process's state lock, so a run
-    in another thread cannot set it back in the middle of this one's tasks.
-    """
-
-    def _save(self) -> None:
-        self._threads = torch.get_num_threads()
-        if self._threads != 1:
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Context manager: torch uses one intra-op thread inside the block, as every scoring
+    task does, in a worker or in this process: reductions are summed in the same order
+    whatever the path. The count is the process's: the block holds the process's state
+    lock, so a run in another thread cannot set it back meanwhile."""
+    with process_state():
+        threads = torch.get_num_threads()
+        if threads != 1:
             torch.set_num_threads(1)
-
-    def _restore(self) -> None:
-        if self._threads != 1:
-            torch.set_num_threads(self._threads)
+        try:
+            yield
+        finally:
+            if threads != 1:
+                torch.set_num_threads(threads)

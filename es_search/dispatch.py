@@ -1,29 +1,23 @@
 """How a generation is handed out: in this process or to the workers
-(:class:`DispatchPolicy`, fed with measurements), and then cut into chunks or claimed by
-the workers as they come free (:class:`ChunkPolicy`, :func:`run_claimed`).
+(:class:`DispatchPolicy`, from measurements), cut into chunks or claimed by the workers
+as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No choice here changes a
+result: every task is seeded by its index, runs with one torch thread, and chunks and
+claimed blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
-No choice here changes a result: every task is seeded by its index and runs with one
-torch thread on either path, chunks and claimed blocks are unions of whole groups
-(:func:`~es_search.worker.group_bounds`, which depend on the generation's size only),
-and results are put back in index order.
-
-The in-process/parallel model, shaped like joblib's ``AutoBatchingMixin``: with ``t``
-the seconds one task takes and ``overhead`` one round trip's, ``n`` tasks cost ``n * t``
-here and ``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t``
-(the other path's until a path has been timed; a single in-process task's before any
-generation). ``t`` is the smallest of the path's last ``window`` per-task times (a cold
-start or another program only add to it), ``overhead`` the median of the last
-``window`` round trips (three empty ones timed at start-up first). When the losing
-path is predicted within ``close`` times the winner, it is tried: at once if it was
-timed less than twice (the winner is timed twice first), else after ``reprobe_every``
-generations in a row on the winner (twice as many after each try it loses).
+The in-process/parallel model (joblib's ``AutoBatchingMixin``'s shape): ``n`` tasks of
+``t`` seconds cost ``n * t`` here and ``ceil(n / workers) * t + overhead`` in parallel,
+each path with its own ``t``: the smallest of its last ``window`` per-task times (the
+other path's until timed; a single task's before any generation); ``overhead``: the
+median of the last ``window`` round trips (three empty ones at start-up first). A
+losing path predicted within ``close`` times the winner is tried again: at once if
+timed less than twice, else after ``reprobe_every`` generations on the winner (twice as
+many after each try it loses).
 
 Claims: with tasks of uneven length, one chunk per worker leaves workers idle while the
-busiest finishes, and many chunks make the main process hand out each one (4-9% of a
-generation of 10 ms tasks on 2 busy cores). Instead each worker gets one call per
-generation and claims blocks itself from a counter in a shared file (``fcntl.flock``, a
-few microseconds a claim) until none is left. A dead worker's unreturned blocks are
-scored again, with the same seeds, by the engine's retry.
+busiest finishes, and many chunks make the main process hand out each (4-9% of a
+generation of 10 ms tasks on 2 busy cores). Instead each worker gets one call and claims
+blocks from a counter in a shared file (``fcntl.flock``, microseconds a claim) until none
+is left. A dead worker's unreturned blocks are scored again by the engine's retry.
 """
 from __future__ import annotations
 
@@ -87,10 +81,9 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 @dataclass
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a
-    :class:`DispatchPolicy` measured (``measured``: its ``n_workers``, ``task_seconds``
-    and ``imbalance``). ``evolved``: the agent's evolved values; ``group``: its group
-    size (0: not batched); ``claims``: the pool's workers can claim; ``cap``: chunks per
-    worker at most (None: any)."""
+    :class:`DispatchPolicy` measured (``measured``). ``evolved``: the agent's evolved
+    values; ``group``: its group size (0: none); ``claims``: the workers can claim;
+    ``cap``: chunks per worker at most (None: any)."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
@@ -132,11 +125,10 @@ class ChunkPolicy:
 
 
 class DispatchPolicy:
-    """Decides, per generation, whether ``n`` tasks go to the workers: ask
-    :meth:`choose` before a generation, report it with :meth:`completed`.
-    ``n_workers``: chunks run at once; ``fallback``: False always chooses parallel
-    (e.g. with a task timeout); ``window``, ``reprobe_every``, ``close``: see the module
-    docstring."""
+    """Decides, per generation, whether it goes to the ``n_workers`` workers
+    (:meth:`choose`), from the generations reported (:meth:`completed`).
+    ``fallback=False`` always chooses parallel (e.g. with a task timeout); the rest: see
+    the module docstring."""
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
                  reprobe_every: int = 20, close: float = 1.5):
@@ -153,10 +145,6 @@ class DispatchPolicy:
         self._reprobing: str | None = None
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
-
-    def path_task_seconds(self, path: str) -> float | None:
-        times = self._task[path] or self._task[_other(path)]
-        return min(times) if times else self._hint
 
     @property
     def task_seconds(self) -> float | None:
@@ -175,7 +163,8 @@ class DispatchPolicy:
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
-        t = self.path_task_seconds(path)
+        times = self._task[path] or self._task[_other(path)]
+        t = min(times) if times else self._hint
         if t is None:
             return None
         if path == SEQUENTIAL:
@@ -214,12 +203,10 @@ class DispatchPolicy:
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
                   busiest: float | None = None, imbalance: float | None = None) -> None:
-        """Report ``n`` tasks done on ``path`` in ``wall`` seconds. In parallel, ``busy``
-        is the seconds all workers spent scoring and ``busiest`` the largest of one
-        chunk (the round trip's overhead is what the wall time adds to it);
-        ``imbalance``: see :attr:`imbalance`. A single task in this process (the start
-        agent's score, a winner's re-score) is only a hint, used while no generation
-        has been timed: it is usually a centre, which costs no build."""
+        """Report ``n`` tasks done on ``path`` in ``wall`` seconds; in parallel, ``busy``:
+        the workers' seconds scoring, ``busiest``: the largest chunk's (the overhead is
+        what the wall time adds). A single task here (usually a centre: no build) is
+        only a hint, used while no generation has been timed."""
         if n <= 0:
             return
         if path == SEQUENTIAL and n == 1:
@@ -255,8 +242,7 @@ def _other(path: str) -> str:
 
 
 class Counter:
-    """The main side of claims: a file holding the next block to claim, reset before
-    each round."""
+    """The file holding the next block to claim, reset before each round."""
 
     def __init__(self, folder: str):
         self.path = os.path.join(folder, "claims.bin")
@@ -288,10 +274,9 @@ def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
                   claims: str, seed: int, generation: int,
                   score_kwargs: Any, on_error: str = "raise", vectors: Any = None
                   ) -> tuple[list[tuple], float]:
-    """A worker's part of a generation (all its ``candidates``): the blocks ``todo[k]``
-    for each ``k`` it claims from the counter file ``claims``. Returns ``[(start,
-    scores, reports, error), ...]`` and the seconds it worked; a block that raised has
-    its :class:`ScoreError` as ``error`` and ends the worker's part."""
+    """A worker's part of a generation: the blocks ``todo[k]`` of ``candidates`` for each
+    ``k`` it claims from the counter file ``claims``. Returns ``[(start, scores, reports,
+    error), ...]`` (a :class:`ScoreError` ends the part) and the seconds it worked."""
     blocks: list[tuple] = []
     fd = os.open(claims, os.O_RDWR)
     try:
@@ -316,13 +301,11 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
                 head: tuple, tail: tuple,
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
-    """One :func:`score_claimed` call per worker of ``pool`` (``head``: token, skeleton,
-    centre and shared references; ``tail``: seed, generation, score_kwargs' reference,
-    on_error, vectors' reference), in blocks of ``unit`` candidates (whole groups when
-    ``unit`` is the group size). ``retrying(call, lost)`` makes the call: when a worker
-    dies, the blocks not returned are claimed again by fresh workers. Returns the scores
-    and reports in index order (the error of the lowest block that raised is raised),
-    and each worker call's seconds."""
+    """One :func:`score_claimed` call per worker of ``pool`` (``head`` and ``tail``: its
+    arguments before and after the candidates), in blocks of ``unit`` candidates.
+    ``retrying(call, lost)`` makes the call: blocks a dead worker did not return are
+    claimed again. Returns the scores and reports in index order (the lowest block's
+    error raised) and each worker call's seconds."""
     n = len(candidates)
     todo, parts = group_bounds(n, unit), []
 

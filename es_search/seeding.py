@@ -70,10 +70,8 @@ def stream_seeds(seed: int, key: Sequence[int], last: Sequence[int]) -> list[int
 
 
 def generators(seeds: Sequence[int], key: Sequence[int] = ()) -> list[np.random.Generator]:
-    """``[Generator(PCG64(SeedSequence(s, spawn_key=key))) for s in seeds]`` (with an
-    empty ``key``: ``[default_rng(s) for s in seeds]``), their states computed at once
-    for 4 seeds or more in [0, 2^64) (tested equal; ~7 us a ``SeedSequence`` otherwise).
-    """
+    """``[Generator(PCG64(SeedSequence(s, spawn_key=key))) for s in seeds]``, their
+    states computed at once for 4 seeds or more in [0, 2^64) (tested equal)."""
     seeds, key = [int(s) for s in seeds], tuple(int(k) for k in key)
     if len(seeds) < 4 or min(seeds + list(key) + [0]) < 0 or max(seeds) >> 64:
         return [np.random.Generator(np.random.PCG64(np.random.SeedSequence(s, spawn_key=key)))
@@ -90,7 +88,7 @@ def generators(seeds: Sequence[int], key: Sequence[int] = ()) -> list[np.random.
 
 class _Precomputed(np.random.bit_generator.ISpawnableSeedSequence):
     """``SeedSequence(seed, spawn_key=key)`` whose ``generate_state(4, np.uint64)``
-    (what PCG64 asks for) was computed beforehand; anything else goes to the real one."""
+    (PCG64's) was computed beforehand; anything else goes to the real one."""
 
     def __init__(self, state: np.ndarray, seed: int, key: tuple):
         self._state, self._seed, self._key = state, seed, key
@@ -127,9 +125,8 @@ def fresh_in_forked_child(namespace: dict, name: str, make: Any) -> None:
         os.register_at_fork(after_in_child=lambda: namespace.__setitem__(name, make()))
 
 
-#: held while a block uses the process's global RNGs or torch's thread count: two runs in
-#: two threads, each n_jobs=1, take turns a batch at a time instead of reseeding each
-#: other's tasks (re-entrant: a score() may start a run)
+#: held while a block uses the process's global RNGs or torch's thread count: runs in two
+#: threads take turns a batch at a time (re-entrant: a score() may start a run)
 _process_state_lock = threading.RLock()
 fresh_in_forked_child(globals(), "_process_state_lock", threading.RLock)
 #: ``[depth, state]``: how many blocks that keep the caller's global RNGs are open, and
@@ -164,10 +161,9 @@ def _give_back() -> None:
 
 @contextlib.contextmanager
 def preserved_global_rngs() -> Iterator[None]:
-    """Context manager: the global RNGs are as they were on entry after the block, and
-    no other thread's block runs meanwhile. Around every batch of tasks in the caller's
-    process (a plain loop, ``n_jobs=1``, too). Inside a :func:`kept_global_rngs` block
-    the save and restore are that block's, once (NumPy's state alone costs ~60 us)."""
+    """Context manager around a batch of tasks in the caller's process: the global RNGs
+    are as they were on entry after the block (inside a :func:`kept_global_rngs` block:
+    after that one), and no other thread's block runs meanwhile."""
     with _process_state_lock:
         _keep()
         try:
@@ -178,11 +174,10 @@ def preserved_global_rngs() -> Iterator[None]:
 
 @contextlib.contextmanager
 def kept_global_rngs() -> Iterator[None]:
-    """Context manager: the global RNGs are as they were on entry after the block; the
-    :func:`preserved_global_rngs` blocks inside it, in any thread, leave them as their
-    tasks left them (a run: the caller gets its own state back at the end). Nested and
-    concurrent blocks count: the first to open saves, the last to close restores.
-    Other threads' blocks do not wait meanwhile."""
+    """Context manager (a run): the global RNGs are as they were on entry after the
+    block, saved and restored once (NumPy's state alone costs ~60 us); blocks inside it
+    leave them as their tasks left them. Of nested and concurrent blocks, the first to
+    open saves, the last to close restores; other threads' blocks do not wait."""
     with _process_state_lock:
         _keep()
     try:
@@ -199,11 +194,8 @@ _RANDOM_FUNCTIONS = tuple(name for name, f in vars(random).items()
 
 class own_python_random:
     """Context manager: in this thread, ``random``'s module-level functions draw from a
-    ``random.Random`` of the block's own, started from the shared one's state; other
-    threads keep the shared one. A Dask worker runs a call in a thread beside its event
-    loop, which draws from ``random`` (heartbeats, backoffs): without this, a task's
-    seeded draws would depend on the loop. ``random.seed`` in the block seeds both
-    (``from random import random`` holds the shared one's method).
+    ``random.Random`` of the block's own (a Dask worker's event loop, in another thread,
+    draws from ``random`` while a task runs); ``random.seed`` seeds both.
 
     >>> import random, threading
     >>> with own_python_random():

@@ -31,14 +31,14 @@ def seed_words(n: int) -> list[int]:
     return words
 
 
-def _hash(value: int, const: int, mult: int) -> int:
-    """SeedSequence's hashmix step on one word (:func:`_hash_rows`: on rows)."""
+def _hash(value: Any, const: Any, mult: Any) -> Any:
+    """SeedSequence's hashmix step, on Python ints or uint32 arrays (wrapping)."""
     value = ((value ^ const) * mult) & MASK32
     return value ^ (value >> 16)
 
 
-def _mix(x: int, y: int) -> int:
-    """SeedSequence's mix of two words (:func:`_mix_rows`: of rows)."""
+def _mix(x: Any, y: Any) -> Any:
+    """SeedSequence's mix of two words, Python ints or uint32 arrays."""
     result = (_MIX_L * x - _MIX_R * y) & MASK32
     return result ^ (result >> 16)
 
@@ -62,17 +62,6 @@ def _columns(pairs: Sequence) -> tuple[np.ndarray, np.ndarray]:
     """(before, after) of ``pairs`` as uint32 columns, one row per pair."""
     array = np.array(pairs, dtype=np.uint32)
     return array[:, :1], array[:, 1:]
-
-
-def _hash_rows(values, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """:func:`_hash` of ``values`` (rows, or broadcast) with one constant pair a row."""
-    value = (np.asarray(values, dtype=np.uint32) ^ before) * after
-    return value ^ (value >> 16)
-
-
-def _mix_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    result = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y  # uint32: wraps, silently
-    return result ^ (result >> 16)
 
 
 def _as_rows(words: list, n: int) -> np.ndarray:
@@ -128,16 +117,16 @@ def seed_sequence_words(entropy: list, n_words: int) -> list:
         prefix, step = _shared_pool(tuple(entropy[:shared]))
         pool, rest = list(prefix), entropy[shared:]
     else:
-        pool, step = _mixed_pool(entropy[:4], len(entropy[shared]))
+        pool, step = _first_pool(entropy[:4], len(entropy[shared]))
         rest = entropy[4:]
     for word in rest:
-        pool = _mix_rows(pool if not isinstance(pool, list) else _as_rows(pool, len(word)),
-                         _hash_rows(word, *_columns(_a_pairs(step, 4))))
+        pool = _mix(pool if not isinstance(pool, list) else _as_rows(pool, len(word)),
+                    _hash(word, *_columns(_a_pairs(step, 4))))
         step += 4
     out = _chain(_INIT_B, _MULT_B, n_words)  # generate_state's constants
     if isinstance(pool, list):
         return [_hash(pool[k % 4], before, after) for k, (before, after) in enumerate(out)]
-    return list(_hash_rows(pool[[k % 4 for k in range(n_words)]], *_columns(out)))
+    return list(_hash(pool[[k % 4 for k in range(n_words)]], *_columns(out)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -148,24 +137,17 @@ def _shared_pool(words: tuple) -> tuple[tuple, int]:
         pool, step = _shared_pool(words[:-1])
         return tuple(_mix(p, _hash(words[-1], before, after))
                      for p, (before, after) in zip(pool, _a_pairs(step, 4))), step + 4
-    pool = [_hash(w, before, after) for w, (before, after) in zip(words, _a_pairs(0, 4))]
+    pool, step = _first_pool(list(words), 1)
+    return tuple(int(p) for p in pool[:, 0]), step
+
+
+def _first_pool(words: list, n: int) -> tuple[np.ndarray, int]:
+    """The (4, n) pool after the first 4 entropy words (ints, or arrays of ``n``)."""
+    pool = _hash(_as_rows(words, n), *_columns(_a_pairs(0, 4)))
     step = 4
     for src in range(4):
         others = [d for d in range(4) if d != src]
-        for d, (before, after) in zip(others, _a_pairs(step, 3)):
-            pool[d] = _mix(pool[d], _hash(pool[src], before, after))
-        step += 3
-    return tuple(pool), step
-
-
-def _mixed_pool(words: list, n: int) -> tuple[np.ndarray, int]:
-    """The (4, n) pool after the first 4 entropy words, some of which vary."""
-    pool = _hash_rows(_as_rows(words, n), *_columns(_a_pairs(0, 4)))
-    step = 4
-    for src in range(4):
-        others = [d for d in range(4) if d != src]
-        pool[others] = _mix_rows(pool[others],
-                                 _hash_rows(pool[src], *_columns(_a_pairs(step, 3))))
+        pool[others] = _mix(pool[others], _hash(pool[src], *_columns(_a_pairs(step, 3))))
         step += 3
     return pool, step
 

@@ -37,8 +37,7 @@ class Candidate(NamedTuple):
 
 
 class Shared(NamedTuple):
-    """Where a candidate's ``vector`` lies in its generation's shared array
-    (:func:`share_vectors`): ``flat[start:stop].reshape(shape)``."""
+    """A candidate's ``vector`` as ``flat[start:stop].reshape(shape)`` (:func:`share_vectors`)."""
 
     start: int
     stop: int
@@ -77,7 +76,7 @@ def share_vectors(candidates: Sequence[Candidate]
 def take_vectors(candidates: Sequence[Candidate], flat: np.ndarray | None
                  ) -> Sequence[Candidate]:
     """The candidates :func:`share_vectors` described, with their vectors (views of
-    ``flat``, which may be a read-only memory map)."""
+    ``flat``)."""
     if flat is None:
         return candidates
     return [c._replace(vector=flat[c.vector.start:c.vector.stop].reshape(c.vector.shape))
@@ -150,16 +149,11 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 seeds: Sequence[int], seed: int, generation: int
                 ) -> dict[str, torch.Tensor] | None:
     """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
-    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each; or
-    None when only :func:`build` can (a ``"weights"`` candidate, an agent that overrides
-    ``jitter_weights`` or ``set_flat``, a jitter of a non-contiguous parameter).
-
-    Each row runs :func:`build`'s operations on tensors of the same shapes: ``"noise"``
-    and ``"vector"`` rows as float64 vectors cast as ``set_flat`` casts; ``"jitter"``
-    rows as the centre plus ``sigma`` times ``jitter_weights``' draws from a generator
-    seeded like torch's global one. It leaves ``agent`` holding the centre and the
-    global RNGs untouched.
-    """
+    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each (the
+    same operations on tensors of the same shapes); or None when only :func:`build` can
+    (a ``"weights"`` candidate, an agent that overrides ``jitter_weights`` or
+    ``set_flat``, a jitter of a non-contiguous parameter). Leaves ``agent`` holding the
+    centre and the global RNGs untouched."""
     from .agent import Agent
 
     def default(name: str) -> bool:  # neither the class nor the instance overrides it

@@ -62,20 +62,15 @@ class Engine:
     """Scores candidates on workers that persist across calls (a run's generations);
     :meth:`score` returns a :class:`Scored`. Use it as a context manager.
 
-    Settings come as a :class:`~es_search.settings.Settings` (``settings=``) or as the
-    same keywords: ``n_jobs`` as in joblib (-1 all cores, 1 a plain loop in this
-    process); ``backend=None`` leaves the choice to the caller's
-    ``joblib.parallel_config`` (loky by default), ``"dask"`` and ``"ray"`` run on
-    :mod:`es_search.pools`; ``max_workers``: start no more worker processes than this.
-    With ``sequential_fallback=True`` a generation is scored in this process when the
-    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (a
-    ``score()`` that crashes the process then takes this one down; a ``task_timeout``
-    implies False). Results do not depend on the choice; ``stats`` tells it.
-
-    Entering checks that the agent's score is repeatable (``repeat_check=True``:
-    :func:`~es_search.check_repeatable`, a warning when it is not), starts the workers
-    and caches the agent in each (``startup_seconds``), then times empty round trips
-    (the dispatch policy's first overhead estimates).
+    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords
+    (``backend=None``: the caller's ``joblib.parallel_config``, loky by default);
+    ``max_workers``: start no more worker processes than this. With
+    ``sequential_fallback=True`` a generation runs in this process when the
+    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (a crash in
+    ``score()`` then takes this process down); ``stats`` tells the choice, which never
+    changes a result. Entering checks that the score is repeatable (``repeat_check``),
+    starts the workers, caches the agent in each (``startup_seconds``) and times empty
+    round trips.
     """
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
@@ -172,12 +167,9 @@ class Engine:
     def _warm_here(self) -> None:
         """The first seeding, building and drawing in a process cost ~5 ms: not to be
         timed as the first in-process generation."""
-        center = self.local.get_flat()
-        with preserved_global_rngs(), single_torch_thread():
-            run_task(self.local, Payload(center, self.score_kwargs), Candidate("center"),
-                     self.seed, -1, 0, score=False)
+        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
+        with preserved_global_rngs():
             torch.randn(8)
-        self.local.set_flat(center)
 
     def __exit__(self, exc_type: Any, *exc_info: object) -> None:
         if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)

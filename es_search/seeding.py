@@ -10,6 +10,7 @@ end's selection test (:mod:`es_search.selection`). Many seeds are computed at on
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import threading
@@ -92,20 +93,18 @@ class _Precomputed(np.random.bit_generator.ISpawnableSeedSequence):
 
     def __init__(self, state: np.ndarray, seed: int, key: tuple):
         self._state, self._seed, self._key = state, seed, key
-        self._real: Any = None
 
+    @functools.cached_property
     def real(self) -> np.random.SeedSequence:
-        if self._real is None:
-            self._real = np.random.SeedSequence(self._seed, spawn_key=self._key)
-        return self._real
+        return np.random.SeedSequence(self._seed, spawn_key=self._key)
 
     def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
         if n_words == len(self._state) and np.dtype(dtype) == np.uint64:
             return self._state.copy()
-        return self.real().generate_state(n_words, dtype)
+        return self.real.generate_state(n_words, dtype)
 
     def spawn(self, n_children: int) -> list:
-        return self.real().spawn(n_children)
+        return self.real.spawn(n_children)
 
 
 def seed_global_rngs(seed: int) -> None:

@@ -27,8 +27,7 @@ from .skeleton import cached_payload, worker_agent
 
 
 class Payload(NamedTuple):
-    """What every task of a generation shares: the centre, the ``score_kwargs`` and
-    the agent's shared state (``Agent.shared_state()``; None when it has none)."""
+    """What every task of a generation shares (``shared``: ``Agent.shared_state()``)."""
 
     center: np.ndarray
     score_kwargs: Mapping[str, Any]
@@ -138,11 +137,10 @@ def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore
 
 # --------------------------------------------------------------------- batched scoring
 def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
-    """The groups of a generation of ``n`` candidates scored ``size`` at a time (also the
-    blocks workers claim): ``(start, stop)`` ranges cut at multiples of ``size``, a
-    remainder of at most ``size // 4`` (most often a re-evaluated parent) joining the
-    last group. They depend on ``n`` and ``size`` only, so a candidate has the same
-    neighbours on any backend, and chunks are unions of whole groups.
+    """The groups of ``n`` candidates scored ``size`` at a time: ``(start, stop)`` cut at
+    multiples of ``size``, a remainder of at most ``size // 4`` (often a re-evaluated
+    parent) joining the last group; on ``n`` and ``size`` only, so a candidate has the
+    same neighbours on any backend.
 
     >>> group_bounds(10, 4)
     [(0, 4), (4, 8), (8, 10)]
@@ -186,8 +184,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
 
 def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
                 generation: int, start: int) -> dict[str, torch.Tensor]:
-    """The evolved weights of ``candidates``, each built by :func:`run_task` in
-    ``agent``, stacked (what ``candidates.build_group`` computes where it can)."""
+    """The evolved weights of ``candidates``, each built by :func:`run_task`, stacked."""
     evolved = agent.evolved_parameters()  # the same Parameter objects after each build
     params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
               for name, p in evolved}

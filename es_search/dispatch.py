@@ -13,11 +13,9 @@ losing path predicted within ``close`` times the winner is tried again: at once 
 timed less than twice, else after ``reprobe_every`` generations on the winner (twice as
 many after each try it loses).
 
-Claims: with tasks of uneven length, one chunk per worker leaves workers idle while the
-busiest finishes, and many chunks make the main process hand out each (4-9% of a
-generation of 10 ms tasks on 2 busy cores). Instead each worker gets one call and claims
-blocks from a counter in a shared file (``fcntl.flock``, microseconds a claim) until none
-is left. A dead worker's unreturned blocks are scored again by the engine's retry.
+Claims, for tasks of uneven length: each worker gets one call and claims blocks from a
+counter in a shared file (``fcntl.flock``) until none is left, so no worker idles while
+another finishes and the main process hands out nothing.
 """
 from __future__ import annotations
 
@@ -253,9 +251,7 @@ class Counter:
         os.pwrite(self._fd, bytes(8), 0)
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        os.close(self._fd)
 
 
 def _claim(fd: int) -> int:

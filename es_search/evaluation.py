@@ -1,18 +1,13 @@
-"""The evaluation engine, main side: candidates go to the workers as seeds, scores come back.
-
-A :class:`~es_search.dispatch.DispatchPolicy` decides where a generation runs (this
-process or the workers, a :class:`~es_search.backends.Pool`) and how it is cut (chunks,
-or blocks the workers claim). A chunk carries the agent's *skeleton* (its module without
-the evolved values, cached in each worker: :mod:`es_search.skeleton`), the generation's
-payload (the centre and the agent's shared state, put once per generation into the
-pool: references to shared-memory files on local backends) and the candidates'
-descriptions; the worker runs each with :func:`es_search.worker.run_task`. The main
-process rebuilds a winner's weights from its seed.
+"""The evaluation engine, main side: candidates go to the workers as seeds (with the
+agent's skeleton, :mod:`es_search.skeleton`, and the generation's payload, put once in
+the pool), scores come back; where and how a generation runs, :mod:`es_search.dispatch`
+decides. The main process rebuilds a winner's weights from its seed.
 """
 from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -36,8 +31,8 @@ from .repeat_check import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .skeleton import skeleton_bytes
-from .worker import (Payload, has_hooks, ping, run_task, score_chunk, score_tasks,
-                     single_torch_thread, warm_chunk)
+from .worker import (Payload, has_hooks, run_task, score_chunk, score_tasks, single_torch_thread,
+                     warm_chunk)
 
 __all__ = ["Engine", "Scored"]
 
@@ -45,11 +40,10 @@ __all__ = ["Engine", "Scored"]
 @dataclass(frozen=True)
 class Scored:
     """What one :meth:`Engine.score` call returns: ``scores`` in candidate order (-inf
-    for a task that raised, under ``on_error="worst"``), the ``failures``
-    (:class:`~es_search.errors.TaskFailure`, in order), each task's ``task_report()``
-    (None for failed tasks and agents without statistics), the ``center`` and the
-    ``shared`` state the tasks loaded (None: none), and ``stats``: the engine's after
-    the call, with this call's ``path`` and wall ``seconds``."""
+    for each of the ``failures``, under ``on_error="worst"``), each task's
+    ``task_report()`` (None: failed, or no statistics), the ``center`` and ``shared``
+    state the tasks loaded, and the engine's ``stats`` with this call's ``path`` and
+    wall ``seconds``."""
     scores: list[float]
     failures: list[TaskFailure]
     reports: list[Any]
@@ -157,7 +151,7 @@ class Engine:
             self.startup_seconds = time.perf_counter() - began
             for _ in range(3):  # empty rounds: the first overhead estimates
                 began = time.perf_counter()
-                self._retrying(lambda: self.pool.run_chunks(ping, [()] * self.n_workers),
+                self._retrying(lambda: self.pool.run_chunks(os.getpid, [()] * self.n_workers),
                                None, list)
                 self.policy.overhead(time.perf_counter() - began)
         except BaseException:

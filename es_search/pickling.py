@@ -1,19 +1,5 @@
 """Checking, before any work, that an agent can be copied and sent to worker processes:
 :func:`check_agent` names the attribute (a lock, an open file) that cannot be pickled.
-
-Example::
-
-    >>> import threading, torch, es_search
-    >>> from es_search.pickling import check_agent
-    >>> class Locked(es_search.Agent):
-    ...     def __init__(self):
-    ...         super().__init__()
-    ...         self.w = torch.nn.Parameter(torch.zeros(2))
-    ...         self.lock = threading.Lock()
-    >>> check_agent(Locked(), workers=True)  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    es_search.pickling.UnpicklableAgentError: Locked cannot be copied: its attribute agent.lock (a _thread.lock) cannot be pickled ...
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal).
-
-``SeedSequence(entropy, spawn_key)`` hashes its entropy words into a pool of 4 words and
-its output from the pool (numpy/random/bit_generator.pyx); a generation's task seeds, or
-a group's streams, differ in one word only. The words every sequence shares are hashed
-once, the rest per sequence: one 64-bit seed each (:func:`spawned`), or whole states as
-uint32 arrays with one column per sequence (:func:`seed_sequence_words`).
+"""numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal): the
+words they share (the run seed, the generation) are hashed once, the rest per sequence
+(numpy/random/bit_generator.pyx has the algorithm).
 """
 from __future__ import annotations
 

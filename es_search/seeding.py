@@ -1,11 +1,7 @@
-"""Task seeds: one independent stream per (run seed, generation, candidate).
-
-Every scoring task's seed is derived with :class:`numpy.random.SeedSequence` from the
-run's seed, the generation and the candidate's index, never from the worker that runs
-it: a run gives the same result on 1 core, 16 cores or a cluster. Generation ``-1`` is
-the starting agent's evaluation; generation ``2**32 - 1``, which no run reaches, the
-end's selection test (:mod:`es_search.selection`). Many seeds are computed at once
-(:mod:`es_search.seed_sequences`), bit for bit what ``SeedSequence`` gives.
+"""Task seeds: one independent stream per (run seed, generation, candidate), derived with
+:class:`numpy.random.SeedSequence`, never from the worker that runs the task, so a run
+gives the same result on 1 core or a cluster (generation ``-1``: the starting agent;
+``2**32 - 1``: the end's selection test); and the blocks that guard the global RNGs.
 """
 from __future__ import annotations
 

@@ -140,13 +140,7 @@ def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
     """The groups of ``n`` candidates scored ``size`` at a time: ``(start, stop)`` cut at
     multiples of ``size``, a remainder of at most ``size // 4`` (often a re-evaluated
     parent) joining the last group; on ``n`` and ``size`` only, so a candidate has the
-    same neighbours on any backend.
-
-    >>> group_bounds(10, 4)
-    [(0, 4), (4, 8), (8, 10)]
-    >>> group_bounds(65, 32)  # 64 candidates and their parent
-    [(0, 32), (32, 65)]
-    """
+    same neighbours on any backend."""
     cuts = list(range(0, n, max(size, 1))) + [n]
     if len(cuts) > 2 and n - cuts[-2] <= size // 4:
         del cuts[-2]
@@ -288,10 +282,6 @@ def warm_chunk(token: str, skeleton: Any) -> int:
     with _backends.CHUNK_LOCK:
         worker_agent(token, skeleton)
     return os.getpid()
-
-
-def ping() -> float:
-    return time.perf_counter()
 
 
 @contextlib.contextmanager

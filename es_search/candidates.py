@@ -1,7 +1,5 @@
 """How a candidate is described, relative to the generation's centre, and built by the
-worker that scores it, from that description and the task's seed (only the ``"vector"``
-and ``"weights"`` kinds carry weights over the wire).
-"""
+worker that scores it, from that description and the task's seed."""
 from __future__ import annotations
 
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -50,12 +48,10 @@ SHARE_FROM = 1 << 16
 
 def share_vectors(candidates: Sequence[Candidate]
                   ) -> tuple[list[Candidate], np.ndarray | None]:
-    """``candidates`` with each large floating-point array ``vector`` (PGPE's scales,
-    CMA-ES's points) replaced by its :class:`Shared` place in one flat float64 array,
-    returned too (None: nothing to share), each distinct array once: put in the pool
-    once per generation instead of pickled with every chunk (:func:`take_vectors` puts
-    them back). A float16 or float32 vector comes back as float64 with the same values,
-    which builds the same weights."""
+    """``candidates`` with each large floating-point ``vector`` (PGPE's scales, CMA-ES's
+    points) replaced by its :class:`Shared` place in one flat float64 array, returned
+    too (None: none), put in the pool once per generation instead of pickled with every
+    chunk. A float16 or float32 vector comes back as float64: the same weights."""
     places: dict[int, Shared] = {}
     parts: list[np.ndarray] = []
     size, shared = 0, []

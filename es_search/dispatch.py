@@ -4,14 +4,12 @@ as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No choice here ch
 result: every task is seeded by its index, runs with one torch thread, and chunks and
 claimed blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
-The in-process/parallel model (joblib's ``AutoBatchingMixin``'s shape): ``n`` tasks of
-``t`` seconds cost ``n * t`` here and ``ceil(n / workers) * t + overhead`` in parallel,
-each path with its own ``t``: the smallest of its last ``window`` per-task times (the
-other path's until timed; a single task's before any generation); ``overhead``: the
-median of the last ``window`` round trips (three empty ones at start-up first). A
-losing path predicted within ``close`` times the winner is tried again: at once if
-timed less than twice, else after ``reprobe_every`` generations on the winner (twice as
-many after each try it loses).
+The in-process/parallel model: ``n`` tasks cost ``n * t`` here and ``ceil(n / workers)
+* t + overhead`` in parallel, ``t`` the smallest of the path's last ``window`` per-task
+times (the other path's until timed), ``overhead`` the median of the last ``window``
+round trips. A losing path predicted within ``close`` times the winner is tried again:
+at once if timed less than twice, else after ``reprobe_every`` generations on the
+winner (twice as many after each try it loses).
 
 Claims, for tasks of uneven length: each worker gets one call and claims blocks from a
 counter in a shared file (``fcntl.flock``) until none is left, so no worker idles while
@@ -201,10 +199,9 @@ class DispatchPolicy:
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
                   busiest: float | None = None, imbalance: float | None = None) -> None:
-        """Report ``n`` tasks done on ``path`` in ``wall`` seconds; in parallel, ``busy``:
-        the workers' seconds scoring, ``busiest``: the largest chunk's (the overhead is
-        what the wall time adds). A single task here (usually a centre: no build) is
-        only a hint, used while no generation has been timed."""
+        """Report ``n`` tasks done on ``path`` in ``wall`` seconds (``busy``: the workers'
+        seconds; ``busiest``: the largest chunk's). A single task here (usually a centre,
+        no build) is only a hint, used while no generation has been timed."""
         if n <= 0:
             return
         if path == SEQUENTIAL and n == 1:

@@ -1,8 +1,7 @@
 """The evaluation engine, main side: candidates go to the workers as seeds (with the
 agent's skeleton, :mod:`es_search.skeleton`, and the generation's payload, put once in
 the pool), scores come back; where and how a generation runs, :mod:`es_search.dispatch`
-decides. The main process rebuilds a winner's weights from its seed.
-"""
+decides. The main process rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
@@ -56,15 +55,12 @@ class Engine:
     """Scores candidates on workers that persist across calls (a run's generations);
     :meth:`score` returns a :class:`Scored`. Use it as a context manager.
 
-    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords
-    (``backend=None``: the caller's ``joblib.parallel_config``, loky by default);
+    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords;
     ``max_workers``: start no more worker processes than this. With
     ``sequential_fallback=True`` a generation runs in this process when the
-    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (a crash in
-    ``score()`` then takes this process down); ``stats`` tells the choice, which never
-    changes a result. Entering checks that the score is repeatable (``repeat_check``),
-    starts the workers, caches the agent in each (``startup_seconds``) and times empty
-    round trips.
+    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (``stats``
+    tells the choice, which never changes a result). Entering checks that the score is
+    repeatable (``repeat_check``), starts the workers and times empty round trips.
     """
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,

@@ -1,6 +1,5 @@
 """Checking, before any work, that an agent can be copied and sent to worker processes:
-:func:`check_agent` names the attribute (a lock, an open file) that cannot be pickled.
-"""
+:func:`check_agent` names the attribute (a lock, an open file) that cannot be pickled."""
 from __future__ import annotations
 
 import copy

@@ -1,7 +1,6 @@
 """numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal): the
 words they share (the run seed, the generation) are hashed once, the rest per sequence
-(numpy/random/bit_generator.pyx has the algorithm).
-"""
+(numpy/random/bit_generator.pyx has the algorithm)."""
 from __future__ import annotations
 
 import functools

@@ -121,20 +121,14 @@ def fresh_in_forked_child(namespace: dict, name: str, make: Any) -> None:
 
 
 #: held while a block uses the process's global RNGs or torch's thread count: runs in two
-#: threads take turns a batch at a time (re-entrant: a score() may start a run)
-_process_state_lock = threading.RLock()
-fresh_in_forked_child(globals(), "_process_state_lock", threading.RLock)
+#: threads take turns a batch at a time (re-entrant: a score() may start a run); fresh in
+#: a forked child, so looked up at each use (``seeding.PROCESS_LOCK``)
+PROCESS_LOCK = threading.RLock()
+fresh_in_forked_child(globals(), "PROCESS_LOCK", threading.RLock)
 #: ``[depth, state]``: how many blocks that keep the caller's global RNGs are open, and
 #: the state the outermost one saved
 _kept: list = [0, None]
 fresh_in_forked_child(globals(), "_kept", lambda: [0, None])
-
-
-@contextlib.contextmanager
-def process_state() -> Iterator[None]:
-    """Context manager: the process's state lock held (:func:`single_torch_thread`)."""
-    with _process_state_lock:
-        yield
 
 
 def _keep() -> None:
@@ -159,7 +153,7 @@ def preserved_global_rngs() -> Iterator[None]:
     """Context manager around a batch of tasks in the caller's process: the global RNGs
     are as they were on entry after the block (inside a :func:`kept_global_rngs` block:
     after that one), and no other thread's block runs meanwhile."""
-    with _process_state_lock:
+    with PROCESS_LOCK:
         _keep()
         try:
             yield
@@ -170,15 +164,14 @@ def preserved_global_rngs() -> Iterator[None]:
 @contextlib.contextmanager
 def kept_global_rngs() -> Iterator[None]:
     """Context manager (a run): the global RNGs are as they were on entry after the
-    block, saved and restored once (NumPy's state alone costs ~60 us); blocks inside it
-    leave them as their tasks left them. Of nested and concurrent blocks, the first to
-    open saves, the last to close restores; other threads' blocks do not wait."""
-    with _process_state_lock:
+    block; blocks inside it leave them as their tasks left them. Of nested and
+    concurrent blocks, the first to open saves, the last to close restores."""
+    with PROCESS_LOCK:
         _keep()
     try:
         yield
     finally:
-        with _process_state_lock:
+        with PROCESS_LOCK:
             _give_back()
 
 

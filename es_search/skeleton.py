@@ -1,7 +1,5 @@
 """The agent on its way to the workers: pickled once per run as a skeleton (its evolved
-parameters stripped), unpickled once per worker process and cached there with what the
-run's calls share (the centre, the shared state, the ``score_kwargs``).
-"""
+parameters stripped), unpickled once per worker process and cached with its payload."""
 from __future__ import annotations
 
 import collections
@@ -18,12 +16,10 @@ from .pickling import cloudpickle
 
 
 def skeleton_bytes(agent: Agent) -> bytes:
-    """The agent pickled with its evolved parameters stripped to one shared zero (which
-    pickles as a single element, whatever their number), and their strides: a worker
-    rebuilds each parameter in this process's memory layout (a transposed weight,
-    ``channels_last``), in which ``jitter_weights`` draws. The skeleton holds this
-    process's group size as its own ``score_batch_size`` (a worker imports the class as
-    its module defines it, without a change made to it here)."""
+    """The agent pickled with its evolved parameters stripped to one shared zero, and
+    their strides (a worker rebuilds each in this process's memory layout, in which
+    ``jitter_weights`` draws), holding this process's group size as its own
+    ``score_batch_size`` (a worker imports the class as its module defines it)."""
     skeleton = copy.deepcopy(agent)
     strides = [p.stride() for _, p in skeleton.evolved_parameters()]
     for _, p in skeleton.evolved_parameters():
@@ -64,11 +60,9 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
 
 def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any
                    ) -> tuple[Any, Mapping[str, Any], Any]:
-    """The centre, the ``score_kwargs`` ({} for None) and the shared state behind what
-    the pool's ``put`` returned for them (``worker.Payload``'s fields), for the run
-    ``token`` (after :func:`worker_agent`), each loaded once per worker process: the
-    ``score_kwargs`` once per run, the others once per generation (a reference names a
-    file written once, so an equal reference is the same value)."""
+    """``worker.Payload``'s fields behind what the pool's ``put`` returned, for the run
+    ``token`` (after :func:`worker_agent`): the ``score_kwargs`` loaded once per run, the
+    others once per generation (a reference names a file written once)."""
     run = _RUNS[token]
     if isinstance(center, _backends.FileRef):
         center = _loaded(run, "center", center, lambda: _backends.load(center))

@@ -1,7 +1,5 @@
-"""The worker side of the engine: one seeded task (:func:`run_task`, the one definition
-of a task, wherever it runs: a worker, this process, ``replay_task``, a winner's
-rebuild), a group of tasks in one ``Agent.score_batch`` call, a worker's chunk.
-"""
+"""The worker side of the engine: one seeded task (:func:`run_task`, wherever it runs),
+a group of tasks in one ``Agent.score_batch`` call, a worker's chunk."""
 from __future__ import annotations
 
 import contextlib
@@ -17,12 +15,13 @@ import torch
 
 from . import backends as _backends
 from . import candidates as _candidates
+from . import seeding
 from .agent import Agent
 from .batched import as_scores, group_size
 from .candidates import Candidate, take_vectors
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import process_state, seed_global_rngs, stream_seed, task_seed, task_seeds
+from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
 from .skeleton import cached_payload, worker_agent
 
 
@@ -149,12 +148,9 @@ def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
 
 def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
               generation: int, start: int) -> tuple[list[float], Any]:
-    """Tasks ``start, start + 1, ...`` of ``generation`` in one ``score_batch()`` call:
-    their scores and the group's one report. Each candidate is built as :func:`run_task`
-    builds it, the evolved weights stacked (``candidates.build_group``, else
-    :func:`stack_built`); ``score_batch(params, seeds, **score_kwargs)`` runs under
-    ``torch.no_grad()`` on the agent holding the centre, with the generation's
-    ``generation_seed`` and the global RNGs seeded with the first task seed."""
+    """Tasks ``start, start + 1, ...`` of ``generation`` in one ``score_batch()`` call
+    (each built as :func:`run_task` builds it, stacked) on the agent holding the centre,
+    the global RNGs seeded with the first task seed: the scores and the group's report."""
     seeds = task_seeds(seed, generation, start, start + len(candidates))
     with torch.no_grad():
         params = _candidates.build_group(agent, payload.center, candidates, seeds, seed,
@@ -290,7 +286,7 @@ def single_torch_thread() -> Iterator[None]:
     task does, in a worker or in this process: reductions are summed in the same order
     whatever the path. The count is the process's: the block holds the process's state
     lock, so a run in another thread cannot set it back meanwhile."""
-    with process_state():
+    with seeding.PROCESS_LOCK:
         threads = torch.get_num_threads()
         if threads != 1:
             torch.set_num_threads(1)

@@ -6,7 +6,7 @@
 The same run (same seed: the same candidates, episodes and results, checked) is timed
 with each rule, interleaved, ``--reps`` times: ``claims`` (es_search's rule for tasks of
 2 ms or more: each worker claims tasks one at a time from a shared counter,
-``es_search.claims``), ``capK`` (chunks handed out by the main process, at most K per
+``es_search.dispatch``), ``capK`` (chunks handed out by the main process, at most K per
 worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``min=X`` (chunks
 of about X seconds, down to one task each, no cap). Measured on 2 cores (2026-11-30,
 3 interleaved reps, medians): LunarLander 40 generations: claims 7.52 s, cap1 7.74 s
@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import es_search  # noqa: E402
-from es_search import claims  # noqa: E402
+from es_search import dispatch  # noqa: E402
 from es_search.backends import LocalPool  # noqa: E402
-from es_search.chunking import ChunkPolicy  # noqa: E402
+from es_search.dispatch import ChunkPolicy  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
 
 AUTO_IMBALANCE_FROM = ChunkPolicy.IMBALANCE_FROM
@@ -39,7 +39,7 @@ def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, l
     cls = load_problem(task)
     config = dict(cls.default_config)
     ChunkPolicy.IMBALANCE_FROM = 0.0  # the chunk rules cut whatever the shares
-    claims.AVAILABLE = rule == "claims"  # es_search's rule on loky
+    dispatch.AVAILABLE = rule == "claims"  # es_search's rule on loky
     if rule == "claims":
         LocalPool.max_chunks_per_worker = 4
         ChunkPolicy.MIN_CHUNK_SECONDS = 0.005

@@ -52,7 +52,7 @@ def group_size(agent: Any) -> int:
     candidates per ``score_batch()`` call; 0 turns batching off for an agent that has
     ``score_batch``. It must not depend on the number of workers: groups are cut at
     fixed candidate indices (group ``g`` is ``[g * size, (g + 1) * size)``, except that
-    a remainder of at most ``size // 4`` joins the last group: ``chunking.group_bounds``).
+    a remainder of at most ``size // 4`` joins the last group: ``worker.group_bounds``).
     """
     if not has_score_batch(agent):
         return 0

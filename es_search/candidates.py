@@ -1,9 +1,5 @@
-"""How a candidate is described (small enough to travel as a seed) and built.
-
-A strategy describes each candidate relative to the generation's centre vector; the
-worker that scores it builds it from that description and the task's seed. Only the
-``"vector"`` and ``"weights"`` kinds carry weights over the wire.
-"""
+"""How a candidate is described, relative to the generation's centre, and built by the
+worker that scores it, from that description and the task's seed."""
 from __future__ import annotations
 
 from typing import Any, Iterator, NamedTuple, Sequence
@@ -26,8 +22,7 @@ class Candidate(NamedTuple):
     - ``Candidate("noise", sigma, sign, key)``: centre + sign * sigma * eps, eps ~ N(0, I)
       drawn from ``(run seed, generation, key)``; antithetic pairs share ``key``;
       ``Candidate("noise", sigma, sign, key, vector=scale)``: centre + sign * scale * eps
-      with ``scale`` an array of per-value standard deviations (``sigma`` is then not
-      used; one array shared by a generation's candidates pickles once per chunk);
+      with ``scale`` an array of per-value standard deviations (``sigma`` unused);
     - ``Candidate("vector", vector=v)``: an explicit flat vector;
     - ``Candidate("weights", vector=d)``: the centre with a dict of weights loaded over it.
     """
@@ -40,8 +35,7 @@ class Candidate(NamedTuple):
 
 
 class Shared(NamedTuple):
-    """Where a candidate's ``vector`` lies in its generation's shared array
-    (:func:`share_vectors`): ``flat[start:stop].reshape(shape)``."""
+    """A candidate's ``vector`` as ``flat[start:stop].reshape(shape)`` (:func:`share_vectors`)."""
 
     start: int
     stop: int
@@ -54,14 +48,10 @@ SHARE_FROM = 1 << 16
 
 def share_vectors(candidates: Sequence[Candidate]
                   ) -> tuple[list[Candidate], np.ndarray | None]:
-    """``candidates`` with each large floating-point array ``vector`` (PGPE's per-weight
-    scales, CMA-ES's points) replaced by its :class:`Shared` place in one flat float64
-    array, returned too (None: nothing to share), each distinct array once. The flat
-    array is put in the workers' pool once per generation, instead of being pickled
-    (or memory-mapped by joblib, and kept) with every chunk; :func:`take_vectors` puts
-    the vectors back in the worker. A float16 or float32 vector comes back as float64
-    with the same values, which ``build`` and ``build_group`` use as they would the
-    original (``set_flat`` casts from the value; NumPy promotes to float64 anyway)."""
+    """``candidates`` with each large floating-point ``vector`` (PGPE's scales, CMA-ES's
+    points) replaced by its :class:`Shared` place in one flat float64 array, returned
+    too (None: none), put in the pool once per generation instead of pickled with every
+    chunk. A float16 or float32 vector comes back as float64: the same weights."""
     places: dict[int, Shared] = {}
     parts: list[np.ndarray] = []
     size, shared = 0, []
@@ -82,7 +72,7 @@ def share_vectors(candidates: Sequence[Candidate]
 def take_vectors(candidates: Sequence[Candidate], flat: np.ndarray | None
                  ) -> Sequence[Candidate]:
     """The candidates :func:`share_vectors` described, with their vectors (views of
-    ``flat``, which may be a read-only memory map)."""
+    ``flat``)."""
     if flat is None:
         return candidates
     return [c._replace(vector=flat[c.vector.start:c.vector.stop].reshape(c.vector.shape))
@@ -90,11 +80,8 @@ def take_vectors(candidates: Sequence[Candidate], flat: np.ndarray | None
 
 
 def noise(seed: int, generation: int, key: int, size: int) -> np.ndarray:
-    """The standard normal vector of a ``"noise"`` candidate (float64, read-only).
-
-    The last vector drawn is kept: the two members of an antithetic pair share their
-    key and usually run one after the other, so the second one costs nothing.
-    """
+    """The standard normal vector of a ``"noise"`` candidate (float64, read-only). The
+    last one drawn is kept: an antithetic pair's second member usually follows."""
     ident = (seed, generation, key, size)
     if _LAST_NOISE[0] != ident:
         rng = np.random.default_rng(stream_seed(seed, 1, generation, key))
@@ -111,10 +98,8 @@ _LAST_NOISE: list = [None, None]
 def noise_streams(seed: int, generation: int, keys: Sequence[int]
                   ) -> dict[int, np.random.Generator]:
     """For each distinct key, a fresh generator whose ``standard_normal(size)`` is
-    ``noise(seed, generation, key, size)``: the streams of 4 keys or more seeded at once
-    (:func:`~es_search.seeding.stream_seeds`, :func:`~es_search.seeding.generators`;
-    ~14 us of seeding a key otherwise). Draw once from each; one vector need be alive
-    at a time (a strategy's ``tell``, a group's noise candidates)."""
+    ``noise(seed, generation, key, size)``, all seeded at once (~14 us a key otherwise).
+    Draw once from each."""
     distinct = list(dict.fromkeys(int(k) for k in keys))
     return dict(zip(distinct, generators(stream_seeds(seed, (1, generation), distinct))))
 
@@ -122,8 +107,7 @@ def noise_streams(seed: int, generation: int, keys: Sequence[int]
 def noise_vectors(seed: int, generation: int, keys: Sequence[int], size: int
                   ) -> Iterator[tuple[int, np.ndarray]]:
     """``(key, noise(seed, generation, key, size))`` for each distinct key, in order, one
-    vector drawn at a time (what a strategy's ``tell`` sums over; the streams seeded at
-    once, :func:`noise_streams`)."""
+    vector drawn at a time (what a strategy's ``tell`` sums over)."""
     for key, stream in noise_streams(seed, generation, keys).items():
         yield key, stream.standard_normal(size)
 
@@ -161,18 +145,11 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 seeds: Sequence[int], seed: int, generation: int
                 ) -> dict[str, torch.Tensor] | None:
     """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
-    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each of
-    them; or None when only :func:`build` can do it (a ``"weights"`` candidate, an
-    agent that overrides ``jitter_weights`` or ``set_flat``, or a jitter of a
-    non-contiguous parameter).
-
-    Every row is computed from its own candidate and seed, with the operations
-    :func:`build` runs, on tensors of the same shapes: ``"noise"`` and ``"vector"``
-    rows as float64 vectors cast to each parameter's dtype as ``set_flat`` casts them;
-    ``"jitter"`` rows as the centre's parameters plus ``sigma`` times the draws of
-    ``jitter_weights`` from a generator seeded like torch's global one. It leaves
-    ``agent`` holding the centre and the global RNGs untouched.
-    """
+    leading dimension, bit for bit what :func:`build` loads into ``agent`` for each (the
+    same operations on tensors of the same shapes); or None when only :func:`build` can
+    (a ``"weights"`` candidate, an agent that overrides ``jitter_weights`` or
+    ``set_flat``, a jitter of a non-contiguous parameter). Leaves ``agent`` holding the
+    centre and the global RNGs untouched."""
     from .agent import Agent
 
     def default(name: str) -> bool:  # neither the class nor the instance overrides it
@@ -225,15 +202,12 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
 
 def _jitter_rows(params: dict[str, torch.Tensor], evolved: list,
                  candidates: Sequence[Candidate], seeds: Sequence[int]) -> None:
-    """Add ``Agent.jitter_weights``'s noise to the rows of the ``"jitter"`` candidates.
-
-    Each candidate's draws come from a generator seeded as torch's global one would be
-    (``randn_like(p)`` is ``empty_like(p).normal_()``), one parameter after the other.
-    ``p.add_(eps, alpha=sigma)`` runs once per row, or, when every row shares ``sigma``
-    and torch runs on one thread, once for all rows laid out with a gap after each row:
-    rows that cannot be merged into one dimension are each run by the same inner loop,
-    from their first element, as a single row's tensor is (the bit-for-bit test checks
-    it).
+    """Add ``Agent.jitter_weights``'s noise to the rows of the ``"jitter"`` candidates:
+    each one's draws from a generator seeded as torch's global one (``randn_like(p)`` is
+    ``empty_like(p).normal_()``), one parameter after the other. ``add_(eps, alpha=sigma)``
+    runs once per row or, when the rows share ``sigma`` and torch runs on one thread,
+    once on all rows laid out with a gap after each: rows that cannot merge into one
+    dimension each run the same inner loop as a single row's tensor (tested bit for bit).
     """
     rows = [k for k, c in enumerate(candidates) if c.kind == "jitter"]
     eps = {name: torch.empty((len(rows),) + p.shape, dtype=p.dtype) for name, p in evolved}

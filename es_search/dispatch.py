@@ -1,63 +1,138 @@
-"""The in-process/parallel choice: a small policy fed with measurements.
+"""How a generation is handed out: in this process or to the workers
+(:class:`DispatchPolicy`, from measurements), cut into chunks or claimed by the workers
+as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No choice here changes a
+result: every task is seeded by its index, runs with one torch thread, and chunks and
+claimed blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
-Shaped like joblib's ``AutoBatchingMixin``: the engine asks :meth:`DispatchPolicy.choose`
-before each generation and reports each one with :meth:`DispatchPolicy.completed`. The
-choice never changes a result (every task is seeded by its index and runs with one
-torch thread on either path); it only decides where the time goes.
+The in-process/parallel model: ``n`` tasks cost ``n * t`` here and ``ceil(n / workers)
+* t + overhead`` in parallel, ``t`` the smallest of the path's last ``window`` per-task
+times (the other path's until timed), ``overhead`` the median of the last ``window``
+round trips. A losing path predicted within ``close`` times the winner is tried again:
+at once if timed less than twice, else after ``reprobe_every`` generations on the
+winner (twice as many after each try it loses).
 
-The model: with ``t`` the seconds one task takes and ``overhead`` the cost of one round
-trip to the workers, ``n`` tasks cost ``n * t`` in this process and
-``ceil(n / workers) * t + overhead`` in parallel, each path with its own ``t`` (a task
-in a worker also loads its payload; the other path's ``t`` stands in until a path has
-been timed, and a single in-process task, such as the start agent's score, before any
-generation has run). ``t`` is the smallest of the path's last ``window`` per-task times
-(a cold start or another program only ever add to it), ``overhead`` the median of the last
-``window`` round trips (three empty ones timed at start-up first): one cold or noisy
-measurement does not move them, a lasting change does within a few generations; a
-parallel generation after ``window`` or more in this process starts the round trips'
-window afresh (the older ones are stale).
-When the losing path is predicted within ``close`` times the winner, it is tried: at
-once if it was timed less than twice (a first measurement may be cold; the winner is
-timed twice first), else after ``reprobe_every`` generations in a row on the winner
-(twice as many after each try it loses). So with ~5 ms tasks, 8 candidates and 2
-workers, one slow first parallel generation does not send the run back to one core,
-while trivial tasks stay in this process (a parallel round costs more than the whole
-generation there).
+Claims, for tasks of uneven length: each worker gets one call and claims blocks from a
+counter in a shared file (``fcntl.flock``) until none is left, so no worker idles while
+another finishes and the main process hands out nothing.
 """
 from __future__ import annotations
 
 import collections
 import math
+import os
 import statistics
-from typing import Any
+import time
+from concurrent.futures import BrokenExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Sequence
 
+from .backends import load
+from .candidates import Candidate, take_vectors
+from .errors import ScoreError
+from .worker import chunk_context, group_bounds, score_tasks
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: chunks only
+    fcntl = None  # type: ignore[assignment]
+
+#: whether the workers of this platform can claim tasks
+AVAILABLE = fcntl is not None
 PARALLEL = "parallel"
 SEQUENTIAL = "sequential"
 
 
-def _other(path: str) -> str:
-    return SEQUENTIAL if path == PARALLEL else PARALLEL
+def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
+    """``n`` candidates cut into ``parts`` contiguous, near-equal ``(start, stop)``
+    ranges, in order; with ``group`` > 0 (the agent's group size) unions of whole groups,
+    near-equal in groups."""
+    starts = [a for a, _ in group_bounds(n, group)] if group > 0 else range(n)
+    parts = max(1, min(parts, len(starts)))
+    firsts = [starts[len(starts) * k // parts] for k in range(parts) if starts] + [n]
+    return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
+
+
+def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: int,
+              workers: int) -> float:
+    """How much longer the busiest of ``workers`` shares (:func:`chunk_bounds` of the
+    ``n`` tasks) ran than the average share, from the seconds of the chunks ``bounds``
+    that ran (each counted in the share where it starts).
+
+    >>> imbalance([(0, 4), (4, 8)], [1.0, 3.0], 8, 2)  # one share took 3 s, the mean 2 s
+    0.5
+    >>> imbalance([(0, 2), (2, 4), (4, 6), (6, 8)], [0.5, 0.5, 0.5, 0.5], 8, 2)
+    0.0
+    """
+    shares = chunk_bounds(n, workers)
+    sums = [0.0] * len(shares)
+    k = 0
+    for (start, _), s in zip(bounds, seconds):
+        while k + 1 < len(shares) and start >= shares[k][1]:
+            k += 1
+        sums[k] += s
+    mean = sum(sums) / len(sums)
+    return max(sums) / mean - 1.0 if mean > 0 else 0.0
+
+
+@dataclass
+class ChunkPolicy:
+    """How a parallel generation is handed to the workers, from what a
+    :class:`DispatchPolicy` measured (``measured``). ``evolved``: the agent's evolved
+    values; ``group``: its group size (0: none); ``claims``: the workers can claim;
+    ``cap``: chunks per worker at most (None: any)."""
+    evolved: int = 0
+    group: int = 0
+    claims: bool = False
+    cap: int | None = None
+
+    #: tasks at least this long (seconds) are taken as the workers come free (claimed,
+    #: or several chunks per worker): uneven episodes or a slowed core hold less back
+    BALANCE_FROM: ClassVar[float] = 0.002
+    #: agents this large claim tasks two at a time: an antithetic pair's noise (~1 ms per
+    #: 10^5 values) is drawn once; smaller ones one at a time
+    CLAIM_PAIRS_FROM: ClassVar[int] = 100_000
+    #: a chunk lasts at least about this long (each chunk costs a round trip) ...
+    MIN_CHUNK_SECONDS: ClassVar[float] = 0.005
+    #: ... and generations are cut finer only when the busiest worker's share ran this
+    #: much longer than the average (finer chunks cost 4-9% with even 10 ms tasks on 2
+    #: cores; LunarLander's and Hopper's shares differ by ~5%: benchmarks/chunking.py)
+    IMBALANCE_FROM: ClassVar[float] = 0.10
+
+    def claim_unit(self, measured: Any) -> int:
+        """Tasks a worker claims at a time (a whole group when batched); 0: chunks."""
+        if not self.claims or (measured.task_seconds or 0) < self.BALANCE_FROM:
+            return 0
+        return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
+
+    def count(self, n: int, measured: Any) -> int:
+        """Chunks for ``n`` candidates, a multiple of the workers: one per worker, or, for
+        long tasks and uneven shares, chunks of ``MIN_CHUNK_SECONDS`` or more, ``cap``
+        per worker at most."""
+        task, uneven = measured.task_seconds, measured.imbalance
+        if task is None or task < self.BALANCE_FROM or uneven is None \
+                or uneven < self.IMBALANCE_FROM:
+            return measured.n_workers
+        per_worker = max(1, n // measured.n_workers)
+        count = max(1, min(per_worker, int(per_worker * task / self.MIN_CHUNK_SECONDS)))
+        return measured.n_workers * (count if self.cap is None else min(count, self.cap))
+
+    def bounds(self, n: int, measured: Any) -> list[tuple[int, int]]:
+        return chunk_bounds(n, self.count(n, measured), self.group)
 
 
 class DispatchPolicy:
-    """Decides, per generation, whether ``n`` tasks go to the workers.
-
-    - ``n_workers``: worker processes (chunks run at once);
-    - ``fallback``: False always chooses parallel (e.g. with a task timeout);
-    - ``window``: how many recent measurements each estimate looks at;
-    - ``reprobe_every``, ``close``: when the losing path is tried again (see the module
-      docstring).
-    """
+    """Decides, per generation, whether it goes to the ``n_workers`` workers
+    (:meth:`choose`), from the generations reported (:meth:`completed`).
+    ``fallback=False`` always chooses parallel (e.g. with a task timeout); the rest: see
+    the module docstring."""
 
     def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
                  reprobe_every: int = 20, close: float = 1.5):
         self.n_workers = max(1, int(n_workers))
-        self.fallback = fallback
-        self.window = window
-        self.reprobe_every = reprobe_every
-        self.close = close
-        self._task = {SEQUENTIAL: collections.deque(maxlen=window),  # seconds per task
-                      PARALLEL: collections.deque(maxlen=window)}
+        self.fallback, self.window = fallback, window
+        self.reprobe_every, self.close = reprobe_every, close
+        self._task = {path: collections.deque(maxlen=window)  # seconds per task
+                      for path in (SEQUENTIAL, PARALLEL)}
         self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
         self._hint: float | None = None  # seconds of a single task (see ``completed``)
         self._imbalance = collections.deque(maxlen=window)  # of parallel generations
@@ -67,13 +142,6 @@ class DispatchPolicy:
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
 
-    # ------------------------------------------------------------------ estimates
-    def path_task_seconds(self, path: str) -> float | None:
-        """Seconds per task on ``path`` (the other path's while it has not run; a single
-        task's before any generation has)."""
-        times = self._task[path] or self._task[_other(path)]
-        return min(times) if times else self._hint
-
     @property
     def task_seconds(self) -> float | None:
         times = list(self._task[SEQUENTIAL]) + list(self._task[PARALLEL])
@@ -82,8 +150,7 @@ class DispatchPolicy:
     @property
     def imbalance(self) -> float | None:
         """How much longer the busiest worker's share of a generation ran than the
-        average share (0.1: 10%), median of the last ``window`` parallel generations;
-        None before the first. Decides how finely generations are cut into chunks."""
+        average (0.1: 10%), median of the last ``window`` parallel generations."""
         return statistics.median(self._imbalance) if self._imbalance else None
 
     @property
@@ -92,7 +159,8 @@ class DispatchPolicy:
 
     def predict(self, path: str, n: int) -> float | None:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
-        t = self.path_task_seconds(path)
+        times = self._task[path] or self._task[_other(path)]
+        t = min(times) if times else self._hint
         if t is None:
             return None
         if path == SEQUENTIAL:
@@ -102,15 +170,13 @@ class DispatchPolicy:
             return None
         return math.ceil(n / min(n, self.n_workers)) * t + overhead
 
-    # ------------------------------------------------------------------ the protocol
     def choose(self, n: int) -> str:
         """:data:`PARALLEL` or :data:`SEQUENTIAL` for a generation of ``n`` tasks."""
         if n <= 1 or self.n_workers <= 1:
             return SEQUENTIAL if n <= 1 or self.fallback else PARALLEL
         if not self.fallback:
             return PARALLEL
-        predicted = {SEQUENTIAL: self.predict(SEQUENTIAL, n),
-                     PARALLEL: self.predict(PARALLEL, n)}
+        predicted = {path: self.predict(path, n) for path in (SEQUENTIAL, PARALLEL)}
         if None in predicted.values():
             return PARALLEL  # measure it
         best = PARALLEL if predicted[PARALLEL] < predicted[SEQUENTIAL] else SEQUENTIAL
@@ -119,17 +185,13 @@ class DispatchPolicy:
             probed, self._reprobing = self._reprobing, None
             self._interval[probed] = (self.reprobe_every if best == probed
                                       else 2 * self._interval[probed])
-        ratio = predicted[other] / max(predicted[best], 1e-12)
-        if ratio >= self.close:
+        if predicted[other] / max(predicted[best], 1e-12) >= self.close:
             return best
         # a first measurement may be cold: time the winner twice, then the loser
         if len(self._task[best]) < 2:
             return best
         if len(self._task[other]) < 2:
             return other
-        # now and then the other path again, when close (a measurement may have been
-        # unlucky, the machine's load may have changed); each one that loses doubles
-        # the wait
         if self.last == best and self._run >= self._interval[other]:
             self._reprobing = other
             return other
@@ -137,16 +199,9 @@ class DispatchPolicy:
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
                   busiest: float | None = None, imbalance: float | None = None) -> None:
-        """Report ``n`` tasks done on ``path`` in ``wall`` seconds.
-
-        In parallel, ``busy`` is the seconds all workers spent scoring (summed) and
-        ``busiest`` the largest of one chunk: the round trip's overhead is what the wall
-        time adds to the busiest chunk; ``imbalance`` how much longer the busiest
-        worker's share ran than the average one (see :attr:`imbalance`). A single task in this process (the start agent's
-        score, a winner's re-score) is only a hint, used while no generation has been
-        timed: it is usually a centre, which costs no build, and would make a generation
-        of built candidates (e.g. of a 10^6-parameter agent) look cheap here.
-        """
+        """Report ``n`` tasks done on ``path`` in ``wall`` seconds (``busy``: the workers'
+        seconds; ``busiest``: the largest chunk's). A single task here (usually a centre,
+        no build) is only a hint, used while no generation has been timed."""
         if n <= 0:
             return
         if path == SEQUENTIAL and n == 1:
@@ -155,10 +210,7 @@ class DispatchPolicy:
             self._task[SEQUENTIAL].append(wall / n)
         else:
             if self.last == SEQUENTIAL and self._run >= self.window:
-                # a re-probe after a while in this process: the round trips measured
-                # before are stale (a cold or busy start would otherwise keep the run
-                # here for re-probe after re-probe, each waiting twice as long)
-                self._overhead.clear()
+                self._overhead.clear()  # a re-probe after a while here: those are stale
             self._task[PARALLEL].append((wall if busy is None else busy) / n)
             self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
             if imbalance is not None:
@@ -178,3 +230,99 @@ class DispatchPolicy:
                 "imbalance": self.imbalance,
                 "last_path": self.last, "parallel_generations": self.counts[PARALLEL],
                 "sequential_generations": self.counts[SEQUENTIAL]}
+
+
+def _other(path: str) -> str:
+    return SEQUENTIAL if path == PARALLEL else PARALLEL
+
+
+class Counter:
+    """The file holding the next block to claim, reset before each round."""
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, "claims.bin")
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.reset()
+
+    def reset(self) -> None:
+        os.pwrite(self._fd, bytes(8), 0)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def _claim(fd: int) -> int:
+    """The next block number (0, 1, ...), taken under an exclusive lock."""
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        k = int.from_bytes(os.pread(fd, 8, 0), "little")
+        os.pwrite(fd, (k + 1).to_bytes(8, "little"), 0)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    return k
+
+
+def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
+                  candidates: Sequence[Candidate], todo: Sequence[tuple[int, int]],
+                  claims: str, seed: int, generation: int,
+                  score_kwargs: Any, on_error: str = "raise", vectors: Any = None
+                  ) -> tuple[list[tuple], float]:
+    """A worker's part of a generation: the blocks ``todo[k]`` of ``candidates`` for each
+    ``k`` it claims from the counter file ``claims``. Returns ``[(start, scores, reports,
+    error), ...]`` (a :class:`ScoreError` ends the part) and the seconds it worked."""
+    blocks: list[tuple] = []
+    fd = os.open(claims, os.O_RDWR)
+    try:
+        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
+                                                                              began):
+            candidates = take_vectors(candidates, load(vectors))
+            while (k := _claim(fd)) < len(todo):
+                start, stop = todo[k]
+                try:
+                    scores, reports = score_tasks(agent, payload, candidates[start:stop],
+                                                  seed, generation, start, on_error)
+                except ScoreError as exc:
+                    blocks.append((start, None, None, exc))
+                    break
+                blocks.append((start, scores, reports, None))
+            return blocks, time.perf_counter() - began
+    finally:
+        os.close(fd)
+
+
+def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], unit: int,
+                head: tuple, tail: tuple,
+                retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
+                ) -> tuple[list[Any], list[Any], list[float]]:
+    """One :func:`score_claimed` call per worker of ``pool`` (``head`` and ``tail``: its
+    arguments before and after the candidates), in blocks of ``unit`` candidates.
+    ``retrying(call, lost)`` makes the call: blocks a dead worker did not return are
+    claimed again. Returns the scores and reports in index order (the lowest block's
+    error raised) and each worker call's seconds."""
+    n = len(candidates)
+    todo, parts = group_bounds(n, unit), []
+
+    def call() -> list:
+        nonlocal todo
+        counter.reset()
+        args = (*head, candidates, todo, counter.path, *tail)
+        done: dict[int, Any] = {}
+        try:
+            return pool.run_chunks(score_claimed, [args] * pool.n_workers, done)
+        except BrokenExecutor:
+            returned = [value[0] for ok, value in done.values() if ok]
+            got = {block[0] for part in returned for block in part}
+            parts.extend(returned)
+            todo = [(a, b) for a, b in todo if a not in got]
+            raise
+
+    results = retrying(call, lambda: [i for a, b in todo for i in range(a, b)])
+    blocks = sorted((b for part in parts + [p for p, _ in results] for b in part),
+                    key=lambda b: b[0])
+    errors = [b[3] for b in blocks if b[3] is not None]
+    if errors:
+        raise errors[0]
+    scores = [s for b in blocks for s in b[1]]
+    if len(scores) != n:  # pragma: no cover - a bug, not a user's error
+        raise RuntimeError(f"claimed blocks cover {len(scores)} of {n} candidates")
+    return scores, [r for b in blocks for r in b[2]], [seconds for _, seconds in results]

@@ -1,25 +1,12 @@
-"""The evaluation engine, main side: candidates go to the workers as seeds, scores come back.
-
-Each generation's candidates are cut into chunks (one per worker, or finer), or, when
-tasks are long, claimed by the workers as they come free (:mod:`es_search.claims`), as
-a :class:`~es_search.chunking.ChunkPolicy` decides. A chunk carries the agent's
-*skeleton* (its module with the evolved parameters stripped, a few KB, unpickled once
-per worker and cached there), the generation's payload (the centre vector and the
-agent's shared state, put once per generation into the pool: on local backends they
-travel as references to files in shared memory, see :mod:`es_search.backends`) and the
-candidates' descriptions. The worker runs each task with
-:func:`es_search.worker.run_task` and sends back scores and reports. The main process
-rebuilds the weights of a winner from its seed.
-
-Where a generation runs (this process or the workers) is decided by a
-:class:`~es_search.dispatch.DispatchPolicy`; the workers are a
-:class:`~es_search.backends.Pool`. Weight dicts scored for a user (``es_search.evaluate``,
-``es_search.Evaluator``) go through :mod:`es_search.front`, over this engine.
-"""
+"""The evaluation engine, main side: candidates go to the workers as seeds (with the
+agent's skeleton, :mod:`es_search.skeleton`, and the generation's payload, put once in
+the pool), scores come back; where and how a generation runs, :mod:`es_search.dispatch`
+decides. The main process rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
 import math
+import os
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -29,14 +16,13 @@ import numpy as np
 import torch
 
 from . import backends as _backends
-from . import claims
+from . import dispatch
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
-from .chunking import ChunkPolicy, imbalance
-from .claims import Counter, run_claimed
-from .dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
+from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, Counter, DispatchPolicy, imbalance,
+                       run_claimed)
 from .errors import LOST, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
@@ -44,21 +30,19 @@ from .score_checks import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .skeleton import skeleton_bytes
-from .worker import (Payload, has_hooks, ping, run_task, score_chunk, score_tasks,
-                     single_torch_thread, warm_chunk)
+from .worker import (Payload, has_hooks, run_task, score_chunk, score_tasks, single_torch_thread,
+                     warm_chunk)
 
 __all__ = ["Engine", "Scored"]
-
 
 
 @dataclass(frozen=True)
 class Scored:
     """What one :meth:`Engine.score` call returns: ``scores`` in candidate order (-inf
-    for a task that raised, under ``on_error="worst"``), the ``failures``
-    (:class:`~es_search.errors.TaskFailure`, in order), each task's ``task_report()``
-    (None for failed tasks and agents without statistics), the ``center`` and the
-    ``shared`` state the tasks loaded (None: none), and ``stats``: the engine's after
-    the call, with this call's ``path`` and wall ``seconds``."""
+    for each of the ``failures``, under ``on_error="worst"``), each task's
+    ``task_report()`` (None: failed, or no statistics), the ``center`` and ``shared``
+    state the tasks loaded, and the engine's ``stats`` with this call's ``path`` and
+    wall ``seconds``."""
     scores: list[float]
     failures: list[TaskFailure]
     reports: list[Any]
@@ -69,29 +53,14 @@ class Scored:
 
 class Engine:
     """Scores candidates on workers that persist across calls (a run's generations);
-    :meth:`score` returns a :class:`Scored`. Under :class:`es_search.Evaluator`, a
-    user's too.
+    :meth:`score` returns a :class:`Scored`. Use it as a context manager.
 
-    Use it as a context manager. Settings come as a :class:`~es_search.settings.Settings`
-    (``settings=``) or as the same keywords: ``n_jobs`` means what it means in joblib
-    (-1 all cores, 1 a plain loop in this process, 0 an error); ``backend=None`` leaves
-    the choice to the caller's ``joblib.parallel_config`` (loky by default); ``"dask"``
-    runs on the active ``dask.distributed.Client``, ``"ray"`` on Ray (both on
-    :mod:`es_search.pools`, one actor per worker process). ``max_workers``: start no
-    more worker processes than this on this machine (a run's largest generation).
-
-    Entering first checks that the agent's score is repeatable (``repeat_check=True``:
-    :func:`~es_search.check_repeatable`, two ``score()`` calls in this process; a warning,
-    :class:`~es_search.UnrepeatableScoreWarning`, when it is not), then starts the
-    workers and caches the agent in each (``startup_seconds``), then times empty round
-    trips: the first overhead estimates of the dispatch policy.
-
-    Sequential fallback (``sequential_fallback=True``): a generation is scored in this
-    process when the :class:`~es_search.dispatch.DispatchPolicy` predicts that to be
-    faster. Results do not depend on the choice. In this process, a ``score()`` that
-    crashes the process takes this one down: ``sequential_fallback=False`` keeps every
-    generation in the workers (a ``task_timeout`` implies it). ``stats`` tells what was
-    chosen.
+    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords;
+    ``max_workers``: start no more worker processes than this. With
+    ``sequential_fallback=True`` a generation runs in this process when the
+    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (``stats``
+    tells the choice, which never changes a result). Entering checks that the score is
+    repeatable (``repeat_check``), starts the workers and times empty round trips.
     """
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
@@ -109,10 +78,7 @@ class Engine:
                                 sequential_fallback=sequential_fallback,
                                 repeat_check=repeat_check)
         self.settings = settings
-        self.seed, self.n_jobs = settings.seed, settings.n_jobs
-        self.score_kwargs, self.on_error = settings.score_kwargs, settings.on_error
-        self.max_retries, self.task_timeout = settings.max_retries, settings.task_timeout
-        self.sequential_fallback = settings.fallback
+        self.seed, self.score_kwargs = settings.seed, settings.score_kwargs
         self.backend = _backends.prepare(settings.backend, settings.n_jobs)
         self.max_workers = check_int("max_workers", max_workers, 1, none_ok=True)
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
@@ -134,7 +100,7 @@ class Engine:
         self.n_workers = 1
         self.startup_seconds = 0.0
         self.worker_pids: set[int] = set()
-        self.policy = DispatchPolicy(1, self.sequential_fallback)
+        self.policy = DispatchPolicy(1, settings.fallback)
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -153,51 +119,47 @@ class Engine:
     def _start(self) -> None:
         if self.settings.repeat_check:
             warn_if_unrepeatable(self.local, self.seed, self.score_kwargs,
-                                 self.task_timeout)
+                                 self.settings.task_timeout)
         self._warm_here()
-        if self.n_jobs == 1:
+        if self.settings.n_jobs == 1:
             return
         began = time.perf_counter()
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
-            self.pool = _backends.open_pool(self.backend, self.task_timeout, self.max_workers)
-        except BaseException:
-            self.close()
-            raise
-        if self.pool is None:
-            self.close()
-            return
-        self.n_workers = self.pool.n_workers
-        if self.pool.claims and claims.AVAILABLE:
-            self._counter = Counter(self.pool.files.folder)
-        if self.pool.derives_centres:
-            from .pools.centres import CentreHistory
-            self._centres = CentreHistory()
-        self.policy.n_workers = self.n_workers
-        self.chunking = replace(self.chunking, claims=self._counter is not None,
-                                cap=self.pool.max_chunks_per_worker)
-        try:
+            self.pool = _backends.open_pool(self.backend, self.settings.task_timeout,
+                                            self.max_workers)
+            if self.pool is None:
+                self.close()
+                return
+            self.n_workers = self.policy.n_workers = self.pool.n_workers
+            if self.pool.claims and dispatch.AVAILABLE:
+                self._counter = Counter(self.pool.files.folder)
+            if self.pool.derives_centres:
+                from .pools.centres import CentreHistory
+                self._centres = CentreHistory()
+            self.chunking = replace(self.chunking, claims=self._counter is not None,
+                                    cap=self.pool.max_chunks_per_worker)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
             self._warm_up()
             self.startup_seconds = time.perf_counter() - began
-            self._probe()
+            for _ in range(3):  # empty rounds: the first overhead estimates
+                began = time.perf_counter()
+                self._retrying(lambda: self.pool.run_chunks(os.getpid, [()] * self.n_workers),
+                               None, list)
+                self.policy.overhead(time.perf_counter() - began)
         except BaseException:
             self.close()
             raise
 
     def _warm_here(self) -> None:
         """The first seeding, building and drawing in a process cost ~5 ms: not to be
-        timed as the first in-process generation (the dispatch policy would believe
-        it)."""
-        center = self.local.get_flat()
-        with preserved_global_rngs(), single_torch_thread():
-            run_task(self.local, Payload(center, self.score_kwargs), Candidate("center"),
-                     self.seed, -1, 0, score=False)
+        timed as the first in-process generation."""
+        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
+        with preserved_global_rngs():
             torch.randn(8)
-        self.local.set_flat(center)
 
     def __exit__(self, exc_type: Any, *exc_info: object) -> None:
         if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -218,10 +180,9 @@ class Engine:
             sigterm.__exit__()
 
     def _warm_up(self, timeout: float = 120.0) -> None:
-        """Run start-up tasks until every worker there is has answered (or
-        ``timeout``): fewer than ``n_workers`` when a run in another thread shrank
-        loky's shared executor meanwhile. A worker lost meanwhile is replaced (loky
-        replaces them all), as in a generation, under ``max_retries``."""
+        """Run start-up tasks until every worker there is has answered (or ``timeout``):
+        fewer than ``n_workers`` when a run in another thread shrank loky's shared
+        executor meanwhile. A worker lost meanwhile is replaced, under ``max_retries``."""
         seen: set[int] = set()
         deadline = time.perf_counter() + timeout
 
@@ -237,20 +198,11 @@ class Engine:
             seen.update(self._retrying(answered, None, list))
         self.worker_pids = seen
 
-    def _probe(self, rounds: int = 3) -> None:
-        """Time empty parallel rounds: the first overhead estimates."""
-        for _ in range(rounds):
-            began = time.perf_counter()
-            self._retrying(lambda: self.pool.run_chunks(ping, [()] * self.n_workers),
-                           None, list)
-            self.policy.overhead(time.perf_counter() - began)
-
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> Scored:
         """Score ``candidates``, each built from ``center`` under its task seed
-        ``(seed, generation, index)``: their scores, failures, reports and what the call
-        used and measured."""
+        ``(seed, generation, index)``."""
         if not self._open:
             raise RuntimeError(
                 "this Evaluator is not open: use it as a context manager, `with "
@@ -295,7 +247,7 @@ class Engine:
         try:
             with preserved_global_rngs(), single_torch_thread():
                 result = score_tasks(self.local, payload, candidates, self.seed,
-                                     generation, 0, self.on_error)
+                                     generation, 0, self.settings.on_error)
         finally:
             if payload.shared:  # what score() changed is not the shared state
                 self.local.load_shared_state(payload.shared)
@@ -316,49 +268,44 @@ class Engine:
             center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
-        candidates, flat = share_vectors(candidates)  # e.g. PGPE's scales: once, not per chunk
+        candidates, flat = share_vectors(candidates)  # e.g. PGPE's scales: once a generation
         vectors = None if flat is None else pool.put("vectors", flat)
         # a cluster's workers may have come or gone since the last generation
         self.n_workers = self.policy.n_workers = pool.n_workers
+        head = (self._token, self._skeleton, center, shared)
+        tail = (self._kwargs, self.settings.on_error, vectors)
         unit = self.chunking.claim_unit(self.policy)
         if unit:  # long tasks, workers that claim: they take them as they come free
             scores, reports, seconds = run_claimed(
-                self.pool, self._counter, candidates, unit,
-                (self._token, self._skeleton, center, shared),
-                (self.seed, generation, self._kwargs, self.on_error, vectors),
+                pool, self._counter, candidates, unit, head, (self.seed, generation, *tail),
                 lambda call, lost: self._retrying(call, generation, lost))
             uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
         else:
             bounds = self.chunking.bounds(n, self.policy)
-            scores, reports, seconds = self._run_chunks(generation, candidates, bounds,
-                                                        center, shared, vectors)
+            args = [(*head, candidates[a:b], self.seed, generation, a, *tail)
+                    for a, b in bounds]
+            timeout = (None if self.settings.task_timeout is None else  # joblib's: a chunk's
+                       self.settings.task_timeout * max(b - a for a, b in bounds))
+            done: dict[int, Any] = {}
+            results = self._retrying(
+                lambda: pool.run_chunks(score_chunk, args, done, timeout), generation,
+                lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
+                         for i in range(a, b)])
+            scores = [s for r in results for s in r[0]]
+            reports = [x for r in results for x in r[1]]
+            seconds = [r[2] for r in results]
             uneven = imbalance(bounds, seconds, n, self.n_workers)
-        wall = time.perf_counter() - began
         # with several chunks per worker, the busiest worker ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)
-        self.policy.completed(PARALLEL, n, wall, busy=sum(seconds), busiest=busiest,
-                              imbalance=uneven)
+        self.policy.completed(PARALLEL, n, time.perf_counter() - began, busy=sum(seconds),
+                              busiest=busiest, imbalance=uneven)
         return scores, reports
-
-    def _run_chunks(self, generation: int, candidates: list[Candidate], bounds: list,
-                    center: Any, shared: Any, vectors: Any = None
-                    ) -> tuple[list, list, list[float]]:
-        args = [(self._token, self._skeleton, center, shared, candidates[a:b], self.seed,
-                 generation, a, self._kwargs, self.on_error, vectors) for a, b in bounds]
-        timeout = (None if self.task_timeout is None else  # joblib's is per chunk
-                   self.task_timeout * max(b - a for a, b in bounds))
-        done: dict[int, Any] = {}
-        results = self._retrying(
-            lambda: self.pool.run_chunks(score_chunk, args, done, timeout), generation,
-            lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
-                     for i in range(a, b)])
-        return ([s for r in results for s in r[0]], [x for r in results for x in r[1]],
-                [r[2] for r in results])
 
     def _retrying(self, call: Callable[[], Any], generation: int | None,
                   lost: Callable[[], list[int]]) -> Any:
         """The one way every call to the workers is made (:func:`retrying`)."""
-        return retrying(call, self.max_retries, self.task_timeout, generation, lost)
+        return retrying(call, self.settings.max_retries, self.settings.task_timeout,
+                        generation, lost)
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:

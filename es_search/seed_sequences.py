@@ -1,12 +1,6 @@
-"""numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal).
-
-``SeedSequence(entropy, spawn_key)`` hashes its assembled entropy words into a pool of
-4 words and its output words from the pool (numpy/random/bit_generator.pyx); a
-generation's task seeds, or a group's streams, differ in one word only. Here the words
-every sequence shares are hashed once, in Python, and the rest per sequence: one 64-bit
-seed each, in Python (:func:`spawned`), or whole states as uint32 arrays with one
-column per sequence (:func:`seed_sequence_words`).
-"""
+"""numpy's ``SeedSequence`` for many sequences at once, bit for bit (tested equal): the
+words they share (the run seed, the generation) are hashed once, the rest per sequence
+(numpy/random/bit_generator.pyx has the algorithm)."""
 from __future__ import annotations
 
 import functools
@@ -23,6 +17,8 @@ _MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
 
 def seed_words(n: int) -> list[int]:
     """``n`` as SeedSequence reads an int: 32-bit words, least significant first."""
+    if n < 0:
+        raise ValueError(f"a seed or spawn key must be a non-negative integer, not {n}")
     words = [n & MASK32]
     while n > MASK32:
         n >>= 32
@@ -30,15 +26,14 @@ def seed_words(n: int) -> list[int]:
     return words
 
 
-def _hash(value: int, const: int, mult: int) -> int:
-    """``((value ^ const) * mult) ^ (... >> 16)`` in uint32: SeedSequence's hashmix step
-    on a word every sequence shares (:func:`_hash_rows`: on rows of words)."""
+def _hash(value: Any, const: Any, mult: Any) -> Any:
+    """SeedSequence's hashmix step, on Python ints or uint32 arrays (wrapping)."""
     value = ((value ^ const) * mult) & MASK32
     return value ^ (value >> 16)
 
 
-def _mix(x: int, y: int) -> int:
-    """SeedSequence's mix of two shared words (:func:`_mix_rows`: of rows)."""
+def _mix(x: Any, y: Any) -> Any:
+    """SeedSequence's mix of two words, Python ints or uint32 arrays."""
     result = (_MIX_L * x - _MIX_R * y) & MASK32
     return result ^ (result >> 16)
 
@@ -64,18 +59,6 @@ def _columns(pairs: Sequence) -> tuple[np.ndarray, np.ndarray]:
     return array[:, :1], array[:, 1:]
 
 
-def _hash_rows(values, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """:func:`_hash` of ``values`` (rows, or one row or int broadcast) with one constant
-    pair per row, in uint32."""
-    value = (np.asarray(values, dtype=np.uint32) ^ before) * after
-    return value ^ (value >> 16)
-
-
-def _mix_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    result = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y  # uint32: wraps, silently
-    return result ^ (result >> 16)
-
-
 def _as_rows(words: list, n: int) -> np.ndarray:
     rows = np.empty((len(words), n), dtype=np.uint32)
     for i, word in enumerate(words):
@@ -85,11 +68,11 @@ def _as_rows(words: list, n: int) -> np.ndarray:
 
 def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
     """``[SeedSequence(seed, spawn_key=(*key, k)).generate_state(1, np.uint64)[0] for k
-    in last]`` (tested equal), for a seed and key >= 0 and each ``k`` in [0, 2^32).
+    in last]`` (tested equal).
 
     The words of ``seed`` and ``key`` are hashed once (:func:`_shared_pool`, cached);
-    each ``k`` is then one entropy word mixed into the pool, of which the output's two
-    words read only the first two: ~0.8 us a seed in Python (``SeedSequence``: ~7 us).
+    a ``k`` in [0, 2^32) is then one entropy word mixed into the pool, of which the
+    output's two words read only the first two: ~0.8 us a seed (``SeedSequence``: ~7 us).
     """
     run = seed_words(seed)
     words = run + [0] * (4 - len(run)) + [w for k in key for w in seed_words(k)]
@@ -98,6 +81,10 @@ def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
     (c0, d0), (c1, d1) = _chain(_INIT_B, _MULT_B, 2)
     seeds = []
     for k in last:
+        if not 0 <= k <= MASK32:  # two words or more: hashed whole
+            pool = _shared_pool(tuple(words + seed_words(k)))[0]
+            seeds.append(_hash(pool[0], c0, d0) | _hash(pool[1], c1, d1) << 32)
+            continue
         h = ((k ^ b0) * a0) & MASK32
         x = (_MIX_L * p0 - _MIX_R * (h ^ (h >> 16))) & MASK32
         w0 = (((x ^ (x >> 16)) ^ c0) * d0) & MASK32
@@ -109,15 +96,12 @@ def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:
 
 
 def seed_sequence_words(entropy: list, n_words: int) -> list:
-    """``SeedSequence``'s pool and ``generate_state(n_words)`` (uint32 words), for many
-    sequences at once: ``entropy`` is the assembled entropy, one item per word, each a
-    Python int shared by every sequence or a uint32 array with one word per sequence
-    (as ``get_assembled_entropy()`` lays it out: the run entropy padded to 4 words,
-    then the spawn key's). Words every sequence shares are hashed once, in Python; from
-    the first word that varies on, the pool is a (4, n) array and the hashmix steps
-    that do not depend on each other (one source word mixed into the three other pool
-    words, one entropy word into all four, the output words) run as one array
-    operation each.
+    """``SeedSequence``'s ``generate_state(n_words)`` (uint32 words) for many sequences
+    at once: ``entropy`` is the assembled entropy (``get_assembled_entropy()``: the run
+    entropy padded to 4 words, then the spawn key's), each word a Python int every
+    sequence shares or a uint32 array with one word per sequence. Shared words are
+    hashed once, in Python; from the first word that varies on, the pool is a (4, n)
+    array and independent hashmix steps run as one array operation each.
     """
     entropy = list(entropy)
     entropy[:4] = entropy[:4] + [0] * (4 - len(entropy))  # absent words hash as 0 words
@@ -128,45 +112,37 @@ def seed_sequence_words(entropy: list, n_words: int) -> list:
         prefix, step = _shared_pool(tuple(entropy[:shared]))
         pool, rest = list(prefix), entropy[shared:]
     else:
-        pool, step = _mixed_pool(entropy[:4], len(entropy[shared]))
+        pool, step = _first_pool(entropy[:4], len(entropy[shared]))
         rest = entropy[4:]
     for word in rest:
-        pool = _mix_rows(pool if not isinstance(pool, list) else _as_rows(pool, len(word)),
-                         _hash_rows(word, *_columns(_a_pairs(step, 4))))
+        pool = _mix(pool if not isinstance(pool, list) else _as_rows(pool, len(word)),
+                    _hash(word, *_columns(_a_pairs(step, 4))))
         step += 4
     out = _chain(_INIT_B, _MULT_B, n_words)  # generate_state's constants
     if isinstance(pool, list):
         return [_hash(pool[k % 4], before, after) for k, (before, after) in enumerate(out)]
-    return list(_hash_rows(pool[[k % 4 for k in range(n_words)]], *_columns(out)))
+    return list(_hash(pool[[k % 4 for k in range(n_words)]], *_columns(out)))
 
 
 @functools.lru_cache(maxsize=64)
 def _shared_pool(words: tuple) -> tuple[tuple, int]:
-    """The pool (Python ints) after ``words`` (4 or more, every sequence's) and how many
-    hashmix constants that used: a run's seed and generation, hashed once; a word after
-    the 4th mixed into the (cached) pool of the words before it."""
+    """The pool (Python ints) after ``words`` (4 or more, shared) and how many hashmix
+    constants that used; a word after the 4th is mixed into the (cached) pool before it."""
     if len(words) > 4:
         pool, step = _shared_pool(words[:-1])
         return tuple(_mix(p, _hash(words[-1], before, after))
                      for p, (before, after) in zip(pool, _a_pairs(step, 4))), step + 4
-    pool = [_hash(w, before, after) for w, (before, after) in zip(words, _a_pairs(0, 4))]
+    pool, step = _first_pool(list(words), 1)
+    return tuple(int(p) for p in pool[:, 0]), step
+
+
+def _first_pool(words: list, n: int) -> tuple[np.ndarray, int]:
+    """The (4, n) pool after the first 4 entropy words (ints, or arrays of ``n``)."""
+    pool = _hash(_as_rows(words, n), *_columns(_a_pairs(0, 4)))
     step = 4
     for src in range(4):
         others = [d for d in range(4) if d != src]
-        for d, (before, after) in zip(others, _a_pairs(step, 3)):
-            pool[d] = _mix(pool[d], _hash(pool[src], before, after))
-        step += 3
-    return tuple(pool), step
-
-
-def _mixed_pool(words: list, n: int) -> tuple[np.ndarray, int]:
-    """The (4, n) pool after the first 4 entropy words, some of which vary."""
-    pool = _hash_rows(_as_rows(words, n), *_columns(_a_pairs(0, 4)))
-    step = 4
-    for src in range(4):
-        others = [d for d in range(4) if d != src]
-        pool[others] = _mix_rows(pool[others],
-                                 _hash_rows(pool[src], *_columns(_a_pairs(step, 3))))
+        pool[others] = _mix(pool[others], _hash(pool[src], *_columns(_a_pairs(step, 3))))
         step += 3
     return pool, step
 

@@ -1,13 +1,11 @@
 """The agent on its way to the workers: pickled once per run as a skeleton (its evolved
-parameters stripped), unpickled once per worker process and cached there with what the
-run's calls share (the centre, the shared state, the ``score_kwargs``).
-"""
+parameters stripped), unpickled once per worker process and cached with its payload."""
 from __future__ import annotations
 
 import collections
 import copy
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -19,15 +17,9 @@ from .pickling import cloudpickle
 
 def skeleton_bytes(agent: Agent) -> bytes:
     """The agent pickled with its evolved parameters stripped to one shared zero, and
-    their strides (what :func:`worker_agent` unpickles).
-
-    An expanded zero-dim tensor pickles as a single element, so the skeleton's size does
-    not grow with the number of evolved parameters. The strides rebuild each parameter
-    in this process's memory layout (a transposed weight, ``channels_last``), in which
-    ``jitter_weights`` draws its noise. The skeleton holds this process's group size as
-    its own ``score_batch_size``: a worker that imports the agent's class gets the class
-    as its module defines it, without a change made to it in this process.
-    """
+    their strides (a worker rebuilds each in this process's memory layout, in which
+    ``jitter_weights`` draws), holding this process's group size as its own
+    ``score_batch_size`` (a worker imports the class as its module defines it)."""
     skeleton = copy.deepcopy(agent)
     strides = [p.stride() for _, p in skeleton.evolved_parameters()]
     for _, p in skeleton.evolved_parameters():
@@ -37,21 +29,16 @@ def skeleton_bytes(agent: Agent) -> bytes:
     return cloudpickle.dumps((skeleton, strides))
 
 
-_WORKER_AGENTS: "collections.OrderedDict[str, Agent]" = collections.OrderedDict()
-_WORKER_CACHE_SIZE = 4
-_SHARED: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded shared state)
-_CENTRES: dict[str, tuple[Any, Any]] = {}  # token -> (reference, loaded centre)
-_KWARGS: dict[str, Mapping[str, Any]] = {}  # token -> the run's score_kwargs
+#: token -> the run's agent and loaded payload, in this worker process (the last few runs)
+_RUNS: "collections.OrderedDict[str, dict[str, Any]]" = collections.OrderedDict()
+_CACHED_RUNS = 4
 
 
 def worker_agent(token: str, skeleton: Any) -> Agent:
-    """The agent for ``token``, unpickled once per worker process and cached.
-
-    ``skeleton`` is the pickled skeleton or a reference to it (``backends.load``; read
-    only when this process has not cached the token yet).
-    """
-    agent = _WORKER_AGENTS.get(token)
-    if agent is None:
+    """The agent of the run ``token``, unpickled from ``skeleton`` (or the reference to it
+    the pool's ``put`` returned) once per worker process and cached."""
+    run = _RUNS.get(token)
+    if run is None:
         try:
             agent, strides = cloudpickle.loads(_backends.load(skeleton))
         except ModuleNotFoundError as exc:
@@ -64,60 +51,32 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
                 f"command line does this for path/to/file.py:Class)", name=exc.name
             ) from exc
         for (_, p), stride in zip(agent.evolved_parameters(), strides):
-            # the main process's memory layout: jitter_weights' randn_like draws in it
             p.data = torch.empty_strided(p.shape, stride, dtype=p.dtype)
-        _WORKER_AGENTS[token] = agent
-        while len(_WORKER_AGENTS) > _WORKER_CACHE_SIZE:
-            old, _ = _WORKER_AGENTS.popitem(last=False)
-            _SHARED.pop(old, None)
-            _CENTRES.pop(old, None)
-            _KWARGS.pop(old, None)
-    return agent
+        run = _RUNS[token] = {"agent": agent}
+        while len(_RUNS) > _CACHED_RUNS:
+            _RUNS.popitem(last=False)
+    return run["agent"]
 
 
 def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any
                    ) -> tuple[Any, Mapping[str, Any], Any]:
-    """The generation's centre, the run's ``score_kwargs`` and the shared state behind
-    what the pool's ``put`` returned for them (``worker.Payload``'s fields), each loaded
-    once per worker process (and generation) for the run ``token``."""
-    return (_centre(token, center), _score_kwargs(token, score_kwargs),
-            _shared_state(token, shared))
+    """``worker.Payload``'s fields behind what the pool's ``put`` returned, for the run
+    ``token`` (after :func:`worker_agent`): the ``score_kwargs`` loaded once per run, the
+    others once per generation (a reference names a file written once)."""
+    run = _RUNS[token]
+    if isinstance(center, _backends.FileRef):
+        center = _loaded(run, "center", center, lambda: _backends.load(center))
+    kwargs = {} if score_kwargs is None else _loaded(
+        run, "score_kwargs", None, lambda: cloudpickle.loads(_backends.load(score_kwargs)))
+    if shared is not None:
+        shared = _loaded(run, "shared", shared,
+                         lambda: cloudpickle.loads(_backends.load(shared)))
+    return center, kwargs, shared
 
 
-def _centre(token: str, ref: Any) -> Any:
-    """The centre behind ``ref``, loaded once per worker and generation: a generation cut
-    into several chunks per worker maps (and page-faults) a large centre once, not once
-    per chunk. A reference names a file written once (``SharedFiles``), so an equal
-    reference is the same centre."""
-    if not isinstance(ref, _backends.FileRef):
-        return ref
-    cached = _CENTRES.get(token)
-    if cached is not None and cached[0] == ref:
-        return cached[1]
-    centre = _backends.load(ref)
-    _CENTRES[token] = (ref, centre)
-    return centre
-
-
-def _shared_state(token: str, ref: Any) -> Any:
-    """The shared state behind ``ref``, unpickled once per worker and generation."""
-    if ref is None:
-        return None
-    cached = _SHARED.get(token)
-    if cached is not None and cached[0] == ref:
-        return cached[1]
-    state = cloudpickle.loads(_backends.load(ref))
-    _SHARED[token] = (ref, state)
-    return state
-
-
-def _score_kwargs(token: str, ref: Any) -> Mapping[str, Any]:
-    """The run's ``score_kwargs`` behind ``ref`` (None: none), unpickled once per worker:
-    put once per run like the skeleton, so a data set passed as a keyword crosses to
-    each worker once, not with every chunk of every generation."""
-    if ref is None:
-        return {}
-    kwargs = _KWARGS.get(token)
-    if kwargs is None:
-        kwargs = _KWARGS[token] = cloudpickle.loads(_backends.load(ref))
-    return kwargs
+def _loaded(run: dict[str, Any], name: str, key: Any, load: Callable[[], Any]) -> Any:
+    """``run[name]``'s value, ``load()``-ed again when ``key`` differs from its own."""
+    cached = run.get(name)
+    if cached is None or cached[0] != key:
+        cached = run[name] = (key, load())
+    return cached[1]

@@ -1,11 +1,5 @@
-"""The worker side of the engine: one seeded task, a group of tasks scored in one
-``Agent.score_batch`` call, a chunk of tasks (the agent cache: :mod:`es_search.skeleton`).
-
-Everything here runs wherever a task runs (a worker process, or this process on the
-in-process path, in ``replay_task`` and when a winner is rebuilt): :func:`run_task` is
-the one definition of what a task is. Nothing here knows about joblib or backends
-except through :func:`es_search.backends.load` (payload references).
-"""
+"""The worker side of the engine: one seeded task (:func:`run_task`, wherever it runs),
+a group of tasks in one ``Agent.score_batch`` call, a worker's chunk."""
 from __future__ import annotations
 
 import contextlib
@@ -21,19 +15,18 @@ import torch
 
 from . import backends as _backends
 from . import candidates as _candidates
+from . import seeding
 from .agent import Agent
 from .batched import as_scores, group_size
 from .candidates import Candidate, take_vectors
-from .chunking import group_bounds
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
-from .seeding import ProcessStateBlock, seed_global_rngs, stream_seed, task_seed, task_seeds
+from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
 from .skeleton import cached_payload, worker_agent
 
 
 class Payload(NamedTuple):
-    """What every task of a generation shares: the centre, the ``score_kwargs`` and
-    the agent's shared state (``Agent.shared_state()``; None when it has none)."""
+    """What every task of a generation shares (``shared``: ``Agent.shared_state()``)."""
 
     center: np.ndarray
     score_kwargs: Mapping[str, Any]
@@ -50,25 +43,21 @@ _HOOKS = ("task_report", "merge_reports", "shared_state", "load_shared_state")
 
 
 def has_hooks(agent: Any) -> bool:
-    """Whether ``agent`` overrides any shared-statistics hook of :class:`Agent` (if not,
-    the engine skips reports, merges and shared state altogether)."""
+    """Whether ``agent`` overrides a shared-statistics hook of :class:`Agent` (else the
+    engine skips reports, merges and shared state)."""
     return any(getattr(type(agent), name) is not getattr(Agent, name) for name in _HOOKS)
 
 
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
              generation: int, index: int, *, score: bool = True,
              seed_of_task: int | None = None) -> tuple[float, Any]:
-    """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``.
-
-    Sets ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs
-    (random, NumPy, torch) with the task seed, loads ``payload.shared``, builds
-    ``candidate`` around ``payload.center`` and, unless ``score=False`` (rebuilding a
-    winner), scores it under ``torch.no_grad()``. Returns ``(score, report)``
-    (``agent.task_report()``, None for agents without statistics); ``(nan, None)``
-    with ``score=False``. Exceptions propagate. The caller's RNG state is not restored
-    (wrap the call in :class:`~es_search.seeding.preserved_global_rngs`).
-    ``seed_of_task``: the task's seed when the caller computed it already (a chunk's
-    seeds at once, :func:`~es_search.seeding.task_seeds`).
+    """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``: sets
+    ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs with the
+    task seed (``seed_of_task`` when the caller computed it), loads ``payload.shared``,
+    builds ``candidate`` around ``payload.center`` and, unless ``score=False`` (a
+    rebuild), scores it under ``torch.no_grad()``. Returns ``(score,
+    agent.task_report())``, ``(nan, None)`` with ``score=False``. Exceptions propagate;
+    the caller's RNGs are not restored (:func:`~es_search.seeding.preserved_global_rngs`).
     """
     seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
@@ -95,16 +84,11 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
 def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
                 seed: int, generation: int, start: int,
                 on_error: str = "raise") -> tuple[list[Any], list[Any]]:
-    """Score ``candidates`` (indices ``start``, ``start + 1``, ...) on ``agent``, in order:
-    their scores and reports.
-
-    The global RNGs are left as the last task left them: in the caller's process, run
-    it in a :class:`~es_search.seeding.preserved_global_rngs` block (a worker process has
-    no state of its own to keep). A task that raises stops the chunk with a
-    :class:`ScoreError`, or with ``on_error="worst"`` gives a :class:`TaskFailure` (and
-    a None report) in its place. An agent with ``score_batch`` (and a
-    ``score_batch_size`` > 0) is scored a group at a time (:func:`score_groups`).
-    """
+    """The scores and reports of ``candidates`` (indices ``start``, ``start + 1``, ...)
+    on ``agent``, in order; batched agents a group at a time (:func:`score_groups`). A
+    task that raises stops with a :class:`ScoreError`, or with ``on_error="worst"``
+    gives a :class:`TaskFailure` (and a None report). The global RNGs are left as the
+    last task left them (:func:`~es_search.seeding.preserved_global_rngs`)."""
     if group_size(agent):
         return score_groups(agent, payload, candidates, seed, generation, start, on_error)
     return score_alone(agent, payload, candidates, seed, generation, start, on_error)
@@ -139,8 +123,8 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
 
 
 def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore:
-    """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named,
-    once: the first place that knows them says so."""
+    """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named
+    once."""
     if getattr(exc, "located", False):
         return exc
     tasks = f"candidate {start}" if stop - start == 1 else f"candidates {start}-{stop - 1}"
@@ -151,33 +135,22 @@ def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore
 
 
 # --------------------------------------------------------------------- batched scoring
-# Groups depend on the generation's size only (chunking.group_bounds: cut at multiples of
-# the group size, a small remainder joining the last group), and chunks are unions of
-# whole groups (chunking.chunk_bounds), so a candidate is scored with the same
-# neighbours, in the same row, whatever n_jobs, backend or scheduling.
-
-def groups_of(start: int, stop: int, size: int) -> list[tuple[int, int]]:
-    """The generation's groups that make up tasks ``[start, stop)``, a union of whole
-    groups: ``stop`` is the generation's end or the start of a group (a multiple of
-    ``size``, after which no remainder was merged), so the groups of ``stop`` tasks are
-    the generation's own up to ``stop``."""
-    return [(a, b) for a, b in group_bounds(stop, size) if a >= start]
+def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """The groups of ``n`` candidates scored ``size`` at a time: ``(start, stop)`` cut at
+    multiples of ``size``, a remainder of at most ``size // 4`` (often a re-evaluated
+    parent) joining the last group; on ``n`` and ``size`` only, so a candidate has the
+    same neighbours on any backend."""
+    cuts = list(range(0, n, max(size, 1))) + [n]
+    if len(cuts) > 2 and n - cuts[-2] <= size // 4:
+        del cuts[-2]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
               generation: int, start: int) -> tuple[list[float], Any]:
-    """Tasks ``start, start + 1, ...`` of ``generation`` as one ``score_batch()`` call.
-
-    Each candidate is built exactly as :func:`run_task` builds it for ``score()`` (its
-    task seed, the centre, its jitter or noise), and the evolved weights are stacked:
-    computed directly as stacked rows by ``candidates.build_group`` where it can,
-    else built one at a time in the agent (:func:`stack_built`). Then
-    ``score_batch(params, seeds, **score_kwargs)`` runs under ``torch.no_grad()`` on
-    the agent holding the centre, with ``task_seed = None``, the generation's
-    ``generation_seed`` and the global RNGs seeded with the group's first task seed.
-    Returns the scores and ``agent.task_report()``, the group's one report. Exceptions
-    propagate.
-    """
+    """Tasks ``start, start + 1, ...`` of ``generation`` in one ``score_batch()`` call
+    (each built as :func:`run_task` builds it, stacked) on the agent holding the centre,
+    the global RNGs seeded with the first task seed: the scores and the group's report."""
     seeds = task_seeds(seed, generation, start, start + len(candidates))
     with torch.no_grad():
         params = _candidates.build_group(agent, payload.center, candidates, seeds, seed,
@@ -201,8 +174,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
 
 def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
                 generation: int, start: int) -> dict[str, torch.Tensor]:
-    """The evolved weights of ``candidates``, each built by :func:`run_task` in
-    ``agent``, stacked (what ``candidates.build_group`` computes where it can)."""
+    """The evolved weights of ``candidates``, each built by :func:`run_task`, stacked."""
     evolved = agent.evolved_parameters()  # the same Parameter objects after each build
     params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
               for name, p in evolved}
@@ -218,22 +190,18 @@ def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
 def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
                  seed: int, generation: int, start: int,
                  on_error: str = "raise") -> tuple[list[Any], list[Any]]:
-    """:func:`score_tasks` a group at a time (:func:`run_group`).
-
-    A group's report stands at its first candidate (None at the others). When building
-    or ``score_batch()`` raises, the group is scored again one ``score()`` per candidate
-    (:func:`score_alone`), which finds the culprit: its failure is reported per
-    candidate, as without batching, and ``replay_task`` replays it. If every candidate
-    scores alone, the batch itself is at fault: ``on_error="raise"`` stops with a
-    :class:`ScoreError` at the group's first candidate carrying the batch's traceback;
-    ``"worst"`` fails the whole group (-inf) with it.
-    """
+    """:func:`score_tasks` a group at a time (:func:`run_group`); a group's report stands
+    at its first candidate. When a group raises, it is scored again one ``score()`` per
+    candidate, which finds the culprit (reported as without batching); if every one
+    scores alone, the batch is at fault: a :class:`ScoreError` at the group's first
+    candidate with the batch's traceback, or under ``"worst"`` the whole group fails."""
     size = group_size(agent)
     if _per_row_state(agent, candidates):
         size = 1  # what score_batch's params cannot carry: each candidate in the agent
     scores: list[Any] = []
     reports: list[Any] = []
-    for a, b in groups_of(start, start + len(candidates), size):
+    stop = start + len(candidates)  # [start, stop): the generation's groups up to stop
+    for a, b in [(a, b) for a, b in group_bounds(stop, size) if a >= start]:
         part = candidates[a - start:b - start]
         try:
             values, report = run_group(agent, payload, part, seed, generation, a)
@@ -265,10 +233,8 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
 
 
 def _per_row_state(agent: Agent, candidates: Sequence[Candidate]) -> bool:
-    """Whether a candidate sets more than evolved values (a ``"weights"`` dict of
-    ``evaluate()`` with a buffer or a frozen parameter): ``score_batch`` gets the
-    evolved ones stacked and the rest from the agent, so such candidates are scored as
-    groups of one, each loaded in the agent."""
+    """Whether a ``"weights"`` candidate sets more than evolved values (a buffer, a frozen
+    parameter), which ``score_batch``'s stacked params cannot carry."""
     weights = [c.vector for c in candidates if c.kind == "weights"]
     if not weights:
         return False
@@ -280,11 +246,9 @@ def _per_row_state(agent: Agent, candidates: Sequence[Candidate]) -> bool:
 @contextlib.contextmanager
 def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
                   score_kwargs: Any) -> Iterator[tuple[Agent, Payload, float]]:
-    """What every worker call of a generation does around its tasks: one call at a time
-    per process, the cached agent and the generation's payload (``center``, ``shared``
-    and ``score_kwargs`` are what the pool's ``put`` returned: references on local
-    pools; ``score_kwargs`` None when the run has none), one torch thread.
-    Yields the agent, the payload and when the call's work began (after the lock)."""
+    """Around a worker call's tasks: one call at a time per process, one torch thread.
+    Yields the cached agent, the payload behind what the pool's ``put`` returned, and
+    when the call's work began (after the lock)."""
     with _backends.CHUNK_LOCK:
         began = time.perf_counter()
         agent = worker_agent(token, skeleton)
@@ -299,9 +263,8 @@ def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
                 candidates: Sequence[Candidate], seed: int, generation: int, start: int,
                 score_kwargs: Any, on_error: str = "raise", vectors: Any = None
                 ) -> tuple[list[Any], list[Any], float]:
-    """A worker's share of a generation: its scores, reports and the seconds they took
-    (``score_kwargs`` and ``vectors``: what the pool's ``put`` returned, or None;
-    ``vectors`` holds the candidates' shared vectors, ``candidates.share_vectors``)."""
+    """A worker's chunk of a generation: its scores, reports and the seconds they took
+    (``vectors``: the candidates' shared vectors, ``candidates.share_vectors``)."""
     with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
                                                                           began):
         candidates = take_vectors(candidates, _backends.load(vectors))
@@ -317,24 +280,18 @@ def warm_chunk(token: str, skeleton: Any) -> int:
     return os.getpid()
 
 
-def ping() -> float:
-    return time.perf_counter()
-
-
-class single_torch_thread(ProcessStateBlock):
-    """Context manager: torch uses one intra-op thread inside the block.
-
-    Every scoring task runs like this, in a worker or in this process, so that reductions
-    are summed in the same order whatever the path (and workers do not oversubscribe).
-    The thread count is the process's: the block holds the process's state lock, so a run
-    in another thread cannot set it back in the middle of this one's tasks.
-    """
-
-    def _save(self) -> None:
-        self._threads = torch.get_num_threads()
-        if self._threads != 1:
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Context manager: torch uses one intra-op thread inside the block, as every scoring
+    task does, in a worker or in this process: reductions are summed in the same order
+    whatever the path. The count is the process's: the block holds the process's state
+    lock, so a run in another thread cannot set it back meanwhile."""
+    with seeding.PROCESS_LOCK:
+        threads = torch.get_num_threads()
+        if threads != 1:
             torch.set_num_threads(1)
-
-    def _restore(self) -> None:
-        if self._threads != 1:
-            torch.set_num_threads(self._threads)
+        try:
+            yield
+        finally:
+            if threads != 1:
+                torch.set_num_threads(threads)

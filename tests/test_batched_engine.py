@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import es_search
-from es_search import claims
+from es_search import dispatch
 from es_search.candidates import Candidate
-from es_search.chunking import ChunkPolicy, chunk_bounds, group_bounds
+from es_search.dispatch import ChunkPolicy, chunk_bounds
 from es_search.seeding import task_seed
+from es_search.worker import group_bounds
 
 from agents import GroupSensitive, ReportsGroupSize, RowExact
 
@@ -96,8 +97,8 @@ def test_a_small_remainder_joins_the_last_group_on_any_worker_count(n_jobs, clai
     rounds = []
     if claimed:  # every task counts as long: claimed from generation 1 on
         monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", 0.0)
-        reset = claims.Counter.reset
-        monkeypatch.setattr(claims.Counter, "reset",
+        reset = dispatch.Counter.reset
+        monkeypatch.setattr(dispatch.Counter, "reset",
                             lambda self: rounds.append(1) or reset(self))
     candidates = [Candidate("jitter", 0.3)] * 16 + [Candidate("center")]
     with es_search.Evaluator(ReportsGroupSize(), seed=3, n_jobs=n_jobs,

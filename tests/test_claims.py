@@ -1,12 +1,12 @@
-"""Work claiming on loky (es_search.claims): the workers take blocks of long tasks as they
+"""Work claiming on loky (es_search.dispatch): the workers take blocks of long tasks as they
 come free. Who claims what must never show in a result: the run equals n_jobs=1, errors
 name the lowest failing candidate, a dead worker's blocks are scored again."""
 import pytest
 
 import es_search
-from es_search import claims
+from es_search import dispatch
 from es_search.candidates import Candidate
-from es_search.chunking import ChunkPolicy
+from es_search.dispatch import ChunkPolicy
 from es_search.evaluation import Engine
 from es_search.seeding import task_seed
 
@@ -14,7 +14,7 @@ import agents
 from compare import same_history, same_weights
 
 
-pytestmark = pytest.mark.skipif(not claims.AVAILABLE, reason="needs fcntl")
+pytestmark = pytest.mark.skipif(not dispatch.AVAILABLE, reason="needs fcntl")
 SEED = 11
 
 
@@ -24,13 +24,13 @@ def rounds(monkeypatch):
     time is known); returns the list of claimed rounds (one entry per counter reset)."""
     monkeypatch.setattr(ChunkPolicy, "BALANCE_FROM", 0.0)
     seen = []
-    reset = claims.Counter.reset
+    reset = dispatch.Counter.reset
 
     def counted(self):
         seen.append(self.path)
         reset(self)
 
-    monkeypatch.setattr(claims.Counter, "reset", counted)
+    monkeypatch.setattr(dispatch.Counter, "reset", counted)
     return seen
 
 

@@ -8,8 +8,7 @@ import torch
 
 import es_search
 from es_search.candidates import Candidate
-from es_search.dispatch import PARALLEL, SEQUENTIAL, DispatchPolicy
-from es_search.chunking import ChunkPolicy
+from es_search.dispatch import PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy
 from es_search.front import Evaluator
 from es_search.problems.sphere import Sphere
 

@@ -11,7 +11,7 @@ import es_search
 from es_search import candidates as _candidates
 from es_search import evaluation
 from es_search.candidates import Candidate, Shared, share_vectors, take_vectors
-from es_search.chunking import ChunkPolicy
+from es_search.dispatch import ChunkPolicy
 from es_search.front import Evaluator
 
 import agents

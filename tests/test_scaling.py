@@ -18,7 +18,7 @@ from benchmarks.harness.model import fit_models
 from es_search.bench import BenchAgent
 from es_search.candidates import Candidate
 from es_search.cli import main as cli_main
-from es_search.chunking import ChunkPolicy
+from es_search.dispatch import ChunkPolicy
 from es_search.front import Evaluator
 from es_search.problems.sphere import Sphere
 

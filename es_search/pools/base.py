@@ -21,7 +21,7 @@ class Pool:
     - ``local``: the workers are processes of this machine (payloads travel as
       files in ``files``);
     - ``claims``: the workers can claim a generation's tasks from a counter in
-      ``files`` as they come free (:mod:`es_search.claims`);
+      ``files`` as they come free (:mod:`es_search.dispatch`);
     - ``derives_centres``: ``put`` takes a recipe, and the workers keep or derive a
       generation's centre (:mod:`es_search.pools.centres`);
     - ``max_chunks_per_worker``: chunks per worker at most in one round when uneven

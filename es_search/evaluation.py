@@ -171,7 +171,7 @@ class Engine:
         self.n_workers = self.pool.n_workers
         if self.pool.claims and claims.AVAILABLE:
             self._counter = Counter(self.pool.files.folder)
-        if self.pool.derives_centres:
+        if not self.pool.local:  # the workers keep or derive centres
             from .pools.centres import CentreHistory
             self._centres = CentreHistory()
         self.policy.n_workers = self.n_workers
@@ -233,7 +233,7 @@ class Engine:
                 seen.clear()  # those that answered may be gone with the pool
                 raise
 
-        while len(seen) < self.pool.live_workers() and time.perf_counter() < deadline:
+        while len(seen) < self.pool.n_workers and time.perf_counter() < deadline:
             seen.update(self._retrying(answered, None, list))
         self.worker_pids = seen
 

@@ -1,32 +1,19 @@
-"""A pool on a dask.distributed cluster: one actor per worker process.
+"""A pool on a dask.distributed cluster: one :class:`~.runner.Runner` actor per worker
+process (an actor runs its calls one after the other, so chunks never share a process's
+random generators). The worker list is asked of the scheduler at each call, so workers
+that join are used from the next generation on. A call goes from this process straight
+to the actor's worker and back (no scheduler hop): a round trip costs about what loky's
+does. A call whose worker died fails at once (its connection closes); a chunk over its
+time has its worker restarted through its nanny.
 
-- **Workers**: each Dask worker process gets one :class:`~.runner.Runner` actor. A call
-  to an actor goes from this process straight to its worker and back (no scheduler
-  hop, no batching interval): a round trip costs about what loky's does. The worker
-  list is asked of the scheduler at each call (one small request), so workers that
-  join are used from the next generation on.
-- **One chunk at a time per process**: an actor runs its calls one after the other,
-  and each worker process has one actor, so chunks never share a process's random
-  generators.
-- **Parcels** (``put``): sent to each actor once and kept there; a parcel with a
-  recipe is derived by the actor from what it holds (see :mod:`.runner`).
-- **Lost workers**: a call whose worker died fails at once (its connection closes):
-  ``run_chunks`` raises :class:`~es_search.pools.WorkerLost` for it once the other
-  chunks have finished, and the engine scores those candidates again with the same
-  seeds on the workers left (or restarted by their nanny).
-- **Timeouts**: a chunk over its time has its worker restarted through its nanny, as
-  loky kills a worker over time.
-- **Where a call runs in its worker**: a Dask actor's method runs in a thread beside
-  the worker's event loop, whose periodic work (ticks, heartbeats, monitors) then
-  competes for the GIL. A call whose previous call on that worker took under
-  ``loop_call_seconds`` (1 s) runs on the event loop itself (``separate_thread=False``),
-  which it blocks for that long; longer calls stay in the thread, so that the worker
-  keeps answering its scheduler. ``python benchmarks/dask_event_loop.py`` (10 ms scores,
-  population 64, 2 workers, 3 runs of 15 interleaved generations, 2 shared cores): Dask
-  / loky 1.14 / 1.12 / 1.10 in the thread, 1.02 / 1.05 / 1.02 on the loop (1 ms, 25
-  generations: 1.12 / 1.12 / 1.22 against 1.04 / 1.04 / 1.11). A ``score()`` that itself
-  waits on Dask futures would block that loop: ``DaskPool.loop_call_seconds = 0`` keeps
-  every call beside it.
+Where a call runs in its worker: a Dask actor's method runs in a thread beside the
+worker's event loop, whose periodic work (ticks, heartbeats) then competes for the GIL.
+A call whose previous call on that worker took under ``loop_call_seconds`` (1 s) runs
+on the event loop itself (``separate_thread=False``), which it blocks for that long;
+longer calls stay in the thread, so that the worker keeps answering its scheduler
+(``python benchmarks/dask_event_loop.py``: Dask / loky 1.10-1.14 in the thread,
+1.02-1.05 on the loop, 10 ms scores). A ``score()`` that itself waits on Dask futures
+would block that loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
 """
 from __future__ import annotations
 
@@ -37,7 +24,8 @@ from typing import Any, Callable, Iterator
 
 from ..extras import require
 from . import is_client
-from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
+from . import base
+from .base import ActorPool, Late, Lost
 from .runner import Runner
 
 _NO_CLIENT = (
@@ -61,21 +49,19 @@ def get_client(backend: Any = "dask") -> Any:
 class DaskPool(ActorPool):
     """Chunks on a Dask cluster. ``n_jobs`` caps the workers used (-1: all)."""
 
-    name = "dask"
     #: a call runs on its worker's event loop when the previous call there took less
     loop_call_seconds = 1.0
 
     def __init__(self, client: Any = "dask", n_jobs: int = -1):
         super().__init__(n_jobs)
         self.client = get_client(client)
-        self._actors: dict[str, Any] = {}  # worker address -> actor
         # workers lost or stopped: their address may linger in the scheduler's list for
         # a moment (a restarted worker comes back under a new address)
         self._gone: set[str] = set()
         self._last_call: dict[str, float] = {}  # worker address -> seconds, as measured here
         if not self._await_runners():
             raise ValueError(f"the Dask cluster at {self.client.scheduler.address} has "
-                             f"had no workers for {WAIT_FOR_WORKERS} s; start some "
+                             f"had no workers for {base.WAIT_FOR_WORKERS} s; start some "
                              f"(dask worker ADDRESS) first")
 
     def _runners(self) -> list[str]:
@@ -125,20 +111,8 @@ class DaskPool(ActorPool):
             pass
         future.cancel()
 
-    def _await_runners(self) -> list[str]:
-        runners = self._runners()
-        if not runners:
-            try:
-                self.client.wait_for_workers(len(self._gone & set(self.client.nthreads()))
-                                             + 1, timeout=WAIT_FOR_WORKERS)
-            except TimeoutError:
-                return []
-            runners = self._runners()
-        return runners
-
     def _forget(self, key: str) -> None:
         self._gone.add(key)
-        self._actors.pop(key, None)
         self._last_call.pop(key, None)
         super()._forget(key)
 

@@ -52,9 +52,6 @@ class Parcel:
         return [] if self.recipe is None else [
             a for a in self.recipe[1] if isinstance(a, Parcel)]
 
-    def __repr__(self) -> str:
-        return f"Parcel({self.id}, recipe={self.recipe is not None})"
-
 
 def crc(value: Any) -> int:
     if isinstance(value, np.ndarray):
@@ -73,6 +70,9 @@ def encode(value: Any) -> Any:
 
 def decode(data: Any) -> Any:
     kind, value = data
+    if kind == "ray":  # (kind, value) in Ray's object store (ray_pool)
+        import ray
+        kind, value = ray.get(value)
     return value.astype(np.float64) if kind == "f32" else value
 
 
@@ -127,27 +127,17 @@ class Tracker:
 
     def __init__(self) -> None:
         self.held: dict[Any, set[int]] = {}  # runner key -> parcel ids
-        self.live: dict[int, Parcel] = {}
         self.named: dict[str, Parcel] = {}
         self.dropped: set[int] = set()
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
         """A new parcel under ``name``; the previous one of that name is dropped (the
         runners forget it with their next call, after deriving from it if need be)."""
-        parcel = self.add(Parcel(value, recipe))
         previous = self.named.get(name)
-        self.named[name] = parcel
+        parcel = self.named[name] = Parcel(value, recipe)
         if previous is not None:
-            self.drop(previous)
+            self.dropped.add(previous.id)
         return parcel
-
-    def add(self, parcel: Parcel) -> Parcel:
-        self.live[parcel.id] = parcel
-        return parcel
-
-    def drop(self, parcel: Parcel) -> None:
-        if self.live.pop(parcel.id, None) is not None:
-            self.dropped.add(parcel.id)
 
     def forget_runner(self, runner: Any) -> None:
         self.held.pop(runner, None)

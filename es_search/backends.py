@@ -33,10 +33,9 @@ from .seeding import fresh_in_forked_child
 
 
 class Choice(NamedTuple):
-    """Where a run's tasks go, as :func:`prepare` read it: ``kind`` is ``"loky"``,
-    ``"multiprocessing"``, ``"dask"`` (or a ``distributed.Client``), ``"ray"``, or None
-    (this process); ``n_jobs`` the workers (on this machine: how many; on a cluster:
-    as given, -1 all)."""
+    """Where a run's tasks go: ``kind`` is ``"loky"``, ``"multiprocessing"``, ``"dask"``
+    (or a ``distributed.Client``), ``"ray"``, or None (this process); ``n_jobs`` the
+    workers (on this machine: how many; on a cluster: as given, -1 all)."""
 
     kind: Any
     n_jobs: int
@@ -100,8 +99,8 @@ _MMAP_FROM = 1 << 16  # bytes; smaller files are read, larger ones memory-mapped
 
 
 def load(ref: Any) -> Any:
-    """The array behind ``ref`` (bytes come back as an array of uint8, which pickle
-    reads as bytes; anything else is returned as is)."""
+    """The array behind ``ref`` (bytes as uint8, which pickle reads); anything else as
+    is."""
     if not isinstance(ref, FileRef):
         return ref
     dtype = np.dtype(ref.dtype)
@@ -110,14 +109,12 @@ def load(ref: Any) -> Any:
     return np.fromfile(ref.path, dtype=dtype, count=ref.size)
 
 
-#: /dev/shm is used only with this much free (as joblib does): a container's is often
-#: 64 MB, and a large agent's skeleton and centres would fill it in the middle of a run
+#: /dev/shm is used only with this much free (as joblib does): a container's is often 64 MB
 SHM_MIN_FREE = 2 * 10 ** 9
 
 
 def _shm_root() -> str | None:
-    """``/dev/shm`` when it is writable and has ``SHM_MIN_FREE`` bytes free, else None
-    (the temporary folder is used)."""
+    """``/dev/shm`` when it is writable with ``SHM_MIN_FREE`` bytes free, else None."""
     root = "/dev/shm"
     if not (os.path.isdir(root) and os.access(root, os.W_OK)):
         return None
@@ -153,11 +150,9 @@ class SharedFiles:
         self.bytes_written = 0
 
     def put_array(self, name: str, array: np.ndarray) -> FileRef:
-        """Write ``array`` under ``name``; the file a previous ``put`` of the same name
-        wrote is removed (its readers have finished). An array equal byte for byte to
-        the last one put under ``name`` is not written again: its reference is returned
-        (a hill climber's centre stays put for many generations; workers keep what
-        they loaded for an unchanged reference)."""
+        """Write ``array`` under ``name``, replacing the file of the last ``put`` of
+        ``name`` (its readers have finished), unless the two are equal byte for byte: a
+        hill climber's centre stays for generations, and workers keep what they loaded."""
         array = np.ascontiguousarray(array)
         last = self._last.get(name)
         if last is not None and same_bytes(array, last[0]):
@@ -194,15 +189,12 @@ _KEPT_LOCK = threading.Lock()
 
 
 class LocalPool(Pool):
-    """Worker processes of this machine, on a loky ``ProcessPoolExecutor`` (a public
-    API: it can kill its workers, which ``concurrent.futures``' cannot before Python
-    3.14), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
-    ``"loky"``: workers started the loky way; at ``close()`` they are kept
-    (``interrupt.KEPT``) for the next run of as many (a warm start), which takes them
-    while it is open; ``"multiprocessing"``: workers started the ``multiprocessing`` way
-    (fork on Linux), closed with the pool. A Ctrl-C, a chunk over time or a lost worker
-    ends them at once; a retry gets fresh ones. Every worker starts by watching its
-    parent (:func:`~es_search.interrupt.watch_parent`)."""
+    """Worker processes of this machine on a loky ``ProcessPoolExecutor`` (which can kill
+    its workers), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
+    ``"loky"``: at ``close()`` the workers are kept (``interrupt.KEPT``) for the next run
+    of as many (a warm start); ``"multiprocessing"``: started that way (fork on Linux),
+    closed with the pool. A Ctrl-C, a chunk over time or a lost worker ends them at
+    once; a retry gets fresh ones."""
 
     local = True
 
@@ -274,10 +266,9 @@ class LocalPool(Pool):
 
 def open_pool(choice: Choice, task_timeout: float | None = None,
               max_workers: int | None = None) -> Pool | None:
-    """The pool ``choice`` (from :func:`prepare`) names, or None when that means a single
-    worker (score in this process). On this machine no more than ``max_workers``
-    processes start (a run's largest generation: more would only cost start-up time
-    and memory)."""
+    """The pool ``choice`` names, or None for a single worker (score in this process).
+    On this machine no more than ``max_workers`` processes start (a run's largest
+    generation: more would only cost start-up time and memory)."""
     kind, n_jobs = choice
     if kind == "ray":
         from .pools.ray_pool import RayPool

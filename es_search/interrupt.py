@@ -34,16 +34,15 @@ class _Terminate:
         raise Terminated(f"received signal {signum} (SIGTERM)")
 
 
-#: the sigterm_as_interrupt blocks open in this process: while one is, es_search starts or
-#: runs workers, and a process forked then is one of them (or a pool's respawn)
+#: the sigterm_as_interrupt blocks open in this process: while one is, a process forked
+#: is a worker (or a pool's respawn)
 _OPEN: list["sigterm_as_interrupt"] = []
 
 
 def _default_in_child() -> None:
-    """SIGTERM's default in a forked worker. A pool stops its workers with SIGTERM; a
-    handler inherited from the parent (ours, or the program's own, such as the
-    ``sys.exit`` Ray installs) would run in the worker instead, and one blocked on a
-    queue lock never exits: the pool's terminate then waits for it forever."""
+    """SIGTERM's default in a forked worker, which its pool stops with SIGTERM: an
+    inherited handler (ours, or the program's, such as Ray's ``sys.exit``) run by a
+    worker blocked on a queue lock never exits, and the pool waits for it forever."""
     if _OPEN or isinstance(signal.getsignal(signal.SIGTERM), _Terminate):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _OPEN.clear()  # the child's own blocks, none yet
@@ -58,14 +57,10 @@ def _in_main_thread() -> bool:
 
 
 class sigterm_as_interrupt:
-    """Context manager: a SIGTERM inside the block raises :class:`Terminated`.
-
-    Python's default for SIGTERM is to die at once, which leaves a pool's worker
-    processes behind (one may stay blocked writing to its dead parent). Only in the main
-    thread and only while the default handler is installed: a program that handles
-    SIGTERM itself keeps its handler. Blocks may nest or overlap: the handler stays
-    until the last one of the main thread closes.
-    """
+    """Context manager: a SIGTERM inside the block raises :class:`Terminated` (Python's
+    default, dying at once, leaves a pool's workers behind). Only in the main thread and
+    only in place of the default handler: a program's own is kept. Blocks may overlap:
+    the handler stays until the last one of the main thread closes."""
 
     def __enter__(self) -> "sigterm_as_interrupt":
         self.main = _in_main_thread()
@@ -123,9 +118,8 @@ class TimeLimit(BaseException):
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
     """Context manager: raise :class:`TimeLimit` in the block after ``seconds`` (None:
-    no limit). A SIGALRM timer, so only in the main thread, only while no other SIGALRM
-    handler is installed, and only where Python code runs (a call stuck in C finishes
-    first); elsewhere the block runs unbounded."""
+    no limit). A SIGALRM timer: only in the main thread, without another SIGALRM
+    handler, and where Python code runs (a call stuck in C finishes first)."""
     if seconds is None or not hasattr(signal, "setitimer") or not _in_main_thread() or \
             signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
         yield
@@ -156,9 +150,8 @@ def _interrupted_while_starting(signum: int, frame: Any) -> None:
 
 def guard_command_start() -> None:
     """The ``es-search`` command's first act (:mod:`es_search.__main__`): a Ctrl-C
-    before its ``main()`` takes over (:func:`end_command_start`) ends it with one line,
-    exit 130, not a traceback of torch's import. A program that imports es_search gets
-    its KeyboardInterrupt as usual."""
+    before :func:`end_command_start` ends it with one line, exit 130, not a traceback of
+    torch's import."""
     if _in_main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
@@ -186,11 +179,8 @@ PARENT_POLL_SECONDS = 1.0
 
 def watch_parent() -> None:
     """A local worker's first act (the executor's initializer): end this process within
-    ``PARENT_POLL_SECONDS`` of its parent's death. Ctrl-C and SIGTERM stop the workers
-    themselves, but a ``kill -9`` or the OOM killer gives the run no chance to: its
-    workers would finish their chunk, then idle for loky's 300 s timeout, holding their
-    memory. A daemon thread polls ``os.getppid()`` (a dead parent's children are
-    adopted by another)."""
+    ``PARENT_POLL_SECONDS`` of its parent's death (a ``kill -9`` or the OOM killer gives
+    the run no chance to stop it; it would idle for loky's 300 s, holding its memory)."""
     parent = os.getppid()
 
     def watch() -> None:
@@ -201,16 +191,14 @@ def watch_parent() -> None:
     threading.Thread(target=watch, name="es_search-parent-watch", daemon=True).start()
 
 
-#: loky workers kept for the next run of as many: ``(executor, n_workers)``, at most one
-#: (``backends.LocalPool`` takes and puts it back)
+#: loky workers kept for the next run of as many, ``(executor, n_workers)``, at most one
+#: (``backends.LocalPool`` takes it while open)
 KEPT: list[tuple[Any, int]] = []
 
 
 def release_workers() -> None:
-    """End the local workers kept for the next run now, Ctrl-C held off for the few
-    milliseconds it takes. loky waits for its workers at interpreter exit (seconds, in
-    which a Ctrl-C printed a traceback and exited 0): the command releases them once its
-    work is done."""
+    """End the workers kept for the next run now, Ctrl-C held off meanwhile (loky waits
+    for them at interpreter exit: seconds, in which a Ctrl-C printed a traceback)."""
     with _handling({signal.SIGINT: signal.SIG_IGN}):
         while KEPT:
             KEPT.pop()[0].shutdown(wait=True, kill_workers=True)

@@ -1,7 +1,5 @@
-"""What every pool of the engine is (:class:`Pool`), and the part of the Dask and Ray
-pools that does not depend on the cluster (:class:`ActorPool`): one
-:class:`~.runner.Runner` per worker process, parcels sent once to each, chunks dealt
-round-robin, results and errors in order."""
+"""What every pool of the engine is (:class:`Pool`), and what the Dask and Ray pools
+share (:class:`ActorPool`)."""
 from __future__ import annotations
 
 import time
@@ -14,26 +12,20 @@ from .runner import Mismatch, Parcel, Tracker
 
 
 class Pool:
-    """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
+    """Where the parallel path runs a generation's chunks; one per ``Evaluator``. The
+    engine reads what it can do from class attributes, never its type: ``local`` (the
+    workers are this machine's processes and payloads travel as files in ``files``;
+    else ``put`` takes a recipe: :mod:`.centres`), ``claims`` (the workers can claim
+    tasks from a counter in ``files``: :mod:`es_search.claims`),
+    ``max_chunks_per_worker`` (in one round, when the engine cuts a generation finer).
 
-    What a pool can do, declared (the engine reads these, never the pool's type):
-    ``local``: the workers are processes of this machine (payloads travel as files in
-    ``files``; else ``put`` takes a recipe, and the workers keep or derive a
-    generation's centre, :mod:`.centres`); ``claims``: the workers can claim a
-    generation's tasks from a counter in ``files`` (:mod:`es_search.claims`);
-    ``max_chunks_per_worker``: chunks per worker at most in one round when uneven
-    shares make the engine cut a generation finer (each costs a hand-out).
-
-    And what it does: ``n_workers``: chunks that run at once; ``put(name, value)``: a
-    payload (bytes or a NumPy array) for the chunks of a round: returns what to pass in
-    their arguments (a small ``FileRef`` on local pools); a later ``put`` of the same
-    name replaces it; ``run_chunks(fn, args_list, done=None, timeout=None)``:
-    ``fn(*args)`` for each ``args`` on the workers, the results in order; when some
-    raise, the first error (in order) is raised after all have finished; a lost worker
-    raises a ``BrokenExecutor``, a chunk over ``timeout`` s a ``TimeoutError``; ``done``
-    (a dict) receives each result by position as it arrives, so a retry skips them;
-    ``abort()``: stop running chunks now (Ctrl-C); ``close()``: release the workers
-    (kept for the next run where the backend allows).
+    ``put(name, value)``: a payload (bytes or an array) for the chunks; returns what to
+    pass in their arguments; a later ``put`` of the name replaces it.
+    ``run_chunks(fn, args_list, done=None, timeout=None)``: ``fn(*args)`` on the
+    workers, the results in order; the first error (in order) is raised once all have
+    finished; a lost worker raises a ``BrokenExecutor``, a chunk over ``timeout`` s a
+    ``TimeoutError``; ``done`` receives each result by position, so a retry skips them.
+    ``abort()``: stop running chunks now (Ctrl-C).
     """
 
     n_workers = 1
@@ -107,15 +99,11 @@ class Late(Exception):
 
 
 class ActorPool(Pool):
-    """A :class:`Pool` of runners (``_actors``: key -> handle), one per worker process,
-    counted again at each call so that workers that join are used. Subclasses say how to
-    list, call and stop them (``_runners``, ``_submit``, ``_result``, ``_stop``).
-
-    ``put(name, value, recipe=None)`` gives a parcel every chunk that names it (as a
-    top-level argument) finds in its runner; a chunk whose worker died raises
-    :class:`~es_search.pools.WorkerLost` (``done`` keeps the others, so a retry reruns
-    only the lost ones).
-    """
+    """A :class:`Pool` of :class:`~.runner.Runner` actors (``_actors``: key -> handle),
+    one per worker process, counted again at each call so that workers that join are
+    used; chunks dealt round-robin; a parcel ``put`` (with a recipe or not) is sent to a
+    runner once. Subclasses list, call and stop the runners (``_runners``, ``_submit``,
+    ``_result``, ``_stop``)."""
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs

@@ -1,19 +1,14 @@
 """A pool on a dask.distributed cluster: one :class:`~.runner.Runner` actor per worker
-process (an actor runs its calls one after the other, so chunks never share a process's
-random generators). The worker list is asked of the scheduler at each call, so workers
-that join are used from the next generation on. A call goes from this process straight
-to the actor's worker and back (no scheduler hop): a round trip costs about what loky's
-does. A call whose worker died fails at once (its connection closes); a chunk over its
-time has its worker restarted through its nanny.
+process (its calls run one after the other: chunks never share a process's random
+generators), called straight from this process (no scheduler hop). A call whose worker
+died fails at once; a chunk over its time has its worker restarted by its nanny.
 
-Where a call runs in its worker: a Dask actor's method runs in a thread beside the
-worker's event loop, whose periodic work (ticks, heartbeats) then competes for the GIL.
-A call whose previous call on that worker took under ``loop_call_seconds`` (1 s) runs
-on the event loop itself (``separate_thread=False``), which it blocks for that long;
-longer calls stay in the thread, so that the worker keeps answering its scheduler
-(``python benchmarks/dask_event_loop.py``: Dask / loky 1.10-1.14 in the thread,
-1.02-1.05 on the loop, 10 ms scores). A ``score()`` that itself waits on Dask futures
-would block that loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
+An actor's call runs in a thread beside the worker's event loop, whose periodic work
+then competes for the GIL; a call whose previous one on that worker took under
+``loop_call_seconds`` (1 s) runs on the loop itself, which it blocks meanwhile
+(``benchmarks/dask_event_loop.py``: Dask / loky 1.10-1.14 in the thread, 1.02-1.05 on
+the loop, 10 ms scores). A ``score()`` that waits on Dask futures would block that
+loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
 """
 from __future__ import annotations
 
@@ -23,8 +18,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..extras import require
-from . import is_client
-from . import base
+from . import base, is_client
 from .base import ActorPool, Late, Lost
 from .runner import Runner
 
@@ -75,11 +69,10 @@ class DaskPool(ActorPool):
         return [a for a in wanted if a in self._actors]
 
     def _start_actors(self, addresses: list[str]) -> None:
-        """An actor on each worker of ``addresses``: waits up to 120 s for a first actor
-        (of the pool), then 5 s (a worker slow to start gets its actor later). A
-        worker that leaves meanwhile (killed while its actor starts) is given up at
-        once: its actor would never start, and its replacement, under a new address,
-        gets one at a later call, as workers that join do."""
+        """An actor on each worker of ``addresses``: waits up to 120 s for the pool's first
+        actor, then 5 s (a worker slow to start gets its actor later). A worker that
+        leaves meanwhile is given up at once (its replacement, under a new address,
+        gets an actor at a later call)."""
         distributed = require("distributed", "dask")
         pending = {a: self.client.submit(Runner, actor=True, workers=[a],
                                          allow_other_workers=False, pure=False)
@@ -117,9 +110,8 @@ class DaskPool(ActorPool):
         super()._forget(key)
 
     def _submit(self, key: str, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        """The actor's ``run``, called on its worker directly from this process (Dask's
-        own actor handles go through the scheduler unless the client was made with
-        ``direct_to_workers=True``: twice the bytes, an extra hop)."""
+        """The actor's ``run``, called on its worker directly (Dask's own actor handles
+        go through the scheduler unless ``direct_to_workers=True``)."""
         import asyncio
         on_loop = self._last_call.get(key, math.inf) < self.loop_call_seconds
         call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget),
@@ -130,16 +122,11 @@ class DaskPool(ActorPool):
     def _result(self, call: Any, timeout: float | None) -> Any:
         future, address, began = call
         try:
-            status, value = future.result(timeout=timeout)
+            return future.result(timeout=timeout)
         except TimeoutError as exc:
             raise Late(f"worker {address}") from exc
         finally:  # the calls are awaited in order: an upper bound of this one's time
             self._last_call[address] = time.perf_counter() - began
-        if status == "lost":  # the worker died: its connection closed
-            raise Lost(f"the Dask worker {address} was lost while scoring ({value})")
-        if status == "error":
-            raise value
-        return value
 
     def _stop(self, keys: list[str]) -> None:
         try:
@@ -152,27 +139,25 @@ class DaskPool(ActorPool):
 
 
 async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
-                   on_loop: bool = False) -> tuple[str, Any]:
+                   on_loop: bool = False) -> Any:
     """``Runner.run(*args)`` on the actor ``actor_key`` at ``address`` (``on_loop``: on
-    the worker's event loop thread, not its actor thread): ``("ok", result)``,
-    ``("lost", error)`` or ``("error", exception)``."""
+    the worker's event loop thread, not its actor thread); :class:`Lost` if it died."""
     from distributed.protocol import to_serialize
     try:
         answer = await rpc(address).actor_execute(
             function="run", actor=actor_key, args=[to_serialize(a) for a in args],
             kwargs={"separate_thread": False} if on_loop else {})
-    except OSError as exc:  # CommClosedError included
-        return "lost", exc
-    if answer["status"] == "OK":
-        return "ok", answer["result"]
-    return "error", answer["exception"]
+    except OSError as exc:  # CommClosedError included: its connection closed
+        raise Lost(f"the Dask worker {address} was lost while scoring ({exc})") from exc
+    if answer["status"] != "OK":
+        raise answer["exception"]
+    return answer["result"]
 
 
 @contextlib.contextmanager
 def scheduler_client(address: str | None) -> Iterator[None]:
-    """A dask.distributed Client of the scheduler at ``address`` (``es-search run
-    --scheduler``) while the block runs (none if None); a ValueError in one line, at
-    once, for an address where no dask scheduler answers."""
+    """A Client of the dask scheduler at ``address`` (``--scheduler``; None: none) while
+    the block runs; a ValueError in one line where no dask scheduler answers."""
     if address is None:
         yield
         return
@@ -190,9 +175,8 @@ SCHEDULER_TIMEOUT = 20.0
 
 
 def _check_host(distributed: Any, address: str) -> None:
-    """A ValueError at once when the host of ``address`` has no address here (a typo, a
-    machine this one does not know): a Client would retry it until its timeout. An
-    address that does not parse as host and port is left to the Client to judge."""
+    """A ValueError at once when the host of ``address`` does not resolve (a Client
+    would retry it until its timeout); an address that does not parse is the Client's."""
     import socket
     try:
         scheme, location = distributed.comm.parse_address(address)
@@ -210,10 +194,8 @@ def _check_host(distributed: Any, address: str) -> None:
 
 
 def _connect(distributed: Any, address: str, timeout: float) -> Any:
-    """A Client of the scheduler at ``address``, or one line (ValueError) within about
-    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
-    the connection but is no dask scheduler (a dashboard, another service), where it
-    may wait forever or read garbage as a message length."""
+    """A Client of the scheduler at ``address``, or a ValueError within about ``timeout``
+    s (a Client's own timeout does not cover a server that is no dask scheduler)."""
     import threading
     outcome: dict[str, Any] = {}
 

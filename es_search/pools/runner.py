@@ -1,12 +1,8 @@
-"""What the Dask and Ray pools share: payloads kept by each worker, and the runner that
-lives in each worker process (a Dask actor or a Ray actor) and runs chunks there.
-
-A :class:`Parcel` is a value that chunks name; the pool sends it to a runner once
-(``("value", encoded)``) or, when the runner holds what it derives from, as a
-*recipe* (``("recipe", fn, args, crc)``): the runner computes ``fn(*args)`` itself and
-checks it against the CRC-32 of the value's bytes; a mismatch asks for the value.
-Arrays of float64 whose values are all exact in float32 travel as float32
-(:func:`encode`), bit for bit the same once decoded.
+"""The runner that lives in each Dask or Ray worker process (an actor) and runs chunks
+there, and the payloads it keeps. A :class:`Parcel` is sent to a runner once, as its
+value (float64 arrays exact in float32 travel as float32: :func:`encode`) or, when the
+runner holds what it derives from, as a recipe ``fn(*args)`` that the runner checks
+against the value's CRC-32 (a mismatch asks for the value).
 """
 from __future__ import annotations
 
@@ -30,8 +26,8 @@ class Ref(NamedTuple):
 
 class Mismatch(NamedTuple):
     """A runner's answer when a recipe did not give the expected bytes, or when it
-    lacks a payload a call names (sent with another call of the round that has not
-    arrived yet: calls travel on separate connections): the pool sends the value."""
+    lacks a payload (sent with another call that has not arrived yet): the pool sends
+    the value."""
 
     id: int
 

@@ -2,9 +2,8 @@
 
 - :func:`prepare` reads the backend (a name, a joblib backend instance, a
   ``distributed.Client``, or None for the enclosing ``joblib.parallel_config``'s) and
-  ``n_jobs`` once, at construction, into a :class:`Choice`; :func:`open_pool` opens its
-  pool: :class:`LocalPool` on this machine (loky, multiprocessing), or the cluster pools
-  of :mod:`es_search.pools`.
+  ``n_jobs`` once, at construction; :func:`open_pool` opens its pool: :class:`LocalPool`
+  on this machine (loky, multiprocessing), or the cluster pools of :mod:`es_search.pools`.
 - On a :class:`LocalPool` the agent's skeleton and each generation's centre are written
   once to a private folder (:class:`SharedFiles`, ``/dev/shm`` when there is one) and
   travel as a small :class:`FileRef`: the bytes sent per chunk do not grow with the
@@ -32,26 +31,20 @@ from .pools.loops import Loops
 from .seeding import fresh_in_forked_child
 
 
-class Choice(NamedTuple):
-    """Where a run's tasks go: ``kind`` is ``"loky"``, ``"multiprocessing"``, ``"dask"``
-    (or a ``distributed.Client``), ``"ray"``, or None (this process); ``n_jobs`` the
-    workers (on this machine: how many; on a cluster: as given, -1 all)."""
-
-    kind: Any
-    n_jobs: int
-
-
-def prepare(backend: Any, n_jobs: int) -> Choice:
-    """What ``backend`` means, checked: ``"dask"`` needs dask.distributed and a running
-    ``Client``, ``"ray"`` needs ray (a missing package raises an ``ImportError`` naming
-    the extra); a thread-based backend for ``n_jobs`` other than 1 is refused."""
+def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
+    """Where a run's tasks go, checked: ``(kind, n_jobs)``, ``kind`` one of ``"loky"``,
+    ``"multiprocessing"``, ``"dask"`` (or a ``distributed.Client``), ``"ray"`` or None
+    (this process), ``n_jobs`` the workers (on this machine: how many; on a cluster: as
+    given, -1 all). ``"dask"`` needs dask.distributed and a running ``Client``, ``"ray"``
+    needs ray (else an ``ImportError`` naming the extra); a thread-based backend for
+    ``n_jobs`` other than 1 is refused."""
     if backend == "ray":
         require("ray", "ray")
-        return Choice("ray", n_jobs)
+        return "ray", n_jobs
     if backend == "dask" or is_client(backend):
         from .pools.dask_pool import get_client
         get_client(backend)  # a clear error now if there is no client
-        return Choice(backend, n_jobs)
+        return backend, n_jobs
     from joblib.parallel import BACKENDS, get_active_backend
     if isinstance(backend, str) and backend not in BACKENDS:
         usable = {b for b, cls in BACKENDS.items() if b == "sequential"
@@ -66,12 +59,12 @@ def prepare(backend: Any, n_jobs: int) -> Choice:
     if name in ("dask", "ray"):  # joblib.parallel_config("dask") or ("ray")
         return prepare(chosen.client if name == "dask" else name, n_jobs)
     if name == "sequential" or n_jobs == 1 and name is not None:  # None: not joblib's
-        return Choice(None, 1)
+        return None, 1
     if getattr(chosen, "uses_threads", False):
         # inside another joblib worker (a sweep over seeds) joblib makes nested calls
         # use threads: asked for nothing, a run scores in that worker, as n_jobs=1
         if backend is None and (chosen.nesting_level or 0) >= 1:
-            return Choice(None, 1)
+            return None, 1
         raise ValueError(
             f"es_search cannot score on a thread-based joblib backend "
             f"({type(chosen).__name__}): each task seeds the process-wide random "
@@ -82,7 +75,7 @@ def prepare(backend: Any, n_jobs: int) -> Choice:
         raise ValueError(f"es_search cannot run on the joblib backend "
                          f"{type(chosen).__name__}: use loky (the default), "
                          f"multiprocessing, dask or ray")
-    return Choice(name, int(chosen.effective_n_jobs(n_jobs)))
+    return name, int(chosen.effective_n_jobs(n_jobs))
 
 
 # --------------------------------------------------------------------- shared files
@@ -264,7 +257,7 @@ class LocalPool(Pool):
         super().close()
 
 
-def open_pool(choice: Choice, task_timeout: float | None = None,
+def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
               max_workers: int | None = None) -> Pool | None:
     """The pool ``choice`` names, or None for a single worker (score in this process).
     On this machine no more than ``max_workers`` processes start (a run's largest

@@ -140,11 +140,9 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
     """SIGINT while the command imports its modules (torch takes a second or more):
     the command line's one line and exit status 130, not a traceback of the import."""
-    try:
-        sys.stderr.write("es-search: interrupted\n")
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr: the status
+        sys.stderr.write("es-search: interrupted\n")  # says it
         sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # no stderr: the exit status says it
-        pass
     raise SystemExit(130)
 
 
@@ -166,11 +164,8 @@ def end_command_start() -> None:
 def silence_stdout() -> None:
     """Point stdout at /dev/null, so that Python's flush at exit does not fail again on
     the closed pipe (the recipe of Python's signal module documentation)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured)
-        pass
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no real descriptor
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # ------------------------------------------------------------ local workers' lifetime

@@ -39,10 +39,6 @@ class Pool:
             value = np.frombuffer(bytes(value), np.uint8)
         return self.files.put_array(name, value)
 
-    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
-                   done: dict | None = None, timeout: float | None = None) -> list:
-        raise NotImplementedError
-
     def abort(self) -> None:
         """Stop the running chunks (best effort)."""
 
@@ -61,12 +57,8 @@ class Pool:
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """True when two arrays hold the same values bit for bit (``-0.0`` is not
     ``0.0`` here, and a NaN equals the same NaN: what a worker computes from them)."""
-    if a is b:
-        return True
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
-                          np.ascontiguousarray(b).reshape(-1).view(np.uint8))
+    return a.shape == b.shape and a.dtype == b.dtype and (
+        a is b or np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
 
 
 def in_order(done: dict, n: int) -> list:
@@ -102,8 +94,10 @@ class ActorPool(Pool):
     """A :class:`Pool` of :class:`~.runner.Runner` actors (``_actors``: key -> handle),
     one per worker process, counted again at each call so that workers that join are
     used; chunks dealt round-robin; a parcel ``put`` (with a recipe or not) is sent to a
-    runner once. Subclasses list, call and stop the runners (``_runners``, ``_submit``,
-    ``_result``, ``_stop``)."""
+    runner once. Subclasses define ``_runners()`` (the runner keys to use now, started
+    where new, in a stable order), ``_submit(key, fn, args, sends, forget)`` (a call),
+    ``_result(call, timeout)`` (its result; :class:`Lost` or :class:`Late` when it has
+    none) and ``_stop(keys)`` (stop those runners' processes)."""
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs
@@ -114,26 +108,10 @@ class ActorPool(Pool):
         self._fresh: tuple[float, list[Any]] | None = None
         self._none_since: float | None = None  # when the pool found no runners
 
-    # subclasses ---------------------------------------------------------------
-    def _runners(self) -> list[Any]:
-        """The runner keys to use now (started where new), in a stable order."""
-        raise NotImplementedError
-
-    def _submit(self, key: Any, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        raise NotImplementedError
-
-    def _result(self, call: Any, timeout: float | None) -> Any:
-        """The call's result; :class:`Lost` or :class:`Late` when it has none."""
-        raise NotImplementedError
-
-    def _stop(self, keys: list[Any]) -> None:
-        """Stop the processes of ``keys`` (chunks over time, Ctrl-C)."""
-
     def _forget(self, key: Any) -> None:
         self._actors.pop(key, None)
-        self.tracker.forget_runner(key)
+        self.tracker.held.pop(key, None)
 
-    # the pool -----------------------------------------------------------------
     def _await_runners(self) -> list[Any]:
         """Runners, waiting for a first one up to :data:`WAIT_FOR_WORKERS` s since the
         pool first found none."""

@@ -36,7 +36,6 @@ class CentreHistory:
     def __init__(self) -> None:
         self.parcel: Any = None  # the centre parcel the workers hold
         self.center: np.ndarray | None = None
-        self.generation: int | None = None
         self.rebuilt: list[tuple[int, Any, np.ndarray]] = []  # (index, candidate, flat)
         self.rebuilt_generation: int | None = None  # the generation they belong to
         self.reused = self.derived = self.whole = 0
@@ -48,7 +47,6 @@ class CentreHistory:
         center = np.ascontiguousarray(center)
         if self.center is not None and same_bytes(center, self.center):
             self.reused += 1
-            self.generation = generation
             return self.parcel
         recipe = None
         if center.nbytes >= DERIVE_FROM and self.parcel is not None:
@@ -61,7 +59,7 @@ class CentreHistory:
         self.derived += recipe is not None
         self.parcel = pool.put("center", center, recipe=recipe)
         # a copy: a caller that changed its array in place must not look unchanged
-        self.center, self.generation, self.rebuilt = center.copy(), generation, []
+        self.center, self.rebuilt = center.copy(), []
         return self.parcel
 
     def note_rebuilt(self, generation: int, center: np.ndarray, candidate: Any, index: int,

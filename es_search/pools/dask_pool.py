@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -87,21 +88,17 @@ class DaskPool(ActorPool):
             except TimeoutError:
                 pass
             listed = set(self.client.nthreads())
-            for address, future in list(pending.items()):
-                if future.done() or address not in listed:
-                    del pending[address]
-                    self._take(address, future)
-        for address, future in pending.items():
-            self._take(address, future)  # slow to start: retried at a later call
+            for address in [a for a, f in pending.items() if f.done() or a not in listed]:
+                self._take(address, pending.pop(address))
+        for address, future in pending.items():  # slow to start: retried at a later call
+            self._take(address, future)
 
     def _take(self, address: str, future: Any) -> None:
         """The actor of ``future`` if it started, else ``future`` cancelled."""
-        try:
+        with contextlib.suppress(RuntimeError):  # "Worker holding Actor was lost" since
             if future.status == "finished":
                 self._actors[address] = future.result()
                 return
-        except RuntimeError:  # "Worker holding Actor was lost" since: its end
-            pass
         future.cancel()
 
     def _forget(self, key: str) -> None:
@@ -154,29 +151,53 @@ async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
     return answer["result"]
 
 
+#: seconds --scheduler's address has to answer as a dask scheduler
+SCHEDULER_TIMEOUT = 20.0
+
+
 @contextlib.contextmanager
 def scheduler_client(address: str | None) -> Iterator[None]:
     """A Client of the dask scheduler at ``address`` (``--scheduler``; None: none) while
-    the block runs; a ValueError in one line where no dask scheduler answers."""
+    the block runs; a ValueError in one line where no dask scheduler answers, within
+    about ``SCHEDULER_TIMEOUT`` s (a Client's own timeout does not cover a server that
+    is no dask scheduler: it may wait forever), and at once for a host that does not
+    resolve (a Client would retry it until its timeout)."""
     if address is None:
         yield
         return
     distributed = require("distributed", "dask")
     _check_host(distributed, address)
-    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = distributed.Client(address, timeout=SCHEDULER_TIMEOUT)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
+    thread.start()
+    thread.join(SCHEDULER_TIMEOUT + 2)
+    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
+            "dashboard's; `dask scheduler` prints it)")
+    error = outcome.get("error")
+    if thread.is_alive():
+        raise ValueError(f"no dask scheduler answered at {address} within "
+                         f"{SCHEDULER_TIMEOUT:g} s{hint}")
+    if isinstance(error, (OSError, TimeoutError)):
+        raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
+    if error is not None:
+        raise ValueError(f"{address} did not answer as a dask scheduler "
+                         f"({type(error).__name__}: {error}){hint}") from None
     try:
         yield
     finally:
-        client.close()
-
-
-#: seconds --scheduler's address has to answer as a dask scheduler
-SCHEDULER_TIMEOUT = 20.0
+        outcome["client"].close()
 
 
 def _check_host(distributed: Any, address: str) -> None:
-    """A ValueError at once when the host of ``address`` does not resolve (a Client
-    would retry it until its timeout); an address that does not parse is the Client's."""
+    """A ValueError when the host of ``address`` does not resolve (an address that does
+    not parse is the Client's to judge)."""
     import socket
     try:
         scheme, location = distributed.comm.parse_address(address)
@@ -191,32 +212,3 @@ def _check_host(distributed: Any, address: str) -> None:
         raise ValueError(f"cannot reach the dask scheduler at {address}: no such host "
                          f"{host!r} ({exc.strerror}); check the address (`dask "
                          f"scheduler` prints it, e.g. tcp://host:8786)") from None
-
-
-def _connect(distributed: Any, address: str, timeout: float) -> Any:
-    """A Client of the scheduler at ``address``, or a ValueError within about ``timeout``
-    s (a Client's own timeout does not cover a server that is no dask scheduler)."""
-    import threading
-    outcome: dict[str, Any] = {}
-
-    def connect() -> None:
-        try:
-            outcome["client"] = distributed.Client(address, timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
-    thread.start()
-    thread.join(timeout + 2)
-    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
-            "dashboard's; `dask scheduler` prints it)")
-    if thread.is_alive():
-        raise ValueError(f"no dask scheduler answered at {address} within {timeout:g} s"
-                         f"{hint}")
-    error = outcome.get("error")
-    if isinstance(error, (OSError, TimeoutError)):
-        raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
-    if error is not None:
-        raise ValueError(f"{address} did not answer as a dask scheduler "
-                         f"({type(error).__name__}: {error}){hint}") from None
-    return outcome["client"]

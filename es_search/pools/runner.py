@@ -44,10 +44,6 @@ class Parcel:
         self.values_sent = 0  # copies sent whole
         self.recipes_sent = 0  # copies derived by a runner
 
-    def deps(self) -> list["Parcel"]:
-        return [] if self.recipe is None else [
-            a for a in self.recipe[1] if isinstance(a, Parcel)]
-
 
 def crc(value: Any) -> int:
     if isinstance(value, np.ndarray):
@@ -96,15 +92,15 @@ class Runner:
             for key, kind, *data in sends:
                 if kind == "value":
                     self.store[key] = decode(data[0])
-                else:
-                    recipe_fn, recipe_args, expected = data
-                    resolved = self._resolve(recipe_args)
-                    if isinstance(resolved, Mismatch):
-                        return resolved
-                    value = recipe_fn(*resolved)
-                    if crc(value) != expected:
-                        return Mismatch(key)
-                    self.store[key] = value
+                    continue
+                recipe_fn, recipe_args, expected = data
+                resolved = self._resolve(recipe_args)
+                if isinstance(resolved, Mismatch):
+                    return resolved
+                value = recipe_fn(*resolved)
+                if crc(value) != expected:
+                    return Mismatch(key)
+                self.store[key] = value
             resolved = self._resolve(args)
             if isinstance(resolved, Mismatch):
                 return resolved
@@ -135,9 +131,6 @@ class Tracker:
             self.dropped.add(previous.id)
         return parcel
 
-    def forget_runner(self, runner: Any) -> None:
-        self.held.pop(runner, None)
-
     def message(self, runner: Any, args: Sequence[Any],
                 whole: frozenset[int] = frozenset()) -> tuple[list, list, list]:
         """``(args, sends, forget)`` for a call to ``runner``; ``whole``: payload ids
@@ -149,7 +142,7 @@ class Tracker:
             if p.id in held:
                 return
             if p.recipe is not None and p.id not in whole and all(
-                    d.id in held for d in p.deps()):
+                    d.id in held for d in p.recipe[1] if isinstance(d, Parcel)):
                 fn, rargs = p.recipe
                 sends.append((p.id, "recipe", fn,
                               tuple(Ref(a.id) if isinstance(a, Parcel) else a

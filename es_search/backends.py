@@ -165,9 +165,8 @@ class SharedFiles:
 
 
 # --------------------------------------------------------------------- pools
-# one chunk at a time per process: dask runs several tasks per worker process in threads,
-# and a chunk seeds the process-wide random generators (read it as backends.CHUNK_LOCK
-# at each use: a forked child gets a fresh one, as seeding's process-state lock)
+# one chunk at a time per process (a chunk seeds the process-wide random generators);
+# read it as backends.CHUNK_LOCK at each use: a forked child gets a fresh one
 CHUNK_LOCK = threading.Lock()
 fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 

@@ -111,8 +111,7 @@ def deferred_sigint() -> Iterator[None]:
 
 
 class TimeLimit(BaseException):
-    """Raised by :func:`time_limit` when its block runs too long (a BaseException, so
-    that the ``except Exception`` of the code it interrupts does not swallow it)."""
+    """:func:`time_limit`'s block ran too long (not an ``Exception``: not swallowed)."""
 
 
 @contextlib.contextmanager

@@ -67,12 +67,11 @@ def release(key: str) -> None:
     """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
     with _HELD_LOCK:
         held = _HELD.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            held[0].close()  # releases the flock
+        if held is not None:
+            held[1] -= 1
+            if held[1] == 0:
+                del _HELD[key]
+                held[0].close()  # releases the flock
 
 
 @contextlib.contextmanager

@@ -74,30 +74,21 @@ def in_order(done: dict, n: int) -> list:
     return results
 
 
-#: seconds a pool waits for a worker when the cluster has none, counted from when it
-#: first found none (so that the engine's retries after that fail at once)
+#: seconds a pool waits for a worker when the cluster has none (since it first found none)
 WAIT_FOR_WORKERS = 60
 
 #: seconds for which the runners counted by ``n_workers`` serve the next ``run_chunks``
 FRESH = 0.5
 
 
-class Lost(Exception):
-    """A runner's call failed because its process (or node) is gone."""
-
-
-class Late(Exception):
-    """A runner's call did not finish in time."""
-
-
 class ActorPool(Pool):
     """A :class:`Pool` of :class:`~.runner.Runner` actors (``_actors``: key -> handle),
-    one per worker process, counted again at each call so that workers that join are
-    used; chunks dealt round-robin; a parcel ``put`` (with a recipe or not) is sent to a
-    runner once. Subclasses define ``_runners()`` (the runner keys to use now, started
-    where new, in a stable order), ``_submit(key, fn, args, sends, forget)`` (a call),
-    ``_result(call, timeout)`` (its result; :class:`Lost` or :class:`Late` when it has
-    none) and ``_stop(keys)`` (stop those runners' processes)."""
+    one per worker process, counted again at each call (workers that join are used);
+    chunks dealt round-robin; a parcel is sent to a runner once. Subclasses define
+    ``_runners()`` (the keys to use now, started where new, in a stable order),
+    ``_submit(key, fn, args, sends, forget)`` (a call), ``_result(call, timeout)`` (its
+    result; ``WorkerLost`` if the runner died, ``TimeoutError`` past ``timeout``) and
+    ``_stop(keys)`` (stop those runners' processes)."""
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs
@@ -157,12 +148,12 @@ class ActorPool(Pool):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
                     out = self._result(calls[i], left)
-                except Late as exc:
-                    late.append(key)
-                    errors[i] = TimeoutError(f"a chunk ran over {timeout} s ({exc})")
-                except Lost as exc:
+                except WorkerLost as exc:
                     self._forget(key)
-                    errors[i] = WorkerLost(str(exc))
+                    errors[i] = exc
+                except TimeoutError:
+                    late.append(key)
+                    errors[i] = TimeoutError(f"a chunk ran over {timeout} s (on {key})")
                 else:
                     if isinstance(out, Mismatch):  # the recipe did not hold there
                         self.tracker.forget_sent(key, [out.id])

@@ -19,16 +19,9 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..extras import require
-from . import base, is_client
-from .base import ActorPool, Late, Lost
+from . import WorkerLost, base, is_client
+from .base import ActorPool
 from .runner import Runner
-
-_NO_CLIENT = (
-    "backend='dask' runs on the active dask.distributed Client, and there is none: "
-    "create one first, e.g. `from dask.distributed import Client; client = "
-    "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
-    "client itself as backend=client; on the command line pass --scheduler tcp://host:8786")
-
 
 def get_client(backend: Any = "dask") -> Any:
     """The Client for ``backend`` (``"dask"``: the active one; or a Client)."""
@@ -38,7 +31,12 @@ def get_client(backend: Any = "dask") -> Any:
     try:
         return distributed.get_client()
     except ValueError:
-        raise ValueError(_NO_CLIENT) from None
+        raise ValueError(
+            "backend='dask' runs on the active dask.distributed Client, and there is none: "
+            "create one first, e.g. `from dask.distributed import Client; client = "
+            "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
+            "client itself as backend=client; on the command line pass --scheduler "
+            "tcp://host:8786") from None
 
 
 class DaskPool(ActorPool):
@@ -120,16 +118,12 @@ class DaskPool(ActorPool):
         future, address, began = call
         try:
             return future.result(timeout=timeout)
-        except TimeoutError as exc:
-            raise Late(f"worker {address}") from exc
         finally:  # the calls are awaited in order: an upper bound of this one's time
             self._last_call[address] = time.perf_counter() - began
 
     def _stop(self, keys: list[str]) -> None:
-        try:
+        with contextlib.suppress(Exception):  # no nanny: the worker keeps running
             self.client.restart_workers(list(keys), raise_for_error=False)
-        except Exception:  # pragma: no cover - no nanny: the worker keeps running
-            pass
 
     def close(self) -> None:
         self._actors = {}  # releasing the actors' futures ends them
@@ -138,14 +132,14 @@ class DaskPool(ActorPool):
 async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
                    on_loop: bool = False) -> Any:
     """``Runner.run(*args)`` on the actor ``actor_key`` at ``address`` (``on_loop``: on
-    the worker's event loop thread, not its actor thread); :class:`Lost` if it died."""
+    the worker's event loop thread, not its actor thread); ``WorkerLost`` if it died."""
     from distributed.protocol import to_serialize
     try:
         answer = await rpc(address).actor_execute(
             function="run", actor=actor_key, args=[to_serialize(a) for a in args],
             kwargs={"separate_thread": False} if on_loop else {})
     except OSError as exc:  # CommClosedError included: its connection closed
-        raise Lost(f"the Dask worker {address} was lost while scoring ({exc})") from exc
+        raise WorkerLost(f"the Dask worker {address} was lost while scoring ({exc})") from exc
     if answer["status"] != "OK":
         raise answer["exception"]
     return answer["result"]

@@ -26,8 +26,7 @@ AWAKE_SECONDS = 0.002
 
 
 def _dumps(value: Any) -> bytes:
-    """cloudpickle, both ways: a score's report or error may be of a class that came by
-    value (a script's ``__main__``), and so may a function a test sends."""
+    """cloudpickle, both ways: a result or error may be of a class sent by value."""
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -95,9 +94,8 @@ class Loops:
     def run(self, fn: Callable[..., Any], args_list: Sequence[tuple], todo: Sequence[int],
             done: dict, deadline: float | None) -> None:
         """``fn(*args_list[i])`` for each ``i`` in ``todo``, handed out in order to the
-        loops as they come free; each answer into ``done[i]``. ``EOFError`` or
-        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``
-        (``time.monotonic()``)."""
+        loops as they come free, each answer into ``done[i]``; ``EOFError`` or
+        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``."""
         queue = collections.deque(todo)
         idle, busy = list(self.conns), {}
         while queue or busy:

@@ -9,12 +9,15 @@ whose raylet was killed: Ray marks the node dead after about 17 s) gets no actor
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import time
 from typing import Any, Callable
 
 from ..extras import require
-from .base import ActorPool, Late, Lost
+from . import WorkerLost
+from .base import ActorPool
 from .runner import Runner
 
 OBJECT_STORE_FROM = 1 << 20  # bytes
@@ -46,7 +49,7 @@ class RayPool(ActorPool):
         self.ray = _ray()
         self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
                                             max_task_retries=0)(self.runner)
-        self._next = 0
+        self._ids = itertools.count(1)  # the actors' keys
         self._refs: dict[int, Any] = {}  # parcel id -> object ref of its value
         self._runners()
 
@@ -56,10 +59,8 @@ class RayPool(ActorPool):
     def _runners(self) -> list[int]:
         cpus = self._cpus()
         want = cpus if self.n_jobs < 1 else min(cpus, self.n_jobs)
-        new = {}
-        for _ in range(want - len(self._actors)):
-            self._next += 1
-            new[self._next] = self._actor_class.remote()
+        new = {next(self._ids): self._actor_class.remote()
+               for _ in range(want - len(self._actors))}
         if new:  # started before any chunk is timed: a start is not a slow task
             self._start(new)
         return sorted(self._actors)[:want]
@@ -88,7 +89,7 @@ class RayPool(ActorPool):
 
     def _submit(self, key: int, fn: Callable, args: list, sends: list, forget: list) -> Any:
         sends = [self._by_ref(s) for s in sends]
-        return self._actors[key].run.remote(fn, args, sends, forget), key
+        return self._actors[key].run.remote(fn, args, sends, forget)
 
     def _by_ref(self, send: tuple) -> tuple:
         key, kind, *data = send
@@ -101,25 +102,18 @@ class RayPool(ActorPool):
                 del self._refs[old]
         return (key, kind, ("ray", ref))
 
-    def _result(self, call: Any, timeout: float | None) -> Any:
-        ref, key = call
-        ray = self.ray
+    def _result(self, ref: Any, timeout: float | None) -> Any:
         try:
-            return ray.get(ref, timeout=timeout)
-        except ray.exceptions.GetTimeoutError as exc:
-            raise Late(f"actor {key}") from exc
-        except ray.exceptions.RayActorError as exc:
+            return self.ray.get(ref, timeout=timeout)
+        except self.ray.exceptions.RayActorError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc) else ""
-            raise Lost(f"a Ray actor was lost while scoring ({first})") from exc
+            raise WorkerLost(f"a Ray actor was lost while scoring ({first})") from exc
 
     def _stop(self, keys: list[int]) -> None:
         for key in keys:
             actor = self._actors.pop(key, None)
-            if actor is not None:
-                try:
-                    self.ray.kill(actor, no_restart=True)
-                except Exception:  # pragma: no cover - already gone
-                    pass
+            with contextlib.suppress(Exception):  # None, or already gone
+                self.ray.kill(actor, no_restart=True)
 
     def close(self) -> None:
         self._stop(list(self._actors))

@@ -1,15 +1,11 @@
 """Where a run's tasks go, and this machine's worker pools.
 
-- :func:`prepare` is the front door: it reads the backend (a name, a joblib backend
-  instance, a ``distributed.Client``, or None for the enclosing
-  ``joblib.parallel_config``'s) and ``n_jobs`` once, at construction, into a
-  :class:`Choice`. ``"dask"`` needs dask.distributed and a running ``Client``,
-  ``"ray"`` needs ray (a missing package raises an ``ImportError`` naming the extra);
-  a thread-based backend for ``n_jobs`` other than 1 is refused.
-- :func:`open_pool` opens the chosen pool: :class:`LocalPool` on this machine (loky,
-  multiprocessing), or es_search's own cluster pools (:mod:`es_search.pools`).
-- ``SharedFiles``: on a :class:`LocalPool` the agent's skeleton and each generation's
-  centre are written once to a private folder (``/dev/shm`` when there is one) and
+- :func:`prepare` reads the backend (a name, a joblib backend instance, a
+  ``distributed.Client``, or None for the enclosing ``joblib.parallel_config``'s) and
+  ``n_jobs`` once, at construction; :func:`open_pool` opens its pool: :class:`LocalPool`
+  on this machine (loky, multiprocessing), or the cluster pools of :mod:`es_search.pools`.
+- On a :class:`LocalPool` the agent's skeleton and each generation's centre are written
+  once to a private folder (:class:`SharedFiles`, ``/dev/shm`` when there is one) and
   travel as a small :class:`FileRef`: the bytes sent per chunk do not grow with the
   number of parameters.
 """
@@ -28,33 +24,27 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from .extras import require
-from .interrupt import own_workers, released, watch_parent
+from .interrupt import KEPT, watch_parent
 from .pools import is_client
 from .pools.base import Pool, in_order, same_bytes
 from .pools.loops import Loops
 from .seeding import fresh_in_forked_child
 
 
-class Choice(NamedTuple):
-    """Where a run's tasks go, as :func:`prepare` read it: ``kind`` is ``"loky"``,
-    ``"multiprocessing"``, ``"dask"`` (or a ``distributed.Client``), ``"ray"``, or None
-    (this process); ``n_jobs`` the workers (on this machine: how many; on a cluster:
-    as given, -1 all)."""
-
-    kind: Any
-    n_jobs: int
-
-
-def prepare(backend: Any, n_jobs: int) -> Choice:
-    """Check a backend at construction time and read, once, what it means (see the
-    module's docstring)."""
+def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
+    """Where a run's tasks go, checked: ``(kind, n_jobs)``, ``kind`` one of ``"loky"``,
+    ``"multiprocessing"``, ``"dask"`` (or a ``distributed.Client``), ``"ray"`` or None
+    (this process), ``n_jobs`` the workers (on this machine: how many; on a cluster: as
+    given, -1 all). ``"dask"`` needs dask.distributed and a running ``Client``, ``"ray"``
+    needs ray (else an ``ImportError`` naming the extra); a thread-based backend for
+    ``n_jobs`` other than 1 is refused."""
     if backend == "ray":
         require("ray", "ray")
-        return Choice("ray", n_jobs)
+        return "ray", n_jobs
     if backend == "dask" or is_client(backend):
         from .pools.dask_pool import get_client
         get_client(backend)  # a clear error now if there is no client
-        return Choice(backend, n_jobs)
+        return backend, n_jobs
     from joblib.parallel import BACKENDS, get_active_backend
     if isinstance(backend, str) and backend not in BACKENDS:
         usable = {b for b, cls in BACKENDS.items() if b == "sequential"
@@ -69,12 +59,12 @@ def prepare(backend: Any, n_jobs: int) -> Choice:
     if name in ("dask", "ray"):  # joblib.parallel_config("dask") or ("ray")
         return prepare(chosen.client if name == "dask" else name, n_jobs)
     if name == "sequential" or n_jobs == 1 and name is not None:  # None: not joblib's
-        return Choice(None, 1)
+        return None, 1
     if getattr(chosen, "uses_threads", False):
         # inside another joblib worker (a sweep over seeds) joblib makes nested calls
         # use threads: asked for nothing, a run scores in that worker, as n_jobs=1
         if backend is None and (chosen.nesting_level or 0) >= 1:
-            return Choice(None, 1)
+            return None, 1
         raise ValueError(
             f"es_search cannot score on a thread-based joblib backend "
             f"({type(chosen).__name__}): each task seeds the process-wide random "
@@ -85,50 +75,43 @@ def prepare(backend: Any, n_jobs: int) -> Choice:
         raise ValueError(f"es_search cannot run on the joblib backend "
                          f"{type(chosen).__name__}: use loky (the default), "
                          f"multiprocessing, dask or ray")
-    return Choice(name, int(chosen.effective_n_jobs(n_jobs)))
+    return name, int(chosen.effective_n_jobs(n_jobs))
 
 
 # --------------------------------------------------------------------- shared files
 class FileRef(NamedTuple):
-    """A file on this machine holding an array (``dtype`` a numpy dtype string) or, with
-    ``dtype=""``, raw bytes. A few dozen bytes pickled, whatever the file's size."""
+    """A file on this machine holding ``size`` values of the numpy dtype ``dtype``: a few
+    dozen bytes pickled, whatever the file's size."""
 
     path: str
-    dtype: str = ""
-    size: int = 0
+    dtype: str
+    size: int
 
 
 _MMAP_FROM = 1 << 16  # bytes; smaller files are read, larger ones memory-mapped
 
 
 def load(ref: Any) -> Any:
-    """The array or bytes behind ``ref`` (anything else is returned as is)."""
+    """The array behind ``ref`` (bytes as uint8, which pickle reads); anything else as
+    is."""
     if not isinstance(ref, FileRef):
         return ref
-    if not ref.dtype:
-        with open(ref.path, "rb") as f:
-            return f.read()
     dtype = np.dtype(ref.dtype)
     if ref.size * dtype.itemsize >= _MMAP_FROM:
         return np.memmap(ref.path, dtype=dtype, mode="r", shape=(ref.size,))
     return np.fromfile(ref.path, dtype=dtype, count=ref.size)
 
 
-#: /dev/shm is used only with this much free (as joblib does): a container's is often
-#: 64 MB, and a large agent's skeleton and centres would fill it in the middle of a run
+#: /dev/shm is used only with this much free (as joblib does): a container's is often 64 MB
 SHM_MIN_FREE = 2 * 10 ** 9
 
 
 def _shm_root() -> str | None:
-    """``/dev/shm`` when it is writable and has ``SHM_MIN_FREE`` bytes free, else None
-    (the temporary folder is used)."""
+    """``/dev/shm`` when it is writable with ``SHM_MIN_FREE`` bytes free, else None."""
     root = "/dev/shm"
     if not (os.path.isdir(root) and os.access(root, os.W_OK)):
         return None
-    try:
-        stats = os.statvfs(root)
-    except OSError:  # pragma: no cover
-        return None
+    stats = os.statvfs(root)
     return root if stats.f_bavail * stats.f_frsize >= SHM_MIN_FREE else None
 
 
@@ -152,68 +135,38 @@ class SharedFiles:
 
     def __init__(self) -> None:
         root = _shm_root() or tempfile.gettempdir()
-        try:
-            _sweep(root)
-        except OSError:  # pragma: no cover
-            pass
+        _sweep(root)
         self.folder = tempfile.mkdtemp(prefix=f"es_search-{os.getpid()}-", dir=root)
         self._finalizer = weakref.finalize(self, shutil.rmtree, self.folder, True)
-        self._current: dict[str, str] = {}
-        self._arrays: dict[str, tuple[np.ndarray, FileRef]] = {}  # name -> last put
+        self._last: dict[str, tuple[np.ndarray, FileRef]] = {}  # name -> last put
         self._count = 0
         self.bytes_written = 0
 
-    def put_bytes(self, name: str, data: bytes) -> FileRef:
-        path = os.path.join(self.folder, name)
-        with open(path, "wb") as f:
-            f.write(data)
-        self.bytes_written += len(data)
-        return FileRef(path, "", len(data))
-
     def put_array(self, name: str, array: np.ndarray) -> FileRef:
-        """Write ``array`` under ``name``; the file a previous ``put`` of the same name
-        wrote is removed (its readers have finished). An array equal byte for byte to
-        the last one put under ``name`` is not written again: its reference is returned
-        (a hill climber's centre stays put for many generations; workers keep what
-        they loaded for an unchanged reference)."""
+        """Write ``array`` under ``name``, replacing the file of the last ``put`` of
+        ``name`` (its readers have finished), unless the two are equal byte for byte: a
+        hill climber's centre stays for generations, and workers keep what they loaded."""
         array = np.ascontiguousarray(array)
-        last = self._arrays.get(name)
+        last = self._last.get(name)
         if last is not None and same_bytes(array, last[0]):
             return last[1]
         self._count += 1
         path = os.path.join(self.folder, f"{name}-{self._count}.bin")
         array.tofile(path)
         self.bytes_written += array.nbytes
-        self._replace(name, path)
+        if last is not None:
+            os.remove(last[1].path)
         ref = FileRef(path, array.dtype.str, int(array.size))
-        self._arrays[name] = (array.copy(), ref)  # a copy: callers may change theirs
-        return ref
-
-    def put_blob(self, name: str, data: bytes) -> FileRef:
-        """Like :meth:`put_array`, for bytes."""
-        self._count += 1
-        ref = self.put_bytes(f"{name}-{self._count}.pkl", data)
-        self._replace(name, ref.path)
-        self._arrays.pop(name, None)
+        self._last[name] = (array.copy(), ref)  # a copy: callers may change theirs
         return ref
 
     def close(self) -> None:
         self._finalizer()
 
-    def _replace(self, name: str, path: str) -> None:
-        previous = self._current.get(name)
-        self._current[name] = path
-        if previous is not None and previous != path:
-            try:
-                os.remove(previous)
-            except OSError:  # pragma: no cover - e.g. still open on Windows
-                pass
-
 
 # --------------------------------------------------------------------- pools
-# one chunk at a time per process: dask runs several tasks per worker process in threads,
-# and a chunk seeds the process-wide random generators (read it as backends.CHUNK_LOCK
-# at each use: a forked child gets a fresh one, as seeding's process-state lock)
+# one chunk at a time per process (a chunk seeds the process-wide random generators);
+# read it as backends.CHUNK_LOCK at each use: a forked child gets a fresh one
 CHUNK_LOCK = threading.Lock()
 fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 
@@ -224,23 +177,16 @@ IDLE_SECONDS = 300
 #: one task per core) unless this process's environment sets them
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-#: loky workers kept for the next run of as many (a warm start): es_search's own executor
-#: (loky's reusable one is joblib's, which assumes it made it: a joblib.Parallel after a
-#: run would fail), used by one open pool at a time (``busy``)
-_kept: dict[str, Any] = {"executor": None, "size": 0, "busy": False}
 _KEPT_LOCK = threading.Lock()
 
 
 class LocalPool(Pool):
-    """Worker processes of this machine, on a loky ``ProcessPoolExecutor`` (a public
-    API: it can kill its workers, which ``concurrent.futures``' cannot before Python
-    3.14), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
-    ``"loky"``: workers started the loky way, kept for the next run of as many workers
-    (a warm start; a run that opens while they are in use gets its own);
-    ``"multiprocessing"``: workers started the ``multiprocessing`` way (fork on Linux),
+    """Worker processes of this machine on a loky ``ProcessPoolExecutor`` (which can kill
+    its workers), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
+    ``"loky"``: at ``close()`` the workers are kept (``interrupt.KEPT``) for the next run
+    of as many (a warm start); ``"multiprocessing"``: started that way (fork on Linux),
     closed with the pool. A Ctrl-C, a chunk over time or a lost worker ends them at
-    once; a retry gets fresh ones. Every worker starts by watching its parent
-    (:func:`~es_search.interrupt.watch_parent`)."""
+    once; a retry gets fresh ones."""
 
     local = True
 
@@ -254,23 +200,16 @@ class LocalPool(Pool):
     def _workers(self) -> Any:
         from joblib.externals.loky import ProcessPoolExecutor
         if self.kind != "loky":
-            return own_workers(ProcessPoolExecutor(
-                self.n_workers, context=multiprocessing.get_context(),
-                initializer=watch_parent))
+            return ProcessPoolExecutor(self.n_workers, context=multiprocessing.get_context(),
+                                       initializer=watch_parent)
         with _KEPT_LOCK:  # runs in other threads open pools too
-            kept = _kept["executor"]
-            if kept is not None and not _kept["busy"] and \
-                    _kept["size"] == self.n_workers and not released(kept):
-                _kept["busy"] = True
-                return kept
-            executor = own_workers(ProcessPoolExecutor(
-                self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
-                env={var: os.environ.get(var, "1") for var in THREAD_VARS}))
-            if not _kept["busy"]:  # the others' workers are theirs to close
-                if kept is not None:
-                    kept.shutdown(wait=True, kill_workers=True)
-                _kept.update(executor=executor, size=self.n_workers, busy=True)
+            executor, size = KEPT.pop() if KEPT else (None, 0)
+        if size == self.n_workers:
             return executor
+        if executor is not None:
+            executor.shutdown(wait=True, kill_workers=True)
+        return ProcessPoolExecutor(self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
+                                   env={var: os.environ.get(var, "1") for var in THREAD_VARS})
 
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
@@ -284,7 +223,7 @@ class LocalPool(Pool):
                 self._loops = Loops(self._executor, self.n_workers, self.files.folder)
             self._loops.run(fn, args_list, todo, done, deadline)
         except BaseException as exc:  # answers may be on their way: the workers go
-            self._stop()  # fresh ones for a retry
+            self.abort()  # fresh ones for a retry
             if isinstance(exc, TimeoutError):
                 raise TimeoutError(f"a chunk ran over {timeout} s") from None
             if isinstance(exc, (EOFError, OSError, RuntimeError)) and \
@@ -293,36 +232,35 @@ class LocalPool(Pool):
             raise
         return in_order(done, len(args_list))
 
-    def _stop(self) -> None:
-        """End the workers now."""
-        loops, self._loops = self._loops, None
-        if loops is not None:
-            loops.close()
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        if executor is _kept["executor"]:
-            _kept.update(executor=None, busy=False)
-        executor.shutdown(wait=True, kill_workers=True)
+    def _end_loops(self) -> Any:
+        """Close the loops (the workers are free); the executor, now the caller's."""
+        if self._loops is not None:
+            self._loops.close()
+        executor, self._executor, self._loops = self._executor, None, None
+        return executor
 
     def abort(self) -> None:
-        self._stop()
+        """End the workers now."""
+        executor = self._end_loops()
+        if executor is not None:
+            executor.shutdown(wait=True, kill_workers=True)
 
     def close(self) -> None:
-        if self._executor is not None and self._executor is _kept["executor"]:
-            self._loops.close()  # the loops end; the workers stay for the next run
-            self._loops = self._executor = None
-            _kept["busy"] = False
-        self._stop()
+        executor = self._end_loops()
+        if executor is not None and self.kind == "loky":
+            with _KEPT_LOCK:
+                KEPT.append((executor, self.n_workers))
+                executor = KEPT.pop(0)[0] if len(KEPT) > 1 else None
+        if executor is not None:  # multiprocessing's, or the one kept before
+            executor.shutdown(wait=True, kill_workers=True)
         super().close()
 
 
-def open_pool(choice: Choice, task_timeout: float | None = None,
+def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
               max_workers: int | None = None) -> Pool | None:
-    """The pool ``choice`` (from :func:`prepare`) names, or None when that means a single
-    worker (score in this process). On this machine no more than ``max_workers``
-    processes start (a run's largest generation: more would only cost start-up time
-    and memory)."""
+    """The pool ``choice`` names, or None for a single worker (score in this process).
+    On this machine no more than ``max_workers`` processes start (a run's largest
+    generation: more would only cost start-up time and memory)."""
     kind, n_jobs = choice
     if kind == "ray":
         from .pools.ray_pool import RayPool

@@ -135,7 +135,7 @@ class Engine:
             self.n_workers = self.policy.n_workers = self.pool.n_workers
             if self.pool.claims and dispatch.AVAILABLE:
                 self._counter = Counter(self.pool.files.folder)
-            if self.pool.derives_centres:
+            if not self.pool.local:  # the workers keep or derive centres
                 from .pools.centres import CentreHistory
                 self._centres = CentreHistory()
             self.chunking = replace(self.chunking, claims=self._counter is not None,
@@ -180,9 +180,8 @@ class Engine:
             sigterm.__exit__()
 
     def _warm_up(self, timeout: float = 120.0) -> None:
-        """Run start-up tasks until every worker there is has answered (or ``timeout``):
-        fewer than ``n_workers`` when a run in another thread shrank loky's shared
-        executor meanwhile. A worker lost meanwhile is replaced, under ``max_retries``."""
+        """Run start-up tasks until every worker has answered (or ``timeout``); a worker
+        lost meanwhile is replaced, under ``max_retries``."""
         seen: set[int] = set()
         deadline = time.perf_counter() + timeout
 
@@ -194,7 +193,7 @@ class Engine:
                 seen.clear()  # those that answered may be gone with the pool
                 raise
 
-        while len(seen) < self.pool.live_workers() and time.perf_counter() < deadline:
+        while len(seen) < self.pool.n_workers and time.perf_counter() < deadline:
             seen.update(self._retrying(answered, None, list))
         self.worker_pids = seen
 

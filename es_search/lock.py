@@ -29,14 +29,14 @@ def acquire(path: Any) -> str:
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
                              f"folder (choose a folder path; it is created if missing)")
     with _HELD_LOCK:
-        return _acquire(path)
-
-
-def _acquire(path: Path) -> str:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        key = str(path.resolve())
-        held = _HELD.get(key)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            key = str(path.resolve())
+            held = _HELD.get(key)
+            handle = None if held is not None else open(path / LOCK, "a+")
+        except OSError as exc:
+            raise OutFolderError(f"cannot use {path} as the out folder: {exc.strerror or exc}"
+                                 f" (choose a folder you can write)") from None
         if held is not None:
             if held[2] != threading.get_ident():
                 raise OutFolderError(
@@ -45,13 +45,9 @@ def _acquire(path: Path) -> str:
                     f"another out folder")
             held[1] += 1
             return key
-        handle = open(path / LOCK, "a+")
-    except OSError as exc:
-        raise OutFolderError(f"cannot use {path} as the out folder: "
-                             f"{exc.strerror or exc} (choose a folder you can write)") from None
-    if fcntl is not None:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.seek(0)
             owner = handle.read().strip() or "another process"
@@ -59,24 +55,23 @@ def _acquire(path: Path) -> str:
             raise OutFolderError(
                 f"the out folder {path} is in use by another es_search run ({owner}); "
                 f"wait for it to finish, or choose another out folder") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}\n")
-    handle.flush()
-    _HELD[key] = [handle, 1, threading.get_ident()]
-    return key
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        _HELD[key] = [handle, 1, threading.get_ident()]
+        return key
 
 
 def release(key: str) -> None:
     """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
     with _HELD_LOCK:
         held = _HELD.get(key)
-        if held is None:
-            return
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[key]
-            held[0].close()  # releases the flock
+        if held is not None:
+            held[1] -= 1
+            if held[1] == 0:
+                del _HELD[key]
+                held[0].close()  # releases the flock
 
 
 @contextlib.contextmanager

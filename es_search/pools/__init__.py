@@ -1,14 +1,9 @@
-"""Worker pools: the loop each local worker runs (:mod:`.loops`, used by
+"""Worker pools: the loop each local worker runs (:mod:`.loops`, for
 ``backends.LocalPool``), and the pools on clusters, Dask (:mod:`.dask_pool`) and Ray
-(:mod:`.ray_pool`).
-
-A cluster pool runs a generation's chunks on one actor per worker process (no joblib in
-between; :mod:`.base`): one chunk per process at a time, payloads sent to each worker
-once and kept there (:mod:`.runner`), a generation's centre kept or derived by the
-workers when it is the previous one or a candidate they can rebuild (:mod:`.centres`),
-workers that join between generations used at the next one, and a worker lost
+(:mod:`.ray_pool`): one actor per worker process, one chunk at a time, payloads sent to
+each worker once (:mod:`.runner`) or derived there (:mod:`.centres`), and a worker lost
 mid-generation reported as a :class:`WorkerLost` (a ``BrokenExecutor``) for the chunks
-it held, so that the engine scores them again with the same seeds, as on loky.
+it held, which the engine scores again with the same seeds, as on loky.
 """
 from __future__ import annotations
 

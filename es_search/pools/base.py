@@ -1,7 +1,5 @@
-"""What every pool of the engine is (:class:`Pool`: what it can do, declared, and how
-it runs a round of chunks), and the part of the Dask and Ray pools that does not depend
-on the cluster (:class:`ActorPool`): one :class:`~.runner.Runner` per worker process,
-parcels sent once to each, chunks dealt round-robin, results and errors in order."""
+"""What every pool of the engine is (:class:`Pool`), and what the Dask and Ray pools
+share (:class:`ActorPool`)."""
 from __future__ import annotations
 
 import time
@@ -14,74 +12,53 @@ from .runner import Mismatch, Parcel, Tracker
 
 
 class Pool:
-    """Where the parallel path runs a generation's chunks; one per ``Evaluator``.
+    """Where the parallel path runs a generation's chunks; one per ``Evaluator``. The
+    engine reads what it can do from class attributes, never its type: ``local`` (the
+    workers are this machine's processes and payloads travel as files in ``files``;
+    else ``put`` takes a recipe: :mod:`.centres`), ``claims`` (the workers can claim
+    tasks from a counter in ``files``: :mod:`es_search.dispatch`),
+    ``max_chunks_per_worker`` (in one round, when the engine cuts a generation finer).
 
-    What a pool can do, declared (the engine reads these, never the pool's type):
-
-    - ``local``: the workers are processes of this machine (payloads travel as
-      files in ``files``);
-    - ``claims``: the workers can claim a generation's tasks from a counter in
-      ``files`` as they come free (:mod:`es_search.dispatch`);
-    - ``derives_centres``: ``put`` takes a recipe, and the workers keep or derive a
-      generation's centre (:mod:`es_search.pools.centres`);
-    - ``max_chunks_per_worker``: chunks per worker at most in one round when uneven
-      shares make the engine cut a generation finer (each costs a hand-out).
-
-    And what it does:
-
-    - ``n_workers``: chunks that run at once; ``live_workers()``: the worker
-      processes there are now, at most ``n_workers``;
-    - ``put(name, value)``: a payload (bytes or a NumPy array) every chunk of a round
-      gets: returns what to pass in the chunks' arguments (a small ``FileRef`` on local
-      pools, else the value); a later ``put`` of the same name replaces it;
-    - ``run_chunks(fn, args_list, done=None, timeout=None)``: ``fn(*args)`` for each
-      ``args`` on the workers, the results in order; when some raise, the first error
-      (in order) is raised after all have finished; a lost worker raises a
-      ``BrokenExecutor``, a chunk over ``timeout`` s a ``TimeoutError``; ``done`` (a
-      dict) receives each result by position as it arrives, so a retry skips them;
-    - ``abort()``: stop running chunks now (Ctrl-C); ``close()``: release the workers'
-      files (the workers themselves persist across runs where the backend allows).
+    ``put(name, value)``: a payload (bytes or an array) for the chunks; returns what to
+    pass in their arguments; a later ``put`` of the name replaces it.
+    ``run_chunks(fn, args_list, done=None, timeout=None)``: ``fn(*args)`` on the
+    workers, the results in order; the first error (in order) is raised once all have
+    finished; a lost worker raises a ``BrokenExecutor``, a chunk over ``timeout`` s a
+    ``TimeoutError``; ``done`` receives each result by position, so a retry skips them.
+    ``abort()``: stop running chunks now (Ctrl-C).
     """
 
     n_workers = 1
     local = False
     claims = False
-    derives_centres = False
     max_chunks_per_worker: int | None = 4
     files: Any = None
 
     def put(self, name: str, value: Any) -> Any:
-        if self.files is None:
-            return value
-        if isinstance(value, np.ndarray):
-            return self.files.put_array(name, value)
-        return self.files.put_blob(name, bytes(value))
-
-    def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
-                   done: dict | None = None, timeout: float | None = None) -> list:
-        raise NotImplementedError
+        if not isinstance(value, np.ndarray):
+            value = np.frombuffer(bytes(value), np.uint8)
+        return self.files.put_array(name, value)
 
     def abort(self) -> None:
         """Stop the running chunks (best effort)."""
-
-    def live_workers(self) -> int:
-        return self.n_workers
 
     def close(self) -> None:
         if self.files is not None:
             files, self.files = self.files, None
             files.close()
 
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """True when two arrays hold the same values bit for bit (``-0.0`` is not
     ``0.0`` here, and a NaN equals the same NaN: what a worker computes from them)."""
-    if a is b:
-        return True
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
-                          np.ascontiguousarray(b).reshape(-1).view(np.uint8))
+    return a.shape == b.shape and a.dtype == b.dtype and (
+        a is b or np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
 
 
 def in_order(done: dict, n: int) -> list:
@@ -97,69 +74,48 @@ def in_order(done: dict, n: int) -> list:
     return results
 
 
-#: seconds a pool waits for a worker when the cluster has none
+#: seconds a pool waits for a worker when the cluster has none (since it first found none)
 WAIT_FOR_WORKERS = 60
 
 #: seconds for which the runners counted by ``n_workers`` serve the next ``run_chunks``
 FRESH = 0.5
 
 
-class Lost(Exception):
-    """A runner's call failed because its process (or node) is gone."""
-
-
-class Late(Exception):
-    """A runner's call did not finish in time."""
-
-
 class ActorPool(Pool):
-    """Subclasses say how to list, call and stop runners (``_runners``, ``_submit``,
-    ``_result``, ``_stop``); this class does the rest.
-
-    - ``n_workers``: runners now (one per worker process; counted again at each call,
-      so that workers that join are used);
-    - ``put(name, value, recipe=None)``: a parcel every chunk that names it (as a
-      top-level argument) finds in its runner; a later ``put`` of the same name
-      replaces it;
-    - ``run_chunks(fn, args_list, done=None, timeout=None)``: as the engine's pools:
-      results in order; chunk errors raised in order after all finished; a chunk whose
-      worker died raises :class:`~es_search.pools.WorkerLost` (``done`` keeps the
-      others, so a retry reruns only the lost ones).
-    """
-
-    #: parcels may carry recipes that runners derive them from
-    derives_centres = True
+    """A :class:`Pool` of :class:`~.runner.Runner` actors (``_actors``: key -> handle),
+    one per worker process, counted again at each call (workers that join are used);
+    chunks dealt round-robin; a parcel is sent to a runner once. Subclasses define
+    ``_runners()`` (the keys to use now, started where new, in a stable order),
+    ``_submit(key, fn, args, sends, forget)`` (a call), ``_result(call, timeout)`` (its
+    result; ``WorkerLost`` if the runner died, ``TimeoutError`` past ``timeout``) and
+    ``_stop(keys)`` (stop those runners' processes)."""
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs
         self.tracker = Tracker()
+        self._actors: dict[Any, Any] = {}
         self._running: list[Any] = []
         # runners just counted by n_workers, for the call that follows (if within FRESH s)
         self._fresh: tuple[float, list[Any]] | None = None
-
-    # subclasses ---------------------------------------------------------------
-    def _runners(self) -> list[Any]:
-        """The runner keys to use now (started where new), in a stable order."""
-        raise NotImplementedError
-
-    def _submit(self, key: Any, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        raise NotImplementedError
-
-    def _result(self, call: Any, timeout: float | None) -> Any:
-        """The call's result; :class:`Lost` or :class:`Late` when it has none."""
-        raise NotImplementedError
-
-    def _await_runners(self) -> list[Any]:
-        """Runners, waiting up to :data:`WAIT_FOR_WORKERS` s for a first one."""
-        return self._runners()
+        self._none_since: float | None = None  # when the pool found no runners
 
     def _forget(self, key: Any) -> None:
-        self.tracker.forget_runner(key)
+        self._actors.pop(key, None)
+        self.tracker.held.pop(key, None)
 
-    def _stop(self, keys: list[Any]) -> None:
-        """Stop the processes of ``keys`` (chunks over time, Ctrl-C)."""
+    def _await_runners(self) -> list[Any]:
+        """Runners, waiting for a first one up to :data:`WAIT_FOR_WORKERS` s since the
+        pool first found none."""
+        runners = self._runners()
+        if not runners and self._none_since is None:
+            self._none_since = time.monotonic()
+        while not runners and time.monotonic() < self._none_since + WAIT_FOR_WORKERS:
+            time.sleep(0.5)
+            runners = self._runners()
+        if runners:
+            self._none_since = None
+        return runners
 
-    # the pool -----------------------------------------------------------------
     @property
     def n_workers(self) -> int:
         """Runners now (asked of the cluster; the next ``run_chunks`` uses them)."""
@@ -174,10 +130,8 @@ class ActorPool(Pool):
                    done: dict | None = None, timeout: float | None = None) -> list:
         done = {} if done is None else done
         fresh, self._fresh = self._fresh, None
-        runners = (fresh[1] if fresh is not None and time.monotonic() - fresh[0] < FRESH
-                   else self._runners())
-        if not runners:  # e.g. all were lost and are being restarted
-            runners = self._await_runners()
+        runners = ((fresh is not None and time.monotonic() - fresh[0] < FRESH and fresh[1])
+                   or self._await_runners())
         if not runners:
             raise WorkerLost(f"the cluster has had no workers for {WAIT_FOR_WORKERS} s")
         todo = [i for i in range(len(args_list)) if i not in done]
@@ -194,12 +148,12 @@ class ActorPool(Pool):
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
                     out = self._result(calls[i], left)
-                except Late as exc:
-                    late.append(key)
-                    errors[i] = TimeoutError(f"a chunk ran over {timeout} s ({exc})")
-                except Lost as exc:
+                except WorkerLost as exc:
                     self._forget(key)
-                    errors[i] = WorkerLost(str(exc))
+                    errors[i] = exc
+                except TimeoutError:
+                    late.append(key)
+                    errors[i] = TimeoutError(f"a chunk ran over {timeout} s (on {key})")
                 else:
                     if isinstance(out, Mismatch):  # the recipe did not hold there
                         self.tracker.forget_sent(key, [out.id])
@@ -208,11 +162,7 @@ class ActorPool(Pool):
                     done[i] = out
                 break
         self._running = []
-        if late:
-            late = list(dict.fromkeys(late))
-            self._stop(late)
-            for key in late:
-                self._forget(key)
+        self._end(list(dict.fromkeys(late)))
         if errors:
             raise errors[min(errors)]
         return in_order(done, len(args_list))
@@ -222,19 +172,14 @@ class ActorPool(Pool):
         args, sends, forget = self.tracker.message(key, args, whole)
         return self._submit(key, fn, args, sends, forget)
 
+    def _end(self, keys: list[Any]) -> None:
+        """Stop and forget the runners of ``keys``."""
+        if keys:
+            self._stop(keys)
+        for key in keys:
+            self._forget(key)
+
     def abort(self) -> None:
         """Stop what runs now (Ctrl-C): the processes running chunks are stopped."""
         running, self._running = self._running, []
-        if running:
-            self._stop(running)
-        for key in running:
-            self._forget(key)
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> "ActorPool":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        self._end(running)

@@ -1,15 +1,9 @@
-"""Centres that workers derive instead of receiving: bytes per generation that grow
-with the population, not with parameters x workers.
-
-A generation's centre is very often the previous one (no improvement) or one of the
-previous generation's candidates (a hill climber's new parent): the main process
-rebuilt that candidate from its seed, and every worker that holds the previous centre
-can rebuild it too. :class:`CentreHistory` notices both cases and hands the pool either
-the parcel the workers already hold, or a new parcel with a recipe
-(:func:`derive_center` with the candidate's description and seed: a few hundred bytes).
-A worker checks what it derives against the CRC-32 of the real centre and asks for the
-value on a mismatch, so the scores never depend on it. Other strategies' centres (e.g.
-OpenAI-ES's gradient step) travel whole, once per worker.
+"""Centres that cluster workers derive instead of receiving. A generation's centre is
+often the previous one (no improvement) or one of the previous generation's candidates
+(a hill climber's new parent), which every worker holding the previous centre can
+rebuild from its seed: :class:`CentreHistory` then hands the pool the parcel the
+workers hold, or one with a recipe (:func:`derive_center`: a few hundred bytes, checked
+by the worker against the centre's CRC-32). Other centres travel whole, once per worker.
 """
 from __future__ import annotations
 
@@ -17,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import same_bytes as _same  # bit for bit: -0.0 is not 0.0
+from .base import same_bytes
 
 #: centres smaller than this (bytes) always travel whole: a recipe would save nothing
 DERIVE_FROM = 1 << 16
@@ -42,7 +36,6 @@ class CentreHistory:
     def __init__(self) -> None:
         self.parcel: Any = None  # the centre parcel the workers hold
         self.center: np.ndarray | None = None
-        self.generation: int | None = None
         self.rebuilt: list[tuple[int, Any, np.ndarray]] = []  # (index, candidate, flat)
         self.rebuilt_generation: int | None = None  # the generation they belong to
         self.reused = self.derived = self.whole = 0
@@ -52,30 +45,27 @@ class CentreHistory:
         """The parcel for ``center`` on ``pool``: the one sent before if equal, a
         derived one if ``center`` is a candidate rebuilt from it, else the value."""
         center = np.ascontiguousarray(center)
-        if self.center is not None and _same(center, self.center):
+        if self.center is not None and same_bytes(center, self.center):
             self.reused += 1
-            self.generation = generation
             return self.parcel
         recipe = None
         if center.nbytes >= DERIVE_FROM and self.parcel is not None:
             for index, candidate, flat in self.rebuilt:
-                if _same(center, flat):
+                if same_bytes(center, flat):
                     recipe = (derive_center, (token, skeleton, self.parcel, candidate, seed,
                                               self.rebuilt_generation, index))
                     break
-        if recipe is None:
-            self.whole += 1
-        else:
-            self.derived += 1
+        self.whole += recipe is None
+        self.derived += recipe is not None
         self.parcel = pool.put("center", center, recipe=recipe)
         # a copy: a caller that changed its array in place must not look unchanged
-        self.center, self.generation, self.rebuilt = center.copy(), generation, []
+        self.center, self.rebuilt = center.copy(), []
         return self.parcel
 
     def note_rebuilt(self, generation: int, center: np.ndarray, candidate: Any, index: int,
                      flat: np.ndarray) -> None:
         """A candidate the main process rebuilt (e.g. a winner) around ``center``."""
-        if self.center is None or not _same(np.asarray(center), self.center):
+        if self.center is None or not same_bytes(np.asarray(center), self.center):
             return
         if self.rebuilt_generation != generation:
             self.rebuilt, self.rebuilt_generation = [], generation

@@ -1,51 +1,27 @@
-"""A pool on a dask.distributed cluster: one actor per worker process.
+"""A pool on a dask.distributed cluster: one :class:`~.runner.Runner` actor per worker
+process (its calls run one after the other: chunks never share a process's random
+generators), called straight from this process (no scheduler hop). A call whose worker
+died fails at once; a chunk over its time has its worker restarted by its nanny.
 
-- **Workers**: each Dask worker process gets one :class:`~.runner.Runner` actor. A call
-  to an actor goes from this process straight to its worker and back (no scheduler
-  hop, no batching interval): a round trip costs about what loky's does. The worker
-  list is asked of the scheduler at each call (one small request), so workers that
-  join are used from the next generation on.
-- **One chunk at a time per process**: an actor runs its calls one after the other,
-  and each worker process has one actor, so chunks never share a process's random
-  generators.
-- **Parcels** (``put``): sent to each actor once and kept there; a parcel with a
-  recipe is derived by the actor from what it holds (see :mod:`.runner`).
-- **Lost workers**: a call whose worker died fails at once (its connection closes):
-  ``run_chunks`` raises :class:`~es_search.pools.WorkerLost` for it once the other
-  chunks have finished, and the engine scores those candidates again with the same
-  seeds on the workers left (or restarted by their nanny).
-- **Timeouts**: a chunk over its time has its worker restarted through its nanny, as
-  loky kills a worker over time.
-- **Where a call runs in its worker**: a Dask actor's method runs in a thread beside
-  the worker's event loop, whose periodic work (ticks, heartbeats, monitors) then
-  competes for the GIL. A call whose previous call on that worker took under
-  ``loop_call_seconds`` (1 s) runs on the event loop itself (``separate_thread=False``),
-  which it blocks for that long; longer calls stay in the thread, so that the worker
-  keeps answering its scheduler. ``python benchmarks/dask_event_loop.py`` (10 ms scores,
-  population 64, 2 workers, 3 runs of 15 interleaved generations, 2 shared cores): Dask
-  / loky 1.14 / 1.12 / 1.10 in the thread, 1.02 / 1.05 / 1.02 on the loop (1 ms, 25
-  generations: 1.12 / 1.12 / 1.22 against 1.04 / 1.04 / 1.11). A ``score()`` that itself
-  waits on Dask futures would block that loop: ``DaskPool.loop_call_seconds = 0`` keeps
-  every call beside it.
+An actor's call runs in a thread beside the worker's event loop, whose periodic work
+then competes for the GIL; a call whose previous one on that worker took under
+``loop_call_seconds`` (1 s) runs on the loop itself, which it blocks meanwhile
+(``benchmarks/dask_event_loop.py``: Dask / loky 1.10-1.14 in the thread, 1.02-1.05 on
+the loop, 10 ms scores). A ``score()`` that waits on Dask futures would block that
+loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import time
 from typing import Any, Callable, Iterator
 
 from ..extras import require
-from . import is_client
-from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
+from . import WorkerLost, base, is_client
+from .base import ActorPool
 from .runner import Runner
-
-_NO_CLIENT = (
-    "backend='dask' runs on the active dask.distributed Client, and there is none: "
-    "create one first, e.g. `from dask.distributed import Client; client = "
-    "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
-    "client itself as backend=client; on the command line pass --scheduler tcp://host:8786")
-
 
 def get_client(backend: Any = "dask") -> Any:
     """The Client for ``backend`` (``"dask"``: the active one; or a Client)."""
@@ -55,27 +31,30 @@ def get_client(backend: Any = "dask") -> Any:
     try:
         return distributed.get_client()
     except ValueError:
-        raise ValueError(_NO_CLIENT) from None
+        raise ValueError(
+            "backend='dask' runs on the active dask.distributed Client, and there is none: "
+            "create one first, e.g. `from dask.distributed import Client; client = "
+            "Client('tcp://scheduler:8786')` (or Client() for a local cluster), or pass the "
+            "client itself as backend=client; on the command line pass --scheduler "
+            "tcp://host:8786") from None
 
 
 class DaskPool(ActorPool):
     """Chunks on a Dask cluster. ``n_jobs`` caps the workers used (-1: all)."""
 
-    name = "dask"
     #: a call runs on its worker's event loop when the previous call there took less
     loop_call_seconds = 1.0
 
     def __init__(self, client: Any = "dask", n_jobs: int = -1):
         super().__init__(n_jobs)
         self.client = get_client(client)
-        self._actors: dict[str, Any] = {}  # worker address -> actor
         # workers lost or stopped: their address may linger in the scheduler's list for
         # a moment (a restarted worker comes back under a new address)
         self._gone: set[str] = set()
         self._last_call: dict[str, float] = {}  # worker address -> seconds, as measured here
         if not self._await_runners():
             raise ValueError(f"the Dask cluster at {self.client.scheduler.address} has "
-                             f"had no workers for {WAIT_FOR_WORKERS} s; start some "
+                             f"had no workers for {base.WAIT_FOR_WORKERS} s; start some "
                              f"(dask worker ADDRESS) first")
 
     def _runners(self) -> list[str]:
@@ -89,11 +68,10 @@ class DaskPool(ActorPool):
         return [a for a in wanted if a in self._actors]
 
     def _start_actors(self, addresses: list[str]) -> None:
-        """An actor on each worker of ``addresses``: waits up to 120 s for a first actor
-        (of the pool), then 5 s (a worker slow to start gets its actor later). A
-        worker that leaves meanwhile (killed while its actor starts) is given up at
-        once: its actor would never start, and its replacement, under a new address,
-        gets one at a later call, as workers that join do."""
+        """An actor on each worker of ``addresses``: waits up to 120 s for the pool's first
+        actor, then 5 s (a worker slow to start gets its actor later). A worker that
+        leaves meanwhile is given up at once (its replacement, under a new address,
+        gets an actor at a later call)."""
         distributed = require("distributed", "dask")
         pending = {a: self.client.submit(Runner, actor=True, workers=[a],
                                          allow_other_workers=False, pure=False)
@@ -108,44 +86,27 @@ class DaskPool(ActorPool):
             except TimeoutError:
                 pass
             listed = set(self.client.nthreads())
-            for address, future in list(pending.items()):
-                if future.done() or address not in listed:
-                    del pending[address]
-                    self._take(address, future)
-        for address, future in pending.items():
-            self._take(address, future)  # slow to start: retried at a later call
+            for address in [a for a, f in pending.items() if f.done() or a not in listed]:
+                self._take(address, pending.pop(address))
+        for address, future in pending.items():  # slow to start: retried at a later call
+            self._take(address, future)
 
     def _take(self, address: str, future: Any) -> None:
         """The actor of ``future`` if it started, else ``future`` cancelled."""
-        try:
+        with contextlib.suppress(RuntimeError):  # "Worker holding Actor was lost" since
             if future.status == "finished":
                 self._actors[address] = future.result()
                 return
-        except RuntimeError:  # "Worker holding Actor was lost" since: its end
-            pass
         future.cancel()
-
-    def _await_runners(self) -> list[str]:
-        runners = self._runners()
-        if not runners:
-            try:
-                self.client.wait_for_workers(len(self._gone & set(self.client.nthreads()))
-                                             + 1, timeout=WAIT_FOR_WORKERS)
-            except TimeoutError:
-                return []
-            runners = self._runners()
-        return runners
 
     def _forget(self, key: str) -> None:
         self._gone.add(key)
-        self._actors.pop(key, None)
         self._last_call.pop(key, None)
         super()._forget(key)
 
     def _submit(self, key: str, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        """The actor's ``run``, called on its worker directly from this process (Dask's
-        own actor handles go through the scheduler unless the client was made with
-        ``direct_to_workers=True``: twice the bytes, an extra hop)."""
+        """The actor's ``run``, called on its worker directly (Dask's own actor handles
+        go through the scheduler unless ``direct_to_workers=True``)."""
         import asyncio
         on_loop = self._last_call.get(key, math.inf) < self.loop_call_seconds
         call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget),
@@ -156,69 +117,81 @@ class DaskPool(ActorPool):
     def _result(self, call: Any, timeout: float | None) -> Any:
         future, address, began = call
         try:
-            status, value = future.result(timeout=timeout)
-        except TimeoutError as exc:
-            raise Late(f"worker {address}") from exc
+            return future.result(timeout=timeout)
         finally:  # the calls are awaited in order: an upper bound of this one's time
             self._last_call[address] = time.perf_counter() - began
-        if status == "lost":  # the worker died: its connection closed
-            raise Lost(f"the Dask worker {address} was lost while scoring ({value})")
-        if status == "error":
-            raise value
-        return value
 
     def _stop(self, keys: list[str]) -> None:
-        try:
+        with contextlib.suppress(Exception):  # no nanny: the worker keeps running
             self.client.restart_workers(list(keys), raise_for_error=False)
-        except Exception:  # pragma: no cover - no nanny: the worker keeps running
-            pass
 
     def close(self) -> None:
         self._actors = {}  # releasing the actors' futures ends them
 
 
 async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
-                   on_loop: bool = False) -> tuple[str, Any]:
+                   on_loop: bool = False) -> Any:
     """``Runner.run(*args)`` on the actor ``actor_key`` at ``address`` (``on_loop``: on
-    the worker's event loop thread, not its actor thread): ``("ok", result)``,
-    ``("lost", error)`` or ``("error", exception)``."""
+    the worker's event loop thread, not its actor thread); ``WorkerLost`` if it died."""
     from distributed.protocol import to_serialize
     try:
         answer = await rpc(address).actor_execute(
             function="run", actor=actor_key, args=[to_serialize(a) for a in args],
             kwargs={"separate_thread": False} if on_loop else {})
-    except OSError as exc:  # CommClosedError included
-        return "lost", exc
-    if answer["status"] == "OK":
-        return "ok", answer["result"]
-    return "error", answer["exception"]
-
-
-@contextlib.contextmanager
-def scheduler_client(address: str | None) -> Iterator[None]:
-    """A dask.distributed Client of the scheduler at ``address`` (``es-search run
-    --scheduler``) while the block runs (none if None); a ValueError in one line, at
-    once, for an address where no dask scheduler answers."""
-    if address is None:
-        yield
-        return
-    distributed = require("distributed", "dask")
-    _check_host(distributed, address)
-    client = _connect(distributed, address, SCHEDULER_TIMEOUT)
-    try:
-        yield
-    finally:
-        client.close()
+    except OSError as exc:  # CommClosedError included: its connection closed
+        raise WorkerLost(f"the Dask worker {address} was lost while scoring ({exc})") from exc
+    if answer["status"] != "OK":
+        raise answer["exception"]
+    return answer["result"]
 
 
 #: seconds --scheduler's address has to answer as a dask scheduler
 SCHEDULER_TIMEOUT = 20.0
 
 
+@contextlib.contextmanager
+def scheduler_client(address: str | None) -> Iterator[None]:
+    """A Client of the dask scheduler at ``address`` (``--scheduler``; None: none) while
+    the block runs; a ValueError in one line where no dask scheduler answers, within
+    about ``SCHEDULER_TIMEOUT`` s (a Client's own timeout does not cover a server that
+    is no dask scheduler: it may wait forever), and at once for a host that does not
+    resolve (a Client would retry it until its timeout)."""
+    if address is None:
+        yield
+        return
+    distributed = require("distributed", "dask")
+    _check_host(distributed, address)
+    outcome: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            outcome["client"] = distributed.Client(address, timeout=SCHEDULER_TIMEOUT)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
+    thread.start()
+    thread.join(SCHEDULER_TIMEOUT + 2)
+    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
+            "dashboard's; `dask scheduler` prints it)")
+    error = outcome.get("error")
+    if thread.is_alive():
+        raise ValueError(f"no dask scheduler answered at {address} within "
+                         f"{SCHEDULER_TIMEOUT:g} s{hint}")
+    if isinstance(error, (OSError, TimeoutError)):
+        raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
+    if error is not None:
+        raise ValueError(f"{address} did not answer as a dask scheduler "
+                         f"({type(error).__name__}: {error}){hint}") from None
+    try:
+        yield
+    finally:
+        outcome["client"].close()
+
+
 def _check_host(distributed: Any, address: str) -> None:
-    """A ValueError at once when the host of ``address`` has no address here (a typo, a
-    machine this one does not know): a Client would retry it until its timeout. An
-    address that does not parse as host and port is left to the Client to judge."""
+    """A ValueError when the host of ``address`` does not resolve (an address that does
+    not parse is the Client's to judge)."""
     import socket
     try:
         scheme, location = distributed.comm.parse_address(address)
@@ -233,34 +206,3 @@ def _check_host(distributed: Any, address: str) -> None:
         raise ValueError(f"cannot reach the dask scheduler at {address}: no such host "
                          f"{host!r} ({exc.strerror}); check the address (`dask "
                          f"scheduler` prints it, e.g. tcp://host:8786)") from None
-
-
-def _connect(distributed: Any, address: str, timeout: float) -> Any:
-    """A Client of the scheduler at ``address``, or one line (ValueError) within about
-    ``timeout`` seconds: a Client's own timeout does not cover a server that accepts
-    the connection but is no dask scheduler (a dashboard, another service), where it
-    may wait forever or read garbage as a message length."""
-    import threading
-    outcome: dict[str, Any] = {}
-
-    def connect() -> None:
-        try:
-            outcome["client"] = distributed.Client(address, timeout=timeout)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=connect, name="es_search-scheduler", daemon=True)
-    thread.start()
-    thread.join(timeout + 2)
-    hint = (" (pass the scheduler's own address, e.g. tcp://host:8786, not its "
-            "dashboard's; `dask scheduler` prints it)")
-    if thread.is_alive():
-        raise ValueError(f"no dask scheduler answered at {address} within {timeout:g} s"
-                         f"{hint}")
-    error = outcome.get("error")
-    if isinstance(error, (OSError, TimeoutError)):
-        raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
-    if error is not None:
-        raise ValueError(f"{address} did not answer as a dask scheduler "
-                         f"({type(error).__name__}: {error}){hint}") from None
-    return outcome["client"]

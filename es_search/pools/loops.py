@@ -1,11 +1,7 @@
-"""Worker loops: a local pool's workers each run one long call, :func:`serve`, for as
-long as the pool is open, and take chunks over a socket of their own. Handing out a
-chunk and getting its result back costs a message each way (tens of microseconds), not
-an executor round trip (0.3-2 ms): what a short generation costs is its scoring.
-
-The executor (loky's) still starts the processes, watches them and replaces them; a
-worker that dies closes its socket, which the pool reads as a lost worker
-(``BrokenExecutor``: the engine retries its chunks on fresh workers, same seeds).
+"""Worker loops: each worker of a local pool runs one long call, :func:`serve`, while the
+pool is open, and takes chunks over a socket of its own: a message each way (tens of
+microseconds), not an executor round trip (0.3-2 ms). The executor (loky's) starts the
+processes; a worker that dies closes its socket, which the pool reads as a lost worker.
 """
 from __future__ import annotations
 
@@ -29,29 +25,18 @@ START_SECONDS = 120.0
 AWAKE_SECONDS = 0.002
 
 
-def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-    """``(True, fn(*args))``, or ``(False, exception)``: a chunk's error comes back as a
-    value, so that every chunk of a round finishes before the first error is raised."""
-    try:
-        return True, fn(*args)
-    except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
-        return False, exc
-
-
 def _dumps(value: Any) -> bytes:
-    """cloudpickle, both ways: a score's report or error may be of a class that came by
-    value (a script's ``__main__``), and so may a function a test sends."""
+    """cloudpickle, both ways: a result or error may be of a class sent by value."""
     return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def serve(address: str) -> None:
-    """A worker's loop: connect to ``address``, send this process's pid, then run each
-    ``(fn, args)`` received and send back :func:`_capture`'s answer, until the pool
-    closes the socket."""
+    """A worker's loop: connect to ``address``, then run each ``(fn, args)`` received and
+    send back ``(True, result)`` or ``(False, exception)`` (re-raised by the pool, in
+    order, once every chunk of the round finished), until the pool closes the socket."""
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(address)
     with Connection(sock.detach()) as conn:
-        conn.send_bytes(_dumps(os.getpid()))
         while True:
             awake_until = time.monotonic() + AWAKE_SECONDS
             while not conn.poll(0) and time.monotonic() < awake_until:
@@ -60,7 +45,10 @@ def serve(address: str) -> None:
                 fn, args = pickle.loads(conn.recv_bytes())
             except EOFError:
                 return
-            answer = _capture(fn, *args)
+            try:
+                answer = True, fn(*args)
+            except Exception as exc:  # noqa: BLE001 - re-raised by the pool, in order
+                answer = False, exc
             try:
                 data = _dumps(answer)
             except Exception as exc:  # noqa: BLE001 - e.g. a task_report() of a lambda
@@ -73,7 +61,7 @@ def serve(address: str) -> None:
 class Loops:
     """The main side: one connected :func:`serve` call on each of ``n`` workers of
     ``executor`` (a ``BrokenExecutor`` when one dies or none answers in
-    :data:`START_SECONDS`). ``pids``: the workers' process ids."""
+    :data:`START_SECONDS`)."""
 
     def __init__(self, executor: Any, n: int, folder: str):
         self.conns: list[Connection] = []
@@ -97,7 +85,6 @@ class Loops:
                         continue
                     sock.setblocking(True)
                     self.conns.append(Connection(sock.detach()))
-                self.pids = [pickle.loads(c.recv_bytes()) for c in self.conns]
             except BaseException:
                 self.close()
                 raise
@@ -107,9 +94,8 @@ class Loops:
     def run(self, fn: Callable[..., Any], args_list: Sequence[tuple], todo: Sequence[int],
             done: dict, deadline: float | None) -> None:
         """``fn(*args_list[i])`` for each ``i`` in ``todo``, handed out in order to the
-        loops as they come free; each answer into ``done[i]``. ``EOFError`` or
-        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``
-        (``time.monotonic()``)."""
+        loops as they come free, each answer into ``done[i]``; ``EOFError`` or
+        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``."""
         queue = collections.deque(todo)
         idle, busy = list(self.conns), {}
         while queue or busy:

@@ -1,29 +1,23 @@
-"""A pool on a Ray cluster: one actor per CPU, each running one chunk at a time.
-
-- **Workers**: one :class:`~.runner.Runner` actor (``num_cpus=1``) per CPU of the
-  cluster, counted at each call, so that nodes that join are used from the next
-  generation on. Actors are never restarted by Ray (``max_restarts=0``) and their
-  calls never retried by Ray: a lost actor is the engine's to handle, as on loky.
-- **Parcels** (``put``): sent to each actor once and kept there; a value over
-  :data:`OBJECT_STORE_FROM` bytes is put in Ray's object store once (``ray.put``) and
-  each actor fetches it from there (once per node into the store).
-- **Lost workers**: a call whose actor died raises :class:`~es_search.pools.WorkerLost`
-  (after the other chunks have finished); the engine scores those candidates again
-  with the same seeds. An actor that dies while it starts is left out and started
-  again at the next call, the others kept. A chunk over its time has its actor killed.
-- **No workers**: a cluster without CPUs (its nodes gone, e.g. a local Ray whose
-  raylet was killed: Ray marks the node dead after about 17 s) gets no actors; a call
-  waits for CPUs up to :data:`~.base.WAIT_FOR_WORKERS` s counted from when the pool
-  first found none, so that the engine's retries after that fail at once.
+"""A pool on a Ray cluster: one :class:`~.runner.Runner` actor (``num_cpus=1``) per CPU
+of the cluster, counted at each call, so that nodes that join are used from the next
+generation on. Ray never restarts an actor nor retries its calls (a lost actor is the
+engine's to handle, as on loky); an actor that dies while it starts is left out and
+started again at the next call; a chunk over its time has its actor killed. A parcel
+over :data:`OBJECT_STORE_FROM` bytes goes through Ray's object store (``ray.put``
+once; fetched once per node). A cluster without CPUs (its nodes gone, e.g. a local Ray
+whose raylet was killed: Ray marks the node dead after about 17 s) gets no actors.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from ..extras import require
-from .base import WAIT_FOR_WORKERS, ActorPool, Late, Lost
+from . import WorkerLost
+from .base import ActorPool
 from .runner import Runner
 
 OBJECT_STORE_FROM = 1 << 20  # bytes
@@ -40,24 +34,14 @@ def _ray() -> Any:
     return ray
 
 
-class RayRunner(Runner):
-    """A :class:`Runner` that can also fetch values from Ray's object store."""
-
-    def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
-            forget: Sequence[int] = ()) -> Any:
-        import ray
-        sends = [(key, kind, ("raw", ray.get(data[0][1])) if data[0][0] == "ray"
-                  else data[0]) if kind == "value" else (key, kind, *data)
-                 for key, kind, *data in sends]
-        return super().run(fn, args, sends, forget)
+#: the actors' class (:func:`~.runner.decode` fetches a value from Ray's object store)
+RayRunner = Runner
 
 
 class RayPool(ActorPool):
     """Chunks on a Ray cluster (``ray.init()`` is called if Ray is not running).
     ``n_jobs`` caps the actors (-1: one per CPU of the cluster)."""
 
-    name = "ray"
-    #: the class of the actors
     runner = RayRunner
 
     def __init__(self, n_jobs: int = -1):
@@ -65,10 +49,8 @@ class RayPool(ActorPool):
         self.ray = _ray()
         self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
                                             max_task_retries=0)(self.runner)
-        self._actors: dict[int, Any] = {}  # our key -> actor handle
-        self._next = 0
+        self._ids = itertools.count(1)  # the actors' keys
         self._refs: dict[int, Any] = {}  # parcel id -> object ref of its value
-        self._none_since: float | None = None  # when the pool found no CPUs
         self._runners()
 
     def _cpus(self) -> int:
@@ -77,16 +59,11 @@ class RayPool(ActorPool):
     def _runners(self) -> list[int]:
         cpus = self._cpus()
         want = cpus if self.n_jobs < 1 else min(cpus, self.n_jobs)
-        new = {}
-        for _ in range(want - len(self._actors)):
-            self._next += 1
-            new[self._next] = self._actor_class.remote()
+        new = {next(self._ids): self._actor_class.remote()
+               for _ in range(want - len(self._actors))}
         if new:  # started before any chunk is timed: a start is not a slow task
             self._start(new)
-        runners = sorted(self._actors)[:want]
-        if runners:
-            self._none_since = None
-        return runners
+        return sorted(self._actors)[:want]
 
     def _start(self, new: dict[int, Any]) -> None:
         """Keep the actors of ``new`` that answer; kill those that died starting, and
@@ -110,24 +87,9 @@ class RayPool(ActorPool):
         for ref in pending:
             ray.kill(new[keys[ref]], no_restart=True)
 
-    def _await_runners(self) -> list[int]:
-        """Runners, waiting for CPUs up to :data:`WAIT_FOR_WORKERS` s since the pool
-        first found none."""
-        if self._none_since is None:
-            self._none_since = time.monotonic()
-        runners = self._runners()
-        while not runners and time.monotonic() < self._none_since + WAIT_FOR_WORKERS:
-            time.sleep(1.0)
-            runners = self._runners()
-        return runners
-
-    def _forget(self, key: int) -> None:
-        self._actors.pop(key, None)
-        super()._forget(key)
-
     def _submit(self, key: int, fn: Callable, args: list, sends: list, forget: list) -> Any:
         sends = [self._by_ref(s) for s in sends]
-        return self._actors[key].run.remote(fn, args, sends, forget), key
+        return self._actors[key].run.remote(fn, args, sends, forget)
 
     def _by_ref(self, send: tuple) -> tuple:
         key, kind, *data = send
@@ -135,30 +97,23 @@ class RayPool(ActorPool):
             return send
         ref = self._refs.get(key)
         if ref is None:
-            ref = self._refs[key] = self.ray.put(data[0][1])
+            ref = self._refs[key] = self.ray.put(data[0])
             for old in [k for k in self._refs if k in self.tracker.dropped]:
                 del self._refs[old]
         return (key, kind, ("ray", ref))
 
-    def _result(self, call: Any, timeout: float | None) -> Any:
-        ref, key = call
-        ray = self.ray
+    def _result(self, ref: Any, timeout: float | None) -> Any:
         try:
-            return ray.get(ref, timeout=timeout)
-        except ray.exceptions.GetTimeoutError as exc:
-            raise Late(f"actor {key}") from exc
-        except ray.exceptions.RayActorError as exc:
+            return self.ray.get(ref, timeout=timeout)
+        except self.ray.exceptions.RayActorError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc) else ""
-            raise Lost(f"a Ray actor was lost while scoring ({first})") from exc
+            raise WorkerLost(f"a Ray actor was lost while scoring ({first})") from exc
 
     def _stop(self, keys: list[int]) -> None:
         for key in keys:
             actor = self._actors.pop(key, None)
-            if actor is not None:
-                try:
-                    self.ray.kill(actor, no_restart=True)
-                except Exception:  # pragma: no cover - already gone
-                    pass
+            with contextlib.suppress(Exception):  # None, or already gone
+                self.ray.kill(actor, no_restart=True)
 
     def close(self) -> None:
         self._stop(list(self._actors))

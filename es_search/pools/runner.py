@@ -1,12 +1,8 @@
-"""What the Dask and Ray pools share: payloads kept by each worker, and the runner that
-lives in each worker process (a Dask actor or a Ray actor) and runs chunks there.
-
-A :class:`Parcel` is a value that chunks name; the pool sends it to a runner once
-(``("value", encoded)``) or, when the runner holds what it derives from, as a
-*recipe* (``("recipe", fn, args, crc)``): the runner computes ``fn(*args)`` itself and
-checks it against the CRC-32 of the value's bytes; a mismatch asks for the value.
-Arrays of float64 whose values are all exact in float32 travel as float32
-(:func:`encode`), bit for bit the same once decoded.
+"""The runner that lives in each Dask or Ray worker process (an actor) and runs chunks
+there, and the payloads it keeps. A :class:`Parcel` is sent to a runner once, as its
+value (float64 arrays exact in float32 travel as float32: :func:`encode`) or, when the
+runner holds what it derives from, as a recipe ``fn(*args)`` that the runner checks
+against the value's CRC-32 (a mismatch asks for the value).
 """
 from __future__ import annotations
 
@@ -30,8 +26,8 @@ class Ref(NamedTuple):
 
 class Mismatch(NamedTuple):
     """A runner's answer when a recipe did not give the expected bytes, or when it
-    lacks a payload a call names (sent with another call of the round that has not
-    arrived yet: calls travel on separate connections): the pool sends the value."""
+    lacks a payload (sent with another call that has not arrived yet): the pool sends
+    the value."""
 
     id: int
 
@@ -47,13 +43,6 @@ class Parcel:
         self.crc = crc(value) if recipe is not None else None
         self.values_sent = 0  # copies sent whole
         self.recipes_sent = 0  # copies derived by a runner
-
-    def deps(self) -> list["Parcel"]:
-        return [] if self.recipe is None else [
-            a for a in self.recipe[1] if isinstance(a, Parcel)]
-
-    def __repr__(self) -> str:
-        return f"Parcel({self.id}, recipe={self.recipe is not None})"
 
 
 def crc(value: Any) -> int:
@@ -73,6 +62,9 @@ def encode(value: Any) -> Any:
 
 def decode(data: Any) -> Any:
     kind, value = data
+    if kind == "ray":  # (kind, value) in Ray's object store (ray_pool)
+        import ray
+        kind, value = ray.get(value)
     return value.astype(np.float64) if kind == "f32" else value
 
 
@@ -100,15 +92,15 @@ class Runner:
             for key, kind, *data in sends:
                 if kind == "value":
                     self.store[key] = decode(data[0])
-                else:
-                    recipe_fn, recipe_args, expected = data
-                    resolved = self._resolve(recipe_args)
-                    if isinstance(resolved, Mismatch):
-                        return resolved
-                    value = recipe_fn(*resolved)
-                    if crc(value) != expected:
-                        return Mismatch(key)
-                    self.store[key] = value
+                    continue
+                recipe_fn, recipe_args, expected = data
+                resolved = self._resolve(recipe_args)
+                if isinstance(resolved, Mismatch):
+                    return resolved
+                value = recipe_fn(*resolved)
+                if crc(value) != expected:
+                    return Mismatch(key)
+                self.store[key] = value
             resolved = self._resolve(args)
             if isinstance(resolved, Mismatch):
                 return resolved
@@ -127,30 +119,17 @@ class Tracker:
 
     def __init__(self) -> None:
         self.held: dict[Any, set[int]] = {}  # runner key -> parcel ids
-        self.live: dict[int, Parcel] = {}
         self.named: dict[str, Parcel] = {}
         self.dropped: set[int] = set()
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
         """A new parcel under ``name``; the previous one of that name is dropped (the
         runners forget it with their next call, after deriving from it if need be)."""
-        parcel = self.add(Parcel(value, recipe))
         previous = self.named.get(name)
-        self.named[name] = parcel
+        parcel = self.named[name] = Parcel(value, recipe)
         if previous is not None:
-            self.drop(previous)
+            self.dropped.add(previous.id)
         return parcel
-
-    def add(self, parcel: Parcel) -> Parcel:
-        self.live[parcel.id] = parcel
-        return parcel
-
-    def drop(self, parcel: Parcel) -> None:
-        if self.live.pop(parcel.id, None) is not None:
-            self.dropped.add(parcel.id)
-
-    def forget_runner(self, runner: Any) -> None:
-        self.held.pop(runner, None)
 
     def message(self, runner: Any, args: Sequence[Any],
                 whole: frozenset[int] = frozenset()) -> tuple[list, list, list]:
@@ -163,7 +142,7 @@ class Tracker:
             if p.id in held:
                 return
             if p.recipe is not None and p.id not in whole and all(
-                    d.id in held for d in p.deps()):
+                    d.id in held for d in p.recipe[1] if isinstance(d, Parcel)):
                 fn, rargs = p.recipe
                 sends.append((p.id, "recipe", fn,
                               tuple(Ref(a.id) if isinstance(a, Parcel) else a

@@ -1,19 +1,13 @@
 """CartPole and Pendulum scored a group of candidates at a time (optional extra ``gym``).
 
-Every candidate of a ``score_batch()`` call runs in one vectorised environment: one
-column per (candidate, episode), all stepped together, with one NumPy forward pass of
-every candidate's policy per step. Both environments are NumPy transcriptions of
-gymnasium's, operation for operation (their trajectories and returns match gymnasium's,
-see the tests): CartPole-v1 of ``CartPoleVectorEnv.step`` (:func:`cartpole_step`),
-Pendulum-v1 of ``PendulumEnv`` (:class:`PendulumBatch`).
-
-A candidate's score depends on its weights and its task seed only, never on the rest of
-its group: the candidate's own stream, ``es_search.batched.candidate_rngs([s], 1)`` for
-task seed ``s``, draws its episodes' start states (as gymnasium's ``reset`` draws them:
-uniform in [-0.05, 0.05]^4 for CartPole, [-pi, pi] x [-1, 1] for Pendulum) and then, for
-sampled actions, one uniform per step of every episode, before any episode runs.
-Everything else is elementwise or per row, so a row of a group of 64 is bit-identical
-to the same candidate scored alone (``score()`` is a group of one; tested).
+Every candidate of a ``score_batch()`` call runs in one vectorised NumPy environment,
+one column per (candidate, episode), with one forward pass of every policy per step.
+The environments transcribe gymnasium's operation for operation (tested): CartPole-v1's
+``CartPoleVectorEnv.step`` (:func:`cartpole_step`), Pendulum-v1's ``PendulumEnv``
+(:class:`PendulumBatch`). A candidate's own stream (``candidate_rngs([s], 1)`` for task
+seed ``s``) draws its start states, as gymnasium's ``reset`` does, then one uniform per
+step for sampled actions; all else is elementwise or per row, so a row of a group is
+bit-identical to the candidate scored alone.
 """
 from __future__ import annotations
 
@@ -21,13 +15,11 @@ import math
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
-from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
-from ..checks import check_bool, check_int
+from ..checks import check_int
 from ..extras import require
-from .gym_policy import TEST_SEED, check_greedy, return_figures, zero_output_layers
+from .gym_policy import ControlPolicy, mlp_actions, mlp_output, zero_output_layers
 
 
 class PendulumBatch:
@@ -104,7 +96,7 @@ class PendulumBatch:
         return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
 
 
-class BatchedPolicy(Agent):
+class BatchedPolicy(ControlPolicy):
     """A linear or one-hidden-layer tanh policy, scored by mean episode return, whole
     groups of candidates per call (``score_batch``).
 
@@ -116,13 +108,8 @@ class BatchedPolicy(Agent):
     the same scores, slower).
     """
 
-    discrete = True
-    env_id = ""  # the gymnasium environment whose dynamics it runs
     obs_dim = act_dim = 0
-    test_episodes = 100  # episodes of test_scores()
-    action_high = 1.0
-    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
-                      "strategy_options": {"reevaluate": True}}
+    test_episodes = 100
 
     def __init__(self, hidden: int = 0, episodes: int = 3, max_steps: int | None = None,
                  greedy: bool = False, score_batch_size: int = 32):
@@ -130,8 +117,7 @@ class BatchedPolicy(Agent):
         require("gymnasium", "gym")
         hidden = check_int("hidden", hidden, 0, " (0: a linear policy)")
         self.episodes = check_int("episodes", episodes, 1)
-        self.greedy = check_bool("greedy", greedy)
-        check_greedy(self.greedy, self.discrete, self.env_id)
+        self.greedy = self._check_greedy(greedy)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
@@ -141,12 +127,6 @@ class BatchedPolicy(Agent):
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 
     # ------------------------------------------------------------------ the policy
-    def policy_module(self) -> torch.nn.Module:
-        """This policy as one torch module, for :func:`es_search.export.export`."""
-        from ..export import mlp_policy
-        return mlp_policy(self.layers, self.discrete, self.greedy,
-                          squash=(0.0, self.action_high), shape=(self.act_dim,))
-
     def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""
@@ -158,29 +138,13 @@ class BatchedPolicy(Agent):
         return [(np.repeat(w, columns, axis=0), np.repeat(b, columns, axis=0))
                 for w, b in layers]
 
-    @staticmethod
-    def forward_numpy(layers, obs: np.ndarray) -> np.ndarray:
-        """Each column's policy on its observation: ``obs`` is ``(n, obs_dim)`` and
-        layer arrays are stacked per column. Elementwise and per-row reductions only,
-        so a row's result does not depend on ``n``."""
-        h = obs
-        for k, (w, b) in enumerate(layers):
-            h = np.matmul(w, h[:, :, None])[:, :, 0] + b
-            if k < len(layers) - 1:
-                h = np.tanh(h)
-        return h
+    #: each column's policy on its observation (``(n, obs_dim)``, layers stacked)
+    forward_numpy = staticmethod(mlp_output)
 
     def actions(self, logits: np.ndarray, uniforms: np.ndarray | None) -> np.ndarray:
-        if not self.discrete:
-            return np.tanh(logits[:, 0]) * self.action_high
-        if uniforms is None:
-            return np.argmax(logits, axis=1)
-        if logits.shape[1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(l1 - l0)), no overflow
-            p0 = 0.5 - 0.5 * np.tanh(0.5 * (logits[:, 1] - logits[:, 0]))
-            return (uniforms > p0).view(np.int8)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        cum = np.cumsum(p, axis=1)
-        return (cum < (uniforms * cum[:, -1])[:, None]).sum(axis=1)
+        """The actions for rows of ``logits``: ``n`` ints, or ``n`` torques."""
+        actions = mlp_actions(logits, self.discrete, uniforms, squash=self._squash)
+        return actions if self.discrete else actions[:, 0]
 
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
@@ -223,11 +187,6 @@ class BatchedPolicy(Agent):
         finally:
             self.steps, self.iterations = steps, iterations
 
-    def test_scores(self) -> dict[str, float]:
-        """The returns of ``test_episodes`` fresh episodes (:meth:`returns` from
-        ``TEST_SEED``): their mean and std."""
-        return return_figures(self.returns(self.test_episodes, TEST_SEED))
-
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
         """The returns of columns starting at ``starts`` (state, column)."""
         raise NotImplementedError
@@ -242,12 +201,8 @@ class CartPole(BatchedPolicy):
     episode_limit = 500
     start_high = np.full(4, 0.05)
 
-    # 10 episodes: with 3, a policy that balances only most of the time reaches the
-    # search's 500 by luck and stops the climb. `es-search run cartpole --seed S`
-    # (hill-climb, 40 generations, population 16), mean return on 100 fresh episodes,
-    # seeds 0-5: 474 / 493 / 462 / 493 / 427 / 492 with 10 episodes; 398 / 465 / 495 /
-    # 386 (seeds 0-3) with 3, the default before (a group of 16 candidates x 10
-    # episodes costs little more than x 3: all are columns of one environment)
+    # 10 episodes: with 3, a policy that balances only most of the time reaches 500 by
+    # luck and stops the climb (test returns, seeds 0-5: 427-493; with 3: 386-495)
     def __init__(self, hidden: int = 0, episodes: int = 10, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
@@ -301,15 +256,11 @@ class Pendulum(BatchedPolicy):
 
     discrete, obs_dim, act_dim = False, 3, 1
     env_id = "Pendulum-v1"
-    action_high = 2.0
+    _squash, _action_shape = (0.0, 2.0), (1,)  # torques in [-2, 2]
     episode_limit = PendulumBatch.max_episode_steps
     start_high = PendulumBatch.high
-    # PGPE + ClipUp, the ClipUp rules (step 0.75 * max_speed, radius ~15 * max_speed).
-    # `es-search run pendulum --seed S`, S = 0..4 (2 cores, ~11 s each): the final centre
-    # scores -221.9 / -221.2 / -211.6 / -204.0 / -219.9 on 100 episodes. Hill-climb (the
-    # default before: population 32, sigma 0.2, 200 generations) left its best agent at
-    # -1116..-1309 (3 seeds); PGPE at sigma 0.25 / max_speed 0.15 swung round (about
-    # -841) in 2 of 3
+    # PGPE + ClipUp by the ClipUp rules (step 0.75 * max_speed): the final centre scores
+    # -204 to -222 on 100 episodes over seeds 0-4 (hill-climb: -1116 to -1309)
     default_config = {"generations": 800, "population": 64, "sigma": 0.15,
                       "strategy": "pgpe",
                       "strategy_options": {"max_speed": 0.1, "step_size": 0.075}}

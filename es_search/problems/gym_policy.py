@@ -1,7 +1,6 @@
-"""``GymPolicy``: a small policy network for any gymnasium environment.
-
-It acts in NumPy on weights copied out once per ``score()``: torch's per-call overhead
-on tiny layers costs more than an environment step.
+"""``GymPolicy``: a small policy network for any gymnasium environment, and what it
+shares with the batched control problems: the tanh MLP and its action mapping in NumPy
+(torch's per-call overhead on tiny layers costs more than an environment step).
 """
 from __future__ import annotations
 
@@ -26,19 +25,32 @@ _RUNNING_BUFFERS = ("obs_count", "obs_mean", "obs_m2", "obs_std")
 TEST_SEED = 1_000_000
 
 
-def return_figures(returns: np.ndarray) -> dict[str, float]:
-    """``test_scores()`` of a control task: the test episodes' mean and std return."""
-    returns = np.asarray(returns, dtype=np.float64)
-    return {"test_return_mean": float(returns.mean()), "test_return_std": float(returns.std()),
-            "test_episodes": len(returns)}
+def mlp_output(layers, obs: np.ndarray) -> np.ndarray:
+    """A tanh MLP's output on ``obs`` (``(in,)`` or ``(n, in)``); ``layers``: ``(weight,
+    bias)`` arrays, shared or stacked per row (``(n, out, in)``, ``(n, out)``). Elementwise
+    and per-row operations only: a row's result does not depend on ``n``."""
+    h = obs
+    for k, (w, b) in enumerate(layers):
+        h = np.matmul(w, h[..., None])[..., 0] + b
+        if k < len(layers) - 1:
+            h = np.tanh(h)
+    return h
 
 
-def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
-    """Refuse ``greedy=True`` (argmax of discrete actions) for continuous actions."""
-    if greedy and not discrete:
-        raise ValueError(f"greedy=True takes the argmax of discrete actions, but {env_id}'s "
-                         f"actions are continuous (its policy is already deterministic): "
-                         f"leave greedy out")
+def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int = 0,
+                squash: Any = None) -> np.ndarray:
+    """Actions from outputs ``h`` (last axis: one per action). Discrete: ``start`` + the
+    argmax (``uniforms`` None) or a draw from the softmax with one uniform per row; Box:
+    ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None: ``h``)."""
+    if not discrete:
+        return h if squash is None else np.tanh(h) * squash[1] + squash[0]
+    if uniforms is None:
+        return start + np.argmax(h, axis=-1)
+    if h.shape[-1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(h1 - h0)), no overflow
+        p0 = 0.5 - 0.5 * np.tanh(0.5 * (h[..., 1] - h[..., 0]))
+        return start + (uniforms > p0).view(np.int8)
+    cum = np.cumsum(np.exp(h - h.max(axis=-1, keepdims=True)), axis=-1)
+    return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 
 
 def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
@@ -48,6 +60,47 @@ def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
         layers[-1].weight.zero_()
         layers[-1].bias.zero_()
     return layers
+
+
+class ControlPolicy(Agent):
+    """A policy scored by episode returns; ``returns(episodes, seed)`` gives true
+    returns, ``test_scores()`` those of ``test_episodes`` episodes from ``TEST_SEED``."""
+
+    env_id = ""
+    discrete = True
+    normalize = "off"
+    _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
+    _squash = None  # (offset, scale) of bounded Box actions: tanh(h) * scale + offset
+    _action_shape: tuple = ()
+    test_episodes = 20
+    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
+                      "strategy_options": {"reevaluate": True}}
+
+    def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
+        raise NotImplementedError
+
+    def test_scores(self) -> dict[str, float]:
+        """The test episodes' mean and std return."""
+        returns = np.asarray(self.returns(self.test_episodes, TEST_SEED), dtype=np.float64)
+        return {"test_return_mean": float(returns.mean()),
+                "test_return_std": float(returns.std()), "test_episodes": len(returns)}
+
+    def _check_greedy(self, greedy: Any) -> bool:
+        """``greedy`` (argmax of discrete actions), refused for continuous actions."""
+        if check_bool("greedy", greedy) and not self.discrete:
+            raise ValueError(f"greedy=True takes the argmax of discrete actions, but "
+                             f"{self.env_id}'s actions are continuous (its policy is already "
+                             f"deterministic): leave greedy out")
+        return greedy
+
+    def policy_module(self) -> torch.nn.Module:
+        """This policy as one torch module, for :func:`es_search.export.export`."""
+        from ..export import mlp_policy
+        normalized = self.normalize != "off"
+        return mlp_policy(self.layers, self.discrete, self.greedy,
+                          self.obs_mean if normalized else None,
+                          self.obs_std if normalized else None, self._action_start,
+                          self._squash, () if self.discrete else tuple(self._action_shape))
 
 
 def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
@@ -67,7 +120,7 @@ def _normalize_mode(normalize: Any) -> str:
                         " (or True = 'fixed', False = 'off')")
 
 
-class GymPolicy(Agent):
+class GymPolicy(ControlPolicy):
     """A tanh MLP (or linear) policy for gymnasium environment ``env_id``, scored by
     the mean return of ``episodes`` episodes.
 
@@ -92,13 +145,6 @@ class GymPolicy(Agent):
       episodes follow ``task_seed`` and sampling NumPy's global RNG.
     """
 
-    env_id = ""
-    discrete = True
-    _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
-    test_episodes = 20  # episodes of test_scores()
-    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
-                      "strategy_options": {"reevaluate": True}}
-
     def __init__(self, env_id: str | None = None, hidden: Any = 0, episodes: int = 3,
                  max_steps: int | None = None, greedy: bool = False,
                  normalize: Any = False, reward_offset: float = 0.0, crn: bool = False,
@@ -112,7 +158,7 @@ class GymPolicy(Agent):
                              f"for another environment use GymPolicy({env_id!r}) "
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
-        self.greedy, self.crn = check_bool("greedy", greedy), check_bool("crn", crn)
+        self.crn = check_bool("crn", crn)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
@@ -133,7 +179,7 @@ class GymPolicy(Agent):
         self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        check_greedy(self.greedy, self.discrete, env_id)
+        self.greedy = self._check_greedy(greedy)
         self.layers = zero_output_layers([self.obs_dim, *self.hidden, self.act_dim])
         buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
                    "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
@@ -168,8 +214,8 @@ class GymPolicy(Agent):
         self._action_shape = space.shape
         low = np.asarray(space.low, dtype=np.float64).reshape(-1)
         high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
-        self._squash = ((high + low) / 2, (high - low) / 2) if bounded else None
+        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+            self._squash = ((high + low) / 2, (high - low) / 2)
 
     def _random_action_statistics(self, episodes: int, seed: int):
         """Mean and std of the observations of ``episodes`` random-action episodes."""
@@ -212,45 +258,19 @@ class GymPolicy(Agent):
         sampling draws from ``rng`` (default: NumPy's global RNG)."""
         return self.actor(layers, rng)(obs)
 
-    def policy_module(self) -> torch.nn.Module:
-        """This policy as one torch module, for :func:`es_search.export.export`."""
-        from ..export import mlp_policy
-        normalized = self.normalize != "off"
-        return mlp_policy(self.layers, self.discrete, self.greedy,
-                          self.obs_mean if normalized else None,
-                          self.obs_std if normalized else None, self._action_start,
-                          None if self.discrete else self._squash,
-                          () if self.discrete else tuple(self._action_shape))
-
     def actor(self, layers, rng: np.random.Generator | None = None):
         """``act`` as a function of the observation alone, for one episode."""
         normalized = self.normalize != "off"
         mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
-        hidden, (w_out, b_out) = layers[:-1], layers[-1]
+        draw = np.random.random if rng is None else rng.random
+        sampled = self.discrete and not self.greedy
 
-        def logits(obs):
-            h = (obs - mean) / std if normalized else obs
-            for w, b in hidden:
-                h = np.tanh(w @ h + b)
-            return w_out @ h + b_out
-
-        if self.discrete:
-            start = self._action_start
-            if self.greedy:
-                return lambda obs: start + int(np.argmax(logits(obs)))
-            draw = np.random.random if rng is None else rng.random
-
-            def sample(obs):
-                h = logits(obs)
-                p = np.exp(h - h.max())
-                p /= p.sum()
-                return start + int(np.searchsorted(np.cumsum(p), draw() * p.sum()))
-            return sample
-        shape = self._action_shape
-        if self._squash is None:
-            return lambda obs: logits(obs).reshape(shape)
-        offset, scale = self._squash
-        return lambda obs: (np.tanh(logits(obs)) * scale + offset).reshape(shape)
+        def act(obs):
+            h = mlp_output(layers, (obs - mean) / std if normalized else obs)
+            action = mlp_actions(h, self.discrete, draw() if sampled else None,
+                                 self._action_start, self._squash)
+            return action if self.discrete else action.reshape(self._action_shape)
+        return act
 
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
                        record: bool = False, seeded_actions: bool | None = None,
@@ -303,10 +323,6 @@ class GymPolicy(Agent):
         return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
                                                   reward_clip=self.reward_clip)
                               for s in self.episode_seeds()]))
-
-    def test_scores(self) -> dict[str, float]:
-        """Mean and std of the true returns of ``test_episodes`` episodes from ``TEST_SEED``."""
-        return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         """The true returns of ``episodes`` whole episodes seeded ``seed``, ``seed + 1``,

@@ -19,49 +19,20 @@ __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "g
            "build_problem", "describe", "load_problem", "problem_defaults",
            "resolve_spec", "summary"]
 
-_SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-#: name -> (import path, one-line description)
-BUILTINS: dict[str, tuple[str, str]] = {
-    "blog": ("es_search.problems.blog:BlogAgent",
-             "the blog post's 3-weight agent; CPU-burning score (-p work=N), steps in {-1,0,1}"),
-    "sphere": ("es_search.problems.sphere:Sphere",
-               "maximise -|x - 3|^2 (optimum 0); -p dim=N"),
-    "rastrigin": ("es_search.problems.sphere:Rastrigin",
-                  "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N; "
-                  "CMA-ES by default (extra: cma)"),
-    "rosenbrock": ("es_search.problems.sphere:Rosenbrock",
-                   "maximise -Rosenbrock(x) (optimum 0 at x = 1, a curved valley); -p dim=N"),
-    "cartpole": ("es_search.problems.batched_control:CartPole",
-                 "gymnasium CartPole-v1, a policy that samples its actions; batched on the "
-                 "vectorised CartPole (extra: gym)"),
-    "pendulum": ("es_search.problems.batched_control:Pendulum",
-                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP, PGPE; batched NumPy Pendulum "
-                 "(extra: gym)"),
-    "acrobot": ("es_search.problems.control:Acrobot",
-                "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),
-    "lunarlander": ("es_search.problems.control:LunarLander",
-                    "gymnasium LunarLanderContinuous-v3, linear policy, running "
-                    "observation statistics, PGPE (extra: box2d)"),
-    "hopper": ("es_search.problems.control:Hopper",
-               "gymnasium Hopper-v5, linear policy, running statistics, alive bonus "
-               "removed in training, ARS (extra: mujoco)"),
-    "halfcheetah": ("es_search.problems.control:HalfCheetah",
-                    "gymnasium HalfCheetah-v5, linear policy, running statistics, ARS "
-                    "(extra: mujoco)"),
-    "bipedalwalker": ("es_search.problems.control:BipedalWalker",
-                      "gymnasium BipedalWalker-v3, linear policy, running statistics, ARS "
-                      "(extra: box2d)"),
-    "digits": ("es_search.problems.digits:Digits",
-               "a 64-32-10 MLP on scikit-learn's 8x8 digits, batched; split=test scores "
-               "held-out accuracy (extra: digits)"),
+#: name -> "module:Class"; ``es-search list`` shows the first sentence of its docstring
+BUILTINS: dict[str, str] = {
+    "blog": "es_search.problems.blog:BlogAgent",
+    "sphere": "es_search.problems.sphere:Sphere",
+    "rastrigin": "es_search.problems.sphere:Rastrigin",
+    "rosenbrock": "es_search.problems.sphere:Rosenbrock",
+    "cartpole": "es_search.problems.batched_control:CartPole",
+    "pendulum": "es_search.problems.batched_control:Pendulum",
+    "acrobot": "es_search.problems.control:Acrobot",
+    "lunarlander": "es_search.problems.control:LunarLander",
+    "hopper": "es_search.problems.control:Hopper",
+    "halfcheetah": "es_search.problems.control:HalfCheetah",
+    "bipedalwalker": "es_search.problems.control:BipedalWalker",
+    "digits": "es_search.problems.digits:Digits",
 }
 
 #: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id
@@ -169,7 +140,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         if ":" in env_id:  # gym:module:ID, the module registers ID when imported
             _import_module(env_id.rpartition(":")[0], folder, keep_on_path=True)
         return gym_problem(env_id)
-    target = BUILTINS[spec][0] if spec in BUILTINS else spec
+    target = BUILTINS.get(spec, spec)
     if ":" not in target and target.endswith(".py"):
         found = _agent_classes(_import_file(os.path.join(folder, target) if folder
                                             else target))
@@ -224,27 +195,34 @@ def problem_defaults(cls: type) -> dict:
             **getattr(cls, "default_config", {})}
 
 
+def _about(cls: type) -> str:
+    """The first paragraph of ``cls``'s own docstring (not Agent's), as plain text."""
+    import inspect
+
+    from ..checks import plain_doc
+    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")
+    return plain_doc(" ".join(doc.split("\n\n")[0].split()))
+
+
 def summary() -> str:
     """The built-in problems as ``es-search list`` shows them, one line each."""
     width = max(map(len, BUILTINS))
-    return "\n".join(["problems:", *(f"  {name:<{width}}  {text}"
-                                     for name, (_, text) in BUILTINS.items())])
+    return "\n".join(["problems:", *(
+        f"  {name:<{width}}  {_about(load_problem(name)).split('. ')[0].rstrip('.')}"
+        for name in BUILTINS)])
 
 
 def describe(spec: str) -> str:
     """Problem ``spec`` as ``es-search list PROBLEM`` shows it."""
-    import inspect
-
-    from ..checks import keyword_parameters, parameter_text, plain_doc
+    from ..checks import keyword_parameters, parameter_text
     from ..strategies import DEFAULT, strategy_default
     cls = load_problem(spec)
     if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
         from .gym_policy import env_spec
         env_spec(spec[len(GYM_PREFIX):])
     lines = [f"{spec}: {cls.__module__}.{cls.__qualname__}"]
-    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
-    if doc:
-        lines.append("  " + plain_doc(" ".join(doc.split("\n\n")[0].split())))
+    if _about(cls):
+        lines.append("  " + _about(cls))
     parameters = keyword_parameters(cls)
     if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
         parameters = [p for p in parameters if p.name != "env_id"]

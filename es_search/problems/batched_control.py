@@ -193,8 +193,8 @@ class BatchedPolicy(ControlPolicy):
 
 
 class CartPole(BatchedPolicy):
-    """CartPole-v1 (max return 500) on :func:`cartpole_step`, a policy that
-    samples its actions from its own stream; 10 episodes per score by default."""
+    """CartPole-v1 (max return 500), batched, a policy that samples its actions (extra: gym).
+    It runs on :func:`cartpole_step`, 10 episodes per score by default."""
 
     discrete, obs_dim, act_dim = True, 4, 2
     env_id = "CartPole-v1"
@@ -250,9 +250,8 @@ _LIMITS = np.array([[2.4], [12 * 2 * math.pi / 360]])  # CartPole-v1 ends beyond
 
 
 class Pendulum(BatchedPolicy):
-    """Pendulum-v1 (continuous torque; returns about -1500 to -100, higher is better)
-    on :class:`PendulumBatch`, a 16-unit tanh MLP by default; one 200-step episode per
-    score."""
+    """Pendulum-v1 (continuous torque; returns -1500 to -100), batched, a 16-unit tanh MLP
+    (extra: gym). It runs on :class:`PendulumBatch`, one 200-step episode per score."""
 
     discrete, obs_dim, act_dim = False, 3, 1
     env_id = "Pendulum-v1"

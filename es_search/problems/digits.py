@@ -37,7 +37,8 @@ def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Ten
 
 
 class Digits(Agent):
-    """A 64-``hidden``-10 tanh MLP classifying 8x8 digits.
+    """A 64-``hidden``-10 tanh MLP on scikit-learn's 8x8 digits, batched; split=test scores
+    held-out accuracy (extra: digits).
 
     - ``split``: ``"train"`` (what a search scores) or ``"test"`` (held out).
     - ``metric``: ``"log_likelihood"`` (smooth; the default on train) or ``"accuracy"``

@@ -220,26 +220,21 @@ def describe(spec: str) -> str:
     if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
         from .gym_policy import env_spec
         env_spec(spec[len(GYM_PREFIX):])
-    lines = [f"{spec}: {cls.__module__}.{cls.__qualname__}"]
-    if _about(cls):
-        lines.append("  " + _about(cls))
+    fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
+    if getattr(cls, "discrete", None) is False:
+        fixed.add("greedy")  # continuous actions
     parameters = keyword_parameters(cls)
-    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
-        parameters = [p for p in parameters if p.name != "env_id"]
-    if parameters is not None and getattr(cls, "discrete", None) is False:
-        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        map(parameter_text, parameters)) or "none"
-    lines.append(f"  parameters (-p NAME=VALUE): {shown}")
+        parameter_text(p) for p in parameters if p.name not in fixed) or "none"
     defaults = problem_defaults(cls)
-    options = defaults.get("strategy_options") or {}
     strategy = defaults.get("strategy", DEFAULT)
-    size = {key: defaults[key] if defaults[key] is not None else
-            f"{strategy_default(strategy, key)} (the strategy's default)"
-            for key in ("population", "sigma")}
-    lines.append(f"  es-search run {spec} uses: strategy {strategy}, "
-                 f"population {size['population']}, sigma {size['sigma']}, "
-                 f"generations {defaults['generations']}" + (
-                     ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items())
-                     if options else ""))
-    return "\n".join(lines)
+    size = [f"{key} {defaults[key]}" if defaults[key] is not None else
+            f"{key} {strategy_default(strategy, key)} (the strategy's default)"
+            for key in ("population", "sigma")]
+    options = [f"-o {k}={v!r}" for k, v in (defaults.get("strategy_options") or {}).items()]
+    return "\n".join([f"{spec}: {cls.__module__}.{cls.__qualname__}",
+                      *(["  " + _about(cls)] if _about(cls) else []),
+                      f"  parameters (-p NAME=VALUE): {shown}",
+                      f"  es-search run {spec} uses: " + ", ".join(
+                          [f"strategy {strategy}", *size,
+                           f"generations {defaults['generations']}", *options])])

@@ -19,7 +19,7 @@ import numpy as np
 from ..batched import candidate_rngs, numpy_params, own_params
 from ..checks import check_int
 from ..extras import require
-from .gym_policy import ControlPolicy, mlp_actions, mlp_output, zero_output_layers
+from .gym_policy import ControlPolicy, mlp_actions, mlp_output
 
 
 class PendulumBatch:
@@ -115,14 +115,9 @@ class BatchedPolicy(ControlPolicy):
                  greedy: bool = False, score_batch_size: int = 32):
         super().__init__()
         require("gymnasium", "gym")
-        hidden = check_int("hidden", hidden, 0, " (0: a linear policy)")
-        self.episodes = check_int("episodes", episodes, 1)
-        self.greedy = self._check_greedy(greedy)
-        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
+        self._build(hidden, episodes, max_steps, greedy)
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
-        sizes = [self.obs_dim] + ([int(hidden)] if hidden else []) + [self.act_dim]
-        self.layers = zero_output_layers(sizes)
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 

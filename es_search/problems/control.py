@@ -1,5 +1,5 @@
-"""Built-in gymnasium control tasks: subclasses of :class:`GymPolicy` with tuned defaults
-(how they were chosen: benchmarks/README.md)."""
+"""Built-in gymnasium control tasks: :class:`GymPolicy` with tuned defaults
+(benchmarks/README.md)."""
 from __future__ import annotations
 
 from .gym_policy import GymPolicy
@@ -9,14 +9,13 @@ __all__ = ["GymPolicy", "CartPole", "Pendulum", "Acrobot", "LunarLander", "Hoppe
 
 
 class CartPole(GymPolicy):
-    """CartPole-v1 (max return 500) with a policy that samples its actions."""
+    """CartPole-v1 (max return 500), a policy that samples its actions."""
 
     env_id = "CartPole-v1"
 
 
 class Pendulum(GymPolicy):
-    """Pendulum-v1 (continuous torque; returns about -1500 to -100, higher is better)
-    with a 16-unit tanh MLP by default; one episode (200 steps) per score."""
+    """Pendulum-v1 (returns -1500 to -100), a 16-unit tanh MLP, one episode per score."""
 
     env_id = "Pendulum-v1"
     discrete = False

@@ -53,13 +53,14 @@ def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int 
     return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 
 
-def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
-    """Linear layers ``sizes[0] -> sizes[1] -> ...``, the last one zero."""
-    layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-    with torch.no_grad():
-        layers[-1].weight.zero_()
-        layers[-1].bias.zero_()
-    return layers
+def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
+    if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+        hidden = (hidden,) if hidden else ()
+    if isinstance(hidden, str) or not isinstance(hidden, Iterable):
+        raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
+                        f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
+    return tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
+                 for h in hidden)
 
 
 class ControlPolicy(Agent):
@@ -76,6 +77,24 @@ class ControlPolicy(Agent):
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
 
+    def _build(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
+        """Check the settings every control policy has; make its layers ``obs_dim ->
+        hidden... -> act_dim``, the output layer zero."""
+        self.hidden = _hidden_sizes(hidden)
+        self.episodes = check_int("episodes", episodes, 1)
+        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
+        self.greedy = check_bool("greedy", greedy)
+        if self.greedy and not self.discrete:
+            raise ValueError(f"greedy=True takes the argmax of discrete actions, but "
+                             f"{self.env_id}'s actions are continuous (its policy is already "
+                             f"deterministic): leave greedy out")
+        sizes = [self.obs_dim, *self.hidden, self.act_dim]
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b)
+                                          for a, b in zip(sizes[:-1], sizes[1:]))
+        with torch.no_grad():
+            self.layers[-1].weight.zero_()
+            self.layers[-1].bias.zero_()
+
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         raise NotImplementedError
 
@@ -85,14 +104,6 @@ class ControlPolicy(Agent):
         return {"test_return_mean": float(returns.mean()),
                 "test_return_std": float(returns.std()), "test_episodes": len(returns)}
 
-    def _check_greedy(self, greedy: Any) -> bool:
-        """``greedy`` (argmax of discrete actions), refused for continuous actions."""
-        if check_bool("greedy", greedy) and not self.discrete:
-            raise ValueError(f"greedy=True takes the argmax of discrete actions, but "
-                             f"{self.env_id}'s actions are continuous (its policy is already "
-                             f"deterministic): leave greedy out")
-        return greedy
-
     def policy_module(self) -> torch.nn.Module:
         """This policy as one torch module, for :func:`es_search.export.export`."""
         from ..export import mlp_policy
@@ -101,16 +112,6 @@ class ControlPolicy(Agent):
                           self.obs_mean if normalized else None,
                           self.obs_std if normalized else None, self._action_start,
                           self._squash, () if self.discrete else tuple(self._action_shape))
-
-
-def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
-    if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
-        hidden = (hidden,) if hidden else ()
-    if isinstance(hidden, str) or not isinstance(hidden, Iterable):
-        raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
-                        f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
-    return tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
-                 for h in hidden)
 
 
 def _normalize_mode(normalize: Any) -> str:
@@ -162,9 +163,6 @@ class GymPolicy(ControlPolicy):
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
-        self.hidden = _hidden_sizes(hidden)
-        self.episodes = check_int("episodes", episodes, 1)
-        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.normalize = _normalize_mode(normalize)
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
         self.reward_offset = check_number("reward_offset", reward_offset)
@@ -179,8 +177,7 @@ class GymPolicy(ControlPolicy):
         self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        self.greedy = self._check_greedy(greedy)
-        self.layers = zero_output_layers([self.obs_dim, *self.hidden, self.act_dim])
+        self._build(hidden, episodes, max_steps, greedy)
         buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
                    "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
         if self.normalize == "fixed":

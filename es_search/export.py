@@ -19,9 +19,8 @@ _MASK = 0xFFFFFFFF
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit xor-shift-multiply hash of int64 ``x`` in [0, 2**32). Shifts are divisions
-    and multipliers < 2**31: no value leaves int64, and ONNX (unsigned shifts only)
-    computes what torch computes."""
+    """A 32-bit xor-shift-multiply hash of int64 ``x`` in [0, 2**32): divisions for shifts
+    and multipliers < 2**31 keep it in int64, so ONNX computes what torch does."""
     x = x ^ (x // 65536)
     x = (x * 0x7FEB352D) & _MASK
     x = x ^ (x // 32768)
@@ -93,7 +92,7 @@ def mlp_policy(layers: torch.nn.ModuleList, discrete: bool, greedy: bool = True,
 
 
 def policy_module(agent: Agent) -> torch.nn.Module:
-    """What ``agent`` acts with: its ``policy_module()`` if any, else itself (``forward()``)."""
+    """``agent.policy_module()`` if it has one, else ``agent`` (its ``forward()``)."""
     if callable(getattr(agent, "policy_module", None)):
         return agent.policy_module()
     if type(agent).forward is torch.nn.Module.forward:
@@ -106,8 +105,8 @@ def policy_module(agent: Agent) -> torch.nn.Module:
 
 
 def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
-    """The inputs to trace ``module`` with, and others (another batch size, other values)
-    to check the file on."""
+    """Inputs to trace ``module`` with, and others (twice the batch, other values) to check
+    the file on."""
     if isinstance(module, _Policy):  # float64 observations (and a sampler's seed)
         obs = torch.randn(3, module.mean.shape[0], dtype=torch.float64,
                           generator=torch.Generator().manual_seed(0)) * 3
@@ -127,7 +126,6 @@ def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple,
 
 
 def _outputs(value: Any) -> list:
-    """A module's or a session's output(s) as a list of arrays."""
     values = value if isinstance(value, (tuple, list)) else (value,)
     return [v.detach().numpy() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -156,16 +154,15 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
 
 
 def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
-    """Write what ``agent`` acts with to ``path`` as one self-contained file; returns
-    the path. ``to``: ``"torchscript"`` (``torch.jit.load``) or ``"onnx"``
-    (``onnxruntime``; extra ``export``).
+    """Write what ``agent`` acts with to ``path`` as one self-contained file, ``to``
+    ``"torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``; extra
+    ``export``); returns the path.
 
-    A :class:`GymPolicy` exports a module taking ``obs`` (float64 ``(n, obs_dim)``, as
-    ``agent.flat_observation`` makes them) and, for a sampling discrete policy, ``seed``
-    (an int64 scalar tensor: give each step its own), and returning ``n`` actions (int64
-    for Discrete, float64 ``(n, *action_shape)`` for Box). Another agent exports its
-    ``forward()``, traced with ``example`` (default: zeros of ``(8, agent.obs_dim)``);
-    a file that does not compute what ``forward()`` does is refused with a ValueError.
+    A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (float64 ``(n,
+    obs_dim)``) and, when it samples discrete actions, ``seed`` (an int64 scalar tensor:
+    one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``).
+    Another agent exports its ``forward()`` traced with ``example`` (default: zeros of
+    ``(8, agent.obs_dim)``), refused (ValueError) where the file computes otherwise.
 
     >>> import tempfile, torch, es_search
     >>> from es_search.problems import GymPolicy

@@ -23,12 +23,8 @@ from .gym_policy import ControlPolicy, mlp_actions, mlp_output
 
 
 class PendulumBatch:
-    """gymnasium's Pendulum-v1 dynamics for many pendulums at once (NumPy, float64).
-
-    ``state`` is ``(2, n)``: angles and angular velocities, as gymnasium's ``state``
-    per environment. ``step(u)`` takes ``n`` torques and returns the ``n`` rewards; the
-    arithmetic is gymnasium's, operation for operation.
-    """
+    """gymnasium's Pendulum-v1 dynamics, operation for operation, for ``n`` pendulums at
+    once (float64); ``state``: ``(2, n)`` angles and angular velocities."""
 
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
@@ -80,9 +76,7 @@ class PendulumBatch:
 
     def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
         """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
-        -> torques ``(n,)``). Each step computes what :meth:`step` computes; the rewards
-        are computed at the end for the whole trajectory at once, and summed in time
-        order per pendulum."""
+        -> torques ``(n,)``): :meth:`step`'s, the rewards computed at the end at once."""
         n = len(self.th)
         obs = np.empty((n, 3), dtype=np.float32)
         trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
@@ -97,15 +91,13 @@ class PendulumBatch:
 
 
 class BatchedPolicy(ControlPolicy):
-    """A linear or one-hidden-layer tanh policy, scored by mean episode return, whole
-    groups of candidates per call (``score_batch``).
+    """A tanh MLP policy (or linear), scored by its mean return over ``episodes`` episodes,
+    a group of candidates per ``score_batch()`` call.
 
-    Subclasses set ``discrete`` and the environment. ``hidden``: units of the tanh
-    hidden layer (0: linear). ``episodes``: the score is the mean return of this many
-    episodes. ``max_steps``: cut episodes short. ``greedy``: a discrete policy takes the
-    argmax instead of sampling from the softmax of its logits. ``score_batch_size``:
-    candidates per ``score_batch()`` call in a run (0: one by one through ``score()``,
-    the same scores, slower).
+    Subclasses set ``discrete`` and the environment. ``hidden``: units of a tanh hidden
+    layer, or a tuple of them (0: linear). ``max_steps``: cut episodes short. ``greedy``:
+    discrete actions by argmax instead of sampling from the softmax. ``score_batch_size``:
+    candidates per call (0: one by one through ``score()``, the same scores, slower).
     """
 
     obs_dim = act_dim = 0
@@ -126,12 +118,9 @@ class BatchedPolicy(ControlPolicy):
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""
         arrays = numpy_params(params)
-        layers = [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
-                  for k in range(len(self.layers))]
-        if columns == 1:
-            return layers
-        return [(np.repeat(w, columns, axis=0), np.repeat(b, columns, axis=0))
-                for w, b in layers]
+        return [(np.repeat(arrays[f"layers.{k}.weight"], columns, axis=0),
+                 np.repeat(arrays[f"layers.{k}.bias"], columns, axis=0))
+                for k in range(len(self.layers))]
 
     #: each column's policy on its observation (``(n, obs_dim)``, layers stacked)
     forward_numpy = staticmethod(mlp_output)
@@ -146,8 +135,7 @@ class BatchedPolicy(ControlPolicy):
         return self.episode_returns(params, seeds).mean(axis=1)
 
     def episode_returns(self, params, seeds) -> np.ndarray:
-        """The returns of each candidate's ``episodes`` episodes, ``(n, episodes)``
-        (``score_batch`` is their mean)."""
+        """Each candidate's returns, ``(n, episodes)``: ``score_batch`` is their mean."""
         n, episodes = len(seeds), self.episodes
         layers = self.stacked_layers(params, episodes)  # column = (candidate, episode)
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
@@ -163,10 +151,9 @@ class BatchedPolicy(ControlPolicy):
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
-        """This agent's returns of ``episodes`` whole episodes (no ``max_steps``), seeded
-        ``seed``, ``seed + 1``, ...: episode ``s`` starts where gymnasium's
-        ``reset(seed=s)`` starts, and samples its actions (unless ``greedy``) from
-        ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
+        """The returns of whole episodes ``seed``, ``seed + 1``, ...: episode ``s`` starts
+        where gymnasium's ``reset(seed=s)`` does and samples its actions (unless ``greedy``)
+        from ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
         episodes, limit = check_int("episodes", episodes, 1), self.episode_limit
         layers = self.stacked_layers(own_params(self), episodes)
         seeds = range(int(seed), int(seed) + episodes)
@@ -202,10 +189,8 @@ class CartPole(BatchedPolicy):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        """Step every column until all episodes are over (a CartPole return is its
-        episode's length). An ended episode's row leaves at once, so each step computes
-        the running episodes only; every operation is elementwise or per row, so a
-        column's trajectory does not depend on the others."""
+        """Step every column until all episodes are over (a return is its episode's
+        length); an ended episode's row leaves at once."""
         state, rows = starts, np.arange(starts.shape[1])  # the column each row runs
         lengths = np.full(starts.shape[1], float(limit))  # cut short: ``limit`` steps
         for t in range(limit):
@@ -225,9 +210,8 @@ class CartPole(BatchedPolicy):
 
 def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step of CartPole-v1 for every column: ``state`` ``(4, n)`` float64, ``action``
-    ``n`` of 0 / 1 -> the next state and which episodes terminated. The arithmetic is
-    gymnasium's ``CartPoleVectorEnv.step``, operation for operation (tested), without its
-    fixed cost per call (its action check and autoreset), most of a step here."""
+    ``n`` of 0 / 1 -> the next state and which episodes terminated; gymnasium's
+    ``CartPoleVectorEnv.step`` without its action check and autoreset."""
     gravity, masspole, total_mass, length, tau = 9.8, 0.1, 0.1 + 1.0, 0.5, 0.02
     polemass_length = masspole * length
     _, x_dot, theta, theta_dot = state

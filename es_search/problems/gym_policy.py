@@ -1,7 +1,6 @@
-"""``GymPolicy``: a small policy network for any gymnasium environment, and what it
-shares with the batched control problems: the tanh MLP and its action mapping in NumPy
-(torch's per-call overhead on tiny layers costs more than an environment step).
-"""
+"""``GymPolicy``, a small policy network for any gymnasium environment, and what it shares
+with the batched control problems: the tanh MLP and its actions in NumPy (torch's overhead
+per call on tiny layers costs more than an environment step)."""
 from __future__ import annotations
 
 import math
@@ -122,28 +121,24 @@ def _normalize_mode(normalize: Any) -> str:
 
 
 class GymPolicy(ControlPolicy):
-    """A tanh MLP (or linear) policy for gymnasium environment ``env_id``, scored by
-    the mean return of ``episodes`` episodes.
+    """A tanh MLP (or linear) policy for gymnasium environment ``env_id`` (subclasses may
+    fix it), scored by the mean return of ``episodes`` episodes.
 
-    Subclasses may set ``env_id`` as a class attribute. Discrete actions are sampled from
-    the softmax of the logits (``greedy=True``: the argmax); Box actions are ``tanh``
-    squashed to the bounds (unbounded: raw). Observations are flattened as
-    ``gymnasium.spaces.flatten`` does (Discrete: one-hot).
+    Observations are flattened as ``gymnasium.spaces.flatten`` does; discrete actions are
+    sampled from the softmax (``greedy=True``: the argmax), Box actions ``tanh``-squashed
+    to their bounds (unbounded: raw).
 
-    - ``hidden``: units of one tanh hidden layer, or a tuple of them; 0: linear. The
-      output layer starts at zero.
-    - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
-    - ``reward_offset`` (added to each step's reward, e.g. -1 removes Hopper's alive
-      bonus) and ``reward_clip`` (``c``: each reward clipped to ``[-c, c]`` first) shape
-      the score the search sees, never :meth:`returns`.
-    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of
-      ``norm_episodes`` random-action episodes (seeds from ``norm_seed``);
-      ``"running"``: statistics of every observation scored so far, merged in candidate
-      order after each generation. They are buffers, saved with the weights.
-    - ``env_kwargs``: keyword arguments of ``gymnasium.make``.
-    - ``crn``: every candidate of a generation plays the same episodes (seeded from
-      ``generation_seed``) and samples from generators seeded by them; otherwise
-      episodes follow ``task_seed`` and sampling NumPy's global RNG.
+    - ``hidden``: units of a tanh hidden layer, or a tuple of them (0: linear).
+    - ``max_steps``: cut episodes short. ``env_kwargs``: ``gymnasium.make``'s keywords.
+    - ``reward_offset`` (added to each reward: -1 removes Hopper's alive bonus) and
+      ``reward_clip`` (each reward clipped to ``[-c, c]`` first) shape the search's score,
+      never :meth:`returns`.
+    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of ``norm_episodes``
+      random-action episodes from ``norm_seed``; ``"running"``: of every observation
+      scored so far, merged after each generation. They are buffers, saved with the weights.
+    - ``crn``: a generation's candidates play the same episodes (from ``generation_seed``)
+      and sample from generators seeded by them; otherwise episodes follow ``task_seed``
+      and sampling NumPy's global RNG.
     """
 
     def __init__(self, env_id: str | None = None, hidden: Any = 0, episodes: int = 3,
@@ -272,10 +267,9 @@ class GymPolicy(ControlPolicy):
     def episode_return(self, seed: int | None, reward_offset: float = 0.0,
                        record: bool = False, seeded_actions: bool | None = None,
                        reward_clip: float | None = None, whole: bool = False) -> float:
-        """One episode's return, rewards clipped and offset. ``record``: add its
-        observations and steps to the current ``score()``'s report. ``seeded_actions``:
-        sample from a generator seeded ``seed`` (default: with ``crn``). ``whole``:
-        ignore ``max_steps`` when the environment has its own time limit."""
+        """One episode's return, rewards clipped and offset. ``record``: into ``score()``'s
+        report. ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
+        ``crn``). ``whole``: no ``max_steps`` where the environment has a time limit."""
         if self._env is None:
             self._env = self.make_env()
         env = self._env
@@ -308,11 +302,9 @@ class GymPolicy(ControlPolicy):
 
     def episode_seeds(self) -> list[int]:
         """The seeds of the episodes ``score()`` plays now."""
-        base = self.generation_seed if self.crn else None
-        if base is None:
-            base = self.task_seed if self.task_seed is not None else 0
-        base %= _SEED_SPAN
-        return [base + k for k in range(self.episodes)]
+        base = self.generation_seed if self.crn and self.generation_seed is not None \
+            else self.task_seed
+        return [(base or 0) % _SEED_SPAN + k for k in range(self.episodes)]
 
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)

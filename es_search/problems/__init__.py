@@ -1,7 +1,6 @@
 """Built-in problems and loading an agent class from a spec: a built-in name,
-``gym:ENV_ID``, ``package.module:AgentClass`` or ``path/to/file.py:AgentClass``. A class
-from a file or the current folder is sent to the workers by value.
-"""
+``gym:ENV_ID``, ``package.module:AgentClass`` or ``path/to/file.py:AgentClass`` (a class
+from a file or the current folder is sent to the workers by value)."""
 from __future__ import annotations
 
 import importlib
@@ -88,10 +87,9 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
-    """``where`` imported; one not installed is looked for in ``folder`` (default: the
-    current folder, which the ``es-search`` script does not put on ``sys.path``) and sent
-    to workers by value. ``keep_on_path``: the folder stays on ``sys.path``, for a
-    gymnasium ``entry_point="module:Env"``."""
+    """``where`` imported, else from ``folder`` (default: the current folder, not on the
+    ``es-search`` script's ``sys.path``) and sent to workers by value; ``keep_on_path``:
+    for a gymnasium ``entry_point="module:Env"``."""
     top = where.split(".")[0]
     folder = os.path.abspath(folder or os.getcwd())
     try:
@@ -120,16 +118,13 @@ def _send_by_value(module: Any) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def _agent_classes(module: Any) -> list[str]:
-    """The names of the Agent subclasses ``module`` defines (not those it imports)."""
-    return [name for name, value in vars(module).items()
-            if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
-            and value.__module__ == module.__name__]
-
-
-def _classes_note(found: list[str]) -> str:
-    return (f"; its es_search.Agent classes: {', '.join(found)}" if found
-            else "; it defines no es_search.Agent class")
+def _agent_classes(module: Any) -> tuple[list[str], str]:
+    """The names of the Agent subclasses ``module`` defines, and a note naming them."""
+    found = [name for name, value in vars(module).items()
+             if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
+             and value.__module__ == module.__name__]
+    return found, (f"; its es_search.Agent classes: {', '.join(found)}" if found
+                   else "; it defines no es_search.Agent class")
 
 
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
@@ -142,10 +137,10 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         return gym_problem(env_id)
     target = BUILTINS.get(spec, spec)
     if ":" not in target and target.endswith(".py"):
-        found = _agent_classes(_import_file(os.path.join(folder, target) if folder
-                                            else target))
+        _, note = _agent_classes(_import_file(os.path.join(folder, target) if folder
+                                              else target))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
-                           f"{spec}:AgentClass{_classes_note(found)}")
+                           f"{spec}:AgentClass{note}")
     if ":" not in target:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
                            f"use a built-in name "
@@ -159,9 +154,9 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         module = _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
-        found = _agent_classes(module)
+        found, note = _agent_classes(module)
         raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
-                           f"{_classes_note(found)}")
+                           f"{note}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls
@@ -189,7 +184,7 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
 
 
 def problem_defaults(cls: type) -> dict:
-    """A run's settings where the spec gives none: the problem's ``default_config``
+    """A run's settings where the spec gives none: ``cls.default_config`` over these
     (population or sigma None: the strategy's)."""
     return {"generations": 50, "population": None, "sigma": None,
             **getattr(cls, "default_config", {})}

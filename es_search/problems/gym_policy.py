@@ -264,11 +264,11 @@ class GymPolicy(ControlPolicy):
             return action if self.discrete else action.reshape(self._action_shape)
         return act
 
-    def episode_return(self, seed: int | None, reward_offset: float = 0.0,
-                       record: bool = False, seeded_actions: bool | None = None,
-                       reward_clip: float | None = None, whole: bool = False) -> float:
-        """One episode's return, rewards clipped and offset. ``record``: into ``score()``'s
-        report. ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
+    def episode_return(self, seed: int | None, record: bool = False,
+                       seeded_actions: bool | None = None, whole: bool = False) -> float:
+        """One episode's return. ``record``: a ``score()``'s episode, rewards shaped
+        (``reward_clip``, ``reward_offset``), steps and observations into its report.
+        ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
         ``crn``). ``whole``: no ``max_steps`` where the environment has a time limit."""
         if self._env is None:
             self._env = self.make_env()
@@ -277,6 +277,7 @@ class GymPolicy(ControlPolicy):
         act = self.actor(self._numpy_layers(),
                          np.random.default_rng(seed) if seeded and self.discrete else None)
         keep = record and self.normalize == "running"
+        clip, offset = (self.reward_clip, self.reward_offset) if record else (None, 0.0)
         seen: list = []
         limit = self.max_steps or math.inf
         if whole and getattr(env.spec, "max_episode_steps", None):
@@ -289,9 +290,9 @@ class GymPolicy(ControlPolicy):
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(act(x))
             reward = float(reward)
-            if reward_clip is not None:
-                reward = min(max(reward, -reward_clip), reward_clip)
-            total += reward + reward_offset
+            if clip is not None:
+                reward = min(max(reward, -clip), clip)
+            total += reward + offset
             steps += 1
             done = terminated or truncated or steps >= limit
         if record and self._report is not None:
@@ -309,8 +310,7 @@ class GymPolicy(ControlPolicy):
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
                         if self.normalize == "running" else None}
-        return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
-                                                  reward_clip=self.reward_clip)
+        return float(np.mean([self.episode_return(s, record=True)
                               for s in self.episode_seeds()]))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:

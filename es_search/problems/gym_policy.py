@@ -25,12 +25,12 @@ TEST_SEED = 1_000_000
 
 
 def mlp_output(layers, obs: np.ndarray) -> np.ndarray:
-    """A tanh MLP's output on ``obs`` (``(in,)`` or ``(n, in)``); ``layers``: ``(weight,
-    bias)`` arrays, shared or stacked per row (``(n, out, in)``, ``(n, out)``). Elementwise
-    and per-row operations only: a row's result does not depend on ``n``."""
+    """A tanh MLP's output: ``layers`` of ``(weight, bias)`` arrays and one observation
+    ``(in,)``, or layers stacked per row (``(n, out, in)``, ``(n, out)``) and ``(n, in)``
+    (elementwise and per-row operations only: a row's result does not depend on ``n``)."""
     h = obs
     for k, (w, b) in enumerate(layers):
-        h = np.matmul(w, h[..., None])[..., 0] + b
+        h = (w @ h if w.ndim == 2 else np.matmul(w, h[:, :, None])[:, :, 0]) + b
         if k < len(layers) - 1:
             h = np.tanh(h)
     return h
@@ -84,18 +84,14 @@ class ControlPolicy(Agent):
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.greedy = check_bool("greedy", greedy)
         if self.greedy and not self.discrete:
-            raise ValueError(f"greedy=True takes the argmax of discrete actions, but "
-                             f"{self.env_id}'s actions are continuous (its policy is already "
-                             f"deterministic): leave greedy out")
+            raise ValueError(f"greedy=True takes the argmax of discrete actions; {self.env_id}'s "
+                             f"actions are continuous (already deterministic): leave greedy out")
         sizes = [self.obs_dim, *self.hidden, self.act_dim]
         self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b)
                                           for a, b in zip(sizes[:-1], sizes[1:]))
         with torch.no_grad():
             self.layers[-1].weight.zero_()
             self.layers[-1].bias.zero_()
-
-    def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
-        raise NotImplementedError
 
     def test_scores(self) -> dict[str, float]:
         """The test episodes' mean and std return."""

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from .gym_policy import GymPolicy
 
-__all__ = ["GymPolicy", "CartPole", "Pendulum", "Acrobot", "LunarLander", "Hopper",
-           "HalfCheetah", "BipedalWalker"]
-
 
 class CartPole(GymPolicy):
     """CartPole-v1 (max return 500), a policy that samples its actions."""

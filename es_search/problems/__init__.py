@@ -18,6 +18,15 @@ __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "g
            "build_problem", "describe", "load_problem", "problem_defaults",
            "resolve_spec", "summary"]
 
+_SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
+
+
+def __getattr__(name: str) -> Any:  # es_search.problems.blog, after a bare import es_search
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: name -> "module:Class"; ``es-search list`` shows the first sentence of its docstring
 BUILTINS: dict[str, str] = {
     "blog": "es_search.problems.blog:BlogAgent",

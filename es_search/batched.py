@@ -1,36 +1,9 @@
-"""Helpers for ``Agent.score_batch``: stacked weights, per-candidate streams, vmap.
-
-An agent that defines ``score_batch(self, params, seeds, **kwargs)`` is scored a group
-of candidates at a time: ``params`` maps each evolved parameter's name to the group's
-values stacked along a new leading dimension (row ``i`` is candidate ``i``), ``seeds``
-are the candidates' task seeds, and it returns one score per row, in order. This module
-makes the common cases short:
-
-- :func:`vmap_call` runs a plain ``torch.nn.Module`` once over stacked weights
-  (``torch.func.functional_call`` inside ``torch.func.vmap``);
-- :func:`candidate_rngs` gives each candidate its own NumPy stream from its seed, so a
-  sampled action of candidate ``i`` does not depend on which others share its group;
-- :func:`numpy_params` copies the stacked weights out as float64 NumPy arrays;
-- :func:`stack_weights` / :func:`unstack_weights` convert between a list of weight
-  dicts and the stacked form;
-- :func:`own_params` is an agent's own weights as a group of one.
-
-``es_search.check_score_batch(agent)`` (:mod:`es_search.score_checks`) checks that a
-``score_batch`` scores each row on its own: the same candidates in groups of other
-sizes, and through ``score()``.
-
-Example: a classifier scored on a data set, every candidate in one forward pass::
-
-    class Classifier(es_search.Agent):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(),
-                                           torch.nn.Linear(32, 10))
-        def score_batch(self, params, seeds):
-            logits = es_search.batched.vmap_call(self, params, X)   # (group, n, 10)
-            return (logits.argmax(-1) == y).double().mean(-1).tolist()
-        def forward(self, x):
-            return self.net(x)
+"""Helpers for ``Agent.score_batch(self, params, seeds, **kwargs)``, which scores a group
+of candidates in one call: ``params`` maps each evolved parameter's name to the group's
+values stacked along a new leading dimension (row ``i`` is candidate ``i``), ``seeds`` are
+their task seeds, and it returns one score per row, in order.
+``es_search.check_score_batch(agent)`` checks that each row is scored on its own; the
+README's "Batched scoring" and :class:`es_search.problems.digits.Digits` show one.
 """
 from __future__ import annotations
 
@@ -46,14 +19,9 @@ from .seeding import generators
 
 
 def group_size(agent: Any) -> int:
-    """The engine's group size for ``agent``: 0 when it is scored per candidate.
-
-    ``agent.score_batch_size`` (a class attribute or set per instance) is the number of
-    candidates per ``score_batch()`` call; 0 turns batching off for an agent that has
-    ``score_batch``. It must not depend on the number of workers: groups are cut at
-    fixed candidate indices (group ``g`` is ``[g * size, (g + 1) * size)``, except that
-    a remainder of at most ``size // 4`` joins the last group: ``worker.group_bounds``).
-    """
+    """The engine's group size for ``agent``: its ``score_batch_size`` (candidates per
+    ``score_batch()`` call, whatever the workers; groups are cut at fixed candidate
+    indices, ``worker.group_bounds``), 0 when it is scored per candidate."""
     if not has_score_batch(agent):
         return 0
     return check_int(f"{type(agent).__name__}.score_batch_size",
@@ -99,14 +67,9 @@ def numpy_params(params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 
 def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]:
-    """One independent ``numpy.random.Generator`` per candidate, from its task seed.
-
-    ``key`` names the purpose (e.g. ``1`` for sampled actions), so that one candidate
-    may have several streams. Candidate ``i``'s stream depends on ``seeds[i]`` and
-    ``key`` only, never on the rest of the group: it is
-    ``default_rng(SeedSequence(seeds[i], spawn_key=key))`` (for 4 seeds or more, their
-    states are computed at once, :func:`es_search.seeding.generators`).
-    """
+    """One ``numpy.random.Generator`` per candidate: ``default_rng(SeedSequence(seeds[i],
+    spawn_key=key))``, from its task seed alone, never the rest of the group. ``key``
+    names the purpose (e.g. ``1`` for sampled actions): one candidate, several streams."""
     seeds = list(seeds)
     for i, s in enumerate(seeds):  # a float would be truncated to another's stream
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
@@ -119,15 +82,10 @@ def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]
 
 def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args: Any,
               in_dims: Any = None, chunk_size: int | None = None) -> Any:
-    """``module(*args)`` once per candidate, with each candidate's weights.
-
-    ``params`` are stacked weights (``score_batch``'s first argument); the module's
-    other parameters and buffers are used as they are. ``args`` are shared by every
-    candidate unless ``in_dims`` says otherwise (as ``torch.func.vmap``'s, for
-    ``args``: e.g. ``in_dims=(0,)`` when each candidate has its own first input).
-    Returns the outputs stacked along a new leading dimension. Runs under
-    ``torch.no_grad()`` unless gradients are enabled by the caller.
-    """
+    """``module(*args)`` once per candidate with its stacked weights ``params`` (other
+    parameters and buffers as they are), the outputs stacked along a new leading
+    dimension. ``args`` are shared unless ``in_dims`` (``torch.func.vmap``'s, for
+    ``args``: ``(0,)`` when each candidate has its own first input) says otherwise."""
     from torch.func import functional_call, vmap
     names = dict(module.named_parameters())
     unknown = sorted(set(params) - set(names) - set(dict(module.named_buffers())))

@@ -116,8 +116,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from .files import writable_folder_problem
     from pathlib import Path
+
+    from .files import writable_folder_problem
     try:
         n_values = [int(x) for x in args.n_jobs.split(",")] if args.n_jobs else None
     except ValueError:
@@ -132,9 +133,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {args.out} cannot be written: {problem}")
     result = measure(n_values, reps=2 if args.quick else 5)
     print("\n" + table(result))
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "bench.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"wrote {path}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(result, indent=1))
+    print(f"wrote {out / 'bench.json'}")
     return 0

@@ -2,6 +2,7 @@
 es_search is not installed: normalisation, network and action mapping."""
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 import os
@@ -18,9 +19,8 @@ _MASK = 0xFFFFFFFF
 
 
 def _mix(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit xor-shift-multiply hash of int64 ``x`` in [0, 2**32). Shifts are divisions
-    and multipliers < 2**31: no value leaves int64, and ONNX (unsigned shifts only)
-    computes what torch computes."""
+    """A 32-bit xor-shift-multiply hash of int64 ``x`` in [0, 2**32): divisions for shifts
+    and multipliers < 2**31 keep it in int64, so ONNX computes what torch does."""
     x = x ^ (x // 65536)
     x = (x * 0x7FEB352D) & _MASK
     x = x ^ (x // 32768)
@@ -39,25 +39,20 @@ def uniforms(seed: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 class _Policy(torch.nn.Module):
-    """Normalise, a tanh MLP, then map the outputs to actions (float64 throughout)."""
+    """Normalise, a tanh MLP, then map the outputs to actions (float64 throughout): the
+    torch twin of :func:`es_search.problems.gym_policy.mlp_actions`."""
 
-    def __init__(self, layers: list[tuple[torch.Tensor, torch.Tensor]], mean: Any, std: Any,
-                 discrete: bool, start: int, squash: Any, shape: tuple):
+    def __init__(self, layers: torch.nn.ModuleList, mean: Any, std: Any, discrete: bool,
+                 start: int, squash: Any, shape: tuple):
         super().__init__()
-        linears = []
-        for weight, bias in layers:
-            linear = torch.nn.Linear(weight.shape[1], weight.shape[0], dtype=torch.float64)
-            linear.weight.data.copy_(weight.detach().to(torch.float64))
-            linear.bias.data.copy_(bias.detach().to(torch.float64))
-            linears.append(linear.requires_grad_(False))
-        self.hidden, self.out = torch.nn.ModuleList(linears[:-1]), linears[-1]
-        for name, value in (("mean", mean), ("std", std)):  # copies, not the agent's
-            value = torch.as_tensor(value, dtype=torch.float64)
-            self.register_buffer(name, value.detach().clone().reshape(-1))
-        self.discrete, self.start = discrete, start
+        layers = copy.deepcopy(layers).to(torch.float64).requires_grad_(False)
+        self.hidden, self.out, n = layers[:-1], layers[-1], layers[0].in_features
         offset, scale = (0.0, 1.0) if squash is None else squash
-        self.register_buffer("offset", torch.as_tensor(offset, dtype=torch.float64))
-        self.register_buffer("scale", torch.as_tensor(scale, dtype=torch.float64))
+        for name, value in (("mean", torch.zeros(n) if mean is None else mean),
+                            ("std", torch.ones(n) if std is None else std),
+                            ("offset", offset), ("scale", scale)):  # copies, not the agent's
+            self.register_buffer(name, torch.as_tensor(value, dtype=torch.float64).clone())
+        self.discrete, self.start = discrete, start
         self.squashed, self.shape = squash is not None, tuple(shape)
 
     def logits(self, obs: torch.Tensor) -> torch.Tensor:
@@ -85,23 +80,19 @@ class _Sampler(_Policy):
         return (cum < (u * cum[:, -1])[:, None]).sum(dim=1) + self.start
 
 
-def mlp_policy(layers: Any, discrete: bool, greedy: bool = True, mean: Any = None,
-               std: Any = None, start: int = 0, squash: Any = None,
+def mlp_policy(layers: torch.nn.ModuleList, discrete: bool, greedy: bool = True,
+               mean: Any = None, std: Any = None, start: int = 0, squash: Any = None,
                shape: tuple = ()) -> torch.nn.Module:
     """A tanh MLP policy (``layers``: ``torch.nn.Linear``) as an exportable module:
     observations normalised by ``mean``/``std``, then discrete actions from ``start``
     (argmax when ``greedy``, else sampled: ``forward(obs, seed)``) or Box actions
     ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None: raw) in ``shape``."""
-    pairs = [(layer.weight, layer.bias) for layer in layers]
-    n = pairs[0][0].shape[1]
-    mean = torch.zeros(n) if mean is None else mean
-    std = torch.ones(n) if std is None else std
     cls = _Sampler if discrete and not greedy else _Policy
-    return cls(pairs, mean, std, discrete, start, squash, shape)
+    return cls(layers, mean, std, discrete, start, squash, shape)
 
 
 def policy_module(agent: Agent) -> torch.nn.Module:
-    """What ``agent`` acts with: its ``policy_module()`` if any, else itself (``forward()``)."""
+    """``agent.policy_module()`` if it has one, else ``agent`` (its ``forward()``)."""
     if callable(getattr(agent, "policy_module", None)):
         return agent.policy_module()
     if type(agent).forward is torch.nn.Module.forward:
@@ -114,15 +105,12 @@ def policy_module(agent: Agent) -> torch.nn.Module:
 
 
 def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
-    """The inputs to trace ``module`` with, and others (another batch size, other values)
-    to check the file on."""
-    if isinstance(module, _Policy):
-        make = torch.Generator().manual_seed(0)
-        obs = [torch.randn(n, module.mean.shape[0], dtype=torch.float64, generator=make) * 3
-               for n in (3, 5)]
-        if isinstance(module, _Sampler):
-            return (obs[0], torch.tensor(7)), (obs[1], torch.tensor(-2 ** 40))
-        return (obs[0],), (obs[1],)
+    """Inputs to trace ``module`` with, and others (twice the batch, other values) to check
+    the file on."""
+    if isinstance(module, _Policy):  # float64 observations (and a sampler's seed)
+        obs = torch.randn(3, module.mean.shape[0], dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(0)) * 3
+        example = (obs, torch.tensor(7)) if isinstance(module, _Sampler) else obs
     if example is None and isinstance(getattr(agent, "obs_dim", None), int):
         example = torch.zeros(8, agent.obs_dim)
     if example is None:
@@ -138,7 +126,6 @@ def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple,
 
 
 def _outputs(value: Any) -> list:
-    """A module's or a session's output(s) as a list of arrays."""
     values = value if isinstance(value, (tuple, list)) else (value,)
     return [v.detach().numpy() if isinstance(v, torch.Tensor) else v for v in values]
 
@@ -167,16 +154,15 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
 
 
 def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
-    """Write what ``agent`` acts with to ``path`` as one self-contained file; returns
-    the path. ``to``: ``"torchscript"`` (``torch.jit.load``) or ``"onnx"``
-    (``onnxruntime``; extra ``export``).
+    """Write what ``agent`` acts with to ``path`` as one self-contained file, ``to``
+    ``"torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``; extra
+    ``export``); returns the path.
 
-    A :class:`GymPolicy` exports a module taking ``obs`` (float64 ``(n, obs_dim)``, as
-    ``agent.flat_observation`` makes them) and, for a sampling discrete policy, ``seed``
-    (an int64 scalar tensor: give each step its own), and returning ``n`` actions (int64
-    for Discrete, float64 ``(n, *action_shape)`` for Box). Another agent exports its
-    ``forward()``, traced with ``example`` (default: zeros of ``(8, agent.obs_dim)``);
-    a file that does not compute what ``forward()`` does is refused with a ValueError.
+    A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (float64 ``(n,
+    obs_dim)``) and, when it samples discrete actions, ``seed`` (an int64 scalar tensor:
+    one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``).
+    Another agent exports its ``forward()`` traced with ``example`` (default: zeros of
+    ``(8, agent.obs_dim)``), refused (ValueError) where the file computes otherwise.
 
     >>> import tempfile, torch, es_search
     >>> from es_search.problems import GymPolicy
@@ -230,10 +216,8 @@ def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -
     require("onnx", "export")
     require("onnxscript", "export")
     ort = require("onnxruntime", "export")
-    names = ["obs", "seed"][:len(example)] if isinstance(module, _Policy) else [
-        p for p in inspect.signature(module.forward).parameters][:len(example)]
-    batch = torch.export.Dim("batch") if isinstance(module, _Policy) else torch.export.Dim.AUTO
-    shapes = [{0: batch} if x.dim() else {} for x in example]
+    names = list(inspect.signature(module.forward).parameters)[:len(example)]
+    shapes = [{0: torch.export.Dim.AUTO} if x.dim() else {} for x in example]
     quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = quiet.level  # not "torchvision is not installed", 4 lines in a terminal
     quiet.setLevel(logging.ERROR)

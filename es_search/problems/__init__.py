@@ -1,7 +1,6 @@
 """Built-in problems and loading an agent class from a spec: a built-in name,
-``gym:ENV_ID``, ``package.module:AgentClass`` or ``path/to/file.py:AgentClass``. A class
-from a file or the current folder is sent to the workers by value.
-"""
+``gym:ENV_ID``, ``package.module:AgentClass`` or ``path/to/file.py:AgentClass`` (a class
+from a file or the current folder is sent to the workers by value)."""
 from __future__ import annotations
 
 import importlib
@@ -22,46 +21,26 @@ __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "g
 _SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # es_search.problems.blog, after a bare import es_search
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: name -> (import path, one-line description)
-BUILTINS: dict[str, tuple[str, str]] = {
-    "blog": ("es_search.problems.blog:BlogAgent",
-             "the blog post's 3-weight agent; CPU-burning score (-p work=N), steps in {-1,0,1}"),
-    "sphere": ("es_search.problems.sphere:Sphere",
-               "maximise -|x - 3|^2 (optimum 0); -p dim=N"),
-    "rastrigin": ("es_search.problems.sphere:Rastrigin",
-                  "maximise -Rastrigin(x) (optimum 0, many local optima); -p dim=N; "
-                  "CMA-ES by default (extra: cma)"),
-    "rosenbrock": ("es_search.problems.sphere:Rosenbrock",
-                   "maximise -Rosenbrock(x) (optimum 0 at x = 1, a curved valley); -p dim=N"),
-    "cartpole": ("es_search.problems.batched_control:CartPole",
-                 "gymnasium CartPole-v1, a policy that samples its actions; batched on the "
-                 "vectorised CartPole (extra: gym)"),
-    "pendulum": ("es_search.problems.batched_control:Pendulum",
-                 "Pendulum-v1, continuous torque, 3-16-1 tanh MLP, PGPE; batched NumPy Pendulum "
-                 "(extra: gym)"),
-    "acrobot": ("es_search.problems.control:Acrobot",
-                "gymnasium Acrobot-v1, sampled actions, normalised observations (extra: gym)"),
-    "lunarlander": ("es_search.problems.control:LunarLander",
-                    "gymnasium LunarLanderContinuous-v3, linear policy, running "
-                    "observation statistics, PGPE (extra: box2d)"),
-    "hopper": ("es_search.problems.control:Hopper",
-               "gymnasium Hopper-v5, linear policy, running statistics, alive bonus "
-               "removed in training, ARS (extra: mujoco)"),
-    "halfcheetah": ("es_search.problems.control:HalfCheetah",
-                    "gymnasium HalfCheetah-v5, linear policy, running statistics, ARS "
-                    "(extra: mujoco)"),
-    "bipedalwalker": ("es_search.problems.control:BipedalWalker",
-                      "gymnasium BipedalWalker-v3, linear policy, running statistics, ARS "
-                      "(extra: box2d)"),
-    "digits": ("es_search.problems.digits:Digits",
-               "a 64-32-10 MLP on scikit-learn's 8x8 digits, batched; split=test scores "
-               "held-out accuracy (extra: digits)"),
+#: name -> "module:Class"; ``es-search list`` shows the first sentence of its docstring
+BUILTINS: dict[str, str] = {
+    "blog": "es_search.problems.blog:BlogAgent",
+    "sphere": "es_search.problems.sphere:Sphere",
+    "rastrigin": "es_search.problems.sphere:Rastrigin",
+    "rosenbrock": "es_search.problems.sphere:Rosenbrock",
+    "cartpole": "es_search.problems.batched_control:CartPole",
+    "pendulum": "es_search.problems.batched_control:Pendulum",
+    "acrobot": "es_search.problems.control:Acrobot",
+    "lunarlander": "es_search.problems.control:LunarLander",
+    "hopper": "es_search.problems.control:Hopper",
+    "halfcheetah": "es_search.problems.control:HalfCheetah",
+    "bipedalwalker": "es_search.problems.control:BipedalWalker",
+    "digits": "es_search.problems.digits:Digits",
 }
 
 #: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id
@@ -117,10 +96,9 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
-    """``where`` imported; one not installed is looked for in ``folder`` (default: the
-    current folder, which the ``es-search`` script does not put on ``sys.path``) and sent
-    to workers by value. ``keep_on_path``: the folder stays on ``sys.path``, for a
-    gymnasium ``entry_point="module:Env"``."""
+    """``where`` imported, else from ``folder`` (default: the current folder, not on the
+    ``es-search`` script's ``sys.path``) and sent to workers by value; ``keep_on_path``:
+    for a gymnasium ``entry_point="module:Env"``."""
     top = where.split(".")[0]
     folder = os.path.abspath(folder or os.getcwd())
     try:
@@ -149,16 +127,13 @@ def _send_by_value(module: Any) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def _agent_classes(module: Any) -> list[str]:
-    """The names of the Agent subclasses ``module`` defines (not those it imports)."""
-    return [name for name, value in vars(module).items()
-            if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
-            and value.__module__ == module.__name__]
-
-
-def _classes_note(found: list[str]) -> str:
-    return (f"; its es_search.Agent classes: {', '.join(found)}" if found
-            else "; it defines no es_search.Agent class")
+def _agent_classes(module: Any) -> tuple[list[str], str]:
+    """The names of the Agent subclasses ``module`` defines, and a note naming them."""
+    found = [name for name, value in vars(module).items()
+             if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
+             and value.__module__ == module.__name__]
+    return found, (f"; its es_search.Agent classes: {', '.join(found)}" if found
+                   else "; it defines no es_search.Agent class")
 
 
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
@@ -169,12 +144,12 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         if ":" in env_id:  # gym:module:ID, the module registers ID when imported
             _import_module(env_id.rpartition(":")[0], folder, keep_on_path=True)
         return gym_problem(env_id)
-    target = BUILTINS[spec][0] if spec in BUILTINS else spec
+    target = BUILTINS.get(spec, spec)
     if ":" not in target and target.endswith(".py"):
-        found = _agent_classes(_import_file(os.path.join(folder, target) if folder
-                                            else target))
+        _, note = _agent_classes(_import_file(os.path.join(folder, target) if folder
+                                              else target))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
-                           f"{spec}:AgentClass{_classes_note(found)}")
+                           f"{spec}:AgentClass{note}")
     if ":" not in target:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
                            f"use a built-in name "
@@ -188,9 +163,9 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         module = _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
-        found = _agent_classes(module)
+        found, note = _agent_classes(module)
         raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
-                           f"{_classes_note(found)}")
+                           f"{note}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls
@@ -218,50 +193,52 @@ def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Age
 
 
 def problem_defaults(cls: type) -> dict:
-    """A run's settings where the spec gives none: the problem's ``default_config``
+    """A run's settings where the spec gives none: ``cls.default_config`` over these
     (population or sigma None: the strategy's)."""
     return {"generations": 50, "population": None, "sigma": None,
             **getattr(cls, "default_config", {})}
 
 
+def _about(cls: type) -> str:
+    """The first paragraph of ``cls``'s own docstring (not Agent's), as plain text."""
+    import inspect
+
+    from ..checks import plain_doc
+    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")
+    return plain_doc(" ".join(doc.split("\n\n")[0].split()))
+
+
 def summary() -> str:
     """The built-in problems as ``es-search list`` shows them, one line each."""
     width = max(map(len, BUILTINS))
-    return "\n".join(["problems:", *(f"  {name:<{width}}  {text}"
-                                     for name, (_, text) in BUILTINS.items())])
+    return "\n".join(["problems:", *(
+        f"  {name:<{width}}  {_about(load_problem(name)).split('. ')[0].rstrip('.')}"
+        for name in BUILTINS)])
 
 
 def describe(spec: str) -> str:
     """Problem ``spec`` as ``es-search list PROBLEM`` shows it."""
-    import inspect
-
-    from ..checks import keyword_parameters, parameter_text, plain_doc
+    from ..checks import keyword_parameters, parameter_text
     from ..strategies import DEFAULT, strategy_default
     cls = load_problem(spec)
     if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
         from .gym_policy import env_spec
         env_spec(spec[len(GYM_PREFIX):])
-    lines = [f"{spec}: {cls.__module__}.{cls.__qualname__}"]
-    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")  # its own, not Agent's
-    if doc:
-        lines.append("  " + plain_doc(" ".join(doc.split("\n\n")[0].split())))
+    fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
+    if getattr(cls, "discrete", None) is False:
+        fixed.add("greedy")  # continuous actions
     parameters = keyword_parameters(cls)
-    if parameters is not None and getattr(cls, "env_id", ""):  # fixed: not a parameter
-        parameters = [p for p in parameters if p.name != "env_id"]
-    if parameters is not None and getattr(cls, "discrete", None) is False:
-        parameters = [p for p in parameters if p.name != "greedy"]  # continuous actions
     shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        map(parameter_text, parameters)) or "none"
-    lines.append(f"  parameters (-p NAME=VALUE): {shown}")
+        parameter_text(p) for p in parameters if p.name not in fixed) or "none"
     defaults = problem_defaults(cls)
-    options = defaults.get("strategy_options") or {}
     strategy = defaults.get("strategy", DEFAULT)
-    size = {key: defaults[key] if defaults[key] is not None else
-            f"{strategy_default(strategy, key)} (the strategy's default)"
-            for key in ("population", "sigma")}
-    lines.append(f"  es-search run {spec} uses: strategy {strategy}, "
-                 f"population {size['population']}, sigma {size['sigma']}, "
-                 f"generations {defaults['generations']}" + (
-                     ", " + ", ".join(f"-o {k}={v!r}" for k, v in options.items())
-                     if options else ""))
-    return "\n".join(lines)
+    size = [f"{key} {defaults[key]}" if defaults[key] is not None else
+            f"{key} {strategy_default(strategy, key)} (the strategy's default)"
+            for key in ("population", "sigma")]
+    options = [f"-o {k}={v!r}" for k, v in (defaults.get("strategy_options") or {}).items()]
+    return "\n".join([f"{spec}: {cls.__module__}.{cls.__qualname__}",
+                      *(["  " + _about(cls)] if _about(cls) else []),
+                      f"  parameters (-p NAME=VALUE): {shown}",
+                      f"  es-search run {spec} uses: " + ", ".join(
+                          [f"strategy {strategy}", *size,
+                           f"generations {defaults['generations']}", *options])])

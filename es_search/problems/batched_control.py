@@ -1,19 +1,13 @@
 """CartPole and Pendulum scored a group of candidates at a time (optional extra ``gym``).
 
-Every candidate of a ``score_batch()`` call runs in one vectorised environment: one
-column per (candidate, episode), all stepped together, with one NumPy forward pass of
-every candidate's policy per step. Both environments are NumPy transcriptions of
-gymnasium's, operation for operation (their trajectories and returns match gymnasium's,
-see the tests): CartPole-v1 of ``CartPoleVectorEnv.step`` (:func:`cartpole_step`),
-Pendulum-v1 of ``PendulumEnv`` (:class:`PendulumBatch`).
-
-A candidate's score depends on its weights and its task seed only, never on the rest of
-its group: the candidate's own stream, ``es_search.batched.candidate_rngs([s], 1)`` for
-task seed ``s``, draws its episodes' start states (as gymnasium's ``reset`` draws them:
-uniform in [-0.05, 0.05]^4 for CartPole, [-pi, pi] x [-1, 1] for Pendulum) and then, for
-sampled actions, one uniform per step of every episode, before any episode runs.
-Everything else is elementwise or per row, so a row of a group of 64 is bit-identical
-to the same candidate scored alone (``score()`` is a group of one; tested).
+Every candidate of a ``score_batch()`` call runs in one vectorised NumPy environment,
+one column per (candidate, episode), with one forward pass of every policy per step.
+The environments transcribe gymnasium's operation for operation (tested): CartPole-v1's
+``CartPoleVectorEnv.step`` (:func:`cartpole_step`), Pendulum-v1's ``PendulumEnv``
+(:class:`PendulumBatch`). A candidate's own stream (``candidate_rngs([s], 1)`` for task
+seed ``s``) draws its start states, as gymnasium's ``reset`` does, then one uniform per
+step for sampled actions; all else is elementwise or per row, so a row of a group is
+bit-identical to the candidate scored alone.
 """
 from __future__ import annotations
 
@@ -21,22 +15,16 @@ import math
 from typing import Any, Callable
 
 import numpy as np
-import torch
 
-from ..agent import Agent
 from ..batched import candidate_rngs, numpy_params, own_params
-from ..checks import check_bool, check_int
+from ..checks import check_int
 from ..extras import require
-from .gym_policy import TEST_SEED, check_greedy, return_figures, zero_output_layers
+from .gym_policy import ControlPolicy, mlp_actions, mlp_output
 
 
 class PendulumBatch:
-    """gymnasium's Pendulum-v1 dynamics for many pendulums at once (NumPy, float64).
-
-    ``state`` is ``(2, n)``: angles and angular velocities, as gymnasium's ``state``
-    per environment. ``step(u)`` takes ``n`` torques and returns the ``n`` rewards; the
-    arithmetic is gymnasium's, operation for operation.
-    """
+    """gymnasium's Pendulum-v1 dynamics, operation for operation, for ``n`` pendulums at
+    once (float64); ``state``: ``(2, n)`` angles and angular velocities."""
 
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
@@ -88,9 +76,7 @@ class PendulumBatch:
 
     def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
         """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
-        -> torques ``(n,)``). Each step computes what :meth:`step` computes; the rewards
-        are computed at the end for the whole trajectory at once, and summed in time
-        order per pendulum."""
+        -> torques ``(n,)``): :meth:`step`'s, the rewards computed at the end at once."""
         n = len(self.th)
         obs = np.empty((n, 3), dtype=np.float32)
         trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
@@ -104,91 +90,52 @@ class PendulumBatch:
         return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
 
 
-class BatchedPolicy(Agent):
-    """A linear or one-hidden-layer tanh policy, scored by mean episode return, whole
-    groups of candidates per call (``score_batch``).
+class BatchedPolicy(ControlPolicy):
+    """A tanh MLP policy (or linear), scored by its mean return over ``episodes`` episodes,
+    a group of candidates per ``score_batch()`` call.
 
-    Subclasses set ``discrete`` and the environment. ``hidden``: units of the tanh
-    hidden layer (0: linear). ``episodes``: the score is the mean return of this many
-    episodes. ``max_steps``: cut episodes short. ``greedy``: a discrete policy takes the
-    argmax instead of sampling from the softmax of its logits. ``score_batch_size``:
-    candidates per ``score_batch()`` call in a run (0: one by one through ``score()``,
-    the same scores, slower).
+    Subclasses set ``discrete`` and the environment. ``hidden``: units of a tanh hidden
+    layer, or a tuple of them (0: linear). ``max_steps``: cut episodes short. ``greedy``:
+    discrete actions by argmax instead of sampling from the softmax. ``score_batch_size``:
+    candidates per call (0: one by one through ``score()``, the same scores, slower).
     """
 
-    discrete = True
-    env_id = ""  # the gymnasium environment whose dynamics it runs
     obs_dim = act_dim = 0
-    test_episodes = 100  # episodes of test_scores()
-    action_high = 1.0
-    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
-                      "strategy_options": {"reevaluate": True}}
+    test_episodes = 100
 
     def __init__(self, hidden: int = 0, episodes: int = 3, max_steps: int | None = None,
                  greedy: bool = False, score_batch_size: int = 32):
         super().__init__()
         require("gymnasium", "gym")
-        hidden = check_int("hidden", hidden, 0, " (0: a linear policy)")
-        self.episodes = check_int("episodes", episodes, 1)
-        self.greedy = check_bool("greedy", greedy)
-        check_greedy(self.greedy, self.discrete, self.env_id)
-        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
+        self._build(hidden, episodes, max_steps, greedy)
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
-        sizes = [self.obs_dim] + ([int(hidden)] if hidden else []) + [self.act_dim]
-        self.layers = zero_output_layers(sizes)
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 
     # ------------------------------------------------------------------ the policy
-    def policy_module(self) -> torch.nn.Module:
-        """This policy as one torch module, for :func:`es_search.export.export`."""
-        from ..export import mlp_policy
-        return mlp_policy(self.layers, self.discrete, self.greedy,
-                          squash=(0.0, self.action_high), shape=(self.act_dim,))
-
     def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""
         arrays = numpy_params(params)
-        layers = [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
-                  for k in range(len(self.layers))]
-        if columns == 1:
-            return layers
-        return [(np.repeat(w, columns, axis=0), np.repeat(b, columns, axis=0))
-                for w, b in layers]
+        return [(np.repeat(arrays[f"layers.{k}.weight"], columns, axis=0),
+                 np.repeat(arrays[f"layers.{k}.bias"], columns, axis=0))
+                for k in range(len(self.layers))]
 
-    @staticmethod
-    def forward_numpy(layers, obs: np.ndarray) -> np.ndarray:
-        """Each column's policy on its observation: ``obs`` is ``(n, obs_dim)`` and
-        layer arrays are stacked per column. Elementwise and per-row reductions only,
-        so a row's result does not depend on ``n``."""
-        h = obs
-        for k, (w, b) in enumerate(layers):
-            h = np.matmul(w, h[:, :, None])[:, :, 0] + b
-            if k < len(layers) - 1:
-                h = np.tanh(h)
-        return h
+    #: each column's policy on its observation (``(n, obs_dim)``, layers stacked)
+    forward_numpy = staticmethod(mlp_output)
 
     def actions(self, logits: np.ndarray, uniforms: np.ndarray | None) -> np.ndarray:
-        if not self.discrete:
-            return np.tanh(logits[:, 0]) * self.action_high
-        if uniforms is None:
-            return np.argmax(logits, axis=1)
-        if logits.shape[1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(l1 - l0)), no overflow
-            p0 = 0.5 - 0.5 * np.tanh(0.5 * (logits[:, 1] - logits[:, 0]))
-            return (uniforms > p0).view(np.int8)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        cum = np.cumsum(p, axis=1)
-        return (cum < (uniforms * cum[:, -1])[:, None]).sum(axis=1)
+        """The actions for rows of ``logits``: ``n`` ints, or ``n`` torques."""
+        actions = mlp_actions(logits, self.discrete, uniforms, squash=self._squash)
+        return actions if self.discrete else actions[:, 0]
 
     # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
         return self.episode_returns(params, seeds).mean(axis=1)
 
     def episode_returns(self, params, seeds) -> np.ndarray:
-        """The returns of each candidate's ``episodes`` episodes, ``(n, episodes)``
-        (``score_batch`` is their mean)."""
+        """Each candidate's returns, ``(n, episodes)``: ``score_batch`` is their mean."""
         n, episodes = len(seeds), self.episodes
         layers = self.stacked_layers(params, episodes)  # column = (candidate, episode)
         limit = min(self.max_steps or self.episode_limit, self.episode_limit)
@@ -204,10 +151,9 @@ class BatchedPolicy(Agent):
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
-        """This agent's returns of ``episodes`` whole episodes (no ``max_steps``), seeded
-        ``seed``, ``seed + 1``, ...: episode ``s`` starts where gymnasium's
-        ``reset(seed=s)`` starts, and samples its actions (unless ``greedy``) from
-        ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
+        """The returns of whole episodes ``seed``, ``seed + 1``, ...: episode ``s`` starts
+        where gymnasium's ``reset(seed=s)`` does and samples its actions (unless ``greedy``)
+        from ``default_rng(SeedSequence(s, spawn_key=(1,)))``, one uniform per step."""
         episodes, limit = check_int("episodes", episodes, 1), self.episode_limit
         layers = self.stacked_layers(own_params(self), episodes)
         seeds = range(int(seed), int(seed) + episodes)
@@ -223,39 +169,28 @@ class BatchedPolicy(Agent):
         finally:
             self.steps, self.iterations = steps, iterations
 
-    def test_scores(self) -> dict[str, float]:
-        """The returns of ``test_episodes`` fresh episodes (:meth:`returns` from
-        ``TEST_SEED``): their mean and std."""
-        return return_figures(self.returns(self.test_episodes, TEST_SEED))
-
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
         """The returns of columns starting at ``starts`` (state, column)."""
         raise NotImplementedError
 
 
 class CartPole(BatchedPolicy):
-    """CartPole-v1 (max return 500) on :func:`cartpole_step`, a policy that
-    samples its actions from its own stream; 10 episodes per score by default."""
+    """CartPole-v1 (max return 500), batched, a policy that samples its actions (extra: gym).
+    It runs on :func:`cartpole_step`, 10 episodes per score by default."""
 
     discrete, obs_dim, act_dim = True, 4, 2
     env_id = "CartPole-v1"
     episode_limit = 500
     start_high = np.full(4, 0.05)
 
-    # 10 episodes: with 3, a policy that balances only most of the time reaches the
-    # search's 500 by luck and stops the climb. `es-search run cartpole --seed S`
-    # (hill-climb, 40 generations, population 16), mean return on 100 fresh episodes,
-    # seeds 0-5: 474 / 493 / 462 / 493 / 427 / 492 with 10 episodes; 398 / 465 / 495 /
-    # 386 (seeds 0-3) with 3, the default before (a group of 16 candidates x 10
-    # episodes costs little more than x 3: all are columns of one environment)
+    # 10 episodes: with 3, a policy that balances only most of the time reaches 500 by
+    # luck and stops the climb (test returns, seeds 0-5: 427-493; with 3: 386-495)
     def __init__(self, hidden: int = 0, episodes: int = 10, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        """Step every column until all episodes are over (a CartPole return is its
-        episode's length). An ended episode's row leaves at once, so each step computes
-        the running episodes only; every operation is elementwise or per row, so a
-        column's trajectory does not depend on the others."""
+        """Step every column until all episodes are over (a return is its episode's
+        length); an ended episode's row leaves at once."""
         state, rows = starts, np.arange(starts.shape[1])  # the column each row runs
         lengths = np.full(starts.shape[1], float(limit))  # cut short: ``limit`` steps
         for t in range(limit):
@@ -275,9 +210,8 @@ class CartPole(BatchedPolicy):
 
 def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One step of CartPole-v1 for every column: ``state`` ``(4, n)`` float64, ``action``
-    ``n`` of 0 / 1 -> the next state and which episodes terminated. The arithmetic is
-    gymnasium's ``CartPoleVectorEnv.step``, operation for operation (tested), without its
-    fixed cost per call (its action check and autoreset), most of a step here."""
+    ``n`` of 0 / 1 -> the next state and which episodes terminated; gymnasium's
+    ``CartPoleVectorEnv.step`` without its action check and autoreset."""
     gravity, masspole, total_mass, length, tau = 9.8, 0.1, 0.1 + 1.0, 0.5, 0.02
     polemass_length = masspole * length
     _, x_dot, theta, theta_dot = state
@@ -295,21 +229,16 @@ _LIMITS = np.array([[2.4], [12 * 2 * math.pi / 360]])  # CartPole-v1 ends beyond
 
 
 class Pendulum(BatchedPolicy):
-    """Pendulum-v1 (continuous torque; returns about -1500 to -100, higher is better)
-    on :class:`PendulumBatch`, a 16-unit tanh MLP by default; one 200-step episode per
-    score."""
+    """Pendulum-v1 (continuous torque; returns -1500 to -100), batched, a 16-unit tanh MLP
+    (extra: gym). It runs on :class:`PendulumBatch`, one 200-step episode per score."""
 
     discrete, obs_dim, act_dim = False, 3, 1
     env_id = "Pendulum-v1"
-    action_high = 2.0
+    _squash, _action_shape = (0.0, 2.0), (1,)  # torques in [-2, 2]
     episode_limit = PendulumBatch.max_episode_steps
     start_high = PendulumBatch.high
-    # PGPE + ClipUp, the ClipUp rules (step 0.75 * max_speed, radius ~15 * max_speed).
-    # `es-search run pendulum --seed S`, S = 0..4 (2 cores, ~11 s each): the final centre
-    # scores -221.9 / -221.2 / -211.6 / -204.0 / -219.9 on 100 episodes. Hill-climb (the
-    # default before: population 32, sigma 0.2, 200 generations) left its best agent at
-    # -1116..-1309 (3 seeds); PGPE at sigma 0.25 / max_speed 0.15 swung round (about
-    # -841) in 2 of 3
+    # PGPE + ClipUp by the ClipUp rules (step 0.75 * max_speed): the final centre scores
+    # -204 to -222 on 100 episodes over seeds 0-4 (hill-climb: -1116 to -1309)
     default_config = {"generations": 800, "population": 64, "sigma": 0.15,
                       "strategy": "pgpe",
                       "strategy_options": {"max_speed": 0.1, "step_size": 0.075}}

@@ -8,9 +8,10 @@ from ..checks import check_int
 
 
 class BlogAgent(Agent):
-    """``fc1 = Linear(3, 1)``; the score is the sum of ``fc1.weight`` after a dummy loop
-    of ``i ** i for i in range(work)`` (1000: ~5 ms). Each weight steps by
-    ``sigma * {-1, 0, +1}``.
+    """The blog post's 3-weight agent, its score burning CPU (-p work=N), steps in {-1, 0, 1}.
+
+    ``fc1 = Linear(3, 1)``; the score is the sum of ``fc1.weight`` after a dummy loop of
+    ``i ** i for i in range(work)`` (1000: ~5 ms). Each weight steps by ``sigma * {-1, 0, +1}``.
 
     >>> agent = BlogAgent([1, 1, 1], work=10)
     >>> agent.score()

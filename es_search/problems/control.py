@@ -1,23 +1,18 @@
-"""Built-in gymnasium control tasks: subclasses of :class:`GymPolicy` with tuned defaults
-(how they were chosen: benchmarks/README.md)."""
+"""Built-in gymnasium control tasks: :class:`GymPolicy` with tuned defaults
+(benchmarks/README.md)."""
 from __future__ import annotations
 
 from .gym_policy import GymPolicy
 
-__all__ = ["GymPolicy", "CartPole", "Pendulum", "Acrobot", "LunarLander", "Hopper",
-           "HalfCheetah", "BipedalWalker"]
-
 
 class CartPole(GymPolicy):
-    """CartPole-v1 (max return 500) with a policy that samples its actions."""
+    """CartPole-v1 (max return 500), a policy that samples its actions."""
 
     env_id = "CartPole-v1"
-    discrete = True
 
 
 class Pendulum(GymPolicy):
-    """Pendulum-v1 (continuous torque; returns about -1500 to -100, higher is better)
-    with a 16-unit tanh MLP by default; one episode (200 steps) per score."""
+    """Pendulum-v1 (returns -1500 to -100), a 16-unit tanh MLP, one episode per score."""
 
     env_id = "Pendulum-v1"
     discrete = False
@@ -30,13 +25,10 @@ class Pendulum(GymPolicy):
 
 
 class Acrobot(GymPolicy):
-    """Acrobot-v1 (3 discrete actions; return -500 (never up) to about -60), a linear
-    sampled policy on normalised observations by default."""
+    """Acrobot-v1 (return -500 (never up) to about -60), a linear sampled policy on
+    normalised observations (extra: gym)."""
 
     env_id = "Acrobot-v1"
-    discrete = True
-    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
-                      "strategy_options": {"reevaluate": True}}
 
     def __init__(self, hidden: int = 0, episodes: int = 1, normalize: bool = True, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, normalize=normalize, **kwargs)
@@ -63,9 +55,8 @@ class LunarLander(_RunningLinear):
 
 class Hopper(_RunningLinear):
     """Hopper-v5 (ARS's threshold 3120), a linear policy with running observation
-    statistics; the alive bonus (+1 a step) is removed from the score the search sees
-    (``reward_offset=-1``), not from test returns. ARS with the paper's settings
-    (extra: mujoco)."""
+    statistics, ARS with the paper's settings (extra: mujoco). The alive bonus (+1 a step)
+    is removed from the score the search sees (``reward_offset=-1``), not from test returns."""
 
     env_id = "Hopper-v5"
     default_config = {"generations": 400, "population": 16, "sigma": 0.025,
@@ -78,7 +69,7 @@ class Hopper(_RunningLinear):
 
 class HalfCheetah(_RunningLinear):
     """HalfCheetah-v5 (ARS's threshold 3430), a linear policy with running observation
-    statistics; ARS with the paper's settings (extra: mujoco)."""
+    statistics, ARS with the paper's settings (extra: mujoco)."""
 
     env_id = "HalfCheetah-v5"
     default_config = {"generations": 300, "population": 64, "sigma": 0.03,
@@ -88,9 +79,9 @@ class HalfCheetah(_RunningLinear):
 
 class BipedalWalker(_RunningLinear):
     """BipedalWalker-v3 (solved at 300), a linear policy with running observation
-    statistics, searched by ARS with 16 directions, all used; the search sees rewards
-    clipped to [-1, 1] (a fall's -100 becomes -1, so that trying to walk scores above
-    standing still), test returns are the true rewards (extra: box2d)."""
+    statistics, ARS with 16 directions, all used (extra: box2d). The search sees rewards
+    clipped to [-1, 1] (a fall's -100 becomes -1: trying to walk scores above standing
+    still), test returns the true rewards."""
 
     env_id = "BipedalWalker-v3"
     default_config = {"generations": 3000, "population": 32, "sigma": 0.03,

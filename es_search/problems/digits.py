@@ -1,7 +1,5 @@
-"""A small MLP classifier evolved on scikit-learn's 8x8 digits (extra ``digits``): 1,797
-images split once (stratified, seeded) into training (75%) and held-out test (25%)
-parts; a group of candidates is scored in one batched forward pass.
-"""
+"""An MLP classifier evolved on scikit-learn's 8x8 digits (extra ``digits``): 1,797 images
+split once (stratified, seeded) into training (75%) and held-out test (25%) parts."""
 from __future__ import annotations
 
 from typing import Any
@@ -37,7 +35,8 @@ def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Ten
 
 
 class Digits(Agent):
-    """A 64-``hidden``-10 tanh MLP classifying 8x8 digits.
+    """A 64-``hidden``-10 tanh MLP on scikit-learn's 8x8 digits, batched; split=test scores
+    held-out accuracy (extra: digits).
 
     - ``split``: ``"train"`` (what a search scores) or ``"test"`` (held out).
     - ``metric``: ``"log_likelihood"`` (smooth; the default on train) or ``"accuracy"``
@@ -63,19 +62,13 @@ class Digits(Agent):
         self.score_batch_size = int(score_batch_size)
         generator = torch.Generator().manual_seed(int(init_seed))
         sizes = [64] + ([int(hidden)] if hidden else []) + [10]
-        layers: list[torch.nn.Module] = []
-        for k, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-            layer = torch.nn.Linear(a, b)
-            bound = 1.0 / a ** 0.5
-            with torch.no_grad():
-                layer.weight.uniform_(-bound, bound, generator=generator)
-                layer.bias.uniform_(-bound, bound, generator=generator)
-            layers.append(layer)
-            if k < len(sizes) - 2:
-                layers.append(torch.nn.Tanh())
-        self.net = torch.nn.Sequential(*layers)
-        for p in self.parameters():
-            p.requires_grad_(False)
+        modules: list[torch.nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layer = torch.nn.Linear(a, b).requires_grad_(False)
+            for p in (layer.weight, layer.bias):  # torch's bounds, from init_seed
+                p.uniform_(-1.0 / a ** 0.5, 1.0 / a ** 0.5, generator=generator)
+            modules += [layer, torch.nn.Tanh()]
+        self.net = torch.nn.Sequential(*modules[:-1])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

@@ -31,8 +31,8 @@ def env_spec(env_id: str) -> Any:
 
 
 def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
-    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); ``spec``: the one
-    the agent carries, used when this process does not know the id."""
+    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); ``spec``: the agent's,
+    used where the id is unknown."""
     from ..extras import require
     gym = require("gymnasium", _extra_for(env_id))
     target: Any = env_id
@@ -60,8 +60,8 @@ def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
 
 
 def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = None) -> Any:
-    """``gymnasium.make(env_id, **kwargs)``; ``spec``: the id's ``EnvSpec``, made when this
-    process does not know the id (a worker, for an id the user's script registered)."""
+    """``gymnasium.make(env_id, **kwargs)``; ``spec``: the id's ``EnvSpec``, made where the
+    id is unknown (a worker, for an id the user's script registered)."""
     from ..extras import install_command
     gym, target, spec = _look_up(env_id, spec)
     try:
@@ -81,8 +81,8 @@ def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = N
 
 @contextlib.contextmanager
 def _mujoco_warnings_to_python(entry_point: Any) -> Iterator[None]:
-    """While a MuJoCo environment is built, MuJoCo's warnings become Python warnings, not a
-    line on stdout and a ``MUJOCO_LOG.TXT`` in the current folder."""
+    """MuJoCo's warnings while its environment is built, as Python warnings (not a line on
+    stdout and a ``MUJOCO_LOG.TXT`` in the current folder)."""
     if "mujoco" not in str(entry_point):
         yield
         return

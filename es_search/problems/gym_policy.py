@@ -1,8 +1,6 @@
-"""``GymPolicy``: a small policy network for any gymnasium environment.
-
-It acts in NumPy on weights copied out once per ``score()``: torch's per-call overhead
-on tiny layers costs more than an environment step.
-"""
+"""``GymPolicy``, a small policy network for any gymnasium environment, and what it shares
+with the batched control problems: the tanh MLP and its actions in NumPy (torch's overhead
+per call on tiny layers costs more than an environment step)."""
 from __future__ import annotations
 
 import math
@@ -26,28 +24,32 @@ _RUNNING_BUFFERS = ("obs_count", "obs_mean", "obs_m2", "obs_std")
 TEST_SEED = 1_000_000
 
 
-def return_figures(returns: np.ndarray) -> dict[str, float]:
-    """``test_scores()`` of a control task: the test episodes' mean and std return."""
-    returns = np.asarray(returns, dtype=np.float64)
-    return {"test_return_mean": float(returns.mean()), "test_return_std": float(returns.std()),
-            "test_episodes": len(returns)}
+def mlp_output(layers, obs: np.ndarray) -> np.ndarray:
+    """A tanh MLP's output: ``layers`` of ``(weight, bias)`` arrays and one observation
+    ``(in,)``, or layers stacked per row (``(n, out, in)``, ``(n, out)``) and ``(n, in)``
+    (elementwise and per-row operations only: a row's result does not depend on ``n``)."""
+    h = obs
+    for k, (w, b) in enumerate(layers):
+        h = (w @ h if w.ndim == 2 else np.matmul(w, h[:, :, None])[:, :, 0]) + b
+        if k < len(layers) - 1:
+            h = np.tanh(h)
+    return h
 
 
-def check_greedy(greedy: bool, discrete: bool, env_id: str) -> None:
-    """Refuse ``greedy=True`` (argmax of discrete actions) for continuous actions."""
-    if greedy and not discrete:
-        raise ValueError(f"greedy=True takes the argmax of discrete actions, but {env_id}'s "
-                         f"actions are continuous (its policy is already deterministic): "
-                         f"leave greedy out")
-
-
-def zero_output_layers(sizes: list[int]) -> torch.nn.ModuleList:
-    """Linear layers ``sizes[0] -> sizes[1] -> ...``, the last one zero."""
-    layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:]))
-    with torch.no_grad():
-        layers[-1].weight.zero_()
-        layers[-1].bias.zero_()
-    return layers
+def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int = 0,
+                squash: Any = None) -> np.ndarray:
+    """Actions from outputs ``h`` (last axis: one per action). Discrete: ``start`` + the
+    argmax (``uniforms`` None) or a draw from the softmax with one uniform per row; Box:
+    ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None: ``h``)."""
+    if not discrete:
+        return h if squash is None else np.tanh(h) * squash[1] + squash[0]
+    if uniforms is None:
+        return start + np.argmax(h, axis=-1)
+    if h.shape[-1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(h1 - h0)), no overflow
+        p0 = 0.5 - 0.5 * np.tanh(0.5 * (h[..., 1] - h[..., 0]))
+        return start + (uniforms > p0).view(np.int8)
+    cum = np.cumsum(np.exp(h - h.max(axis=-1, keepdims=True)), axis=-1)
+    return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 
 
 def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
@@ -60,6 +62,53 @@ def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
                  for h in hidden)
 
 
+class ControlPolicy(Agent):
+    """A policy scored by episode returns; ``returns(episodes, seed)`` gives true
+    returns, ``test_scores()`` those of ``test_episodes`` episodes from ``TEST_SEED``."""
+
+    env_id = ""
+    discrete = True
+    normalize = "off"
+    _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
+    _squash = None  # (offset, scale) of bounded Box actions: tanh(h) * scale + offset
+    _action_shape: tuple = ()
+    test_episodes = 20
+    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
+                      "strategy_options": {"reevaluate": True}}
+
+    def _build(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
+        """Check the settings every control policy has; make its layers ``obs_dim ->
+        hidden... -> act_dim``, the output layer zero."""
+        self.hidden = _hidden_sizes(hidden)
+        self.episodes = check_int("episodes", episodes, 1)
+        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
+        self.greedy = check_bool("greedy", greedy)
+        if self.greedy and not self.discrete:
+            raise ValueError(f"greedy=True takes the argmax of discrete actions; {self.env_id}'s "
+                             f"actions are continuous (already deterministic): leave greedy out")
+        sizes = [self.obs_dim, *self.hidden, self.act_dim]
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b)
+                                          for a, b in zip(sizes[:-1], sizes[1:]))
+        with torch.no_grad():
+            self.layers[-1].weight.zero_()
+            self.layers[-1].bias.zero_()
+
+    def test_scores(self) -> dict[str, float]:
+        """The test episodes' mean and std return."""
+        returns = np.asarray(self.returns(self.test_episodes, TEST_SEED), dtype=np.float64)
+        return {"test_return_mean": float(returns.mean()),
+                "test_return_std": float(returns.std()), "test_episodes": len(returns)}
+
+    def policy_module(self) -> torch.nn.Module:
+        """This policy as one torch module, for :func:`es_search.export.export`."""
+        from ..export import mlp_policy
+        normalized = self.normalize != "off"
+        return mlp_policy(self.layers, self.discrete, self.greedy,
+                          self.obs_mean if normalized else None,
+                          self.obs_std if normalized else None, self._action_start,
+                          self._squash, () if self.discrete else tuple(self._action_shape))
+
+
 def _normalize_mode(normalize: Any) -> str:
     if isinstance(normalize, bool):
         return "fixed" if normalize else "off"
@@ -67,37 +116,26 @@ def _normalize_mode(normalize: Any) -> str:
                         " (or True = 'fixed', False = 'off')")
 
 
-class GymPolicy(Agent):
-    """A tanh MLP (or linear) policy for gymnasium environment ``env_id``, scored by
-    the mean return of ``episodes`` episodes.
+class GymPolicy(ControlPolicy):
+    """A tanh MLP (or linear) policy for gymnasium environment ``env_id`` (subclasses may
+    fix it), scored by the mean return of ``episodes`` episodes.
 
-    Subclasses may set ``env_id`` as a class attribute. Discrete actions are sampled from
-    the softmax of the logits (``greedy=True``: the argmax); Box actions are ``tanh``
-    squashed to the bounds (unbounded: raw). Observations are flattened as
-    ``gymnasium.spaces.flatten`` does (Discrete: one-hot).
+    Observations are flattened as ``gymnasium.spaces.flatten`` does; discrete actions are
+    sampled from the softmax (``greedy=True``: the argmax), Box actions ``tanh``-squashed
+    to their bounds (unbounded: raw).
 
-    - ``hidden``: units of one tanh hidden layer, or a tuple of them; 0: linear. The
-      output layer starts at zero.
-    - ``episodes``: episodes per score; ``max_steps``: cut episodes short.
-    - ``reward_offset`` (added to each step's reward, e.g. -1 removes Hopper's alive
-      bonus) and ``reward_clip`` (``c``: each reward clipped to ``[-c, c]`` first) shape
-      the score the search sees, never :meth:`returns`.
-    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of
-      ``norm_episodes`` random-action episodes (seeds from ``norm_seed``);
-      ``"running"``: statistics of every observation scored so far, merged in candidate
-      order after each generation. They are buffers, saved with the weights.
-    - ``env_kwargs``: keyword arguments of ``gymnasium.make``.
-    - ``crn``: every candidate of a generation plays the same episodes (seeded from
-      ``generation_seed``) and samples from generators seeded by them; otherwise
-      episodes follow ``task_seed`` and sampling NumPy's global RNG.
+    - ``hidden``: units of a tanh hidden layer, or a tuple of them (0: linear).
+    - ``max_steps``: cut episodes short. ``env_kwargs``: ``gymnasium.make``'s keywords.
+    - ``reward_offset`` (added to each reward: -1 removes Hopper's alive bonus) and
+      ``reward_clip`` (each reward clipped to ``[-c, c]`` first) shape the search's score,
+      never :meth:`returns`.
+    - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of ``norm_episodes``
+      random-action episodes from ``norm_seed``; ``"running"``: of every observation
+      scored so far, merged after each generation. They are buffers, saved with the weights.
+    - ``crn``: a generation's candidates play the same episodes (from ``generation_seed``)
+      and sample from generators seeded by them; otherwise episodes follow ``task_seed``
+      and sampling NumPy's global RNG.
     """
-
-    env_id = ""
-    discrete = True
-    _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
-    test_episodes = 20  # episodes of test_scores()
-    default_config = {"generations": 40, "population": 16, "sigma": 0.5,
-                      "strategy_options": {"reevaluate": True}}
 
     def __init__(self, env_id: str | None = None, hidden: Any = 0, episodes: int = 3,
                  max_steps: int | None = None, greedy: bool = False,
@@ -112,13 +150,10 @@ class GymPolicy(Agent):
                              f"for another environment use GymPolicy({env_id!r}) "
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
-        self.greedy, self.crn = check_bool("greedy", greedy), check_bool("crn", crn)
+        self.crn = check_bool("crn", crn)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
-        self.hidden = _hidden_sizes(hidden)
-        self.episodes = check_int("episodes", episodes, 1)
-        self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.normalize = _normalize_mode(normalize)
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
         self.reward_offset = check_number("reward_offset", reward_offset)
@@ -133,8 +168,7 @@ class GymPolicy(Agent):
         self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        check_greedy(self.greedy, self.discrete, env_id)
-        self.layers = zero_output_layers([self.obs_dim, *self.hidden, self.act_dim])
+        self._build(hidden, episodes, max_steps, greedy)
         buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
                    "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
         if self.normalize == "fixed":
@@ -168,8 +202,8 @@ class GymPolicy(Agent):
         self._action_shape = space.shape
         low = np.asarray(space.low, dtype=np.float64).reshape(-1)
         high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        bounded = bool(np.all(np.isfinite(low)) and np.all(np.isfinite(high)))
-        self._squash = ((high + low) / 2, (high - low) / 2) if bounded else None
+        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+            self._squash = ((high + low) / 2, (high - low) / 2)
 
     def _random_action_statistics(self, episodes: int, seed: int):
         """Mean and std of the observations of ``episodes`` random-action episodes."""
@@ -212,53 +246,26 @@ class GymPolicy(Agent):
         sampling draws from ``rng`` (default: NumPy's global RNG)."""
         return self.actor(layers, rng)(obs)
 
-    def policy_module(self) -> torch.nn.Module:
-        """This policy as one torch module, for :func:`es_search.export.export`."""
-        from ..export import mlp_policy
-        normalized = self.normalize != "off"
-        return mlp_policy(self.layers, self.discrete, self.greedy,
-                          self.obs_mean if normalized else None,
-                          self.obs_std if normalized else None, self._action_start,
-                          None if self.discrete else self._squash,
-                          () if self.discrete else tuple(self._action_shape))
-
     def actor(self, layers, rng: np.random.Generator | None = None):
         """``act`` as a function of the observation alone, for one episode."""
         normalized = self.normalize != "off"
         mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
-        hidden, (w_out, b_out) = layers[:-1], layers[-1]
+        draw = np.random.random if rng is None else rng.random
+        sampled = self.discrete and not self.greedy
 
-        def logits(obs):
-            h = (obs - mean) / std if normalized else obs
-            for w, b in hidden:
-                h = np.tanh(w @ h + b)
-            return w_out @ h + b_out
+        def act(obs):
+            h = mlp_output(layers, (obs - mean) / std if normalized else obs)
+            action = mlp_actions(h, self.discrete, draw() if sampled else None,
+                                 self._action_start, self._squash)
+            return action if self.discrete else action.reshape(self._action_shape)
+        return act
 
-        if self.discrete:
-            start = self._action_start
-            if self.greedy:
-                return lambda obs: start + int(np.argmax(logits(obs)))
-            draw = np.random.random if rng is None else rng.random
-
-            def sample(obs):
-                h = logits(obs)
-                p = np.exp(h - h.max())
-                p /= p.sum()
-                return start + int(np.searchsorted(np.cumsum(p), draw() * p.sum()))
-            return sample
-        shape = self._action_shape
-        if self._squash is None:
-            return lambda obs: logits(obs).reshape(shape)
-        offset, scale = self._squash
-        return lambda obs: (np.tanh(logits(obs)) * scale + offset).reshape(shape)
-
-    def episode_return(self, seed: int | None, reward_offset: float = 0.0,
-                       record: bool = False, seeded_actions: bool | None = None,
-                       reward_clip: float | None = None, whole: bool = False) -> float:
-        """One episode's return, rewards clipped and offset. ``record``: add its
-        observations and steps to the current ``score()``'s report. ``seeded_actions``:
-        sample from a generator seeded ``seed`` (default: with ``crn``). ``whole``:
-        ignore ``max_steps`` when the environment has its own time limit."""
+    def episode_return(self, seed: int | None, record: bool = False,
+                       seeded_actions: bool | None = None, whole: bool = False) -> float:
+        """One episode's return. ``record``: a ``score()``'s episode, rewards shaped
+        (``reward_clip``, ``reward_offset``), steps and observations into its report.
+        ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
+        ``crn``). ``whole``: no ``max_steps`` where the environment has a time limit."""
         if self._env is None:
             self._env = self.make_env()
         env = self._env
@@ -266,6 +273,7 @@ class GymPolicy(Agent):
         act = self.actor(self._numpy_layers(),
                          np.random.default_rng(seed) if seeded and self.discrete else None)
         keep = record and self.normalize == "running"
+        clip, offset = (self.reward_clip, self.reward_offset) if record else (None, 0.0)
         seen: list = []
         limit = self.max_steps or math.inf
         if whole and getattr(env.spec, "max_episode_steps", None):
@@ -278,9 +286,9 @@ class GymPolicy(Agent):
                 seen.append(x)
             obs, reward, terminated, truncated, _ = env.step(act(x))
             reward = float(reward)
-            if reward_clip is not None:
-                reward = min(max(reward, -reward_clip), reward_clip)
-            total += reward + reward_offset
+            if clip is not None:
+                reward = min(max(reward, -clip), clip)
+            total += reward + offset
             steps += 1
             done = terminated or truncated or steps >= limit
         if record and self._report is not None:
@@ -291,22 +299,15 @@ class GymPolicy(Agent):
 
     def episode_seeds(self) -> list[int]:
         """The seeds of the episodes ``score()`` plays now."""
-        base = self.generation_seed if self.crn else None
-        if base is None:
-            base = self.task_seed if self.task_seed is not None else 0
-        base %= _SEED_SPAN
-        return [base + k for k in range(self.episodes)]
+        base = self.generation_seed if self.crn and self.generation_seed is not None \
+            else self.task_seed
+        return [(base or 0) % _SEED_SPAN + k for k in range(self.episodes)]
 
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
                         if self.normalize == "running" else None}
-        return float(np.mean([self.episode_return(s, self.reward_offset, record=True,
-                                                  reward_clip=self.reward_clip)
+        return float(np.mean([self.episode_return(s, record=True)
                               for s in self.episode_seeds()]))
-
-    def test_scores(self) -> dict[str, float]:
-        """Mean and std of the true returns of ``test_episodes`` episodes from ``TEST_SEED``."""
-        return return_figures(self.returns(self.test_episodes, TEST_SEED))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         """The true returns of ``episodes`` whole episodes seeded ``seed``, ``seed + 1``,

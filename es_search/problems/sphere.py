@@ -30,9 +30,9 @@ class Sphere(Agent):
 
 
 class Rastrigin(Sphere):
-    """Maximise ``-(10 n + sum(x^2 - 10 cos(2 pi x)))`` (optimum 0 at x = 0)."""
+    """Maximise ``-(10 n + sum(x^2 - 10 cos(2 pi x)))`` (optimum 0 at x = 0, a local
+    optimum every unit: CMA-ES crosses the basins; extra: cma)."""
 
-    # a local optimum every unit: CMA-ES crosses the basins (benchmarks/README.md)
     default_config = {"generations": 300, "population": 40, "sigma": 2.0,
                       "strategy": "cma-es"}
 
@@ -45,8 +45,8 @@ class Rastrigin(Sphere):
 
 
 class Rosenbrock(Sphere):
-    """Maximise ``-sum(100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2)`` (optimum 0 at x = 1):
-    a curved valley that a search must follow by adapting its step's shape.
+    """Maximise ``-sum(100 (x[i+1] - x[i]^2)^2 + (1 - x[i])^2)`` (optimum 0 at x = 1).
+    A curved valley that a search must follow by adapting its step's shape.
 
     >>> Rosenbrock(dim=3, start=1.0).score()
     -0.0

@@ -130,9 +130,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "
                    f"a finite number, so it can never be kept as the best (a score must be "
                    f"a finite float, higher is better)")
-    if problem:  # its settings as the run's flags
-        term = flag_term(build_parser().verbs["run"])
-        print(f"es-search check: {render(problem, term)}", file=sys.stderr)
+    if problem:
+        print(f"es-search check: {render(problem, args.term)}", file=sys.stderr)
         return 1
     print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
           f"(repeatable)")
@@ -230,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = parser.parse_args(argv)
-        term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
+        # a setting as this command names it (check's: as the run's flags)
+        args.term = term = flag_term(parser.verbs["run" if args.verb == "check" else args.verb])
         with sigterm_as_interrupt(), one_line_warnings("es-search", term):  # a scheduler's
             status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit

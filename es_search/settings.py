@@ -10,9 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import (check_bool, check_choice, check_dict, check_int, check_n_jobs, check_path,
-                     check_positive_float, check_seed)
-from .errors import SettingError
+from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
+                     check_path, check_positive_float, check_seed)
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
 
 
@@ -102,9 +101,9 @@ def check_fields(obj: Any) -> None:
 
 
 def check_generations(name: str, value: Any) -> int:
-    if check_int(name, value, 1) >= SELECTION_GENERATION:  # its seeds are the selection's
-        raise SettingError(name, value, f"an integer below {SELECTION_GENERATION}")
-    return int(value)
+    value = check_int(name, value, 1)  # at SELECTION_GENERATION: the selection's seeds
+    return check(name, value, value < SELECTION_GENERATION,
+                 f"an integer below {SELECTION_GENERATION}")
 
 
 #: what ``on_error`` may be
@@ -164,20 +163,18 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.task_timeout is not None and self.n_jobs == 1:
-            raise SettingError("task_timeout", self.task_timeout, "needs worker processes, "
-                               "not {n_jobs=1}: a score() running in this process cannot "
-                               "be stopped", got=False)
+        check("task_timeout", self.task_timeout, self.task_timeout is None or self.n_jobs != 1,
+              "needs worker processes, not {n_jobs=1}: a score() running in this process "
+              "cannot be stopped", got=False)
         for name, does in (("resume", "continues the run saved in an out folder"),
                            ("overwrite", "replaces the run saved in an out folder"),
                            ("checkpoint_every", "sets how often the run folder's "
                                                 "checkpoint is written")):
-            if self.out is None and getattr(self, name) != getattr(Settings, name):
-                raise SettingError(name, getattr(self, name), does + "; pass {out=DIR}",
-                                   got=False)
-        if self.resume and self.overwrite:
-            raise SettingError("resume", True, "continues the run in {out}, "
-                               "{overwrite=True} replaces it: pass one of them", got=False)
+            value = getattr(self, name)
+            check(name, value, self.out is not None or value == getattr(Settings, name),
+                  does + "; pass {out=DIR}", got=False)
+        check("resume", True, not (self.resume and self.overwrite), "continues the run in "
+              "{out}, {overwrite=True} replaces it: pass one of them", got=False)
 
     @property
     def fallback(self) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping
 
-from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
+from .checks import (check, check_int, check_positive_float, check_seed, keyword_parameters,
                      score_kwargs_misfit)
 from .errors import SettingError
 from .files import as_read_back, dump_json
@@ -85,10 +85,9 @@ class RunSpec:
             from .checkpoint import differences
             diff = "; ".join(differences(own.defining(), spec.defining(),
                                          ["problem", "arguments"]))
-            if diff:
-                raise SettingError("out", str(folder), f"holds a run of another problem or "
-                                   f"constructor arguments: {_literal(diff)}", "use the "
-                                   "run's problem and {params}, or another {out}", got=False)
+            check("out", str(folder), not diff, f"holds a run of another problem or "
+                  f"constructor arguments: {_literal(diff)}", "use the run's problem and "
+                  "{params}, or another {out}", got=False)
         return spec
 
     def problem_class(self) -> type:
@@ -134,10 +133,9 @@ class RunSpec:
         """The problem's agent, its initial weights drawn from the seed."""
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
-        if misfit is not None:
-            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}", "give "
-                               "its arguments defaults, take them in __init__ (set by "
-                               "{params}), or pass them to es_search.run()", got=False)
+        check("score_kwargs", {}, misfit is None, f"do not fit {_literal(misfit)}", "give its "
+              "arguments defaults, take them in __init__ (set by {params}), or pass them to "
+              "es_search.run()", got=False)
         return agent
 
     def run(self, **settings: Any) -> Any:

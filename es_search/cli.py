@@ -67,9 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
                done_before: bool) -> int:
-    """What ``es-search run`` prints of its ``result`` and the test of its best weights
-    and final centre (``done_before``: a resumed run with no generation left, whose end
-    and test are the earlier ones)."""
+    """Print ``result`` and test it (``done_before``: a resumed run with nothing left to
+    do, whose end and test are the earlier ones)."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
     from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
@@ -184,9 +183,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def program() -> list[str]:
-    """How this command was started, to print commands that can be pasted:
-    ``es-search``, or ``python -m es_search`` (the interpreter's full path unless it is
-    the ``python`` found on PATH)."""
+    """How this command was started, for commands to paste: ``es-search`` or ``python -m
+    es_search`` (the interpreter's full path unless it is the ``python`` on PATH)."""
     main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(main_spec, "name", None) != "es_search.__main__":
         return ["es-search"]
@@ -203,7 +201,6 @@ def resume_command(argv: Sequence[str]) -> str:
 
 
 def _test_command(out: Any) -> str:
-    """The command line that tests the run in ``out``."""
     return shlex.join([*program(), "test", str(out)])
 
 

@@ -188,6 +188,11 @@ def render(template: str, term: Callable[..., str] = python_term) -> str:
     return template.format_map(_Terms(term))
 
 
+def literal(text: Any) -> str:
+    """``text`` as a :func:`render` template's literal part: its braces doubled."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
 class SettingError(ValueError, TypeError):
     """A setting that ``run()`` (or a strategy, an agent) refuses: its name ``setting``,
     the ``value`` given, the ``rule`` it breaks and the ``fix`` (or ""), both

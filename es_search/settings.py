@@ -1,8 +1,6 @@
-"""A run's settings, checked once, at construction: ``run()``, the
-:class:`~es_search.Evaluator` and the command line all build one :class:`Settings`. A bad
-value raises a :class:`~es_search.errors.SettingError` that names the setting and says
-how to fix it (the strategies' own settings: :mod:`es_search.checks`; the backend's:
-:func:`es_search.backends.prepare`)."""
+"""A run's settings, checked once, at construction (a
+:class:`~es_search.errors.SettingError` names a bad one and says how to fix it):
+``run()``, the :class:`~es_search.Evaluator` and the command line all build one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -24,9 +22,7 @@ DIGEST = "__digest__"
 
 def describe(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
-    and dicts too) replaced by their type, shape, dtype and SHA-256: a data set in
-    ``score_kwargs`` is neither printed into ``config.json`` nor rewritten into every
-    checkpoint, and a resume compares it exactly.
+    and dicts too) as their type, shape, dtype and SHA-256, which a resume compares.
 
     >>> import torch
     >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
@@ -56,9 +52,8 @@ def describe(value: Any) -> Any:
 
 
 def agent_settings(agent: Any) -> dict:
-    """The agent's own plain settings, as ``config.json`` records them (a resume compares
-    them): its public attributes that are numbers, strings, booleans or None (or lists,
-    tuples and str-keyed dicts of those), such as the constructor arguments it keeps."""
+    """The agent's public attributes that are numbers, strings, booleans or None (or
+    lists, tuples and str-keyed dicts of those), as ``config.json`` records them."""
     import torch
     skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
@@ -90,8 +85,8 @@ def setting(default: Any, check: Any = None, help: str = "", **argparse: Any) ->
 
 
 def check_fields(obj: Any) -> None:
-    """Each field of the dataclass ``obj`` checked by its :func:`setting`'s ``check``,
-    its normalised value set (once, even on a frozen one)."""
+    """Set each field of the dataclass ``obj`` (even a frozen one) to its value as its
+    :func:`setting`'s ``check`` normalises it."""
     for each in fields(obj):
         value, check = getattr(obj, each.name), each.metadata.get("check")
         if isinstance(each.default, bool):
@@ -183,8 +178,7 @@ class Settings:
         return self.sequential_fallback and self.task_timeout is None
 
     def config(self, agent: Any, strategy: Any) -> dict:
-        """The run's ``config.json`` (what defines it, and how it was run): the spec of an
-        agent built by :meth:`es_search.spec.RunSpec.run` (else None), and the rest."""
+        """The run's ``config.json``: what defines it, and how it was run."""
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "spec": getattr(agent, "_run_spec", None),

@@ -26,10 +26,9 @@ class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
     ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
     raised (its repr if that cannot be pickled). ``group_end``: ``score_batch()`` failed
-    on candidates ``index`` to ``group_end - 1``, which each score alone. Set where it is
-    caught (and pickled with it): ``out``, the run folder; ``evaluate_seed``,
-    ``weights[index]`` of an ``evaluate()`` call with that seed (``evaluate_kwargs``: and
-    ``score_kwargs``)."""
+    on candidates ``index`` to ``group_end - 1``, which each score alone. Set where caught:
+    ``out``, the run folder; ``evaluate_seed``, the seed of the ``evaluate()`` call whose
+    ``weights[index]`` failed (``evaluate_kwargs``: with ``score_kwargs``)."""
 
     out: str | None = None
     evaluate_seed: int | None = None

@@ -139,16 +139,14 @@ class Agent(torch.nn.Module):
         """Load a vector laid out as ``get_flat()`` returns it."""
         vector = torch.as_tensor(np.asarray(vector))
         params = [p for _, p in self.evolved_parameters()]
-        size = sum(p.numel() for p in params)
-        if vector.ndim != 1 or vector.numel() != size:
-            raise ValueError(f"{type(self).__name__} evolves {size} values; got a vector of "
-                             f"shape {tuple(vector.shape)}")
-        offset = 0  # (no_grad() costs more than the copies of a small agent: only if needed)
+        sizes = [p.numel() for p in params]
+        if vector.ndim != 1 or vector.numel() != sum(sizes):
+            raise ValueError(f"{type(self).__name__} evolves {sum(sizes)} values; got a "
+                             f"vector of shape {tuple(vector.shape)}")
+        # no_grad() costs more than the copies of a small agent: only if needed
         with torch.no_grad() if torch.is_grad_enabled() else contextlib.nullcontext():
-            for p in params:
-                n = p.numel()
-                p.copy_(vector[offset:offset + n].view_as(p))
-                offset += n
+            for p, part in zip(params, vector.split(sizes)):
+                p.copy_(part.view_as(p))
 
     def clone(self) -> "Agent":
         """An independent deep copy."""

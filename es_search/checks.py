@@ -79,10 +79,10 @@ def check_evolved(agent: Agent) -> None:
                          f"override evolved_parameters()){also}")
 
 
-def check(name: str, value: Any, ok: Any, rule: str, fix: str = "") -> Any:
-    """``value`` when ``ok`` holds, else a SettingError: ``name`` must be ``rule``."""
+def check(name: str, value: Any, ok: Any, rule: str, fix: str = "", got: bool = True) -> Any:
+    """``value`` when ``ok`` holds, else ``SettingError(name, value, rule, fix, got)``."""
     if not ok:
-        raise SettingError(name, value, rule, fix)
+        raise SettingError(name, value, rule, fix, got)
     return value
 
 

@@ -67,9 +67,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
                done_before: bool) -> int:
-    """What ``es-search run`` prints of its ``result`` and the test of its best weights
-    and final centre (``done_before``: a resumed run with no generation left, whose end
-    and test are the earlier ones)."""
+    """Print ``result`` and test it (``done_before``: a resumed run with nothing left to
+    do, whose end and test are the earlier ones)."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
     from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
@@ -130,9 +129,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "
                    f"a finite number, so it can never be kept as the best (a score must be "
                    f"a finite float, higher is better)")
-    if problem:  # its settings as the run's flags
-        term = flag_term(build_parser().verbs["run"])
-        print(f"es-search check: {render(problem, term)}", file=sys.stderr)
+    if problem:
+        print(f"es-search check: {render(problem, args.term)}", file=sys.stderr)
         return 1
     print(f"{args.problem}: scored twice under one task seed, the same score, {start:.6g} "
           f"(repeatable)")
@@ -185,9 +183,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def program() -> list[str]:
-    """How this command was started, to print commands that can be pasted:
-    ``es-search``, or ``python -m es_search`` (the interpreter's full path unless it is
-    the ``python`` found on PATH)."""
+    """How this command was started, for commands to paste: ``es-search`` or ``python -m
+    es_search`` (the interpreter's full path unless it is the ``python`` on PATH)."""
     main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(main_spec, "name", None) != "es_search.__main__":
         return ["es-search"]
@@ -204,7 +201,6 @@ def resume_command(argv: Sequence[str]) -> str:
 
 
 def _test_command(out: Any) -> str:
-    """The command line that tests the run in ``out``."""
     return shlex.join([*program(), "test", str(out)])
 
 
@@ -230,7 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         args = parser.parse_args(argv)
-        term = flag_term(parser.verbs[args.verb])  # a setting as this command names it
+        # a setting as this command names it (check's: as the run's flags)
+        args.term = term = flag_term(parser.verbs["run" if args.verb == "check" else args.verb])
         with sigterm_as_interrupt(), one_line_warnings("es-search", term):  # a scheduler's
             status = _VERBS[args.verb](args)                  # stop: the Ctrl-C way
         sys.stdout.flush()  # a closed pipe fails here, not at exit

@@ -25,25 +25,27 @@ def failed_method(traceback_text: str) -> str:
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
     ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
-    raised (its repr if that cannot be pickled), ``out`` the run folder when known.
-    ``group_end``: ``score_batch()`` failed on candidates ``index`` to ``group_end - 1``,
-    which each score alone. ``evaluate_seed``: ``weights[index]`` of an ``evaluate()``
-    call with that seed (``evaluate_kwargs``: and ``score_kwargs``)."""
+    raised (its repr if that cannot be pickled). ``group_end``: ``score_batch()`` failed
+    on candidates ``index`` to ``group_end - 1``, which each score alone. Set where caught:
+    ``out``, the run folder; ``evaluate_seed``, the seed of the ``evaluate()`` call whose
+    ``weights[index]`` failed (``evaluate_kwargs``: with ``score_kwargs``)."""
+
+    out: str | None = None
+    evaluate_seed: int | None = None
+    evaluate_kwargs: bool = False
 
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
-                 out: str | None = None, group_end: int | None = None,
-                 evaluate_seed: int | None = None, evaluate_kwargs: bool = False):
+                 group_end: int | None = None):
         try:  # pickled with the args (__cause__ is not): its repr if it cannot be
             cloudpickle.loads(cloudpickle.dumps(cause))
         except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
             cause = RuntimeError(f"{type(cause).__name__}: {cause}")
-        super().__init__(agent_class, generation, index, seed, remote_traceback, cause, out,
-                         group_end, evaluate_seed, evaluate_kwargs)
+        super().__init__(agent_class, generation, index, seed, remote_traceback, cause,
+                         group_end)
         self.agent_class, self.generation, self.index, self.seed = (
             agent_class, generation, index, seed)
-        self.remote_traceback, self.out, self.group_end = remote_traceback, out, group_end
-        self.evaluate_seed, self.evaluate_kwargs = evaluate_seed, evaluate_kwargs
+        self.remote_traceback, self.group_end = remote_traceback, group_end
         self.cause = self.__cause__ = cause
 
     def __str__(self) -> str:
@@ -96,13 +98,14 @@ class TaskFailure(NamedTuple):
 
 class WorkerError(RuntimeError):
     """Worker processes died (or a task exceeded its timeout) more often than
-    ``max_retries`` allows while scoring ``indices`` of ``generation``. In a run, ``out``
-    is its folder, whose checkpoint is intact ("": a run without one)."""
+    ``max_retries`` allows while scoring ``indices`` of ``generation``. A run sets ``out``
+    to its folder, whose checkpoint is intact ("": a run without one)."""
 
-    def __init__(self, message: str, generation: int, indices: Sequence[int],
-                 out: str | None = None):
-        super().__init__(message, generation, list(indices), out)  # pickled as its args
-        self.generation, self.indices, self.out = generation, list(indices), out
+    out: str | None = None
+
+    def __init__(self, message: str, generation: int, indices: Sequence[int]):
+        super().__init__(message, generation, list(indices))  # pickled as its args
+        self.generation, self.indices = generation, list(indices)
 
     def __str__(self) -> str:
         return worker_message(self)
@@ -186,6 +189,11 @@ class _Terms(dict):
 def render(template: str, term: Callable[..., str] = python_term) -> str:
     """``template`` with its settings, ``{name}`` or ``{name=value}``, written by ``term``."""
     return template.format_map(_Terms(term))
+
+
+def literal(text: Any) -> str:
+    """``text`` as a :func:`render` template's literal part: its braces doubled."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 class SettingError(ValueError, TypeError):

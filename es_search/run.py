@@ -94,9 +94,11 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
             _call_all(callbacks, "on_start", RunInfo(
                 config, settings.out, settings.generations, search.next_generation,
                 list(search.history), start_agent, start))
-            stopped_by = None
-            while search.next_generation < settings.generations and stopped_by is None:
-                stopped_by = _stop_reason(callbacks, search.step())
+            stop: list = []  # the callbacks whose on_generation() said stop
+            while search.next_generation < settings.generations and not stop:
+                stop = _call_all(callbacks, "on_generation", search.step())
+            stopped_by = (getattr(stop[0], "reason", None) or f"{stop[0]!r} returned True"
+                          ) if stop else None
             best, center = search.best_weights(), search.center_weights()
             chosen, selection = ended or select(evaluator, best, center,
                                                 settings.select_tasks)
@@ -126,13 +128,6 @@ if run.__doc__:  # the settings' own help (es-search run's flags'), for help(run
         initial_indent="    - ", subsequent_indent="      ") for setting in DOCUMENTED)
 
 
-def _stop_reason(callbacks: list, record: dict) -> str | None:
-    """Every callback's ``on_generation(record)``; why the first that said stop did so."""
-    stop = [cb for cb in callbacks
-            if hasattr(cb, "on_generation") and _call(cb, "on_generation", record)]
-    return (getattr(stop[0], "reason", None) or f"{stop[0]!r} returned True") if stop else None
-
-
 def _on_error(callbacks: list, error: BaseException) -> None:
     """Every callback's ``on_error(error)``; what they raise becomes a warning."""
     for cb in callbacks:
@@ -145,8 +140,9 @@ def _on_error(callbacks: list, error: BaseException) -> None:
 
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:
-    """``callback.<method>(argument)`` for each callback that has the method, in order."""
-    return [_call(cb, method, argument) for cb in callbacks if hasattr(cb, method)]
+    """``callback.<method>(argument)`` for each callback that has the method, in order;
+    the callbacks whose call returned a true value."""
+    return [cb for cb in callbacks if hasattr(cb, method) and _call(cb, method, argument)]
 
 
 def _call(callback: Any, method: str, argument: Any) -> Any:

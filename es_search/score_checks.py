@@ -1,10 +1,6 @@
-"""Checks of an agent's scores, in this process. :func:`check_repeatable`: does a score
-depend on what the agent scored before (a worker keeps one agent for all its tasks)?
-``run()``, ``Evaluator`` and ``evaluate()`` call it first and warn with
-:class:`UnrepeatableScoreWarning` (``repeat_check=False`` skips it).
-:func:`check_score_batch`: does ``score_batch`` score each row on its own, so that a
-batched run is the run without batching?
-"""
+"""Checks of an agent's scores, in this process: :func:`check_repeatable` (does a score
+depend on what the agent scored before? ``run()`` and ``evaluate()`` warn first) and
+:func:`check_score_batch` (does ``score_batch`` score each row on its own?)."""
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +14,7 @@ from .batched import group_size, has_score_batch
 from .candidates import Candidate
 from .checks import (check_dict, check_int, check_is_agent, check_number,
                      check_positive_float, check_score_kwargs, check_seed, has_own_score)
-from .errors import render, warn_user
+from .errors import literal, render, warn_user
 from .interrupt import TimeLimit, time_limit
 from .pickling import cloudpickle
 from .scores import NotAScore, same_score
@@ -51,8 +47,8 @@ def check_repeatable(agent: Any, *, seed: int = 0,
 
 def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
                          task_timeout: float | None) -> None:
-    """Warn when :func:`check_repeatable` finds a problem (an error is left to the first
-    task, which names its seed), given three times ``task_timeout``."""
+    """Warn when :func:`check_repeatable` finds a problem, within 3 x ``task_timeout``
+    (an error is left to the first task, which names its seed)."""
     limit = None if task_timeout is None else 3 * task_timeout
     try:
         with time_limit(limit):
@@ -96,9 +92,8 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
             f"same task seed (one copy of the starting agent), {what}. Its runs then "
             f"change with n_jobs and with which worker scores which candidate (each "
             f"worker keeps one agent for all its tasks). ")
-    if changed:  # names as a template's text: braces doubled
-        names = ", ".join(changed).replace("{", "{{").replace("}", "}}")
-        text += f"Changed in the agent between the two calls: {names}. "
+    if changed:
+        text += f"Changed in the agent between the two calls: {literal(', '.join(changed))}. "
     else:
         text += ("Nothing in the agent changed between the two calls, so the score draws "
                  "on something outside it: the clock, a random generator of its own that "
@@ -125,8 +120,8 @@ def _repeat(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple
 
 
 def _digest(value: Any) -> bytes | None:
-    """A digest that equal values share (tensors by ``settings.describe``: their pickles
-    hold storage keys); None when ``value`` cannot be pickled."""
+    """A digest that equal values share (tensors by ``settings.describe``); None when
+    ``value`` cannot be pickled."""
     try:
         return hashlib.sha256(cloudpickle.dumps(describe(value))).digest()
     except Exception:  # noqa: BLE001 - an unpicklable value is not compared
@@ -227,8 +222,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
 
 def _raised(agent: Agent, payload: Payload, candidates: list, seed: int, a: int, b: int,
             layout: str, exc: Exception) -> str:
-    """What to say when ``score_batch`` raised on candidates ``a`` to ``b - 1``: which
-    raise alone, or that the group does."""
+    """Why ``score_batch`` raised on candidates ``a`` to ``b - 1``: which raise alone."""
     culprits = []
     for i in range(a, b):
         try:

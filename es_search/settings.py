@@ -1,8 +1,6 @@
-"""A run's settings, checked once, at construction: ``run()``, the
-:class:`~es_search.Evaluator` and the command line all build one :class:`Settings`. A bad
-value raises a :class:`~es_search.errors.SettingError` that names the setting and says
-how to fix it (the strategies' own settings: :mod:`es_search.checks`; the backend's:
-:func:`es_search.backends.prepare`)."""
+"""A run's settings, checked once, at construction (a
+:class:`~es_search.errors.SettingError` names a bad one and says how to fix it):
+``run()``, the :class:`~es_search.Evaluator` and the command line all build one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -10,9 +8,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from .checks import (check_bool, check_choice, check_dict, check_int, check_n_jobs, check_path,
-                     check_positive_float, check_seed)
-from .errors import SettingError
+from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
+                     check_path, check_positive_float, check_seed)
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
 
 
@@ -25,9 +22,7 @@ DIGEST = "__digest__"
 
 def describe(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
-    and dicts too) replaced by their type, shape, dtype and SHA-256: a data set in
-    ``score_kwargs`` is neither printed into ``config.json`` nor rewritten into every
-    checkpoint, and a resume compares it exactly.
+    and dicts too) as their type, shape, dtype and SHA-256, which a resume compares.
 
     >>> import torch
     >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
@@ -57,9 +52,8 @@ def describe(value: Any) -> Any:
 
 
 def agent_settings(agent: Any) -> dict:
-    """The agent's own plain settings, as ``config.json`` records them (a resume compares
-    them): its public attributes that are numbers, strings, booleans or None (or lists,
-    tuples and str-keyed dicts of those), such as the constructor arguments it keeps."""
+    """The agent's public attributes that are numbers, strings, booleans or None (or
+    lists, tuples and str-keyed dicts of those), as ``config.json`` records them."""
     import torch
     skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
@@ -91,8 +85,8 @@ def setting(default: Any, check: Any = None, help: str = "", **argparse: Any) ->
 
 
 def check_fields(obj: Any) -> None:
-    """Each field of the dataclass ``obj`` checked by its :func:`setting`'s ``check``,
-    its normalised value set (once, even on a frozen one)."""
+    """Set each field of the dataclass ``obj`` (even a frozen one) to its value as its
+    :func:`setting`'s ``check`` normalises it."""
     for each in fields(obj):
         value, check = getattr(obj, each.name), each.metadata.get("check")
         if isinstance(each.default, bool):
@@ -102,9 +96,9 @@ def check_fields(obj: Any) -> None:
 
 
 def check_generations(name: str, value: Any) -> int:
-    if check_int(name, value, 1) >= SELECTION_GENERATION:  # its seeds are the selection's
-        raise SettingError(name, value, f"an integer below {SELECTION_GENERATION}")
-    return int(value)
+    value = check_int(name, value, 1)  # at SELECTION_GENERATION: the selection's seeds
+    return check(name, value, value < SELECTION_GENERATION,
+                 f"an integer below {SELECTION_GENERATION}")
 
 
 #: what ``on_error`` may be
@@ -164,20 +158,18 @@ class Settings:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.task_timeout is not None and self.n_jobs == 1:
-            raise SettingError("task_timeout", self.task_timeout, "needs worker processes, "
-                               "not {n_jobs=1}: a score() running in this process cannot "
-                               "be stopped", got=False)
+        check("task_timeout", self.task_timeout, self.task_timeout is None or self.n_jobs != 1,
+              "needs worker processes, not {n_jobs=1}: a score() running in this process "
+              "cannot be stopped", got=False)
         for name, does in (("resume", "continues the run saved in an out folder"),
                            ("overwrite", "replaces the run saved in an out folder"),
                            ("checkpoint_every", "sets how often the run folder's "
                                                 "checkpoint is written")):
-            if self.out is None and getattr(self, name) != getattr(Settings, name):
-                raise SettingError(name, getattr(self, name), does + "; pass {out=DIR}",
-                                   got=False)
-        if self.resume and self.overwrite:
-            raise SettingError("resume", True, "continues the run in {out}, "
-                               "{overwrite=True} replaces it: pass one of them", got=False)
+            value = getattr(self, name)
+            check(name, value, self.out is not None or value == getattr(Settings, name),
+                  does + "; pass {out=DIR}", got=False)
+        check("resume", True, not (self.resume and self.overwrite), "continues the run in "
+              "{out}, {overwrite=True} replaces it: pass one of them", got=False)
 
     @property
     def fallback(self) -> bool:
@@ -186,8 +178,7 @@ class Settings:
         return self.sequential_fallback and self.task_timeout is None
 
     def config(self, agent: Any, strategy: Any) -> dict:
-        """The run's ``config.json`` (what defines it, and how it was run): the spec of an
-        agent built by :meth:`es_search.spec.RunSpec.run` (else None), and the rest."""
+        """The run's ``config.json``: what defines it, and how it was run."""
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "spec": getattr(agent, "_run_spec", None),

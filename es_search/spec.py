@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping
 
-from .checks import (check_int, check_positive_float, check_seed, keyword_parameters,
+from .checks import (check, check_int, check_positive_float, check_seed, keyword_parameters,
                      score_kwargs_misfit)
-from .errors import SettingError
+from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import build_problem, load_problem, problem_defaults, resolve_spec
@@ -29,11 +29,6 @@ class TestScoresError(RuntimeError):
 def _merged(own: Any, given: Any) -> Any:
     """``given`` over ``own``: name by name for a dict, else unless it is None."""
     return {**own, **given} if isinstance(own, dict) else own if given is None else given
-
-
-def _literal(text: Any) -> str:
-    """``text`` for a SettingError's rule or fix, which name settings as ``{name}``."""
-    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 @dataclass
@@ -85,15 +80,14 @@ class RunSpec:
             from .checkpoint import differences
             diff = "; ".join(differences(own.defining(), spec.defining(),
                                          ["problem", "arguments"]))
-            if diff:
-                raise SettingError("out", str(folder), f"holds a run of another problem or "
-                                   f"constructor arguments: {_literal(diff)}", "use the "
-                                   "run's problem and {params}, or another {out}", got=False)
+            check("out", str(folder), not diff, f"holds a run of another problem or "
+                  f"constructor arguments: {literal(diff)}", "use the run's problem and "
+                  "{params}, or another {out}", got=False)
         return spec
 
     def problem_class(self) -> type:
         """The problem's class, loaded once per spec (a file is run when loaded)."""
-        if "_cls" not in vars(self):  # named from here: as given, in the messages too
+        if "_cls" not in vars(self):
             self._cls = load_problem(self.problem, self.cwd if os.path.isdir(self.cwd)
                                      and self.cwd != os.getcwd() else None)
         return self._cls
@@ -125,7 +119,7 @@ class RunSpec:
         except SettingError as exc:
             if exc.setting not in options or exc.setting in self.strategy_options:
                 raise
-            default = _literal(f"{exc.setting}={exc.value!r}: {self.problem}'s default")
+            default = literal(f"{exc.setting}={exc.value!r}: {self.problem}'s default")
             raise SettingError(exc.setting, exc.value, exc.rule, f"{exc.fix} ({default}; "
                                f"{{strategy_options}} sets another)".lstrip()) from None
         return spec
@@ -134,15 +128,14 @@ class RunSpec:
         """The problem's agent, its initial weights drawn from the seed."""
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
         misfit = score_kwargs_misfit(agent, {})
-        if misfit is not None:
-            raise SettingError("score_kwargs", {}, f"do not fit {_literal(misfit)}", "give "
-                               "its arguments defaults, take them in __init__ (set by "
-                               "{params}), or pass them to es_search.run()", got=False)
+        check("score_kwargs", {}, misfit is None, f"do not fit {literal(misfit)}", "give its "
+              "arguments defaults, take them in __init__ (set by {params}), or pass them to "
+              "es_search.run()", got=False)
         return agent
 
     def run(self, **settings: Any) -> Any:
         """``es_search.run`` of the :meth:`resolved` spec's agent with ``settings``
-        (``n_jobs``, ``out``, ...); the run folder's ``config.json`` keeps the spec."""
+        (``n_jobs``, ``out``, ...)."""
         from .run import run
         spec = self.resolved()
         agent = spec.build_agent()

@@ -1,13 +1,6 @@
-"""Where a run's tasks go, and this machine's worker pools.
-
-- :func:`prepare` reads the backend (a name, a joblib backend instance, a
-  ``distributed.Client``, or None for the enclosing ``joblib.parallel_config``'s) and
-  ``n_jobs`` once, at construction; :func:`open_pool` opens its pool: :class:`LocalPool`
-  on this machine (loky, multiprocessing), or the cluster pools of :mod:`es_search.pools`.
-- On a :class:`LocalPool` the agent's skeleton and each generation's centre are written
-  once to a private folder (:class:`SharedFiles`, ``/dev/shm`` when there is one) and
-  travel as a small :class:`FileRef`: the bytes sent per chunk do not grow with the
-  number of parameters.
+"""Where a run's tasks go (:func:`prepare`, :func:`open_pool`), and this machine's
+worker pool, :class:`LocalPool`, whose payloads are written once to a private folder
+(:class:`SharedFiles`) and travel as a small :class:`FileRef`.
 """
 from __future__ import annotations
 
@@ -34,10 +27,8 @@ from .seeding import fresh_in_forked_child
 def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
     """Where a run's tasks go, checked: ``(kind, n_jobs)``, ``kind`` one of ``"loky"``,
     ``"multiprocessing"``, ``"dask"`` (or a ``distributed.Client``), ``"ray"`` or None
-    (this process), ``n_jobs`` the workers (on this machine: how many; on a cluster: as
-    given, -1 all). ``"dask"`` needs dask.distributed and a running ``Client``, ``"ray"``
-    needs ray (else an ``ImportError`` naming the extra); a thread-based backend for
-    ``n_jobs`` other than 1 is refused."""
+    (this process), ``n_jobs`` the workers (on a cluster: as given, -1 all). ``backend``
+    None: the enclosing ``joblib.parallel_config``'s."""
     if backend == "ray":
         require("ray", "ray")
         return "ray", n_jobs
@@ -80,8 +71,7 @@ def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
 
 # --------------------------------------------------------------------- shared files
 class FileRef(NamedTuple):
-    """A file on this machine holding ``size`` values of the numpy dtype ``dtype``: a few
-    dozen bytes pickled, whatever the file's size."""
+    """A file on this machine holding ``size`` values of the numpy dtype ``dtype``."""
 
     path: str
     dtype: str
@@ -92,8 +82,7 @@ _MMAP_FROM = 1 << 16  # bytes; smaller files are read, larger ones memory-mapped
 
 
 def load(ref: Any) -> Any:
-    """The array behind ``ref`` (bytes as uint8, which pickle reads); anything else as
-    is."""
+    """The array behind ``ref``; anything else as is."""
     if not isinstance(ref, FileRef):
         return ref
     dtype = np.dtype(ref.dtype)
@@ -107,7 +96,6 @@ SHM_MIN_FREE = 2 * 10 ** 9
 
 
 def _shm_root() -> str | None:
-    """``/dev/shm`` when it is writable with ``SHM_MIN_FREE`` bytes free, else None."""
     root = "/dev/shm"
     if not (os.path.isdir(root) and os.access(root, os.W_OK)):
         return None
@@ -130,8 +118,8 @@ def _sweep(root: str) -> None:
 
 
 class SharedFiles:
-    """A private folder of files the local workers read; removed by ``close()`` (or at
-    exit; folders left by killed processes are swept by the next one)."""
+    """A private folder of files the local workers read; removed by ``close()`` or at
+    exit (or by the next process, after a kill)."""
 
     def __init__(self) -> None:
         root = _shm_root() or tempfile.gettempdir()
@@ -144,8 +132,7 @@ class SharedFiles:
 
     def put_array(self, name: str, array: np.ndarray) -> FileRef:
         """Write ``array`` under ``name``, replacing the file of the last ``put`` of
-        ``name`` (its readers have finished), unless the two are equal byte for byte: a
-        hill climber's centre stays for generations, and workers keep what they loaded."""
+        ``name`` unless the two are equal byte for byte (workers keep what they loaded)."""
         array = np.ascontiguousarray(array)
         last = self._last.get(name)
         if last is not None and same_bytes(array, last[0]):
@@ -173,20 +160,18 @@ fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 
 #: seconds an idle loky worker waits for the next run before it ends (joblib's)
 IDLE_SECONDS = 300
-#: the thread pools of numerical libraries, one thread in each loky worker (as torch's:
-#: one task per core) unless this process's environment sets them
+#: numerical libraries' thread pools: one thread in each loky worker unless set here
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 _KEPT_LOCK = threading.Lock()
 
 
 class LocalPool(Pool):
-    """Worker processes of this machine on a loky ``ProcessPoolExecutor`` (which can kill
-    its workers), each running a loop that takes the pool's chunks (:mod:`.pools.loops`).
-    ``"loky"``: at ``close()`` the workers are kept (``interrupt.KEPT``) for the next run
-    of as many (a warm start); ``"multiprocessing"``: started that way (fork on Linux),
-    closed with the pool. A Ctrl-C, a chunk over time or a lost worker ends them at
-    once; a retry gets fresh ones."""
+    """Worker processes of this machine on a loky ``ProcessPoolExecutor``, each running a
+    loop that takes the pool's chunks (:mod:`.pools.loops`). ``"loky"``: at ``close()``
+    the workers are kept (``interrupt.KEPT``) for the next run of as many;
+    ``"multiprocessing"``: started that way, closed with the pool. A Ctrl-C, a chunk
+    over time or a lost worker ends them at once; a retry gets fresh ones."""
 
     local = True
 
@@ -232,35 +217,30 @@ class LocalPool(Pool):
             raise
         return in_order(done, len(args_list))
 
-    def _end_loops(self) -> Any:
-        """Close the loops (the workers are free); the executor, now the caller's."""
+    def _end(self, keep: bool) -> None:
+        """Close the loops; end the workers, or keep loky's for the next run of as many."""
         if self._loops is not None:
             self._loops.close()
         executor, self._executor, self._loops = self._executor, None, None
-        return executor
-
-    def abort(self) -> None:
-        """End the workers now."""
-        executor = self._end_loops()
-        if executor is not None:
-            executor.shutdown(wait=True, kill_workers=True)
-
-    def close(self) -> None:
-        executor = self._end_loops()
-        if executor is not None and self.kind == "loky":
+        if executor is not None and keep and self.kind == "loky":
             with _KEPT_LOCK:
                 KEPT.append((executor, self.n_workers))
                 executor = KEPT.pop(0)[0] if len(KEPT) > 1 else None
         if executor is not None:  # multiprocessing's, or the one kept before
             executor.shutdown(wait=True, kill_workers=True)
+
+    def abort(self) -> None:
+        self._end(keep=False)
+
+    def close(self) -> None:
+        self._end(keep=True)
         super().close()
 
 
 def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
               max_workers: int | None = None) -> Pool | None:
-    """The pool ``choice`` names, or None for a single worker (score in this process).
-    On this machine no more than ``max_workers`` processes start (a run's largest
-    generation: more would only cost start-up time and memory)."""
+    """The pool ``choice`` names, or None for a single worker (score in this process);
+    on this machine at most ``max_workers`` processes (a run's largest generation)."""
     kind, n_jobs = choice
     if kind == "ray":
         from .pools.ray_pool import RayPool

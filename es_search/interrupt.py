@@ -15,13 +15,12 @@ from typing import Any, Iterator
 
 class Terminated(KeyboardInterrupt):
     """A SIGTERM (``kill PID``, a job scheduler's stop) received while es_search's
-    workers ran: taken the Ctrl-C way (workers killed at once, the checkpoint whole, the
-    resume message), so it is a ``KeyboardInterrupt``; the command line exits 143."""
+    workers ran, taken the Ctrl-C way; the command line exits 143."""
 
 
 class _Terminate:
     """The SIGTERM handler: raises :class:`Terminated` in the process that installed
-    it; in a child forked before ``_default_in_child`` ran, Python's default."""
+    it; Python's default in a child forked without ``_default_in_child``."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
@@ -34,8 +33,7 @@ class _Terminate:
         raise Terminated(f"received signal {signum} (SIGTERM)")
 
 
-#: the sigterm_as_interrupt blocks open in this process: while one is, a process forked
-#: is a worker (or a pool's respawn)
+#: the sigterm_as_interrupt blocks open (a process forked meanwhile is a worker)
 _OPEN: list["sigterm_as_interrupt"] = []
 
 
@@ -57,10 +55,9 @@ def _in_main_thread() -> bool:
 
 
 class sigterm_as_interrupt:
-    """Context manager: a SIGTERM inside the block raises :class:`Terminated` (Python's
-    default, dying at once, leaves a pool's workers behind). Only in the main thread and
-    only in place of the default handler: a program's own is kept. Blocks may overlap:
-    the handler stays until the last one of the main thread closes."""
+    """Context manager: a SIGTERM inside the block raises :class:`Terminated` (dying at
+    once would leave a pool's workers behind). Only in the main thread and in place of
+    the default handler; blocks may overlap."""
 
     def __enter__(self) -> "sigterm_as_interrupt":
         self.main = _in_main_thread()
@@ -79,8 +76,7 @@ class sigterm_as_interrupt:
 
 @contextlib.contextmanager
 def _handling(handlers: dict[int, Any]) -> Iterator[None]:
-    """``handlers`` (signal -> handler) while the block runs, then the previous ones;
-    only in the main thread (elsewhere Python refuses, and nothing changes)."""
+    """``handlers`` (signal -> handler) while the block runs (in the main thread only)."""
     previous = ({signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
                 if _in_main_thread() else {})
     try:
@@ -92,10 +88,9 @@ def _handling(handlers: dict[int, Any]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def deferred_sigint() -> Iterator[None]:
-    """Context manager: a SIGINT (Ctrl-C) that arrives inside the block is raised as
-    ``KeyboardInterrupt`` when the block ends, so what the block writes stays whole; so
-    is a SIGTERM under :class:`sigterm_as_interrupt` (as :class:`Terminated`). Only in
-    the main thread, and only for a signal whose handler is Python's or ours."""
+    """Context manager: a SIGINT (or a SIGTERM under :class:`sigterm_as_interrupt`)
+    inside the block is raised when the block ends, so what it writes stays whole. Only
+    in the main thread, for a signal whose handler is Python's or ours."""
     received: list[type] = []
     ours = {signal.SIGINT: (signal.getsignal(signal.SIGINT) is signal.default_int_handler,
                             KeyboardInterrupt),
@@ -137,8 +132,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 # ------------------------------------------------------------ the command: its start and exit
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
-    """SIGINT while the command imports its modules (torch takes a second or more):
-    the command line's one line and exit status 130, not a traceback of the import."""
+    """SIGINT while the command imports its modules: one line and exit status 130."""
     with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr: the status
         sys.stderr.write("es-search: interrupted\n")  # says it
         sys.stderr.flush()
@@ -146,16 +140,14 @@ def _interrupted_while_starting(signum: int, frame: Any) -> None:
 
 
 def guard_command_start() -> None:
-    """The ``es-search`` command's first act (:mod:`es_search.__main__`): a Ctrl-C
-    before :func:`end_command_start` ends it with one line, exit 130, not a traceback of
-    torch's import."""
+    """The ``es-search`` command's first act: a Ctrl-C before :func:`end_command_start`
+    ends it with one line, exit 130, not a traceback of torch's import."""
     if _in_main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def end_command_start() -> None:
-    """Python's Ctrl-C (KeyboardInterrupt) again, where :func:`guard_command_start` had
-    replaced it."""
+    """Python's Ctrl-C again, where :func:`guard_command_start` replaced it."""
     if _in_main_thread() and signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -173,8 +165,8 @@ PARENT_POLL_SECONDS = 1.0
 
 def watch_parent() -> None:
     """A local worker's first act (the executor's initializer): end this process within
-    ``PARENT_POLL_SECONDS`` of its parent's death (a ``kill -9`` or the OOM killer gives
-    the run no chance to stop it; it would idle for loky's 300 s, holding its memory)."""
+    ``PARENT_POLL_SECONDS`` of its parent's death (a ``kill -9`` gives the run no chance
+    to stop it)."""
     parent = os.getppid()
 
     def watch() -> None:

@@ -1,9 +1,7 @@
-"""Worker pools: the loop each local worker runs (:mod:`.loops`, for
-``backends.LocalPool``), and the pools on clusters, Dask (:mod:`.dask_pool`) and Ray
-(:mod:`.ray_pool`): one actor per worker process, one chunk at a time, payloads sent to
-each worker once (:mod:`.runner`) or derived there (:mod:`.centres`), and a worker lost
-mid-generation reported as a :class:`WorkerLost` (a ``BrokenExecutor``) for the chunks
-it held, which the engine scores again with the same seeds, as on loky.
+"""Worker pools: the loop each local worker runs (:mod:`.loops`), and the pools on
+clusters, Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`): one actor per worker
+process, payloads sent to each worker once (:mod:`.runner`) or derived there
+(:mod:`.centres`), a lost worker's chunks scored again as on loky (:class:`WorkerLost`).
 """
 from __future__ import annotations
 

@@ -12,12 +12,11 @@ from .runner import Mismatch, Parcel, Tracker
 
 
 class Pool:
-    """Where the parallel path runs a generation's chunks; one per ``Evaluator``. The
-    engine reads what it can do from class attributes, never its type: ``local`` (the
-    workers are this machine's processes and payloads travel as files in ``files``;
-    else ``put`` takes a recipe: :mod:`.centres`), ``claims`` (the workers can claim
-    tasks from a counter in ``files``: :mod:`es_search.dispatch`),
-    ``max_chunks_per_worker`` (in one round, when the engine cuts a generation finer).
+    """Where the parallel path runs a generation's chunks; one per ``Evaluator``, which
+    reads what it can do from class attributes: ``local`` (this machine's processes,
+    payloads as files in ``files``; else ``put`` takes a recipe: :mod:`.centres`),
+    ``claims`` (the workers can claim tasks from a counter in ``files``),
+    ``max_chunks_per_worker`` (in one round).
 
     ``put(name, value)``: a payload (bytes or an array) for the chunks; returns what to
     pass in their arguments; a later ``put`` of the name replaces it.
@@ -25,7 +24,6 @@ class Pool:
     workers, the results in order; the first error (in order) is raised once all have
     finished; a lost worker raises a ``BrokenExecutor``, a chunk over ``timeout`` s a
     ``TimeoutError``; ``done`` receives each result by position, so a retry skips them.
-    ``abort()``: stop running chunks now (Ctrl-C).
     """
 
     n_workers = 1
@@ -40,7 +38,7 @@ class Pool:
         return self.files.put_array(name, value)
 
     def abort(self) -> None:
-        """Stop the running chunks (best effort)."""
+        """Stop the running chunks now (Ctrl-C)."""
 
     def close(self) -> None:
         if self.files is not None:
@@ -55,8 +53,8 @@ class Pool:
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """True when two arrays hold the same values bit for bit (``-0.0`` is not
-    ``0.0`` here, and a NaN equals the same NaN: what a worker computes from them)."""
+    """True when two arrays hold the same values bit for bit (``-0.0`` is not ``0.0``,
+    a NaN equals the same NaN)."""
     return a.shape == b.shape and a.dtype == b.dtype and (
         a is b or np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
 
@@ -83,19 +81,17 @@ FRESH = 0.5
 
 class ActorPool(Pool):
     """A :class:`Pool` of :class:`~.runner.Runner` actors (``_actors``: key -> handle),
-    one per worker process, counted again at each call (workers that join are used);
-    chunks dealt round-robin; a parcel is sent to a runner once. Subclasses define
-    ``_runners()`` (the keys to use now, started where new, in a stable order),
-    ``_submit(key, fn, args, sends, forget)`` (a call), ``_result(call, timeout)`` (its
-    result; ``WorkerLost`` if the runner died, ``TimeoutError`` past ``timeout``) and
-    ``_stop(keys)`` (stop those runners' processes)."""
+    one per worker process, counted again at each call; chunks dealt round-robin.
+    Subclasses define ``_runners()`` (the keys to use now, started where new, in a stable
+    order), ``_submit(key, fn, args, sends, forget)`` (a call), ``_result(call,
+    timeout)`` (its result; ``WorkerLost`` if the runner died, ``TimeoutError`` past
+    ``timeout``) and ``_stop(keys)`` (stop those runners' processes)."""
 
     def __init__(self, n_jobs: int = -1):
         self.n_jobs = n_jobs
         self.tracker = Tracker()
         self._actors: dict[Any, Any] = {}
         self._running: list[Any] = []
-        # runners just counted by n_workers, for the call that follows (if within FRESH s)
         self._fresh: tuple[float, list[Any]] | None = None
         self._none_since: float | None = None  # when the pool found no runners
 
@@ -104,8 +100,7 @@ class ActorPool(Pool):
         self.tracker.held.pop(key, None)
 
     def _await_runners(self) -> list[Any]:
-        """Runners, waiting for a first one up to :data:`WAIT_FOR_WORKERS` s since the
-        pool first found none."""
+        """Runners, waiting up to :data:`WAIT_FOR_WORKERS` s since the pool found none."""
         runners = self._runners()
         if not runners and self._none_since is None:
             self._none_since = time.monotonic()
@@ -173,13 +168,11 @@ class ActorPool(Pool):
         return self._submit(key, fn, args, sends, forget)
 
     def _end(self, keys: list[Any]) -> None:
-        """Stop and forget the runners of ``keys``."""
         if keys:
             self._stop(keys)
         for key in keys:
             self._forget(key)
 
     def abort(self) -> None:
-        """Stop what runs now (Ctrl-C): the processes running chunks are stopped."""
         running, self._running = self._running, []
         self._end(running)

@@ -1,9 +1,7 @@
-"""Centres that cluster workers derive instead of receiving. A generation's centre is
-often the previous one (no improvement) or one of the previous generation's candidates
-(a hill climber's new parent), which every worker holding the previous centre can
-rebuild from its seed: :class:`CentreHistory` then hands the pool the parcel the
-workers hold, or one with a recipe (:func:`derive_center`: a few hundred bytes, checked
-by the worker against the centre's CRC-32). Other centres travel whole, once per worker.
+"""Centres that cluster workers derive instead of receiving: a generation's centre is
+often the previous one or one of the previous generation's candidates, which a worker
+holding the previous centre rebuilds from its seed (:func:`derive_center`, checked
+against the centre's CRC-32). Other centres travel whole, once per worker.
 """
 from __future__ import annotations
 
@@ -70,4 +68,3 @@ class CentreHistory:
         if self.rebuilt_generation != generation:
             self.rebuilt, self.rebuilt_generation = [], generation
         self.rebuilt.append((index, candidate, flat))
-

@@ -1,14 +1,12 @@
 """A pool on a dask.distributed cluster: one :class:`~.runner.Runner` actor per worker
-process (its calls run one after the other: chunks never share a process's random
-generators), called straight from this process (no scheduler hop). A call whose worker
-died fails at once; a chunk over its time has its worker restarted by its nanny.
+process, called straight from this process (no scheduler hop). A chunk over its time
+has its worker restarted by its nanny.
 
-An actor's call runs in a thread beside the worker's event loop, whose periodic work
-then competes for the GIL; a call whose previous one on that worker took under
-``loop_call_seconds`` (1 s) runs on the loop itself, which it blocks meanwhile
+A call whose previous one on that worker took under ``loop_call_seconds`` runs on the
+worker's event loop, not in the actor thread beside it, whose GIL it would share
 (``benchmarks/dask_event_loop.py``: Dask / loky 1.10-1.14 in the thread, 1.02-1.05 on
-the loop, 10 ms scores). A ``score()`` that waits on Dask futures would block that
-loop: ``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
+the loop). A ``score()`` that waits on Dask futures would block that loop:
+``DaskPool.loop_call_seconds = 0`` keeps every call beside it.
 """
 from __future__ import annotations
 
@@ -42,14 +40,12 @@ def get_client(backend: Any = "dask") -> Any:
 class DaskPool(ActorPool):
     """Chunks on a Dask cluster. ``n_jobs`` caps the workers used (-1: all)."""
 
-    #: a call runs on its worker's event loop when the previous call there took less
     loop_call_seconds = 1.0
 
     def __init__(self, client: Any = "dask", n_jobs: int = -1):
         super().__init__(n_jobs)
         self.client = get_client(client)
-        # workers lost or stopped: their address may linger in the scheduler's list for
-        # a moment (a restarted worker comes back under a new address)
+        # lost or stopped workers, whose address may linger in the scheduler's list
         self._gone: set[str] = set()
         self._last_call: dict[str, float] = {}  # worker address -> seconds, as measured here
         if not self._await_runners():
@@ -62,16 +58,12 @@ class DaskPool(ActorPool):
         for gone in set(self._actors) - set(addresses):
             self._forget(gone)
         wanted = addresses if self.n_jobs < 1 else addresses[:self.n_jobs]
-        new = [a for a in wanted if a not in self._actors]
-        if new:
-            self._start_actors(new)
+        self._start_actors([a for a in wanted if a not in self._actors])
         return [a for a in wanted if a in self._actors]
 
     def _start_actors(self, addresses: list[str]) -> None:
         """An actor on each worker of ``addresses``: waits up to 120 s for the pool's first
-        actor, then 5 s (a worker slow to start gets its actor later). A worker that
-        leaves meanwhile is given up at once (its replacement, under a new address,
-        gets an actor at a later call)."""
+        actor, then 5 s; one slow to start, or whose worker left, is retried later."""
         distributed = require("distributed", "dask")
         pending = {a: self.client.submit(Runner, actor=True, workers=[a],
                                          allow_other_workers=False, pure=False)
@@ -88,12 +80,12 @@ class DaskPool(ActorPool):
             listed = set(self.client.nthreads())
             for address in [a for a, f in pending.items() if f.done() or a not in listed]:
                 self._take(address, pending.pop(address))
-        for address, future in pending.items():  # slow to start: retried at a later call
+        for address, future in pending.items():
             self._take(address, future)
 
     def _take(self, address: str, future: Any) -> None:
         """The actor of ``future`` if it started, else ``future`` cancelled."""
-        with contextlib.suppress(RuntimeError):  # "Worker holding Actor was lost" since
+        with contextlib.suppress(RuntimeError):  # "Worker holding Actor was lost"
             if future.status == "finished":
                 self._actors[address] = future.result()
                 return
@@ -105,8 +97,6 @@ class DaskPool(ActorPool):
         super()._forget(key)
 
     def _submit(self, key: str, fn: Callable, args: list, sends: list, forget: list) -> Any:
-        """The actor's ``run``, called on its worker directly (Dask's own actor handles
-        go through the scheduler unless ``direct_to_workers=True``)."""
         import asyncio
         on_loop = self._last_call.get(key, math.inf) < self.loop_call_seconds
         call = _execute(self.client.rpc, key, self._actors[key].key, (fn, args, sends, forget),
@@ -131,8 +121,8 @@ class DaskPool(ActorPool):
 
 async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
                    on_loop: bool = False) -> Any:
-    """``Runner.run(*args)`` on the actor ``actor_key`` at ``address`` (``on_loop``: on
-    the worker's event loop thread, not its actor thread); ``WorkerLost`` if it died."""
+    """``Runner.run(*args)`` on the actor ``actor_key`` at ``address``; ``WorkerLost`` if
+    the worker died."""
     from distributed.protocol import to_serialize
     try:
         answer = await rpc(address).actor_execute(
@@ -152,10 +142,8 @@ SCHEDULER_TIMEOUT = 20.0
 @contextlib.contextmanager
 def scheduler_client(address: str | None) -> Iterator[None]:
     """A Client of the dask scheduler at ``address`` (``--scheduler``; None: none) while
-    the block runs; a ValueError in one line where no dask scheduler answers, within
-    about ``SCHEDULER_TIMEOUT`` s (a Client's own timeout does not cover a server that
-    is no dask scheduler: it may wait forever), and at once for a host that does not
-    resolve (a Client would retry it until its timeout)."""
+    the block runs; a ValueError where none answers within ``SCHEDULER_TIMEOUT`` s (a
+    Client may wait forever on a server that is no dask scheduler)."""
     if address is None:
         yield
         return
@@ -190,18 +178,16 @@ def scheduler_client(address: str | None) -> Iterator[None]:
 
 
 def _check_host(distributed: Any, address: str) -> None:
-    """A ValueError when the host of ``address`` does not resolve (an address that does
-    not parse is the Client's to judge)."""
+    """A ValueError when the host of ``address`` does not resolve (a Client would retry
+    it until its timeout)."""
     import socket
     try:
         scheme, location = distributed.comm.parse_address(address)
-        if scheme not in ("tcp", "tls", "ws", "wss"):
-            return
         host, port = distributed.comm.parse_host_port(location, 8786)
-    except (ValueError, TypeError):
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (ValueError, TypeError):  # an address that does not parse: the Client's to judge
         return
-    try:
-        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         raise ValueError(f"cannot reach the dask scheduler at {address}: no such host "
                          f"{host!r} ({exc.strerror}); check the address (`dask "

@@ -19,9 +19,8 @@ from ..pickling import cloudpickle
 
 #: seconds the workers have to start and connect (a fresh process imports torch)
 START_SECONDS = 120.0
-#: seconds a loop stays awake for its next chunk before it blocks: waking a process
-#: whose core has gone idle costs the sender ~0.6 ms on a virtual machine, more than a
-#: short generation's hand-out (the main process's work between generations is shorter)
+#: seconds a loop stays awake for its next chunk before it blocks (waking a process
+#: whose core has gone idle costs the sender ~0.6 ms on a virtual machine)
 AWAKE_SECONDS = 0.002
 
 
@@ -32,8 +31,8 @@ def _dumps(value: Any) -> bytes:
 
 def serve(address: str) -> None:
     """A worker's loop: connect to ``address``, then run each ``(fn, args)`` received and
-    send back ``(True, result)`` or ``(False, exception)`` (re-raised by the pool, in
-    order, once every chunk of the round finished), until the pool closes the socket."""
+    send back ``(True, result)`` or ``(False, exception)``, until the pool closes the
+    socket."""
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(address)
     with Connection(sock.detach()) as conn:
@@ -60,8 +59,7 @@ def serve(address: str) -> None:
 
 class Loops:
     """The main side: one connected :func:`serve` call on each of ``n`` workers of
-    ``executor`` (a ``BrokenExecutor`` when one dies or none answers in
-    :data:`START_SECONDS`)."""
+    ``executor`` (a ``BrokenExecutor`` when one dies or does not answer in time)."""
 
     def __init__(self, executor: Any, n: int, folder: str):
         self.conns: list[Connection] = []
@@ -112,7 +110,6 @@ class Loops:
                 idle.append(conn)
 
     def close(self) -> None:
-        """Close the sockets: each loop returns, its worker is free."""
         for conn in self.conns:
             conn.close()
         self.conns = []

@@ -1,11 +1,8 @@
 """A pool on a Ray cluster: one :class:`~.runner.Runner` actor (``num_cpus=1``) per CPU
-of the cluster, counted at each call, so that nodes that join are used from the next
-generation on. Ray never restarts an actor nor retries its calls (a lost actor is the
-engine's to handle, as on loky); an actor that dies while it starts is left out and
-started again at the next call; a chunk over its time has its actor killed. A parcel
-over :data:`OBJECT_STORE_FROM` bytes goes through Ray's object store (``ray.put``
-once; fetched once per node). A cluster without CPUs (its nodes gone, e.g. a local Ray
-whose raylet was killed: Ray marks the node dead after about 17 s) gets no actors.
+of the cluster. Ray never restarts an actor nor retries its calls (a lost actor is the
+engine's to handle, as on loky); a chunk over its time has its actor killed. A parcel
+over :data:`OBJECT_STORE_FROM` bytes goes through Ray's object store (fetched once per
+node).
 """
 from __future__ import annotations
 
@@ -25,17 +22,8 @@ OBJECT_STORE_FROM = 1 << 20  # bytes
 START_TIMEOUT = 120
 
 
-def _ray() -> Any:
-    ray = require("ray", "ray")
-    if not ray.is_initialized():
-        # RAY_ADDRESS (if set) names a running cluster; otherwise a local one starts
-        ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
-                 log_to_driver=False)
-    return ray
-
-
-#: the actors' class (:func:`~.runner.decode` fetches a value from Ray's object store)
-RayRunner = Runner
+class RayRunner(Runner):
+    """The actors' class: Ray names their processes after it (``ray::RayRunner``)."""
 
 
 class RayPool(ActorPool):
@@ -46,7 +34,10 @@ class RayPool(ActorPool):
 
     def __init__(self, n_jobs: int = -1):
         super().__init__(n_jobs)
-        self.ray = _ray()
+        self.ray = require("ray", "ray")
+        if not self.ray.is_initialized():  # RAY_ADDRESS (if set) names a running cluster
+            self.ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
+                          log_to_driver=False)
         self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
                                             max_task_retries=0)(self.runner)
         self._ids = itertools.count(1)  # the actors' keys
@@ -61,14 +52,12 @@ class RayPool(ActorPool):
         want = cpus if self.n_jobs < 1 else min(cpus, self.n_jobs)
         new = {next(self._ids): self._actor_class.remote()
                for _ in range(want - len(self._actors))}
-        if new:  # started before any chunk is timed: a start is not a slow task
-            self._start(new)
+        self._start(new)  # before any chunk is timed: a start is not a slow task
         return sorted(self._actors)[:want]
 
     def _start(self, new: dict[int, Any]) -> None:
-        """Keep the actors of ``new`` that answer; kill those that died starting, and
-        those not started after :data:`START_TIMEOUT` s or once the cluster has no CPUs
-        (its nodes gone: they would never start)."""
+        """Keep the actors of ``new`` that answer; kill the others once they die, or
+        after :data:`START_TIMEOUT` s, or once the cluster has no CPUs."""
         ray = self.ray
         keys = {actor.pid.remote(): key for key, actor in new.items()}
         pending = list(keys)

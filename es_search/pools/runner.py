@@ -26,8 +26,7 @@ class Ref(NamedTuple):
 
 class Mismatch(NamedTuple):
     """A runner's answer when a recipe did not give the expected bytes, or when it
-    lacks a payload (sent with another call that has not arrived yet): the pool sends
-    the value."""
+    lacks a payload (sent with a call not arrived yet): the pool sends the value."""
 
     id: int
 
@@ -85,9 +84,8 @@ class Runner:
 
     def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
             forget: Sequence[int] = ()) -> Any:
-        """``(True, fn(*args))``, or ``(False, exception)`` if it raised (so that the
-        pool raises the first failure in order, after all chunks finished), or a
-        :class:`Mismatch` if a recipe did not give the expected value."""
+        """``(True, fn(*args))``, or ``(False, exception)`` if it raised, or a
+        :class:`Mismatch`."""
         try:
             for key, kind, *data in sends:
                 if kind == "value":
@@ -123,8 +121,8 @@ class Tracker:
         self.dropped: set[int] = set()
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
-        """A new parcel under ``name``; the previous one of that name is dropped (the
-        runners forget it with their next call, after deriving from it if need be)."""
+        """A new parcel under ``name``; the runners forget the previous one with their
+        next call."""
         previous = self.named.get(name)
         parcel = self.named[name] = Parcel(value, recipe)
         if previous is not None:
@@ -166,4 +164,3 @@ class Tracker:
     def forget_sent(self, runner: Any, ids: Sequence[int]) -> None:
         """The runner could not hold these (its call failed)."""
         self.held.get(runner, set()).difference_update(ids)
-

@@ -22,7 +22,7 @@ from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, Counter, DispatchPolicy, imbalance,
-                       run_claimed)
+                       in_index_order, run_claimed, score_blocks)
 from .errors import LOST, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
@@ -30,7 +30,7 @@ from .score_checks import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
 from .skeleton import skeleton_bytes
-from .worker import (Payload, has_hooks, run_task, score_chunk, score_tasks, single_torch_thread,
+from .worker import (Payload, has_hooks, run_task, score_tasks, single_torch_thread,
                      warm_chunk)
 
 __all__ = ["Engine", "Scored"]
@@ -179,23 +179,12 @@ class Engine:
             sigterm, self._sigterm = self._sigterm, None
             sigterm.__exit__()
 
-    def _warm_up(self, timeout: float = 120.0) -> None:
-        """Run start-up tasks until every worker has answered (or ``timeout``); a worker
-        lost meanwhile is replaced, under ``max_retries``."""
-        seen: set[int] = set()
-        deadline = time.perf_counter() + timeout
-
-        def answered() -> list[int]:
-            try:
-                return self.pool.run_chunks(
-                    warm_chunk, [(self._token, self._skeleton)] * self.n_workers)
-            except LOST:
-                seen.clear()  # those that answered may be gone with the pool
-                raise
-
-        while len(seen) < self.pool.n_workers and time.perf_counter() < deadline:
-            seen.update(self._retrying(answered, None, list))
-        self.worker_pids = seen
+    def _warm_up(self) -> None:
+        """Import everything and cache the agent in each worker (a round reaches each
+        worker once); a worker lost meanwhile is replaced, under ``max_retries``."""
+        args = [(self._token, self._skeleton)] * self.n_workers
+        self.worker_pids = set(self._retrying(
+            lambda: self.pool.run_chunks(warm_chunk, args), None, list))
 
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
@@ -281,18 +270,17 @@ class Engine:
             uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
         else:
             bounds = self.chunking.bounds(n, self.policy)
-            args = [(*head, candidates[a:b], self.seed, generation, a, *tail)
+            args = [(*head, candidates[a:b], a, [(a, b)], None, self.seed, generation, *tail)
                     for a, b in bounds]
             timeout = (None if self.settings.task_timeout is None else  # joblib's: a chunk's
                        self.settings.task_timeout * max(b - a for a, b in bounds))
             done: dict[int, Any] = {}
             results = self._retrying(
-                lambda: pool.run_chunks(score_chunk, args, done, timeout), generation,
+                lambda: pool.run_chunks(score_blocks, args, done, timeout), generation,
                 lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
                          for i in range(a, b)])
-            scores = [s for r in results for s in r[0]]
-            reports = [x for r in results for x in r[1]]
-            seconds = [r[2] for r in results]
+            scores, reports = in_index_order([blocks for blocks, _ in results], n)
+            seconds = [s for _, s in results]
             uneven = imbalance(bounds, seconds, n, self.n_workers)
         # with several chunks per worker, the busiest worker ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)

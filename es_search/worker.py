@@ -18,7 +18,7 @@ from . import candidates as _candidates
 from . import seeding
 from .agent import Agent
 from .batched import as_scores, group_size
-from .candidates import Candidate, take_vectors
+from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
 from .scores import NotAScore, as_score
 from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
@@ -257,20 +257,6 @@ def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
             # the centre may be a read-only memory map; set_flat only reads it
             warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
             yield agent, payload, began
-
-
-def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
-                candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Any, on_error: str = "raise", vectors: Any = None
-                ) -> tuple[list[Any], list[Any], float]:
-    """A worker's chunk of a generation: its scores, reports and the seconds they took
-    (``vectors``: the candidates' shared vectors, ``candidates.share_vectors``)."""
-    with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
-                                                                          began):
-        candidates = take_vectors(candidates, _backends.load(vectors))
-        scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,
-                                      on_error)
-        return scores, reports, time.perf_counter() - began
 
 
 def warm_chunk(token: str, skeleton: Any) -> int:

@@ -1,7 +1,7 @@
 """The evaluation engine, main side: candidates go to the workers as seeds (with the
-agent's skeleton, :mod:`es_search.skeleton`, and the generation's payload, put once in
-the pool), scores come back; where and how a generation runs, :mod:`es_search.dispatch`
-decides. The main process rebuilds a winner's weights from its seed."""
+agent's skeleton and the generation's payload, put once in the pool), scores come back;
+where and how a generation runs, :mod:`es_search.dispatch` decides. The main process
+rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
@@ -29,9 +29,8 @@ from .pickling import check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .skeleton import skeleton_bytes
 from .worker import (Payload, has_hooks, run_task, score_tasks, single_torch_thread,
-                     warm_chunk)
+                     skeleton_bytes, warm_chunk)
 
 __all__ = ["Engine", "Scored"]
 

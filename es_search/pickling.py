@@ -56,7 +56,7 @@ def _culprit(obj: Any, dumps: Callable[[Any], Any], path: str) -> str | None:
     """``"PATH (a TYPE) cannot be pickled (ERROR)"`` for the part of ``obj`` that
     ``dumps`` refuses (None: it refuses none)."""
     found = find_culprit(obj, dumps, path)
-    if found is None:  # pragma: no cover - failed once, works now: nothing to name
+    if found is None:
         return None
     path, part, error = found
     kind = f"{type(part).__module__}.{type(part).__qualname__}".replace("builtins.", "")
@@ -72,34 +72,25 @@ def check_agent(agent: Any, *, workers: bool) -> None:
         checks.append(("sent to worker processes", cloudpickle.dumps,
                        "With n_jobs != 1 each worker receives a pickled copy of the agent."))
     for what, dumps, why in checks:
-        try:
-            dumps(agent)
-        except Exception:
-            culprit = _culprit(agent, dumps, "agent")
-            if culprit is not None:
-                raise UnpicklableAgentError(
-                    f"{type(agent).__name__} cannot be {what}: its attribute {culprit}. "
-                    f"{why} Create such objects lazily inside score() (e.g. `if self.env "
-                    f"is None: self.env = make_env()`, with `self.env = None` in "
-                    f"__init__), or leave them out of the pickle with __getstate__."
-                ) from None
+        culprit = _culprit(agent, dumps, "agent")
+        if culprit is not None:
+            raise UnpicklableAgentError(
+                f"{type(agent).__name__} cannot be {what}: its attribute {culprit}. "
+                f"{why} Create such objects lazily inside score() (e.g. `if self.env "
+                f"is None: self.env = make_env()`, with `self.env = None` in "
+                f"__init__), or leave them out of the pickle with __getstate__.")
 
 
 def check_score_kwargs_pickle(score_kwargs: Any, *, workers: bool, saved: bool) -> None:
     """Raise a TypeError naming the value of ``score_kwargs`` that cannot be pickled,
     when ``workers`` or the run folder (``saved``) need them pickled."""
-    if not score_kwargs or not (workers or saved):
-        return
-    try:
-        cloudpickle.dumps(dict(score_kwargs))
-        return
-    except Exception:
-        culprit = _culprit(dict(score_kwargs), cloudpickle.dumps, "score_kwargs")
-    if culprit is None:  # pragma: no cover - failed once, works now
+    culprit = (_culprit(dict(score_kwargs), cloudpickle.dumps, "score_kwargs")
+               if score_kwargs and (workers or saved) else None)
+    if culprit is None:
         return
     why = " and ".join(part for part, needed in (
         ("each worker receives them pickled (n_jobs != 1)", workers),
         ("the run folder saves them (out=)", saved)) if needed)
     raise TypeError(
         f"{culprit}, and {why}. Pass values that pickle (data, numbers, functions), or "
-        f"build such an object inside score() from ones that do.") from None
+        f"build such an object inside score() from ones that do.")

@@ -111,17 +111,19 @@ class Engine:
         return None if self.pool is None else self.pool.files
 
     def __enter__(self) -> "Engine":
-        self._start()
-        self._open = True
-        return self
-
-    def _start(self) -> None:
         if self.settings.repeat_check:
             warn_if_unrepeatable(self.local, self.seed, self.score_kwargs,
                                  self.settings.task_timeout)
-        self._warm_here()
-        if self.settings.n_jobs == 1:
-            return
+        # a process's first seeding, building and drawing cost ~5 ms: not a generation's
+        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
+        with preserved_global_rngs():
+            torch.randn(8)
+        if self.settings.n_jobs != 1:
+            self._start_workers()
+        self._open = True
+        return self
+
+    def _start_workers(self) -> None:
         began = time.perf_counter()
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
@@ -129,8 +131,7 @@ class Engine:
             self.pool = _backends.open_pool(self.backend, self.settings.task_timeout,
                                             self.max_workers)
             if self.pool is None:
-                self.close()
-                return
+                return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers
             if self.pool.claims and dispatch.AVAILABLE:
                 self._counter = Counter(self.pool.files.folder)
@@ -142,7 +143,10 @@ class Engine:
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
-            self._warm_up()
+            # import everything, cache the agent: a round reaches each worker once
+            warm = [(self._token, self._skeleton)] * self.n_workers
+            self.worker_pids = set(self._retrying(
+                lambda: self.pool.run_chunks(warm_chunk, warm), None, list))
             self.startup_seconds = time.perf_counter() - began
             for _ in range(3):  # empty rounds: the first overhead estimates
                 began = time.perf_counter()
@@ -152,13 +156,6 @@ class Engine:
         except BaseException:
             self.close()
             raise
-
-    def _warm_here(self) -> None:
-        """The first seeding, building and drawing in a process cost ~5 ms: not to be
-        timed as the first in-process generation."""
-        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
-        with preserved_global_rngs():
-            torch.randn(8)
 
     def __exit__(self, exc_type: Any, *exc_info: object) -> None:
         if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -177,13 +174,6 @@ class Engine:
         if self._sigterm is not None:  # after the workers are gone
             sigterm, self._sigterm = self._sigterm, None
             sigterm.__exit__()
-
-    def _warm_up(self) -> None:
-        """Import everything and cache the agent in each worker (a round reaches each
-        worker once); a worker lost meanwhile is replaced, under ``max_retries``."""
-        args = [(self._token, self._skeleton)] * self.n_workers
-        self.worker_pids = set(self._retrying(
-            lambda: self.pool.run_chunks(warm_chunk, args), None, list))
 
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,

@@ -24,14 +24,16 @@ import math
 import os
 import statistics
 import time
+import warnings
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
-from .backends import load
+from . import backends
 from .candidates import Candidate, take_vectors
 from .errors import ScoreError
-from .worker import chunk_context, group_bounds, score_tasks
+from .worker import (Payload, cached_payload, group_bounds, score_tasks, single_torch_thread,
+                     worker_agent)
 
 try:
     import fcntl
@@ -276,21 +278,26 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
     worked (``vectors``: the candidates' shared vectors, ``candidates.share_vectors``)."""
     blocks: list[tuple] = []
     fd = None if claims is None else os.open(claims, os.O_RDWR)
+    claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
     try:
-        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
-                                                                              began):
-            candidates = take_vectors(candidates, load(vectors))
-            claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
-            while (k := claim()) < len(todo):
-                start, stop = todo[k]
-                try:
-                    scores, reports = score_tasks(agent, payload,
-                                                  candidates[start - first:stop - first],
-                                                  seed, generation, start, on_error)
-                except ScoreError as exc:
-                    blocks.append((start, None, None, exc))
-                    break
-                blocks.append((start, scores, reports, None))
+        with backends.CHUNK_LOCK:  # one call at a time per process
+            began = time.perf_counter()
+            agent = worker_agent(token, skeleton)
+            payload = Payload(*cached_payload(token, center, score_kwargs, shared))
+            candidates = take_vectors(candidates, backends.load(vectors))
+            with single_torch_thread(), warnings.catch_warnings():
+                # the centre may be a read-only memory map; set_flat only reads it
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
+                while (k := claim()) < len(todo):
+                    start, stop = todo[k]
+                    try:
+                        scores, reports = score_tasks(agent, payload,
+                                                      candidates[start - first:stop - first],
+                                                      seed, generation, start, on_error)
+                    except ScoreError as exc:
+                        blocks.append((start, None, None, exc))
+                        break
+                    blocks.append((start, scores, reports, None))
             return blocks, time.perf_counter() - began
     finally:
         if fd is not None:

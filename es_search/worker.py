@@ -11,7 +11,6 @@ import functools
 import os
 import time
 import traceback
-import warnings
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -312,22 +311,6 @@ def _loaded(run: dict[str, Any], name: str, key: Any, load: Callable[[], Any]) -
     if cached is None or cached[0] != key:
         cached = run[name] = (key, load())
     return cached[1]
-
-
-@contextlib.contextmanager
-def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
-                  score_kwargs: Any) -> Iterator[tuple[Agent, Payload, float]]:
-    """Around a worker call's tasks: one call at a time per process, one torch thread.
-    Yields the cached agent, the payload behind what the pool's ``put`` returned, and
-    when the call's work began (after the lock)."""
-    with _backends.CHUNK_LOCK:
-        began = time.perf_counter()
-        agent = worker_agent(token, skeleton)
-        payload = Payload(*cached_payload(token, center, score_kwargs, shared))
-        with single_torch_thread(), warnings.catch_warnings():
-            # the centre may be a read-only memory map; set_flat only reads it
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
-            yield agent, payload, began
 
 
 def warm_chunk(token: str, skeleton: Any) -> int:

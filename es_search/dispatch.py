@@ -1,8 +1,8 @@
 """How a generation is handed out: in this process or to the workers
-(:class:`DispatchPolicy`, from measurements), cut into chunks or claimed by the workers
-as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No choice here changes a
-result: every task is seeded by its index, runs with one torch thread, and chunks and
-claimed blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
+(:class:`DispatchPolicy`), in chunks or in blocks the workers claim from a counter file
+(``fcntl.flock``) as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No
+choice changes a result: every task is seeded by its index, runs with one torch thread,
+and chunks and blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
 The in-process/parallel model: ``n`` tasks cost ``n * t`` here and ``ceil(n / workers)
 * t + overhead`` in parallel, ``t`` the smallest of the path's last ``window`` per-task
@@ -10,10 +10,6 @@ times (the other path's until timed), ``overhead`` the median of the last ``wind
 round trips. A losing path predicted within ``close`` times the winner is tried again:
 at once if timed less than twice, else after ``reprobe_every`` generations on the
 winner (twice as many after each try it loses).
-
-Claims, for tasks of uneven length: each worker gets one call and claims blocks from a
-counter in a shared file (``fcntl.flock``) until none is left, so no worker idles while
-another finishes and the main process hands out nothing.
 """
 from __future__ import annotations
 
@@ -81,9 +77,8 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 @dataclass
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a
-    :class:`DispatchPolicy` measured (``measured``). ``evolved``: the agent's evolved
-    values; ``group``: its group size (0: none); ``claims``: the workers can claim;
-    ``cap``: chunks per worker at most (None: any)."""
+    :class:`DispatchPolicy` measured (``measured``); ``evolved``, ``group``: the agent's
+    values and group size; ``cap``: chunks per worker at most (None: any)."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
@@ -271,11 +266,10 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
                  todo: Sequence[tuple[int, int]], claims: str | None, seed: int,
                  generation: int, score_kwargs: Any, on_error: str = "raise",
                  vectors: Any = None) -> tuple[list[tuple], float]:
-    """A worker's part of a generation: the blocks ``todo`` (``(start, stop)`` in the
-    generation; ``candidates`` from index ``first`` on) in turn or, with ``claims`` (the
-    counter file), ``todo[k]`` for each ``k`` it claims. Returns ``[(start, scores,
-    reports, error), ...]`` (a :class:`ScoreError` ends the part) and the seconds it
-    worked (``vectors``: the candidates' shared vectors, ``candidates.share_vectors``)."""
+    """A worker's call: the blocks ``todo`` (``candidates`` from index ``first`` on) in
+    turn or, with ``claims`` (the counter file), ``todo[k]`` for each ``k`` it claims.
+    Returns ``[(start, scores, reports, error), ...]`` (a :class:`ScoreError` ends the
+    call) and the seconds it worked."""
     blocks: list[tuple] = []
     fd = None if claims is None else os.open(claims, os.O_RDWR)
     claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
@@ -321,11 +315,10 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
                 head: tuple, tail: tuple,
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
-    """One :func:`score_blocks` call per worker of ``pool`` (``head`` and ``tail``: its
-    arguments before the candidates and after the counter), claiming blocks of ``unit``
-    candidates. ``retrying(call, lost)`` makes the call: blocks a dead worker did not
-    return are claimed again. Returns the scores and reports in index order and each
-    worker call's seconds."""
+    """One :func:`score_blocks` call per worker (``head``, ``tail``: its arguments around
+    the candidates and the counter), claiming blocks of ``unit`` candidates; blocks a dead
+    worker did not return are claimed again (``retrying(call, lost)`` makes the call).
+    Returns the scores and reports in index order and each call's seconds."""
     todo, parts = group_bounds(len(candidates), unit), []
 
     def call() -> list:

@@ -51,16 +51,13 @@ class Scored:
 
 
 class Engine:
-    """Scores candidates on workers that persist across calls (a run's generations);
-    :meth:`score` returns a :class:`Scored`. Use it as a context manager.
-
-    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords;
+    """Scores candidates on workers kept across calls; :meth:`score` returns a
+    :class:`Scored`. Use it as a context manager: entering checks that the score is
+    repeatable (``repeat_check``), starts the workers and times empty round trips.
+    Settings come as a :class:`~es_search.settings.Settings` or as its keywords;
     ``max_workers``: start no more worker processes than this. With
     ``sequential_fallback=True`` a generation runs in this process when the
-    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (``stats``
-    tells the choice, which never changes a result). Entering checks that the score is
-    repeatable (``repeat_check``), starts the workers and times empty round trips.
-    """
+    :class:`~es_search.dispatch.DispatchPolicy` predicts it faster (``stats``)."""
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
@@ -103,7 +100,6 @@ class Engine:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """What the dispatch policy measured and chose."""
         return self.policy.stats()
 
     @property
@@ -219,7 +215,6 @@ class Engine:
 
     def _score_here(self, generation: int, payload: Payload,
                     candidates: list[Candidate]) -> tuple[list[Any], list[Any]]:
-        """The in-process loop (n_jobs=1, one candidate, or the sequential fallback)."""
         began = time.perf_counter()
         try:
             with preserved_global_rngs(), single_torch_thread():
@@ -233,8 +228,7 @@ class Engine:
 
     def _score_parallel(self, generation: int, payload: Payload,
                         candidates: list[Candidate]) -> tuple[list[Any], list[Any]]:
-        """Chunks lost to a dead worker (or a timeout) are run again, with the same task
-        seeds, up to ``max_retries`` times."""
+        """Chunks lost to a dead worker or a timeout run again, up to ``max_retries``."""
         n = len(candidates)
         began = time.perf_counter()
         pool = self.pool

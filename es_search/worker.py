@@ -54,14 +54,12 @@ def has_hooks(agent: Any) -> bool:
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
              generation: int, index: int, *, score: bool = True,
              seed_of_task: int | None = None) -> tuple[float, Any]:
-    """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``: sets
-    ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs with the
-    task seed (``seed_of_task`` when the caller computed it), loads ``payload.shared``,
-    builds ``candidate`` around ``payload.center`` and, unless ``score=False`` (a
-    rebuild), scores it under ``torch.no_grad()``. Returns ``(score,
-    agent.task_report())``, ``(nan, None)`` with ``score=False``. Exceptions propagate;
-    the caller's RNGs are not restored (:func:`~es_search.seeding.preserved_global_rngs`).
-    """
+    """Task ``(generation, index)`` of the run seeded ``seed`` on ``agent``: sets its
+    ``task_seed`` and ``generation_seed``, seeds the global RNGs with the task seed
+    (``seed_of_task``, if the caller computed it), loads ``payload.shared``, builds
+    ``candidate`` around ``payload.center`` and scores it without gradients: ``(score,
+    agent.task_report())``, or ``(nan, None)`` with ``score=False`` (a rebuild). The
+    caller's RNGs are not restored."""
     seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
     seeds["task_seed"] = seed_
@@ -113,13 +111,11 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
             except NotAScore as exc:
                 raise located(exc, generation, index, index + 1) from None
             except Exception as exc:
-                if on_error == "worst":
-                    scores.append(TaskFailure(generation, index, seed_,
-                                              traceback.format_exc()))
-                    reports.append(None)
-                    continue
-                raise ScoreError(type(agent).__name__, generation, index, seed_,
-                                 traceback.format_exc(), exc) from exc
+                if on_error != "worst":
+                    raise ScoreError(type(agent).__name__, generation, index, seed_,
+                                     traceback.format_exc(), exc) from exc
+                value = TaskFailure(generation, index, seed_, traceback.format_exc())
+                report = None
             scores.append(value)
             reports.append(report)
     return scores, reports

@@ -35,10 +35,9 @@ def _children(obj: Any, path: str):
         yield from ((f"{path}.{key}", value) for key, value in vars(obj).items())
 
 
-def find_culprit(obj: Any, dumps: Callable[[Any], Any], path: str = "agent",
-                 depth: int = 0) -> tuple[str, Any, BaseException] | None:
-    """The deepest ``(path, object, error)`` below ``obj`` that ``dumps`` refuses; None
-    if ``dumps(obj)`` works."""
+def _culprit(obj: Any, dumps: Callable[[Any], Any], path: str, depth: int = 0) -> str | None:
+    """``"PATH (a TYPE) cannot be pickled (ERROR)"`` for the deepest part of ``obj`` that
+    ``dumps`` refuses (None: ``dumps(obj)`` works)."""
     try:
         dumps(obj)
         return None
@@ -46,20 +45,10 @@ def find_culprit(obj: Any, dumps: Callable[[Any], Any], path: str = "agent",
         error = exc
     if depth < _MAX_DEPTH:
         for child_path, child in _children(obj, path):
-            found = find_culprit(child, dumps, child_path, depth + 1)
+            found = _culprit(child, dumps, child_path, depth + 1)
             if found is not None:
                 return found
-    return path, obj, error
-
-
-def _culprit(obj: Any, dumps: Callable[[Any], Any], path: str) -> str | None:
-    """``"PATH (a TYPE) cannot be pickled (ERROR)"`` for the part of ``obj`` that
-    ``dumps`` refuses (None: it refuses none)."""
-    found = find_culprit(obj, dumps, path)
-    if found is None:
-        return None
-    path, part, error = found
-    kind = f"{type(part).__module__}.{type(part).__qualname__}".replace("builtins.", "")
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")
     return f"{path} (a {kind}) cannot be pickled ({type(error).__name__}: {error})"
 
 

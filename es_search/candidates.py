@@ -120,11 +120,8 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
         agent.set_flat(candidate.vector)
         return
     if kind == "noise":  # one set_flat: the centre is never loaded on its own
-        eps = noise(seed, generation, candidate.key, center.size)
-        if candidate.vector is None:
-            agent.set_flat(center + (candidate.sign * candidate.sigma) * eps)
-        else:
-            agent.set_flat(center + candidate.sign * (candidate.vector * eps))
+        agent.set_flat(center + _step(candidate, noise(seed, generation, candidate.key,
+                                                       center.size)))
         return
     agent.set_flat(center)
     if kind == "center":
@@ -137,8 +134,11 @@ def build(agent: Any, center: np.ndarray, candidate: Candidate, seed: int,
         raise ValueError(f"unknown candidate kind {kind!r}; expected one of {KINDS}")
 
 
-#: the kinds :func:`build_group` builds without loading each candidate into the agent
-_GROUP_KINDS = ("center", "jitter", "noise", "vector")
+def _step(candidate: Candidate, eps: np.ndarray) -> np.ndarray:
+    """A ``"noise"`` candidate's move from the centre, given its noise ``eps``."""
+    if candidate.vector is None:
+        return (candidate.sign * candidate.sigma) * eps
+    return candidate.sign * (candidate.vector * eps)
 
 
 def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
@@ -157,7 +157,7 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 and name not in vars(agent))
 
     kinds = {c.kind for c in candidates}
-    if (not kinds <= set(_GROUP_KINDS) or not default("set_flat")
+    if (not kinds <= {"center", "jitter", "noise", "vector"} or not default("set_flat")
             or ("jitter" in kinds and not default("jitter_weights"))):
         return None
     evolved = agent.evolved_parameters()
@@ -182,11 +182,7 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 stream = streams.pop(c.key, None)  # a key met again later: drawn anew
                 last = (c.key, stream.standard_normal(center.size) if stream is not None
                         else noise(seed, generation, c.key, center.size))
-            eps = last[1]
-            if c.vector is None:
-                np.add(center, (c.sign * c.sigma) * eps, out=rows[row])
-            else:
-                np.add(center, c.sign * (c.vector * eps), out=rows[row])
+            np.add(center, _step(c, last[1]), out=rows[row])
         rows_t = torch.from_numpy(rows)
         index = torch.tensor(flat)
         offset = 0

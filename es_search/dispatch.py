@@ -1,8 +1,8 @@
 """How a generation is handed out: in this process or to the workers
-(:class:`DispatchPolicy`, from measurements), cut into chunks or claimed by the workers
-as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No choice here changes a
-result: every task is seeded by its index, runs with one torch thread, and chunks and
-claimed blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
+(:class:`DispatchPolicy`), in chunks or in blocks the workers claim from a counter file
+(``fcntl.flock``) as they come free (:class:`ChunkPolicy`, :func:`run_claimed`). No
+choice changes a result: every task is seeded by its index, runs with one torch thread,
+and chunks and blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
 The in-process/parallel model: ``n`` tasks cost ``n * t`` here and ``ceil(n / workers)
 * t + overhead`` in parallel, ``t`` the smallest of the path's last ``window`` per-task
@@ -10,26 +10,26 @@ times (the other path's until timed), ``overhead`` the median of the last ``wind
 round trips. A losing path predicted within ``close`` times the winner is tried again:
 at once if timed less than twice, else after ``reprobe_every`` generations on the
 winner (twice as many after each try it loses).
-
-Claims, for tasks of uneven length: each worker gets one call and claims blocks from a
-counter in a shared file (``fcntl.flock``) until none is left, so no worker idles while
-another finishes and the main process hands out nothing.
 """
 from __future__ import annotations
 
 import collections
+import functools
+import itertools
 import math
 import os
 import statistics
 import time
+import warnings
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
-from .backends import load
+from . import backends
 from .candidates import Candidate, take_vectors
 from .errors import ScoreError
-from .worker import chunk_context, group_bounds, score_tasks
+from .worker import (Payload, cached_payload, group_bounds, score_tasks, single_torch_thread,
+                     worker_agent)
 
 try:
     import fcntl
@@ -77,9 +77,8 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 @dataclass
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a
-    :class:`DispatchPolicy` measured (``measured``). ``evolved``: the agent's evolved
-    values; ``group``: its group size (0: none); ``claims``: the workers can claim;
-    ``cap``: chunks per worker at most (None: any)."""
+    :class:`DispatchPolicy` measured (``measured``); ``evolved``, ``group``: the agent's
+    values and group size; ``cap``: chunks per worker at most (None: any)."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
@@ -262,53 +261,73 @@ def _claim(fd: int) -> int:
     return k
 
 
-def score_claimed(token: str, skeleton: Any, center: Any, shared: Any,
-                  candidates: Sequence[Candidate], todo: Sequence[tuple[int, int]],
-                  claims: str, seed: int, generation: int,
-                  score_kwargs: Any, on_error: str = "raise", vectors: Any = None
-                  ) -> tuple[list[tuple], float]:
-    """A worker's part of a generation: the blocks ``todo[k]`` of ``candidates`` for each
-    ``k`` it claims from the counter file ``claims``. Returns ``[(start, scores, reports,
-    error), ...]`` (a :class:`ScoreError` ends the part) and the seconds it worked."""
+def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
+                 candidates: Sequence[Candidate], first: int,
+                 todo: Sequence[tuple[int, int]], claims: str | None, seed: int,
+                 generation: int, score_kwargs: Any, on_error: str = "raise",
+                 vectors: Any = None) -> tuple[list[tuple], float]:
+    """A worker's call: the blocks ``todo`` (``candidates`` from index ``first`` on) in
+    turn or, with ``claims`` (the counter file), ``todo[k]`` for each ``k`` it claims.
+    Returns ``[(start, scores, reports, error), ...]`` (a :class:`ScoreError` ends the
+    call) and the seconds it worked."""
     blocks: list[tuple] = []
-    fd = os.open(claims, os.O_RDWR)
+    fd = None if claims is None else os.open(claims, os.O_RDWR)
+    claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
     try:
-        with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
-                                                                              began):
-            candidates = take_vectors(candidates, load(vectors))
-            while (k := _claim(fd)) < len(todo):
-                start, stop = todo[k]
-                try:
-                    scores, reports = score_tasks(agent, payload, candidates[start:stop],
-                                                  seed, generation, start, on_error)
-                except ScoreError as exc:
-                    blocks.append((start, None, None, exc))
-                    break
-                blocks.append((start, scores, reports, None))
+        with backends.CHUNK_LOCK:  # one call at a time per process
+            began = time.perf_counter()
+            agent = worker_agent(token, skeleton)
+            payload = Payload(*cached_payload(token, center, score_kwargs, shared))
+            candidates = take_vectors(candidates, backends.load(vectors))
+            with single_torch_thread(), warnings.catch_warnings():
+                # the centre may be a read-only memory map; set_flat only reads it
+                warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
+                while (k := claim()) < len(todo):
+                    start, stop = todo[k]
+                    try:
+                        scores, reports = score_tasks(agent, payload,
+                                                      candidates[start - first:stop - first],
+                                                      seed, generation, start, on_error)
+                    except ScoreError as exc:
+                        blocks.append((start, None, None, exc))
+                        break
+                    blocks.append((start, scores, reports, None))
             return blocks, time.perf_counter() - began
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
+
+
+def in_index_order(parts: Sequence[Sequence[tuple]], n: int) -> tuple[list[Any], list[Any]]:
+    """The scores and reports of the blocks of ``parts`` (:func:`score_blocks`), in index
+    order; the lowest block's error raised."""
+    blocks = sorted((b for part in parts for b in part), key=lambda b: b[0])
+    errors = [b[3] for b in blocks if b[3] is not None]
+    if errors:
+        raise errors[0]
+    scores = [s for b in blocks for s in b[1]]
+    if len(scores) != n:  # pragma: no cover - a bug, not a user's error
+        raise RuntimeError(f"the blocks returned cover {len(scores)} of {n} candidates")
+    return scores, [r for b in blocks for r in b[2]]
 
 
 def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], unit: int,
                 head: tuple, tail: tuple,
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
-    """One :func:`score_claimed` call per worker of ``pool`` (``head`` and ``tail``: its
-    arguments before and after the candidates), in blocks of ``unit`` candidates.
-    ``retrying(call, lost)`` makes the call: blocks a dead worker did not return are
-    claimed again. Returns the scores and reports in index order (the lowest block's
-    error raised) and each worker call's seconds."""
-    n = len(candidates)
-    todo, parts = group_bounds(n, unit), []
+    """One :func:`score_blocks` call per worker (``head``, ``tail``: its arguments around
+    the candidates and the counter), claiming blocks of ``unit`` candidates; blocks a dead
+    worker did not return are claimed again (``retrying(call, lost)`` makes the call).
+    Returns the scores and reports in index order and each call's seconds."""
+    todo, parts = group_bounds(len(candidates), unit), []
 
     def call() -> list:
         nonlocal todo
         counter.reset()
-        args = (*head, candidates, todo, counter.path, *tail)
+        args = (*head, candidates, 0, todo, counter.path, *tail)
         done: dict[int, Any] = {}
         try:
-            return pool.run_chunks(score_claimed, [args] * pool.n_workers, done)
+            return pool.run_chunks(score_blocks, [args] * pool.n_workers, done)
         except BrokenExecutor:
             returned = [value[0] for ok, value in done.values() if ok]
             got = {block[0] for part in returned for block in part}
@@ -317,12 +336,5 @@ def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], un
             raise
 
     results = retrying(call, lambda: [i for a, b in todo for i in range(a, b)])
-    blocks = sorted((b for part in parts + [p for p, _ in results] for b in part),
-                    key=lambda b: b[0])
-    errors = [b[3] for b in blocks if b[3] is not None]
-    if errors:
-        raise errors[0]
-    scores = [s for b in blocks for s in b[1]]
-    if len(scores) != n:  # pragma: no cover - a bug, not a user's error
-        raise RuntimeError(f"claimed blocks cover {len(scores)} of {n} candidates")
-    return scores, [r for b in blocks for r in b[2]], [seconds for _, seconds in results]
+    scores, reports = in_index_order(parts + [p for p, _ in results], len(candidates))
+    return scores, reports, [seconds for _, seconds in results]

@@ -1,7 +1,7 @@
 """The evaluation engine, main side: candidates go to the workers as seeds (with the
-agent's skeleton, :mod:`es_search.skeleton`, and the generation's payload, put once in
-the pool), scores come back; where and how a generation runs, :mod:`es_search.dispatch`
-decides. The main process rebuilds a winner's weights from its seed."""
+agent's skeleton and the generation's payload, put once in the pool), scores come back;
+where and how a generation runs, :mod:`es_search.dispatch` decides. The main process
+rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
@@ -22,16 +22,15 @@ from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, Counter, DispatchPolicy, imbalance,
-                       run_claimed)
+                       in_index_order, run_claimed, score_blocks)
 from .errors import LOST, TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
 from .seeding import preserved_global_rngs
 from .settings import Settings
-from .skeleton import skeleton_bytes
-from .worker import (Payload, has_hooks, run_task, score_chunk, score_tasks, single_torch_thread,
-                     warm_chunk)
+from .worker import (Payload, has_hooks, run_task, score_tasks, single_torch_thread,
+                     skeleton_bytes, warm_chunk)
 
 __all__ = ["Engine", "Scored"]
 
@@ -52,16 +51,13 @@ class Scored:
 
 
 class Engine:
-    """Scores candidates on workers that persist across calls (a run's generations);
-    :meth:`score` returns a :class:`Scored`. Use it as a context manager.
-
-    Settings come as a :class:`~es_search.settings.Settings` or as the same keywords;
+    """Scores candidates on workers kept across calls; :meth:`score` returns a
+    :class:`Scored`. Use it as a context manager: entering checks that the score is
+    repeatable (``repeat_check``), starts the workers and times empty round trips.
+    Settings come as a :class:`~es_search.settings.Settings` or as its keywords;
     ``max_workers``: start no more worker processes than this. With
     ``sequential_fallback=True`` a generation runs in this process when the
-    :class:`~es_search.dispatch.DispatchPolicy` predicts that to be faster (``stats``
-    tells the choice, which never changes a result). Entering checks that the score is
-    repeatable (``repeat_check``), starts the workers and times empty round trips.
-    """
+    :class:`~es_search.dispatch.DispatchPolicy` predicts it faster (``stats``)."""
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
@@ -104,7 +100,6 @@ class Engine:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """What the dispatch policy measured and chose."""
         return self.policy.stats()
 
     @property
@@ -112,17 +107,19 @@ class Engine:
         return None if self.pool is None else self.pool.files
 
     def __enter__(self) -> "Engine":
-        self._start()
-        self._open = True
-        return self
-
-    def _start(self) -> None:
         if self.settings.repeat_check:
             warn_if_unrepeatable(self.local, self.seed, self.score_kwargs,
                                  self.settings.task_timeout)
-        self._warm_here()
-        if self.settings.n_jobs == 1:
-            return
+        # a process's first seeding, building and drawing cost ~5 ms: not a generation's
+        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
+        with preserved_global_rngs():
+            torch.randn(8)
+        if self.settings.n_jobs != 1:
+            self._start_workers()
+        self._open = True
+        return self
+
+    def _start_workers(self) -> None:
         began = time.perf_counter()
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
@@ -130,8 +127,7 @@ class Engine:
             self.pool = _backends.open_pool(self.backend, self.settings.task_timeout,
                                             self.max_workers)
             if self.pool is None:
-                self.close()
-                return
+                return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers
             if self.pool.claims and dispatch.AVAILABLE:
                 self._counter = Counter(self.pool.files.folder)
@@ -143,7 +139,10 @@ class Engine:
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
-            self._warm_up()
+            # import everything, cache the agent: a round reaches each worker once
+            warm = [(self._token, self._skeleton)] * self.n_workers
+            self.worker_pids = set(self._retrying(
+                lambda: self.pool.run_chunks(warm_chunk, warm), None, list))
             self.startup_seconds = time.perf_counter() - began
             for _ in range(3):  # empty rounds: the first overhead estimates
                 began = time.perf_counter()
@@ -153,13 +152,6 @@ class Engine:
         except BaseException:
             self.close()
             raise
-
-    def _warm_here(self) -> None:
-        """The first seeding, building and drawing in a process cost ~5 ms: not to be
-        timed as the first in-process generation."""
-        self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
-        with preserved_global_rngs():
-            torch.randn(8)
 
     def __exit__(self, exc_type: Any, *exc_info: object) -> None:
         if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -178,24 +170,6 @@ class Engine:
         if self._sigterm is not None:  # after the workers are gone
             sigterm, self._sigterm = self._sigterm, None
             sigterm.__exit__()
-
-    def _warm_up(self, timeout: float = 120.0) -> None:
-        """Run start-up tasks until every worker has answered (or ``timeout``); a worker
-        lost meanwhile is replaced, under ``max_retries``."""
-        seen: set[int] = set()
-        deadline = time.perf_counter() + timeout
-
-        def answered() -> list[int]:
-            try:
-                return self.pool.run_chunks(
-                    warm_chunk, [(self._token, self._skeleton)] * self.n_workers)
-            except LOST:
-                seen.clear()  # those that answered may be gone with the pool
-                raise
-
-        while len(seen) < self.pool.n_workers and time.perf_counter() < deadline:
-            seen.update(self._retrying(answered, None, list))
-        self.worker_pids = seen
 
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
@@ -241,7 +215,6 @@ class Engine:
 
     def _score_here(self, generation: int, payload: Payload,
                     candidates: list[Candidate]) -> tuple[list[Any], list[Any]]:
-        """The in-process loop (n_jobs=1, one candidate, or the sequential fallback)."""
         began = time.perf_counter()
         try:
             with preserved_global_rngs(), single_torch_thread():
@@ -255,8 +228,7 @@ class Engine:
 
     def _score_parallel(self, generation: int, payload: Payload,
                         candidates: list[Candidate]) -> tuple[list[Any], list[Any]]:
-        """Chunks lost to a dead worker (or a timeout) are run again, with the same task
-        seeds, up to ``max_retries`` times."""
+        """Chunks lost to a dead worker or a timeout run again, up to ``max_retries``."""
         n = len(candidates)
         began = time.perf_counter()
         pool = self.pool
@@ -281,18 +253,17 @@ class Engine:
             uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
         else:
             bounds = self.chunking.bounds(n, self.policy)
-            args = [(*head, candidates[a:b], self.seed, generation, a, *tail)
+            args = [(*head, candidates[a:b], a, [(a, b)], None, self.seed, generation, *tail)
                     for a, b in bounds]
             timeout = (None if self.settings.task_timeout is None else  # joblib's: a chunk's
                        self.settings.task_timeout * max(b - a for a, b in bounds))
             done: dict[int, Any] = {}
             results = self._retrying(
-                lambda: pool.run_chunks(score_chunk, args, done, timeout), generation,
+                lambda: pool.run_chunks(score_blocks, args, done, timeout), generation,
                 lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
                          for i in range(a, b)])
-            scores = [s for r in results for s in r[0]]
-            reports = [x for r in results for x in r[1]]
-            seconds = [r[2] for r in results]
+            scores, reports = in_index_order([blocks for blocks, _ in results], n)
+            seconds = [s for _, s in results]
             uneven = imbalance(bounds, seconds, n, self.n_workers)
         # with several chunks per worker, the busiest worker ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)

@@ -35,10 +35,9 @@ def _children(obj: Any, path: str):
         yield from ((f"{path}.{key}", value) for key, value in vars(obj).items())
 
 
-def find_culprit(obj: Any, dumps: Callable[[Any], Any], path: str = "agent",
-                 depth: int = 0) -> tuple[str, Any, BaseException] | None:
-    """The deepest ``(path, object, error)`` below ``obj`` that ``dumps`` refuses; None
-    if ``dumps(obj)`` works."""
+def _culprit(obj: Any, dumps: Callable[[Any], Any], path: str, depth: int = 0) -> str | None:
+    """``"PATH (a TYPE) cannot be pickled (ERROR)"`` for the deepest part of ``obj`` that
+    ``dumps`` refuses (None: ``dumps(obj)`` works)."""
     try:
         dumps(obj)
         return None
@@ -46,20 +45,10 @@ def find_culprit(obj: Any, dumps: Callable[[Any], Any], path: str = "agent",
         error = exc
     if depth < _MAX_DEPTH:
         for child_path, child in _children(obj, path):
-            found = find_culprit(child, dumps, child_path, depth + 1)
+            found = _culprit(child, dumps, child_path, depth + 1)
             if found is not None:
                 return found
-    return path, obj, error
-
-
-def _culprit(obj: Any, dumps: Callable[[Any], Any], path: str) -> str | None:
-    """``"PATH (a TYPE) cannot be pickled (ERROR)"`` for the part of ``obj`` that
-    ``dumps`` refuses (None: it refuses none)."""
-    found = find_culprit(obj, dumps, path)
-    if found is None:  # pragma: no cover - failed once, works now: nothing to name
-        return None
-    path, part, error = found
-    kind = f"{type(part).__module__}.{type(part).__qualname__}".replace("builtins.", "")
+    kind = f"{type(obj).__module__}.{type(obj).__qualname__}".replace("builtins.", "")
     return f"{path} (a {kind}) cannot be pickled ({type(error).__name__}: {error})"
 
 
@@ -72,34 +61,25 @@ def check_agent(agent: Any, *, workers: bool) -> None:
         checks.append(("sent to worker processes", cloudpickle.dumps,
                        "With n_jobs != 1 each worker receives a pickled copy of the agent."))
     for what, dumps, why in checks:
-        try:
-            dumps(agent)
-        except Exception:
-            culprit = _culprit(agent, dumps, "agent")
-            if culprit is not None:
-                raise UnpicklableAgentError(
-                    f"{type(agent).__name__} cannot be {what}: its attribute {culprit}. "
-                    f"{why} Create such objects lazily inside score() (e.g. `if self.env "
-                    f"is None: self.env = make_env()`, with `self.env = None` in "
-                    f"__init__), or leave them out of the pickle with __getstate__."
-                ) from None
+        culprit = _culprit(agent, dumps, "agent")
+        if culprit is not None:
+            raise UnpicklableAgentError(
+                f"{type(agent).__name__} cannot be {what}: its attribute {culprit}. "
+                f"{why} Create such objects lazily inside score() (e.g. `if self.env "
+                f"is None: self.env = make_env()`, with `self.env = None` in "
+                f"__init__), or leave them out of the pickle with __getstate__.")
 
 
 def check_score_kwargs_pickle(score_kwargs: Any, *, workers: bool, saved: bool) -> None:
     """Raise a TypeError naming the value of ``score_kwargs`` that cannot be pickled,
     when ``workers`` or the run folder (``saved``) need them pickled."""
-    if not score_kwargs or not (workers or saved):
-        return
-    try:
-        cloudpickle.dumps(dict(score_kwargs))
-        return
-    except Exception:
-        culprit = _culprit(dict(score_kwargs), cloudpickle.dumps, "score_kwargs")
-    if culprit is None:  # pragma: no cover - failed once, works now
+    culprit = (_culprit(dict(score_kwargs), cloudpickle.dumps, "score_kwargs")
+               if score_kwargs and (workers or saved) else None)
+    if culprit is None:
         return
     why = " and ".join(part for part, needed in (
         ("each worker receives them pickled (n_jobs != 1)", workers),
         ("the run folder saves them (out=)", saved)) if needed)
     raise TypeError(
         f"{culprit}, and {why}. Pass values that pickle (data, numbers, functions), or "
-        f"build such an object inside score() from ones that do.") from None
+        f"build such an object inside score() from ones that do.")

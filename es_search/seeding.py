@@ -131,21 +131,25 @@ _kept: list = [0, None]
 fresh_in_forked_child(globals(), "_kept", lambda: [0, None])
 
 
-def _keep() -> None:
-    """Open a block that keeps the caller's global RNGs: the outermost saves them."""
-    if _kept[0] == 0:
-        _kept[1] = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-    _kept[0] += 1
-
-
-def _give_back() -> None:
-    """Close such a block: the outermost restores them."""
-    _kept[0] -= 1
-    if _kept[0] == 0:
-        (python_state, numpy_state, torch_state), _kept[1] = _kept[1], None
-        random.setstate(python_state)
-        np.random.set_state(numpy_state)
-        torch.set_rng_state(torch_state)
+@contextlib.contextmanager
+def kept_global_rngs() -> Iterator[None]:
+    """Context manager (a run): the global RNGs are as they were on entry after the
+    block; blocks inside it leave them as their tasks left them. Of nested and
+    concurrent blocks, the first to open saves, the last to close restores."""
+    with PROCESS_LOCK:
+        if _kept[0] == 0:
+            _kept[1] = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        _kept[0] += 1
+    try:
+        yield
+    finally:
+        with PROCESS_LOCK:
+            _kept[0] -= 1
+            if _kept[0] == 0:
+                (python_state, numpy_state, torch_state), _kept[1] = _kept[1], None
+                random.setstate(python_state)
+                np.random.set_state(numpy_state)
+                torch.set_rng_state(torch_state)
 
 
 @contextlib.contextmanager
@@ -153,26 +157,8 @@ def preserved_global_rngs() -> Iterator[None]:
     """Context manager around a batch of tasks in the caller's process: the global RNGs
     are as they were on entry after the block (inside a :func:`kept_global_rngs` block:
     after that one), and no other thread's block runs meanwhile."""
-    with PROCESS_LOCK:
-        _keep()
-        try:
-            yield
-        finally:
-            _give_back()
-
-
-@contextlib.contextmanager
-def kept_global_rngs() -> Iterator[None]:
-    """Context manager (a run): the global RNGs are as they were on entry after the
-    block; blocks inside it leave them as their tasks left them. Of nested and
-    concurrent blocks, the first to open saves, the last to close restores."""
-    with PROCESS_LOCK:
-        _keep()
-    try:
+    with PROCESS_LOCK, kept_global_rngs():
         yield
-    finally:
-        with PROCESS_LOCK:
-            _give_back()
 
 
 #: ``random``'s module-level functions: the bound methods of its one shared Random

@@ -1,14 +1,17 @@
 """The worker side of the engine: one seeded task (:func:`run_task`, wherever it runs),
-a group of tasks in one ``Agent.score_batch`` call, a worker's chunk."""
+a group of tasks in one ``Agent.score_batch`` call, a worker's chunk; the agent on its
+way to the workers, pickled once per run as a skeleton (its evolved parameters
+stripped), unpickled once per worker process and cached with its payload."""
 from __future__ import annotations
 
+import collections
 import contextlib
+import copy
 import functools
 import os
 import time
 import traceback
-import warnings
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -17,12 +20,12 @@ from . import backends as _backends
 from . import candidates as _candidates
 from . import seeding
 from .agent import Agent
-from .batched import as_scores, group_size
-from .candidates import Candidate, take_vectors
+from .batched import as_scores, group_size, has_score_batch
+from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
+from .pickling import cloudpickle
 from .scores import NotAScore, as_score
 from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
-from .skeleton import cached_payload, worker_agent
 
 
 class Payload(NamedTuple):
@@ -51,14 +54,12 @@ def has_hooks(agent: Any) -> bool:
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
              generation: int, index: int, *, score: bool = True,
              seed_of_task: int | None = None) -> tuple[float, Any]:
-    """Task ``(generation, index)`` of the run seeded ``seed``, on ``agent``: sets
-    ``agent.task_seed`` and ``agent.generation_seed``, seeds the global RNGs with the
-    task seed (``seed_of_task`` when the caller computed it), loads ``payload.shared``,
-    builds ``candidate`` around ``payload.center`` and, unless ``score=False`` (a
-    rebuild), scores it under ``torch.no_grad()``. Returns ``(score,
-    agent.task_report())``, ``(nan, None)`` with ``score=False``. Exceptions propagate;
-    the caller's RNGs are not restored (:func:`~es_search.seeding.preserved_global_rngs`).
-    """
+    """Task ``(generation, index)`` of the run seeded ``seed`` on ``agent``: sets its
+    ``task_seed`` and ``generation_seed``, seeds the global RNGs with the task seed
+    (``seed_of_task``, if the caller computed it), loads ``payload.shared``, builds
+    ``candidate`` around ``payload.center`` and scores it without gradients: ``(score,
+    agent.task_report())``, or ``(nan, None)`` with ``score=False`` (a rebuild). The
+    caller's RNGs are not restored."""
     seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
     seeds["task_seed"] = seed_
@@ -110,13 +111,11 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
             except NotAScore as exc:
                 raise located(exc, generation, index, index + 1) from None
             except Exception as exc:
-                if on_error == "worst":
-                    scores.append(TaskFailure(generation, index, seed_,
-                                              traceback.format_exc()))
-                    reports.append(None)
-                    continue
-                raise ScoreError(type(agent).__name__, generation, index, seed_,
-                                 traceback.format_exc(), exc) from exc
+                if on_error != "worst":
+                    raise ScoreError(type(agent).__name__, generation, index, seed_,
+                                     traceback.format_exc(), exc) from exc
+                value = TaskFailure(generation, index, seed_, traceback.format_exc())
+                report = None
             scores.append(value)
             reports.append(report)
     return scores, reports
@@ -243,34 +242,71 @@ def _per_row_state(agent: Agent, candidates: Sequence[Candidate]) -> bool:
 
 
 # --------------------------------------------------------------------- in the workers
-@contextlib.contextmanager
-def chunk_context(token: str, skeleton: Any, center: Any, shared: Any,
-                  score_kwargs: Any) -> Iterator[tuple[Agent, Payload, float]]:
-    """Around a worker call's tasks: one call at a time per process, one torch thread.
-    Yields the cached agent, the payload behind what the pool's ``put`` returned, and
-    when the call's work began (after the lock)."""
-    with _backends.CHUNK_LOCK:
-        began = time.perf_counter()
-        agent = worker_agent(token, skeleton)
-        payload = Payload(*cached_payload(token, center, score_kwargs, shared))
-        with single_torch_thread(), warnings.catch_warnings():
-            # the centre may be a read-only memory map; set_flat only reads it
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writ")
-            yield agent, payload, began
+def skeleton_bytes(agent: Agent) -> bytes:
+    """The agent pickled with its evolved parameters stripped to one shared zero, and
+    their strides (a worker rebuilds each in this process's memory layout, in which
+    ``jitter_weights`` draws), holding this process's group size as its own
+    ``score_batch_size`` (a worker imports the class as its module defines it)."""
+    skeleton = copy.deepcopy(agent)
+    strides = [p.stride() for _, p in skeleton.evolved_parameters()]
+    for _, p in skeleton.evolved_parameters():
+        p.data = torch.zeros((), dtype=p.dtype).expand(p.shape)
+    if has_score_batch(agent):
+        skeleton.score_batch_size = group_size(agent)
+    return cloudpickle.dumps((skeleton, strides))
 
 
-def score_chunk(token: str, skeleton: Any, center: Any, shared: Any,
-                candidates: Sequence[Candidate], seed: int, generation: int, start: int,
-                score_kwargs: Any, on_error: str = "raise", vectors: Any = None
-                ) -> tuple[list[Any], list[Any], float]:
-    """A worker's chunk of a generation: its scores, reports and the seconds they took
-    (``vectors``: the candidates' shared vectors, ``candidates.share_vectors``)."""
-    with chunk_context(token, skeleton, center, shared, score_kwargs) as (agent, payload,
-                                                                          began):
-        candidates = take_vectors(candidates, _backends.load(vectors))
-        scores, reports = score_tasks(agent, payload, candidates, seed, generation, start,
-                                      on_error)
-        return scores, reports, time.perf_counter() - began
+#: token -> the run's agent and loaded payload, in this worker process (the last few runs)
+_RUNS: "collections.OrderedDict[str, dict[str, Any]]" = collections.OrderedDict()
+_CACHED_RUNS = 4
+
+
+def worker_agent(token: str, skeleton: Any) -> Agent:
+    """The agent of the run ``token``, unpickled from ``skeleton`` (or the reference to it
+    the pool's ``put`` returned) once per worker process and cached."""
+    run = _RUNS.get(token)
+    if run is None:
+        try:
+            agent, strides = cloudpickle.loads(_backends.load(skeleton))
+        except ModuleNotFoundError as exc:
+            import socket
+            raise ModuleNotFoundError(
+                f"a worker process ({socket.gethostname()}, pid {os.getpid()}) cannot "
+                f"import {exc.name!r}, which the agent needs: install it where the "
+                f"workers run, or send it with the agent: "
+                f"cloudpickle.register_pickle_by_value({exc.name}) before the run (the "
+                f"command line does this for path/to/file.py:Class)", name=exc.name
+            ) from exc
+        for (_, p), stride in zip(agent.evolved_parameters(), strides):
+            p.data = torch.empty_strided(p.shape, stride, dtype=p.dtype)
+        run = _RUNS[token] = {"agent": agent}
+        while len(_RUNS) > _CACHED_RUNS:
+            _RUNS.popitem(last=False)
+    return run["agent"]
+
+
+def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any
+                   ) -> tuple[Any, Mapping[str, Any], Any]:
+    """``worker.Payload``'s fields behind what the pool's ``put`` returned, for the run
+    ``token`` (after :func:`worker_agent`): the ``score_kwargs`` loaded once per run, the
+    others once per generation (a reference names a file written once)."""
+    run = _RUNS[token]
+    if isinstance(center, _backends.FileRef):
+        center = _loaded(run, "center", center, lambda: _backends.load(center))
+    kwargs = {} if score_kwargs is None else _loaded(
+        run, "score_kwargs", None, lambda: cloudpickle.loads(_backends.load(score_kwargs)))
+    if shared is not None:
+        shared = _loaded(run, "shared", shared,
+                         lambda: cloudpickle.loads(_backends.load(shared)))
+    return center, kwargs, shared
+
+
+def _loaded(run: dict[str, Any], name: str, key: Any, load: Callable[[], Any]) -> Any:
+    """``run[name]``'s value, ``load()``-ed again when ``key`` differs from its own."""
+    cached = run.get(name)
+    if cached is None or cached[0] != key:
+        cached = run[name] = (key, load())
+    return cached[1]
 
 
 def warm_chunk(token: str, skeleton: Any) -> int:

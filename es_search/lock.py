@@ -8,12 +8,17 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from .folder import LOCK, OutFolderError
-
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock
     fcntl = None
+
+
+LOCK = ".lock"  # the lock file in the run folder
+
+
+class OutFolderError(ValueError):
+    """The out folder cannot be created or written, is in use, or holds a run."""
 
 
 _HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]

@@ -1,4 +1,4 @@
-"""The run folder (es_search.output): what a run writes and when; one run at a time (a
+"""The run folder (es_search.folder): what a run writes and when; one run at a time (a
 lock that a killed run does not leave behind); folders that cannot be used are refused
 before any work."""
 import concurrent.futures

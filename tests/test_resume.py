@@ -241,7 +241,7 @@ def test_checkpoint_every_is_checked_at_the_call(tmp_path):
 
 def test_checkpoints_that_take_a_large_share_of_the_run_are_named_once(tmp_path,
                                                                        monkeypatch):
-    from es_search.output import CheckpointCost
+    from es_search.folder import CheckpointCost
     cost = CheckpointCost()
     for _ in range(2):
         cost.add(2.0, 65_000_000)

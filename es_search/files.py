@@ -79,8 +79,3 @@ def dump_json(path: Path, data: Any, sort_keys: bool = True) -> None:
     text = json.dumps(to_json(data), indent=2, sort_keys=sort_keys)
     atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
 
-
-def read_history(path: Any) -> list[dict]:
-    """The records of a ``history.jsonl`` (non-finite floats restored)."""
-    with open(path) as f:
-        return [from_json(json.loads(line)) for line in f if line.strip()]

@@ -1,5 +1,15 @@
 """How tests compare two runs: every reproducible field, bit for bit."""
+import json
+
 import torch
+
+from es_search.files import from_json
+
+
+def read_history(path):
+    """The records of a ``history.jsonl`` (non-finite floats restored)."""
+    with open(path) as f:
+        return [from_json(json.loads(line)) for line in f if line.strip()]
 
 
 def same_history(a, b):

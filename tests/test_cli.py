@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from es_search.cli import main, resume_command
-from es_search.files import read_history
+from compare import read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -17,7 +17,7 @@ import torch
 
 import es_search
 from es_search.cli import main
-from es_search.files import read_history
+from compare import read_history
 from es_search.folder import LOCK, OutFolderError
 from es_search.lock import claim
 

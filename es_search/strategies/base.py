@@ -24,7 +24,7 @@ Rebuild = Callable[[int], np.ndarray]
 
 class Strategy(ABC):
     """Base class of all strategies. Subclasses set ``name`` and ``population`` (the
-    candidates ``ask`` returns each generation) and write ``init``, ``_ask`` and ``_tell``."""
+    candidates ``ask`` returns each generation) and write ``init``, ``ask`` and ``_tell``."""
 
     name: ClassVar[str] = ""
     #: whether its candidates are the agent's own ``jitter_weights()`` moves (the hill
@@ -55,10 +55,6 @@ class Strategy(ABC):
         """Settings the run decided (e.g. ``reevaluate="auto"``): ``config["resolved"]``."""
         return {}
 
-    def ask(self, state: Any, generation: int) -> list[Candidate]:
-        """This generation's candidates, relative to ``self.center(state)``."""
-        return self._ask(state, generation)
-
     def tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> Any:
         """The next state, given the scores of ``candidates`` (in order)."""
@@ -67,8 +63,8 @@ class Strategy(ABC):
         return self._tell(state, generation, candidates, cleaned(scores), rebuild)
 
     @abstractmethod
-    def _ask(self, state: Any, generation: int) -> list[Candidate]:
-        """``ask`` without the checks."""
+    def ask(self, state: Any, generation: int) -> list[Candidate]:
+        """This generation's candidates, relative to ``self.center(state)``."""
 
     @abstractmethod
     def _tell(self, state: Any, generation: int, candidates: Sequence[Candidate],

@@ -57,7 +57,7 @@ class _Live:
     def peek(self) -> Any:
         if self.es is None:
             strategy, parent, generation, scores = self.replay
-            asked = strategy._ask(parent, generation)
+            asked = strategy.ask(parent, generation)
             self.es = _take(strategy._tell(parent, generation, asked, scores, None).es)
         return self.es
 
@@ -206,7 +206,7 @@ class CMAES(Strategy):
         return dataclasses.replace(state, x0=center, popsize0=int(es.popsize),
                                    maxiter0=float(es.opts["maxiter"]))
 
-    def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
+    def ask(self, state: CMAESState, generation: int) -> list[Candidate]:
         es = _take(state.es)
         with _RNG_LOCK:
             _RNG.seed(_draws_seed(state.seed, generation) & MASK32)
@@ -220,7 +220,7 @@ class CMAES(Strategy):
         asked = candidates.__dict__.pop("asked", None) if isinstance(candidates, Asked) \
             else None  # what ask() drew them with, once; otherwise ask again
         if asked is None or asked[0] is not state.es or asked[1] != generation:
-            asked = self._ask(state, generation).asked
+            asked = self.ask(state, generation).asked
         es, solutions = asked[2], asked[3]
         if len(candidates) != len(solutions) or not (
                 all(c.kind == "vector" for c in candidates)

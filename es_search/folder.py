@@ -109,8 +109,7 @@ class RunDir:
         if not saved["history_lines"]:
             raise OutFolderError(f"{self.path} holds no run to load: it stopped before its "
                                  f"first generation (start it again: it may be replaced)")
-        saved["history"] = self.history(saved["history_lines"], saved["history_sha256"])[0]
-        return saved
+        return self.with_history(saved)
 
     def weights(self, which: str) -> dict | None:
         """The ``"best"``, ``"center"`` or ``"chosen"`` weights (None when not saved), loaded
@@ -127,24 +126,25 @@ class RunDir:
             raise OutFolderError(f"cannot load {path} as saved weights "
                                  f"({type(exc).__name__}: {first})") from None
 
-    def history(self, lines: int, digest: str) -> tuple[list[dict], list[str]]:
-        """The first ``lines`` records of ``history.jsonl`` and their raw lines, checked
-        against a checkpoint's SHA-256 ``digest``; later lines are ignored."""
-        path = self.path / HISTORY
+    def with_history(self, saved: dict) -> dict:
+        """Checkpoint ``saved`` with its ``history`` (and raw ``history_text``): the first
+        ``history_lines`` of ``history.jsonl``, checked against its ``history_sha256``."""
+        path, lines = self.path / HISTORY, saved["history_lines"]
         try:
             with open(path, "rb") as f:
                 raw = [f.readline() for _ in range(lines)]
         except FileNotFoundError:
             raw = []
         if len([r for r in raw if r.endswith(b"\n")]) != lines or \
-                hashlib.sha256(b"".join(raw)).hexdigest() != digest:
+                hashlib.sha256(b"".join(raw)).hexdigest() != saved["history_sha256"]:
             raise _checkpoint.CheckpointError(
                 f"{path} does not hold the {lines} history line(s) the checkpoint in "
                 f"{self.path} was written after (missing, shortened or edited), so the run "
                 f"cannot be resumed consistently. Restore the file, or start the run again "
                 f"in another folder.")
-        text = [r.decode() for r in raw]
-        return [from_json(json.loads(t)) for t in text], text
+        saved["history_text"] = [r.decode() for r in raw]
+        saved["history"] = [from_json(json.loads(t)) for t in saved["history_text"]]
+        return saved
 
     def score_kwargs(self, recorded: dict) -> dict:
         """``score_kwargs.pkl``, or ``recorded`` when it holds values, not digests."""
@@ -249,9 +249,7 @@ class RunFolder(RunDir):
                 f"the run in {self.path} has already completed {saved['generation']} "
                 f"generations; resume it with generations >= {saved['generation']} (it "
                 f"cannot be shortened)")
-        saved["history"], saved["history_text"] = self.history(
-            saved["history_lines"], saved["history_sha256"])
-        return saved
+        return self.with_history(saved)
 
     def _begin(self) -> None:
         """The run's first write."""
@@ -271,7 +269,7 @@ class RunFolder(RunDir):
             text = "".join(self.saved["history_text"])
             atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
             self._digest = hashlib.sha256(text.encode())
-            self.history_lines = len(self.saved["history_text"])
+            self.history_lines = self.saved["history_lines"]
         self._history = open(self.path / HISTORY, "a" if self.saved else "w")
 
     def on_start(self, info: Any) -> None:

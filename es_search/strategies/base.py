@@ -3,9 +3,7 @@
 A strategy holds only its settings; what changes lives in a state that ``tell`` returns
 anew (never mutated), so a checkpoint can hold it. The run's seed is given to ``init``;
 candidates are described relative to a centre (:class:`es_search.candidates.Candidate`)
-so that workers rebuild them from task seeds. The base class's ``tell`` checks there is
-a score per candidate and cleans them (NaN or +-inf becomes -inf, the worst) for the
-strategy's own ``_tell``.
+so that workers rebuild them from task seeds.
 """
 from __future__ import annotations
 
@@ -57,7 +55,7 @@ class Strategy(ABC):
 
     def tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> Any:
-        """The next state, given the scores of ``candidates`` (in order)."""
+        """The next state from the scores of ``candidates`` (in order; non-finite: -inf)."""
         if len(scores) != len(candidates):
             raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
         return self._tell(state, generation, candidates, cleaned(scores), rebuild)

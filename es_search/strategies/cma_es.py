@@ -114,11 +114,8 @@ class CMAES(Strategy):
     Tutorial") as pycma's ``CMAEvolutionStrategy`` implements it. Candidates are
     vectors (``Candidate("vector", vector=x)``) that pycma samples in the main process
     from a generator seeded per generation from the run's seed (the caller's random
-    state untouched). The state pickles with a checkpoint; its pycma object stays live
-    for one ``ask`` to take (a state asked again replays how it came about), and the
-    list ``ask`` returns hands it to ``tell``. pycma is told ``-score``; a non-finite
-    score as the worst finite one of its generation; a generation with no finite score
-    leaves the state unchanged.
+    state untouched). pycma is told ``-score``; a non-finite score as the worst finite
+    one of its generation; a generation with no finite score leaves the state unchanged.
 
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
     ``sigma0``; ``options``, further pycma options (``cma.CMAOptions()``), e.g.

@@ -78,7 +78,7 @@ class CSV(FileCallback):
         atomic_write(self.path, lambda f: f.write(text.getvalue()), mode="w")
         self._open("a")
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self._file is None:  # on_start was not called, or this copy was unpickled
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open("w" if self._columns is None else "a")
@@ -92,7 +92,6 @@ class CSV(FileCallback):
                       f"file's header (from the first record) lacks; they are not written")
         self._write(self._writer, [record], header)
         self._file.flush()
-        return False
 
     def load(self) -> list[dict]:
         """The records in the file (numbers, lists and non-finite floats restored)."""
@@ -159,12 +158,11 @@ class TensorBoard(FileCallback):
             self._log(record)
         self._writer.flush()
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self._writer is None:  # on_start was not called, or this copy was unpickled
             self._open()
         self._log(record)
         self._writer.flush()
-        return False
 
     def _open(self) -> None:
         """A new event file whose name sorts after every event file in ``log_dir``."""
@@ -293,11 +291,10 @@ class MLflow(FileCallback):
             done = max((m.step for m in logged), default=-1)
         self._log([r for r in info.history if r["generation"] > done])
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self.run_id is None:  # on_start was not called
             self._create(None)
         self._log([record])
-        return False
 
     def on_end(self, result: Any) -> None:
         if self.run_id is None:

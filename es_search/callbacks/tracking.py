@@ -22,7 +22,7 @@ import numpy as np
 from ..checks import check, check_bool, check_path
 from ..errors import warn_user
 from ..extras import require
-from ..files import atomic_write, from_json, to_json, writable_folder_problem
+from ..files import atomic_write, check_writable, from_json, to_json
 from .base import FileCallback, RunInfo, scalars
 
 _INT = re.compile(r"-?\d+")
@@ -60,9 +60,7 @@ class CSV(FileCallback):
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")
-        problem = writable_folder_problem(self.path.parent)
-        if problem:
-            raise ValueError(f"CSV path {str(self.path)!r} cannot be written: {problem}")
+        check_writable(f"CSV path {str(self.path)!r}", self.path.parent)
         self._file: Any = None
         self._writer: Any = None
         self._columns: list[str] | None = None
@@ -138,10 +136,7 @@ class TensorBoard(FileCallback):
 
     def __init__(self, log_dir: Any):
         self.log_dir = check_path("TensorBoard log_dir", log_dir)
-        problem = writable_folder_problem(self.log_dir)  # a file, or read-only
-        if problem:
-            raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} cannot be "
-                             f"written: {problem}")
+        check_writable(f"TensorBoard log_dir {str(self.log_dir)!r}", self.log_dir)
         _proto("event_pb2")  # fail now, naming the extra, if tensorboard is missing
         self.path: Path | None = None  # the event file being written
         self._writer: Any = None

@@ -785,7 +785,7 @@ def test_resume_takes_every_setting_not_given_again_from_the_run(tmp_path, capsy
 
 
 def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
-    from es_search.lock import claim
+    from compare import claim
     out = tmp_path / "run"
     assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
                  "--out", str(out)]) == 0

@@ -17,11 +17,10 @@ import torch
 
 import es_search
 from es_search.cli import main
-from compare import read_history
 from es_search.folder import LOCK, OutFolderError
-from es_search.lock import claim
 
 from agents import Quadratic, RunningStats
+from compare import claim, read_history
 
 
 def test_out_writes_config_history_weights_and_plot(tmp_path):

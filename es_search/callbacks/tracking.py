@@ -25,8 +25,6 @@ from ..extras import require
 from ..files import atomic_write, check_writable, from_json, to_json
 from .base import FileCallback, RunInfo, scalars
 
-_INT = re.compile(r"-?\d+")
-
 
 def _cell(value: Any) -> str:
     if value is None:
@@ -39,12 +37,10 @@ def _cell(value: Any) -> str:
 def _parse(cell: str) -> Any:
     if cell == "":
         return None
-    if cell[0] in "[{":
-        return from_json(json.loads(cell))
     try:
-        return int(cell) if _INT.fullmatch(cell) else float(cell)
+        return from_json(json.loads(cell))  # a number, a list or a dict
     except ValueError:
-        return cell
+        return from_json(cell)  # nan, inf, -inf, or text
 
 
 class CSV(FileCallback):

@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .files import writable_folder_problem
+    from .files import check_writable
     try:
         n_values = [int(x) for x in args.n_jobs.split(",")] if args.n_jobs else None
     except ValueError:
@@ -128,9 +128,7 @@ def main(args: argparse.Namespace) -> int:
     if blocking is not None and not blocking.is_dir():
         raise ValueError(f"--out {args.out}: {blocking} is a file, not a folder (choose a "
                          f"folder; it is created if missing)")
-    problem = writable_folder_problem(out)
-    if problem:
-        raise ValueError(f"--out {args.out} cannot be written: {problem}")
+    check_writable(f"--out {args.out}", out)
     result = measure(n_values, reps=2 if args.quick else 5)
     print("\n" + table(result))
     out.mkdir(parents=True, exist_ok=True)

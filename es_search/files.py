@@ -9,20 +9,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def writable_folder_problem(folder: Any) -> str | None:
-    """Why ``folder`` could not hold new files, or None; tried, not guessed (permissions
-    say nothing to root, /proc refuses every file)."""
+def check_writable(what: str, folder: Any) -> None:
+    """A ValueError ("``what`` cannot be written: why") when ``folder`` could not hold new
+    files; tried, not guessed (permissions say nothing to root, /proc refuses every file)."""
     folder = Path(folder)
     base = next(p for p in (folder, *folder.parents) if p.exists())  # the root exists
-    if not base.is_dir():
-        return f"{str(base)!r} is a file, not a folder"
+    problem = None if base.is_dir() else f"{str(base)!r} is a file, not a folder"
     try:
-        fd, name = tempfile.mkstemp(dir=base, prefix=".es_search-check-")
+        if problem is None:
+            fd, name = tempfile.mkstemp(dir=base, prefix=".es_search-check-")
+            os.close(fd)
+            os.unlink(name)
     except OSError as exc:
-        return f"no file can be created in {str(base)!r} ({exc.strerror or exc})"
-    os.close(fd)
-    os.unlink(name)
-    return None
+        problem = f"no file can be created in {str(base)!r} ({exc.strerror or exc})"
+    if problem:
+        raise ValueError(f"{what} cannot be written: {problem}")
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], mode: str = "wb") -> None:
@@ -79,8 +80,3 @@ def dump_json(path: Path, data: Any, sort_keys: bool = True) -> None:
     text = json.dumps(to_json(data), indent=2, sort_keys=sort_keys)
     atomic_write(path, lambda f: f.write(text + "\n"), mode="w")
 
-
-def read_history(path: Any) -> list[dict]:
-    """The records of a ``history.jsonl`` (non-finite floats restored)."""
-    with open(path) as f:
-        return [from_json(json.loads(line)) for line in f if line.strip()]

@@ -2,18 +2,22 @@
 kernel releases it when the process dies, however it dies."""
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterator
-
-from .folder import LOCK, OutFolderError
+from typing import Any
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: no lock
     fcntl = None
+
+
+LOCK = ".lock"  # the lock file in the run folder
+
+
+class OutFolderError(ValueError):
+    """The out folder cannot be created or written, is in use, or holds a run."""
 
 
 _HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]
@@ -72,14 +76,3 @@ def release(key: str) -> None:
             if held[1] == 0:
                 del _HELD[key]
                 held[0].close()  # releases the flock
-
-
-@contextlib.contextmanager
-def claim(path: Any) -> Iterator[Path]:
-    """The folder ``path``, locked while the block runs (e.g. to write files of one's
-    own into it before ``run()``)."""
-    key = acquire(path)
-    try:
-        yield Path(path)
-    finally:
-        release(key)

@@ -42,13 +42,9 @@ class Moments(NamedTuple):
         m2 = self.m2 + other.m2 + delta ** 2 * (self.count * other.count / count)
         return Moments(count, mean, m2)
 
-    def var(self) -> np.ndarray:
-        """Population variance (``m2 / count``; zeros when empty)."""
-        return self.m2 / self.count if self.count > 0 else np.zeros_like(self.m2)
-
     def std(self, floor: float = 1e-2) -> np.ndarray:
         """Standard deviation for normalising: 1 until two vectors are counted, then
-        ``sqrt(var)`` no lower than ``floor``."""
+        the population's ``sqrt(m2 / count)`` no lower than ``floor``."""
         if self.count < 2:
             return np.ones_like(self.m2)
-        return np.maximum(np.sqrt(self.var()), floor)
+        return np.maximum(np.sqrt(self.m2 / self.count), floor)

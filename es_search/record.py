@@ -14,9 +14,8 @@
 """
 from __future__ import annotations
 
+import math
 from typing import Mapping, Sequence
-
-from .scores import count_nonfinite, finite_mean
 
 #: fields that differ between two runs with the same seed
 TIMING_FIELDS = ("seconds",)
@@ -27,9 +26,11 @@ def make_record(*, generation: int, best_score: float, scores: Sequence[float],
                 counters: Mapping[str, float] | None = None) -> dict:
     """One generation's record (see the module docstring)."""
     scores = list(scores)
+    finite = [s for s in scores if math.isfinite(s)]
     record = {"generation": generation, "best_score": best_score,
-              "mean_score": finite_mean(scores), "scores": scores, "sigma": sigma,
-              "nonfinite": count_nonfinite(scores) - failures, "failures": failures,
+              "mean_score": sum(finite) / len(finite) if finite else math.nan,
+              "scores": scores, "sigma": sigma,
+              "nonfinite": len(scores) - len(finite) - failures, "failures": failures,
               "evaluations": evaluations, "seconds": seconds}
     for name, value in (counters or {}).items():
         if name in record:
@@ -38,7 +39,3 @@ def make_record(*, generation: int, best_score: float, scores: Sequence[float],
         record[name] = value
     return record
 
-
-def reproducible(record: Mapping) -> dict:
-    """``record`` without the fields that depend on timing."""
-    return {k: v for k, v in record.items() if k not in TIMING_FIELDS}

@@ -1,5 +1,5 @@
 """``run()``: the search as a short loop; every side effect is a callback, the run folder
-(:class:`~es_search.output.RunFolder`) first, so that a callback that stops the run leaves
+(:class:`~es_search.folder.RunFolder`) first, so that a callback that stops the run leaves
 a resumable checkpoint."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check_int
 from .errors import ScoreError, Warnings, WorkerError, interrupted, render, warn_user
 from .front import Evaluator
-from .output import RunFolder
+from .folder import RunFolder
 from .pickling import check_agent
 from .result import Result
 from .search import Search

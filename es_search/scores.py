@@ -83,12 +83,3 @@ def is_better(score: float, than: float) -> bool:
     """A finite ``score`` beats ``than`` (anything beats a non-finite ``than``)."""
     return math.isfinite(score) and (not math.isfinite(than) or score > than)
 
-
-def finite_mean(scores: Sequence[float]) -> float:
-    """Mean of the finite scores; NaN when there are none."""
-    finite = [s for s in scores if math.isfinite(s)]
-    return sum(finite) / len(finite) if finite else math.nan
-
-
-def count_nonfinite(scores: Sequence[float]) -> int:
-    return sum(1 for s in scores if not math.isfinite(s))

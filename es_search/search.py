@@ -1,11 +1,4 @@
-"""What a run carries from one generation to the next, and one generation's step.
-
-:class:`Search` holds the strategy and its state, the best score and weights so far
-(with the agent's shared state they were scored with), the evaluation count, the
-counters ``merge_reports()`` returned and the history. ``start``, ``resume`` (from a
-checkpoint) and ``step`` (one generation) each hand back the outcome that ``run()``
-passes to the callbacks, the run folder included (:class:`~es_search.callbacks.Generation`).
-"""
+"""What a run carries from one generation to the next, and one generation's step."""
 from __future__ import annotations
 
 import math
@@ -24,7 +17,11 @@ from .scores import best_index, is_better
 
 
 class Search:
-    """The state of one run between generations (see the module docstring)."""
+    """The strategy and its state, the best score and weights so far (with the agent's
+    shared state they were scored with), the evaluation count, the counters
+    ``merge_reports()`` returned and the history. ``start``, ``resume`` (from a
+    checkpoint) and ``step`` (one generation) each hand back the outcome that ``run()``
+    passes to the callbacks (:class:`~es_search.callbacks.Generation`)."""
 
     def __init__(self, strategy: Any, evaluator: Any):
         self.strategy, self.evaluator = strategy, evaluator

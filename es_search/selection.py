@@ -39,24 +39,19 @@ def same_weights(best: dict, center: dict | None) -> bool:
         torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
 
 
-def figures(scores: list[float]) -> dict:
-    """The selection test's figures of one candidate: mean, std and the task count."""
-    values = np.asarray(scores, dtype=np.float64)
-    with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
-        return {"mean": float(values.mean()), "std": float(values.std()), "n": len(values)}
-
-
 def select(evaluator: Any, best: dict, center: dict | None,
            tasks: int) -> tuple[str, dict | None]:
-    """``(chosen, selection)``: ``"best"`` or ``"center"``, and each one's
-    :func:`figures` (None when nothing was tested), scored on the run's ``evaluator``."""
+    """``(chosen, selection)``: ``"best"`` or ``"center"``, and each one's figures
+    (``{"mean", "std", "n"}``; None when nothing was tested), scored on ``evaluator``."""
     if not tasks or center is None or same_weights(best, center):
         return BEST, None
     scored = {BEST: evaluator.evaluate([best] * tasks, SELECTION_GENERATION)}
     if all(same_score(s, scored[BEST][0]) for s in scored[BEST]):
         return BEST, None  # the score ignores its task seed: the search ranked it exactly
     scored[CENTER] = evaluator.evaluate([center] * tasks, SELECTION_GENERATION)
-    selection = {name: figures(scores) for name, scores in scored.items()}
+    with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
+        selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+                     for name, v in scored.items()}
     better = selection[CENTER]["mean"] > selection[BEST]["mean"]  # NaN: False
     return (CENTER if better else BEST), selection
 

@@ -138,7 +138,7 @@ class Settings:
         "extension's segfault) then costs a retry, not the run (default: on)")
     progress: bool = setting(True, None, "a progress bar (default)")
     out: Path | None = setting(None, check_path, "folder to write the run into as it "
-                                "goes (es_search.output)")
+                                "goes (es_search.folder)")
     resume: bool = setting(False, None, "continue the run saved in {out} (a fresh start "
                             "when there is none), to an uninterrupted run's result")
     overwrite: bool = setting(False, None, "replace the run saved in {out} (without it, "

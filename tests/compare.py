@@ -1,5 +1,19 @@
-"""How tests compare two runs: every reproducible field, bit for bit."""
+"""How tests compare two runs (every reproducible field, bit for bit) and read or hold a
+run folder."""
+import contextlib
+import json
+from pathlib import Path
+
 import torch
+
+from es_search.files import from_json
+from es_search.lock import acquire, release
+
+
+def read_history(path):
+    """The records of a ``history.jsonl`` (non-finite floats restored)."""
+    with open(path) as f:
+        return [from_json(json.loads(line)) for line in f if line.strip()]
 
 
 def same_history(a, b):
@@ -13,3 +27,13 @@ def same_history(a, b):
 def same_weights(a, b):
     """Equal weight dicts: the same names, bit-identical tensors."""
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@contextlib.contextmanager
+def claim(path):
+    """The folder ``path``, locked while the block runs, as a run writing it holds it."""
+    key = acquire(path)
+    try:
+        yield Path(path)
+    finally:
+        release(key)

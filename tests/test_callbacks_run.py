@@ -216,7 +216,7 @@ def reproducible(history):
 def test_cli_stop_at_then_resume_equals_the_uninterrupted_run(tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from es_search.cli import main
-    from es_search.files import read_history
+    from compare import read_history
     assert main([*SPHERE, "--out", str(tmp_path / "full")]) == 0
     run, tracking = str(tmp_path / "run"), ["--tensorboard", str(tmp_path / "tb"),
                                             "--csv", str(tmp_path / "history.csv")]

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from es_search.cli import main, resume_command
-from es_search.files import read_history
+from compare import read_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -785,7 +785,7 @@ def test_resume_takes_every_setting_not_given_again_from_the_run(tmp_path, capsy
 
 
 def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
-    from es_search.lock import claim
+    from compare import claim
     out = tmp_path / "run"
     assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
                  "--out", str(out)]) == 0

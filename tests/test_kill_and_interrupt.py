@@ -17,9 +17,8 @@ import torch
 import es_search
 from es_search import checkpoint
 from es_search.folder import CHECKPOINT
-from es_search.files import read_history
 from es_search.problems import load_problem
-from compare import same_history
+from compare import read_history, same_history
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = str(ROOT / "tests" / "agents.py")

@@ -1,4 +1,4 @@
-"""The run folder (es_search.output): what a run writes and when; one run at a time (a
+"""The run folder (es_search.folder): what a run writes and when; one run at a time (a
 lock that a killed run does not leave behind); folders that cannot be used are refused
 before any work."""
 import concurrent.futures
@@ -17,11 +17,10 @@ import torch
 
 import es_search
 from es_search.cli import main
-from es_search.files import read_history
 from es_search.folder import LOCK, OutFolderError
-from es_search.lock import claim
 
 from agents import Quadratic, RunningStats
+from compare import claim, read_history
 
 
 def test_out_writes_config_history_weights_and_plot(tmp_path):

@@ -11,11 +11,10 @@ import torch
 import es_search
 from es_search import checkpoint
 from es_search.folder import CHECKPOINT
-from es_search.files import read_history
 
 import agents
 
-from compare import same_history, same_weights  # noqa: E402
+from compare import read_history, same_history, same_weights  # noqa: E402
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)
@@ -241,7 +240,7 @@ def test_checkpoint_every_is_checked_at_the_call(tmp_path):
 
 def test_checkpoints_that_take_a_large_share_of_the_run_are_named_once(tmp_path,
                                                                        monkeypatch):
-    from es_search.output import CheckpointCost
+    from es_search.folder import CheckpointCost
     cost = CheckpointCost()
     for _ in range(2):
         cost.add(2.0, 65_000_000)

@@ -9,12 +9,11 @@ import es_search
 from es_search import checkpoint
 from es_search.errors import worker_message
 from es_search.folder import CHECKPOINT
-from es_search.files import read_history
 from es_search.seeding import task_seed
 
 import agents
 
-from compare import same_history, same_weights  # noqa: E402
+from compare import read_history, same_history, same_weights  # noqa: E402
 
 SEED = 11
 KW = dict(population=4, sigma=0.3, seed=SEED, progress=False)

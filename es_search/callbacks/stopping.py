@@ -9,6 +9,7 @@ from typing import Any
 from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 
+
 def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
     return check_number(name, value, "a finite number" + (
         f" >= {minimum:g}" if minimum > -math.inf else ""),

@@ -22,10 +22,8 @@ import numpy as np
 from ..checks import check, check_bool, check_path
 from ..errors import warn_user
 from ..extras import require
-from ..files import atomic_write, from_json, to_json, writable_folder_problem
+from ..files import atomic_write, check_writable, from_json, to_json
 from .base import FileCallback, RunInfo, scalars
-
-_INT = re.compile(r"-?\d+")
 
 
 def _cell(value: Any) -> str:
@@ -39,12 +37,10 @@ def _cell(value: Any) -> str:
 def _parse(cell: str) -> Any:
     if cell == "":
         return None
-    if cell[0] in "[{":
-        return from_json(json.loads(cell))
     try:
-        return int(cell) if _INT.fullmatch(cell) else float(cell)
+        return from_json(json.loads(cell))  # a number, a list or a dict
     except ValueError:
-        return cell
+        return from_json(cell)  # nan, inf, -inf, or text
 
 
 class CSV(FileCallback):
@@ -60,9 +56,7 @@ class CSV(FileCallback):
         if self.path.is_dir():
             raise ValueError(f"CSV path {str(self.path)!r} is a folder; give a file path "
                              f"such as {str(self.path / 'history.csv')!r}")
-        problem = writable_folder_problem(self.path.parent)
-        if problem:
-            raise ValueError(f"CSV path {str(self.path)!r} cannot be written: {problem}")
+        check_writable(f"CSV path {str(self.path)!r}", self.path.parent)
         self._file: Any = None
         self._writer: Any = None
         self._columns: list[str] | None = None
@@ -78,7 +72,7 @@ class CSV(FileCallback):
         atomic_write(self.path, lambda f: f.write(text.getvalue()), mode="w")
         self._open("a")
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self._file is None:  # on_start was not called, or this copy was unpickled
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open("w" if self._columns is None else "a")
@@ -92,7 +86,6 @@ class CSV(FileCallback):
                       f"file's header (from the first record) lacks; they are not written")
         self._write(self._writer, [record], header)
         self._file.flush()
-        return False
 
     def load(self) -> list[dict]:
         """The records in the file (numbers, lists and non-finite floats restored)."""
@@ -139,10 +132,7 @@ class TensorBoard(FileCallback):
 
     def __init__(self, log_dir: Any):
         self.log_dir = check_path("TensorBoard log_dir", log_dir)
-        problem = writable_folder_problem(self.log_dir)  # a file, or read-only
-        if problem:
-            raise ValueError(f"TensorBoard log_dir {str(self.log_dir)!r} cannot be "
-                             f"written: {problem}")
+        check_writable(f"TensorBoard log_dir {str(self.log_dir)!r}", self.log_dir)
         _proto("event_pb2")  # fail now, naming the extra, if tensorboard is missing
         self.path: Path | None = None  # the event file being written
         self._writer: Any = None
@@ -159,12 +149,11 @@ class TensorBoard(FileCallback):
             self._log(record)
         self._writer.flush()
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self._writer is None:  # on_start was not called, or this copy was unpickled
             self._open()
         self._log(record)
         self._writer.flush()
-        return False
 
     def _open(self) -> None:
         """A new event file whose name sorts after every event file in ``log_dir``."""
@@ -293,11 +282,10 @@ class MLflow(FileCallback):
             done = max((m.step for m in logged), default=-1)
         self._log([r for r in info.history if r["generation"] > done])
 
-    def on_generation(self, record: dict) -> bool:
+    def on_generation(self, record: dict) -> None:
         if self.run_id is None:  # on_start was not called
             self._create(None)
         self._log([record])
-        return False
 
     def on_end(self, result: Any) -> None:
         if self.run_id is None:

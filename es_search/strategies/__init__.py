@@ -98,14 +98,12 @@ def summary() -> str:
 
 
 def describe(name: str) -> str:
-    """Strategy ``name`` as ``es-search list NAME`` shows it (its docstring, no examples)."""
+    """Strategy ``name`` as ``es-search list NAME`` shows it (its docstring to its example)."""
     cls = STRATEGIES[name]
-    lines, example = [f"{name}: {cls.__module__}.{cls.__qualname__}"
-                      + (" (the default strategy)" if name == DEFAULT else "")], False
-    for line in plain_doc(inspect.cleandoc(cls.__doc__ or "")).splitlines():
-        example = (line.strip() == "Example::") or (example and (not line or line[0] == " "))
-        if not example:
-            lines.append(("  " + line).rstrip())
+    doc = plain_doc(inspect.cleandoc(cls.__doc__ or "")).split("Example::")[0]
+    lines = [f"{name}: {cls.__module__}.{cls.__qualname__}"
+             + (" (the default strategy)" if name == DEFAULT else "")]
+    lines += [("  " + line).rstrip() for line in doc.splitlines()]
     size = ", ".join(f"{key} {strategy_default(name, key)}" for key in ("population", "sigma"))
     lines.append(f"  defaults (--population, --sigma): {size}"
                  + (" (None: as described above)" if "None" in size else ""))

@@ -16,7 +16,7 @@ class Antithetic(Strategy):
     """A strategy that asks for ``population / 2`` pairs ``Candidate("noise", sigma, +-1,
     key=k)``; its state has ``center``, ``sigma`` and ``seed`` (the run's)."""
 
-    def _ask(self, state, generation: int) -> list[Candidate]:
+    def ask(self, state, generation: int) -> list[Candidate]:
         return pairs(self.population // 2, state.sigma)
 
 

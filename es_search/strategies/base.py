@@ -3,9 +3,7 @@
 A strategy holds only its settings; what changes lives in a state that ``tell`` returns
 anew (never mutated), so a checkpoint can hold it. The run's seed is given to ``init``;
 candidates are described relative to a centre (:class:`es_search.candidates.Candidate`)
-so that workers rebuild them from task seeds. The base class's ``tell`` checks there is
-a score per candidate and cleans them (NaN or +-inf becomes -inf, the worst) for the
-strategy's own ``_tell``.
+so that workers rebuild them from task seeds.
 """
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ Rebuild = Callable[[int], np.ndarray]
 
 class Strategy(ABC):
     """Base class of all strategies. Subclasses set ``name`` and ``population`` (the
-    candidates ``ask`` returns each generation) and write ``init``, ``_ask`` and ``_tell``."""
+    candidates ``ask`` returns each generation) and write ``init``, ``ask`` and ``_tell``."""
 
     name: ClassVar[str] = ""
     #: whether its candidates are the agent's own ``jitter_weights()`` moves (the hill
@@ -55,20 +53,16 @@ class Strategy(ABC):
         """Settings the run decided (e.g. ``reevaluate="auto"``): ``config["resolved"]``."""
         return {}
 
-    def ask(self, state: Any, generation: int) -> list[Candidate]:
-        """This generation's candidates, relative to ``self.center(state)``."""
-        return self._ask(state, generation)
-
     def tell(self, state: Any, generation: int, candidates: Sequence[Candidate],
              scores: Sequence[float], rebuild: Rebuild) -> Any:
-        """The next state, given the scores of ``candidates`` (in order)."""
+        """The next state from the scores of ``candidates`` (in order; non-finite: -inf)."""
         if len(scores) != len(candidates):
             raise ValueError(f"got {len(scores)} scores for {len(candidates)} candidates")
         return self._tell(state, generation, candidates, cleaned(scores), rebuild)
 
     @abstractmethod
-    def _ask(self, state: Any, generation: int) -> list[Candidate]:
-        """``ask`` without the checks."""
+    def ask(self, state: Any, generation: int) -> list[Candidate]:
+        """This generation's candidates, relative to ``self.center(state)``."""
 
     @abstractmethod
     def _tell(self, state: Any, generation: int, candidates: Sequence[Candidate],

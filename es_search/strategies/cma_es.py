@@ -57,7 +57,7 @@ class _Live:
     def peek(self) -> Any:
         if self.es is None:
             strategy, parent, generation, scores = self.replay
-            asked = strategy._ask(parent, generation)
+            asked = strategy.ask(parent, generation)
             self.es = _take(strategy._tell(parent, generation, asked, scores, None).es)
         return self.es
 
@@ -114,11 +114,8 @@ class CMAES(Strategy):
     Tutorial") as pycma's ``CMAEvolutionStrategy`` implements it. Candidates are
     vectors (``Candidate("vector", vector=x)``) that pycma samples in the main process
     from a generator seeded per generation from the run's seed (the caller's random
-    state untouched). The state pickles with a checkpoint; its pycma object stays live
-    for one ``ask`` to take (a state asked again replays how it came about), and the
-    list ``ask`` returns hands it to ``tell``. pycma is told ``-score``; a non-finite
-    score as the worst finite one of its generation; a generation with no finite score
-    leaves the state unchanged.
+    state untouched). pycma is told ``-score``; a non-finite score as the worst finite
+    one of its generation; a generation with no finite score leaves the state unchanged.
 
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
     ``sigma0``; ``options``, further pycma options (``cma.CMAOptions()``), e.g.
@@ -206,7 +203,7 @@ class CMAES(Strategy):
         return dataclasses.replace(state, x0=center, popsize0=int(es.popsize),
                                    maxiter0=float(es.opts["maxiter"]))
 
-    def _ask(self, state: CMAESState, generation: int) -> list[Candidate]:
+    def ask(self, state: CMAESState, generation: int) -> list[Candidate]:
         es = _take(state.es)
         with _RNG_LOCK:
             _RNG.seed(_draws_seed(state.seed, generation) & MASK32)
@@ -220,7 +217,7 @@ class CMAES(Strategy):
         asked = candidates.__dict__.pop("asked", None) if isinstance(candidates, Asked) \
             else None  # what ask() drew them with, once; otherwise ask again
         if asked is None or asked[0] is not state.es or asked[1] != generation:
-            asked = self._ask(state, generation).asked
+            asked = self.ask(state, generation).asked
         es, solutions = asked[2], asked[3]
         if len(candidates) != len(solutions) or not (
                 all(c.kind == "vector" for c in candidates)

@@ -46,7 +46,7 @@ class Climber(Strategy):
     def resolved(self, state: Any) -> dict:
         return {"reevaluate": state.reevaluate} if self.reevaluate == "auto" else {}
 
-    def _ask(self, state: Any, generation: int) -> list[Candidate]:
+    def ask(self, state: Any, generation: int) -> list[Candidate]:
         jittered = [Candidate("jitter", state.sigma)] * self.population
         return jittered + [Candidate("center")] if state.reevaluate else jittered
 

@@ -94,7 +94,7 @@ class PGPE(Antithetic):
                          np.zeros_like(center), float(max_speed), float(step_size),
                          int(seed))
 
-    def _ask(self, state: PGPEState, generation: int) -> list[Candidate]:
+    def ask(self, state: PGPEState, generation: int) -> list[Candidate]:
         # one stdev array for all candidates: it pickles once per chunk of tasks
         return pairs(self.population // 2, float(state.stdev.mean()), state.stdev)
 

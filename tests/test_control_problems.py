@@ -14,7 +14,12 @@ from es_search.problems.sphere import Rosenbrock
 
 pytest.importorskip("gymnasium")
 
-from es_search.problems.control import Acrobot, Pendulum  # noqa: E402
+from es_search.problems import GymPolicy  # noqa: E402
+from es_search.problems.control import Acrobot  # noqa: E402
+
+
+def Pendulum(**kwargs):  # the GymPolicy of benchmarks/control.py's pendulum
+    return GymPolicy("Pendulum-v1", **{"hidden": 16, "episodes": 1, **kwargs})
 
 
 def test_builtins_name_the_new_problems():

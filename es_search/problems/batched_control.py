@@ -12,7 +12,7 @@ bit-identical to the candidate scored alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from .gym_policy import ControlPolicy, mlp_actions, mlp_output
 
 class PendulumBatch:
     """gymnasium's Pendulum-v1 dynamics, operation for operation, for ``n`` pendulums at
-    once (float64); ``state``: ``(2, n)`` angles and angular velocities."""
+    once (float64) from ``state``: ``(2, n)`` angles and angular velocities."""
 
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
@@ -34,59 +34,27 @@ class PendulumBatch:
         state = np.asarray(state, dtype=np.float64)
         self.th, self.thdot = state[0].copy(), state[1].copy()
 
-    @property
-    def state(self) -> np.ndarray:
-        return np.stack([self.th, self.thdot])
-
-    @classmethod
-    def start_states(cls, seeds) -> np.ndarray:
-        """The ``(2, n)`` states gymnasium's ``reset(seed=seed)`` gives, one per seed."""
-        return np.stack([np.random.default_rng(int(s)).uniform(low=-cls.high, high=cls.high)
-                         for s in seeds], axis=1)
-
-    def observation(self) -> np.ndarray:
-        """``(n, 3)`` float32, as gymnasium's ``_get_obs``."""
-        obs = np.empty((len(self.th), 3), dtype=np.float32)
-        obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), np.sin(self.th), self.thdot
-        return obs
-
-    def step(self, u: np.ndarray) -> np.ndarray:
-        """One step of every pendulum with torques ``u``; their rewards."""
-        u = self._torque(u)
-        rewards = self.rewards(self.th, self.thdot, u)
-        self._advance(np.sin(self.th), u)
-        return rewards
-
-    def _torque(self, u: Any) -> np.ndarray:  # np.clip, without its Python overhead
-        return np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
-                          self.max_torque)
-
-    def _advance(self, sin_th: np.ndarray, u: np.ndarray) -> None:
-        newthdot = self.thdot + (3 * self.g / (2 * self.l) * sin_th
-                                 + 3.0 / (self.m * self.l ** 2) * u) * self.dt
-        newthdot = np.minimum(np.maximum(newthdot, -self.max_speed), self.max_speed)
-        self.th, self.thdot = self.th + newthdot * self.dt, newthdot
-
-    @staticmethod
-    def rewards(th: np.ndarray, thdot: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """gymnasium's reward for states ``(th, thdot)`` and clipped torques ``u``
-        (elementwise: any shape)."""
-        return -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
-                 + 0.001 * (u ** 2))
-
     def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
-        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
-        -> torques ``(n,)``): :meth:`step`'s, the rewards computed at the end at once."""
-        n = len(self.th)
+        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64,
+        gymnasium's float32 ``_get_obs`` -> torques ``(n,)``), the rewards computed at the
+        end at once."""
+        th, thdot, n = self.th, self.thdot, len(self.th)
         obs = np.empty((n, 3), dtype=np.float32)
         trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
         for t in range(steps):
-            sin_th = np.sin(self.th)
-            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), sin_th, self.thdot
-            u = self._torque(policy(obs.astype(np.float64)))
-            trajectory[0, t], trajectory[1, t], trajectory[2, t] = self.th, self.thdot, u
-            self._advance(sin_th, u)
-        rewards = self.rewards(trajectory[0], trajectory[1], trajectory[2])
+            sin_th = np.sin(th)
+            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(th), sin_th, thdot
+            u = np.asarray(policy(obs.astype(np.float64)), dtype=np.float64)
+            u = np.minimum(np.maximum(u, -self.max_torque), self.max_torque)  # np.clip, faster
+            trajectory[0, t], trajectory[1, t], trajectory[2, t] = th, thdot, u
+            thdot = thdot + (3 * self.g / (2 * self.l) * sin_th
+                             + 3.0 / (self.m * self.l ** 2) * u) * self.dt
+            thdot = np.minimum(np.maximum(thdot, -self.max_speed), self.max_speed)
+            th = th + thdot * self.dt
+        self.th, self.thdot = th, thdot
+        th, thdot, u = trajectory
+        rewards = -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
+                    + 0.001 * (u ** 2))
         return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
 
 

@@ -45,7 +45,7 @@ def test_pendulum_policy_is_continuous_and_bounded():
     assert agent.act_dim == 1 and not agent.discrete
     assert agent.num_evolved() == 3 * 16 + 16 + 16 + 1
     agent.set_flat(np.full(agent.num_evolved(), 5.0))
-    action = agent.act(agent._numpy_layers(), np.array([1.0, 0.0, 8.0]))
+    action = agent.actor(agent._numpy_layers())(np.array([1.0, 0.0, 8.0]))
     assert action.shape == (1,) and abs(action[0]) <= 2.0
 
 

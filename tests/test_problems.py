@@ -55,7 +55,7 @@ def test_cartpole_policy_samples_its_actions():
 
     agent = GymPolicy("CartPole-v1")
     layers = agent._numpy_layers()  # the zero policy: both actions equally likely
-    actions = {agent.act(layers, np.zeros(4)) for _ in range(50)}
+    actions = {agent.actor(layers)(np.zeros(4)) for _ in range(50)}
     assert actions == {0, 1}
 
 

@@ -79,20 +79,18 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
                                      "__doc__": f"GymPolicy for {env_id}."})
 
 
-def _file_part(target: str) -> tuple[str, str] | None:
-    """(path, attribute) when ``target`` names a class in a ``.py`` file, else None."""
-    where, _, attr = target.rpartition(":")
-    return (where, attr) if where.endswith(".py") or os.sep in where else None
+def _is_file(where: str) -> bool:
+    """Whether the part of a spec before its last ``:`` is a ``.py`` file, not a module."""
+    return where.endswith(".py") or os.sep in where
 
 
 def resolve_spec(spec: str, folder: str | None = None) -> str:
     """``spec`` with a relative ``file.py`` made absolute against ``folder`` (default:
     the current folder); other specs unchanged."""
-    part = None if spec in BUILTINS or spec.startswith(GYM_PREFIX) else _file_part(spec)
-    if part is None:
+    where, _, attr = spec.rpartition(":")
+    if spec.startswith(GYM_PREFIX) or not _is_file(where):
         return spec
-    path, attr = part
-    return f"{os.path.normpath(os.path.join(folder or os.getcwd(), path))}:{attr}"
+    return f"{os.path.normpath(os.path.join(folder or os.getcwd(), where))}:{attr}"
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
@@ -144,23 +142,17 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         if ":" in env_id:  # gym:module:ID, the module registers ID when imported
             _import_module(env_id.rpartition(":")[0], folder, keep_on_path=True)
         return gym_problem(env_id)
-    target = BUILTINS.get(spec, spec)
-    if ":" not in target and target.endswith(".py"):
-        _, note = _agent_classes(_import_file(os.path.join(folder, target) if folder
-                                              else target))
+    where, _, attr = BUILTINS.get(spec, spec).rpartition(":")
+    if not where and spec.endswith(".py"):
+        _, note = _agent_classes(_import_file(os.path.join(folder or "", spec)))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
                            f"{spec}:AgentClass{note}")
-    if ":" not in target:
+    if not where:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
-                           f"use a built-in name "
-                           f"({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
-                           f"package.module:AgentClass or "
-                           f"path/to/file.py:AgentClass")
-    where, _, attr = target.rpartition(":")
-    if _file_part(target):
-        module = _import_file(os.path.join(folder, where) if folder else where)
-    else:
-        module = _import_module(where, folder)
+                           f"use a built-in name ({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
+                           f"package.module:AgentClass or path/to/file.py:AgentClass")
+    module = _import_file(os.path.join(folder or "", where)) if _is_file(where) \
+        else _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
         found, note = _agent_classes(module)

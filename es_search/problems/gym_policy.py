@@ -241,13 +241,9 @@ class GymPolicy(ControlPolicy):
         return [(l.weight.detach().numpy().astype(np.float64),
                  l.bias.detach().numpy().astype(np.float64)) for l in self.layers]
 
-    def act(self, layers, obs: np.ndarray, rng: np.random.Generator | None = None):
-        """The action for flat observation ``obs`` with ``layers`` (``_numpy_layers()``);
-        sampling draws from ``rng`` (default: NumPy's global RNG)."""
-        return self.actor(layers, rng)(obs)
-
     def actor(self, layers, rng: np.random.Generator | None = None):
-        """``act`` as a function of the observation alone, for one episode."""
+        """The policy with ``layers`` (``_numpy_layers()``): flat observation -> action;
+        sampling draws from ``rng`` (default: NumPy's global RNG)."""
         normalized = self.normalize != "off"
         mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
         draw = np.random.random if rng is None else rng.random

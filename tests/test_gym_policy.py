@@ -14,7 +14,7 @@ import es_search
 from es_search.cli import main
 from es_search.moments import Moments
 from es_search.problems import BUILTINS, GymPolicy, ProblemError, load_problem
-from es_search.problems.gym_policy import _mujoco_warnings_to_python, make_env
+from es_search.problems.gym_env import _mujoco_warnings_to_python, make_env
 
 gym = pytest.importorskip("gymnasium")
 

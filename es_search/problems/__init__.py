@@ -74,6 +74,8 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
     if not env_id:
         raise ProblemError(f"{GYM_PREFIX}ENV_ID needs an environment id, e.g. "
                            f"{GYM_PREFIX}CartPole-v1")
+    from .gym_env import env_spec
+    env_spec(env_id)  # an unknown id or a missing extra fails here
     name = "Gym_" + "".join(c if c.isalnum() else "_" for c in env_id)
     return type(name, (GymPolicy,), {"env_id": env_id, "__module__": __name__,
                                      "__doc__": f"GymPolicy for {env_id}."})
@@ -213,9 +215,6 @@ def describe(spec: str) -> str:
     from ..checks import keyword_parameters, parameter_text
     from ..strategies import DEFAULT, strategy_default
     cls = load_problem(spec)
-    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
-        from .gym_policy import env_spec
-        env_spec(spec[len(GYM_PREFIX):])
     fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
     if getattr(cls, "discrete", None) is False:
         fixed.add("greedy")  # continuous actions

@@ -51,7 +51,6 @@ class PendulumBatch:
                              + 3.0 / (self.m * self.l ** 2) * u) * self.dt
             thdot = np.minimum(np.maximum(thdot, -self.max_speed), self.max_speed)
             th = th + thdot * self.dt
-        self.th, self.thdot = th, thdot
         th, thdot, u = trajectory
         rewards = -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
                     + 0.001 * (u ** 2))

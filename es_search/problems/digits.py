@@ -73,12 +73,9 @@ class Digits(Agent):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def data(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return load_split(self.split, self.split_seed)
-
     def score_batch(self, params, seeds, **kwargs: Any) -> list[float]:
         """The metric of each candidate on this split; one forward pass for the group."""
-        x, y = self.data()
+        x, y = load_split(self.split, self.split_seed)
         logits = vmap_call(self, params, x)  # (group, n, 10)
         if self.metric == "accuracy":
             values = (logits.argmax(dim=-1) == y).to(torch.float64).mean(dim=-1)

@@ -13,8 +13,7 @@ import torch
 from ..agent import Agent
 from ..checks import check_bool, check_choice, check_dict, check_int, check_number
 from ..moments import Moments
-# env_spec: for the CLI; _mujoco_warnings_to_python: for the tests
-from .gym_env import _mujoco_warnings_to_python, env_spec, make_env  # noqa: F401
+from .gym_env import make_env
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
 NORMALIZE_MODES = ("running", "fixed", "off")

@@ -104,10 +104,7 @@ def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -
     try:
         return importlib.import_module(where)
     except ImportError as exc:  # a module found but failing, too: named, one line
-        if not isinstance(exc, ModuleNotFoundError) or exc.name != top or \
-                folder in map(os.path.abspath, sys.path) or not (
-                os.path.isfile(os.path.join(folder, top + ".py"))
-                or os.path.isdir(os.path.join(folder, top))):
+        if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
             raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
     sys.path.insert(0, folder)
     try:

@@ -319,21 +319,14 @@ class GymPolicy(ControlPolicy):
         """Fold a generation's reports into the statistics; return its steps."""
         reports = [report for report in reports if report]
         if self.normalize == "running":
-            stats = self.running_moments()
+            stats = Moments(float(self.obs_count), self.obs_mean.numpy().copy(),
+                            self.obs_m2.numpy().copy())
             for report in reports:
                 stats = stats.merge(Moments(*report["obs"]))
             self.set_weights({"obs_count": torch.tensor(stats.count, dtype=torch.float64),
                               "obs_mean": stats.mean, "obs_m2": stats.m2,
                               "obs_std": stats.std()})
         return {"steps": sum(int(report["steps"]) for report in reports)}
-
-    def running_moments(self) -> Moments:
-        """The running statistics as a :class:`Moments` ("running" mode only)."""
-        if self.normalize != "running":
-            raise ValueError(f"running_moments() needs normalize='running'; this policy "
-                             f"has normalize={self.normalize!r}")
-        return Moments(float(self.obs_count), self.obs_mean.numpy().copy(),
-                       self.obs_m2.numpy().copy())
 
     def shared_state(self) -> dict[str, torch.Tensor]:
         if self.normalize != "running":

@@ -1,14 +1,8 @@
-"""CartPole and Pendulum scored a group of candidates at a time (optional extra ``gym``).
-
-Every candidate of a ``score_batch()`` call runs in one vectorised NumPy environment,
-one column per (candidate, episode), with one forward pass of every policy per step.
-The environments transcribe gymnasium's operation for operation (tested): CartPole-v1's
-``CartPoleVectorEnv.step`` (:func:`cartpole_step`), Pendulum-v1's ``PendulumEnv``
-(:class:`PendulumBatch`). A candidate's own stream (``candidate_rngs([s], 1)`` for task
-seed ``s``) draws its start states, as gymnasium's ``reset`` does, then one uniform per
-step for sampled actions; all else is elementwise or per row, so a row of a group is
-bit-identical to the candidate scored alone.
-"""
+"""CartPole and Pendulum scored a group of candidates at a time (extra ``gym``): one
+vectorised NumPy environment, a column per (candidate, episode), transcribing gymnasium's
+operation for operation (:func:`cartpole_step`, :class:`PendulumBatch`). A candidate's
+stream (``candidate_rngs([s], 1)``) draws its start states and one uniform per step for
+sampled actions; all else is per row: a row of a group is the candidate scored alone."""
 from __future__ import annotations
 
 import math
@@ -58,14 +52,10 @@ class PendulumBatch:
 
 
 class BatchedPolicy(ControlPolicy):
-    """A tanh MLP policy (or linear), scored by its mean return over ``episodes`` episodes,
-    a group of candidates per ``score_batch()`` call.
-
-    Subclasses set ``discrete`` and the environment. ``hidden``: units of a tanh hidden
-    layer, or a tuple of them (0: linear). ``max_steps``: cut episodes short. ``greedy``:
-    discrete actions by argmax instead of sampling from the softmax. ``score_batch_size``:
-    candidates per call (0: one by one through ``score()``, the same scores, slower).
-    """
+    """A tanh MLP policy scored by its mean return over ``episodes`` episodes, a group of
+    candidates per ``score_batch()`` call; ``hidden``, ``max_steps``, ``greedy`` as
+    :class:`GymPolicy`'s. ``score_batch_size``: candidates per call (0: one by one through
+    ``score()``, the same scores, slower). Subclasses set the environment."""
 
     obs_dim = act_dim = 0
     test_episodes = 100
@@ -114,7 +104,8 @@ class BatchedPolicy(ControlPolicy):
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
-        return self.run_columns(layers, starts, uniforms, limit).reshape(n, episodes)
+        returns, self.iterations, self.steps = self.run_columns(layers, starts, uniforms, limit)
+        return returns.reshape(n, episodes)
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
@@ -130,14 +121,11 @@ class BatchedPolicy(ControlPolicy):
         if self.discrete and not self.greedy:
             uniforms = np.stack([np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,)))
                                  .random(limit) for s in seeds])
-        steps, iterations = self.steps, self.iterations
-        try:
-            return self.run_columns(layers, starts, uniforms, limit)
-        finally:
-            self.steps, self.iterations = steps, iterations
+        return self.run_columns(layers, starts, uniforms, limit)[0]
 
-    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        """The returns of columns starting at ``starts`` (state, column)."""
+    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
+        """The returns of columns starting at ``starts`` (state, column), the steps of the
+        whole vectorised environment and those of alive episodes."""
         raise NotImplementedError
 
 
@@ -155,7 +143,7 @@ class CartPole(BatchedPolicy):
     def __init__(self, hidden: int = 0, episodes: int = 10, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
-    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
         """Step every column until all episodes are over (a return is its episode's
         length); an ended episode's row leaves at once."""
         state, rows = starts, np.arange(starts.shape[1])  # the column each row runs
@@ -171,8 +159,7 @@ class CartPole(BatchedPolicy):
                 keep = ~ended
                 state, rows = state[:, keep], rows[keep]
                 layers = [(w[keep], b[keep]) for w, b in layers]
-        self.iterations, self.steps = t + 1, int(lengths.sum())
-        return lengths
+        return lengths, t + 1, int(lengths.sum())
 
 
 def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +201,6 @@ class Pendulum(BatchedPolicy):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        self.steps, self.iterations = limit * starts.shape[1], limit
-        return PendulumBatch(starts).run(
+        returns = PendulumBatch(starts).run(
             lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)
+        return returns, limit, limit * starts.shape[1]

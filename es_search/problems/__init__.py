@@ -124,13 +124,13 @@ def _send_by_value(module: Any) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def _agent_classes(module: Any) -> tuple[list[str], str]:
-    """The names of the Agent subclasses ``module`` defines, and a note naming them."""
+def _classes_note(module: Any, attr: str = "") -> str:
+    """A note naming the Agent subclasses ``module`` defines (after one like ``attr``)."""
     found = [name for name, value in vars(module).items()
              if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
              and value.__module__ == module.__name__]
-    return found, (f"; its es_search.Agent classes: {', '.join(found)}" if found
-                   else "; it defines no es_search.Agent class")
+    return did_you_mean(attr, found) + (f"; its es_search.Agent classes: {', '.join(found)}"
+                                        if found else "; it defines no es_search.Agent class")
 
 
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
@@ -143,7 +143,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         return gym_problem(env_id)
     where, _, attr = BUILTINS.get(spec, spec).rpartition(":")
     if not where and spec.endswith(".py"):
-        _, note = _agent_classes(_import_file(os.path.join(folder or "", spec)))
+        note = _classes_note(_import_file(os.path.join(folder or "", spec)))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
                            f"{spec}:AgentClass{note}")
     if not where:
@@ -154,9 +154,7 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         else _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
-        found, note = _agent_classes(module)
-        raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
-                           f"{note}")
+        raise ProblemError(f"{where} has no attribute {attr!r}{_classes_note(module, attr)}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls

@@ -108,13 +108,6 @@ class ControlPolicy(Agent):
                           self._squash, () if self.discrete else tuple(self._action_shape))
 
 
-def _normalize_mode(normalize: Any) -> str:
-    if isinstance(normalize, bool):
-        return "fixed" if normalize else "off"
-    return check_choice("normalize", normalize, NORMALIZE_MODES,
-                        " (or True = 'fixed', False = 'off')")
-
-
 class GymPolicy(ControlPolicy):
     """A tanh MLP (or linear) policy for gymnasium environment ``env_id`` (subclasses may
     fix it), scored by the mean return of ``episodes`` episodes.
@@ -153,7 +146,9 @@ class GymPolicy(ControlPolicy):
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
-        self.normalize = _normalize_mode(normalize)
+        self.normalize = ("fixed" if normalize else "off") if isinstance(normalize, bool) \
+            else check_choice("normalize", normalize, NORMALIZE_MODES,
+                              " (or True = 'fixed', False = 'off')")
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
         self.reward_offset = check_number("reward_offset", reward_offset)
         self.reward_clip = None if reward_clip is None else check_number(

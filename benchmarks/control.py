@@ -102,17 +102,20 @@ class Task:
     full_only: bool = False
     spec: str | None = None  # load_problem spec when not the built-in of that name
     options: tuple = ()  # (name, value) pairs for the policy's constructor
+    config: tuple = ()  # (name, value) pairs over the spec's default_config
 
 
 LADDER = {
-    # the GymPolicy versions (the built-ins of these names are batched; the ceiling
-    # steps GymPolicy's own policies)
+    # GymPolicy (the built-ins of these names are batched; the ceiling steps GymPolicy's
+    # own policies)
     # greedy: EvoTorch's GymNE takes the argmax of a discrete policy; so does this one
-    "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic",
-                     spec="es_search.problems.control:CartPole",
+    "cartpole": Task("cartpole", "CartPole-v1", 20, None, "classic", spec="gym:CartPole-v1",
                      options=(("greedy", True),)),
-    "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic",
-                     spec="es_search.problems.control:Pendulum"),
+    "pendulum": Task("pendulum", "Pendulum-v1", 60, None, "classic", spec="gym:Pendulum-v1",
+                     options=(("hidden", 16), ("episodes", 1)),
+                     config=(("generations", 300), ("population", 50), ("sigma", 0.25),
+                             ("strategy", "pgpe"),
+                             ("strategy_options", {"max_speed": 0.15, "step_size": 0.1125}))),
     "lunarlander": Task("lunarlander", "LunarLanderContinuous-v3", 120, 200.0, "box2d"),
     "hopper": Task("hopper", "Hopper-v5", 120, 3120.0, "mujoco", decrease_rewards_by=1.0),
     "halfcheetah": Task("halfcheetah", "HalfCheetah-v5", 240, 3430.0, "mujoco"),
@@ -138,7 +141,7 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
 
     cls = load_problem(task.spec or task.problem)
     agent = build_seeded(seed, cls, **dict(task.options))  # weights from the seed, as the CLI
-    config = dict(cls.default_config)
+    config = {**cls.default_config, **dict(task.config)}
     strategy = make_strategy(config.get("strategy", DEFAULT), config["population"],
                              config["sigma"], **dict(config.get("strategy_options") or {}))
     budget = task.budget_s * args.budget_scale

@@ -214,10 +214,10 @@ def pycma_control(agent, seed: int, evaluations: int, sigma: float, generations:
 
 def cartpole_job(method: str, seed: int, max_generations: int, n_jobs: int,
                  sigma: float | None = None, learning_rate: float = 2.0) -> dict:
-    from es_search.problems.control import CartPole
+    from es_search.problems import GymPolicy
     episodes, evaluations = 3, 16
     sigma = sigma if sigma is not None else 2.0  # weights must grow: big steps pay
-    agent = CartPole(episodes=episodes)
+    agent = GymPolicy("CartPole-v1", episodes=episodes)
     log = {"train_steps": 0, "test_steps": 0, "solved_at": None, "generations": 0}
     started = time.perf_counter()
 
@@ -249,11 +249,11 @@ def cartpole_job(method: str, seed: int, max_generations: int, n_jobs: int,
 def pendulum_job(method: str, seed: int, generations: int, n_jobs: int,
                  test_episodes: int, sigma: float = 0.2, learning_rate: float = 0.1) -> dict:
     import torch
-    from es_search.problems.control import Pendulum
+    from es_search.problems import GymPolicy
     evaluations = 32
     with preserved_global_rngs():
         torch.manual_seed(seed)  # the hidden layer's random initial weights
-        agent = Pendulum(hidden=16, episodes=3)
+        agent = GymPolicy("Pendulum-v1", hidden=16, episodes=3)
     started = time.perf_counter()
     final: dict[str, Any] = {}
 

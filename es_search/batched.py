@@ -1,10 +1,6 @@
-"""Helpers for ``Agent.score_batch(self, params, seeds, **kwargs)``, which scores a group
-of candidates in one call: ``params`` maps each evolved parameter's name to the group's
-values stacked along a new leading dimension (row ``i`` is candidate ``i``), ``seeds`` are
-their task seeds, and it returns one score per row, in order.
-``es_search.check_score_batch(agent)`` checks that each row is scored on its own; the
-README's "Batched scoring" and :class:`es_search.problems.digits.Digits` show one.
-"""
+"""Helpers for ``Agent.score_batch(self, params, seeds, **kwargs)``: ``params`` maps each
+evolved parameter's name to the group's values stacked along a new leading dimension (row
+``i``: candidate ``i``, task seed ``seeds[i]``); it returns one score per row, in order."""
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -12,7 +8,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from .agent import has_score_batch, own_params, score_one  # noqa: F401 (helpers)
+from .agent import has_score_batch, own_params  # noqa: F401 (helpers)
 from .checks import check_int
 from .scores import as_scores  # noqa: F401 (a helper)
 from .seeding import generators

@@ -19,11 +19,7 @@ COSTS_MS = (0, 1, 10)
 
 
 def spin(loops: int) -> int:
-    """``loops`` additions: fixed pure-Python work.
-
-    >>> spin(4)
-    6
-    """
+    """``loops`` additions: fixed pure-Python work."""
     total = 0
     for i in range(loops):
         total += i
@@ -46,11 +42,7 @@ def calibrate(seconds: float, trials: int = 7) -> dict:
 
 
 class BenchAgent(Agent):
-    """``size`` float32 parameters; ``score()`` runs ``spin(loops)`` and reads one weight.
-
-    >>> BenchAgent(size=4, loops=10).score()
-    0.0
-    """
+    """``size`` float32 parameters; ``score()`` runs ``spin(loops)`` and reads one weight."""
 
     def __init__(self, size: int = 10, loops: int = 0):
         super().__init__()

@@ -13,7 +13,7 @@ import numpy as np
 import tyro  # extra scripts: each field's docstring is its --help
 
 import es_search
-from es_search.problems.control import CartPole
+from es_search.problems import GymPolicy
 from run_args import RunArgs  # scripts/run_args.py: --seed, --n-jobs, --out, ...
 
 
@@ -39,7 +39,7 @@ def parse_args(argv=None) -> Args:
 
 def main(argv=None) -> float:
     args = parse_args(argv)
-    agent = CartPole(hidden=args.hidden, episodes=args.episodes)
+    agent = GymPolicy("CartPole-v1", hidden=args.hidden, episodes=args.episodes)
     result = es_search.run(agent, generations=args.generations, population=args.population,
                            sigma=args.sigma, seed=args.seed, n_jobs=args.n_jobs,
                            strategy_options={"reevaluate": True},  # returns are noisy

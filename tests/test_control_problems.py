@@ -14,7 +14,12 @@ from es_search.problems.sphere import Rosenbrock
 
 pytest.importorskip("gymnasium")
 
-from es_search.problems.control import Acrobot, Pendulum  # noqa: E402
+from es_search.problems import GymPolicy  # noqa: E402
+from es_search.problems.control import Acrobot  # noqa: E402
+
+
+def Pendulum(**kwargs):  # the GymPolicy of benchmarks/control.py's pendulum
+    return GymPolicy("Pendulum-v1", **{"hidden": 16, "episodes": 1, **kwargs})
 
 
 def test_builtins_name_the_new_problems():
@@ -40,7 +45,7 @@ def test_pendulum_policy_is_continuous_and_bounded():
     assert agent.act_dim == 1 and not agent.discrete
     assert agent.num_evolved() == 3 * 16 + 16 + 16 + 1
     agent.set_flat(np.full(agent.num_evolved(), 5.0))
-    action = agent.act(agent._numpy_layers(), np.array([1.0, 0.0, 8.0]))
+    action = agent.actor(agent._numpy_layers())(np.array([1.0, 0.0, 8.0]))
     assert action.shape == (1,) and abs(action[0]) <= 2.0
 
 

@@ -14,7 +14,7 @@ import es_search
 from es_search.cli import main
 from es_search.moments import Moments
 from es_search.problems import BUILTINS, GymPolicy, ProblemError, load_problem
-from es_search.problems.gym_policy import _mujoco_warnings_to_python, make_env
+from es_search.problems.gym_env import _mujoco_warnings_to_python, make_env
 
 gym = pytest.importorskip("gymnasium")
 
@@ -255,20 +255,20 @@ def test_discrete_actions_are_sampled_or_greedy():
     agent.set_weights({"layers.0.bias": torch.tensor([0.0, np.log(3.0)])})  # p = 1/4, 3/4
     layers, obs = agent._numpy_layers(), np.zeros(4)
     rng = np.random.default_rng(0)
-    draws = np.array([agent.act(layers, obs, rng) for _ in range(4000)])
+    draws = np.array([agent.actor(layers, rng)(obs) for _ in range(4000)])
     assert set(draws) == {0, 1} and abs(draws.mean() - 0.75) < 0.03
     greedy = GymPolicy("CartPole-v1", greedy=True)
     greedy.set_weights({"layers.0.bias": torch.tensor([0.0, 0.1])})
-    assert {greedy.act(greedy._numpy_layers(), obs) for _ in range(50)} == {1}
+    assert {greedy.actor(greedy._numpy_layers())(obs) for _ in range(50)} == {1}
 
 
 def test_box_actions_are_squashed_to_asymmetric_bounds():
     agent = GymPolicy("EsSearchTest/Asymmetric-v0", hidden=5)
     low, high = np.array([0.0, -3.0]), np.array([1.0, -1.0])
-    assert np.allclose(agent.act(agent._numpy_layers(), np.zeros(3)), (low + high) / 2)
+    assert np.allclose(agent.actor(agent._numpy_layers())(np.zeros(3)), (low + high) / 2)
     agent.set_flat(np.random.default_rng(1).normal(0, 20, agent.num_evolved()))
     layers = agent._numpy_layers()
-    actions = np.array([agent.act(layers, x) for x in
+    actions = np.array([agent.actor(layers)(x) for x in
                         np.random.default_rng(2).normal(0, 10, (200, 3))])
     assert np.all(actions >= low) and np.all(actions <= high)
     assert actions[:, 1].min() < -2.9 and actions[:, 1].max() > -1.1  # both ends reached
@@ -298,7 +298,6 @@ def test_merged_reports_equal_the_statistics_of_all_observations_in_order():
     assert np.allclose(agent.obs_m2.numpy(), ((every - every.mean(0)) ** 2).sum(0),
                        rtol=1e-10)
     assert np.allclose(agent.obs_std.numpy(), every.std(axis=0), rtol=1e-10)
-    assert agent.running_moments().count == 250
 
 
 def test_moments_merge_in_any_split_equals_the_whole():

@@ -38,12 +38,12 @@ def test_rastrigins_defaults_leave_the_local_optimum_it_starts_next_to(capsys):
 
 def test_cartpole_with_sampled_actions_is_reproducible_across_n_jobs():
     pytest.importorskip("gymnasium")
-    from es_search.problems.control import CartPole
+    from es_search.problems import GymPolicy
 
     kwargs = dict(generations=2, population=4, sigma=0.5, seed=5, progress=False,
                   strategy_options={"reevaluate": True})
-    one = es_search.run(CartPole(episodes=1), n_jobs=1, **kwargs)
-    two = es_search.run(CartPole(episodes=1), n_jobs=2, **kwargs)
+    one = es_search.run(GymPolicy("CartPole-v1", episodes=1), n_jobs=1, **kwargs)
+    two = es_search.run(GymPolicy("CartPole-v1", episodes=1), n_jobs=2, **kwargs)
     assert [h["scores"] for h in one.history] == [h["scores"] for h in two.history]
     assert len(set(one.history[0]["scores"])) > 1  # candidates differ
 
@@ -51,11 +51,11 @@ def test_cartpole_with_sampled_actions_is_reproducible_across_n_jobs():
 def test_cartpole_policy_samples_its_actions():
     pytest.importorskip("gymnasium")
     import numpy as np
-    from es_search.problems.control import CartPole
+    from es_search.problems import GymPolicy
 
-    agent = CartPole()
+    agent = GymPolicy("CartPole-v1")
     layers = agent._numpy_layers()  # the zero policy: both actions equally likely
-    actions = {agent.act(layers, np.zeros(4)) for _ in range(50)}
+    actions = {agent.actor(layers)(np.zeros(4)) for _ in range(50)}
     assert actions == {0, 1}
 
 

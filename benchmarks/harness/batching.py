@@ -13,7 +13,7 @@ generations follow each other in a run. The paths:
   group of ``score_batch_size=32`` candidates per ``score_batch()`` call;
 - ``alone``: the same class with ``score_batch_size=0``: one ``score()`` (a group of one)
   per candidate, the same scores bit for bit;
-- ``gym``: ``es_search.problems.control``'s class: one candidate per ``score()`` on
+- ``gym``: ``es_search.problems.GymPolicy``: one candidate per ``score()`` on
   gymnasium's single environment with a NumPy forward pass, the fastest per-candidate
   path here (its own random streams: other episodes, so compare steps per second).
 
@@ -124,9 +124,10 @@ CASES = {("cartpole", "start"): (0.5, 3, None),
 def make_agent(problem: str, path: str, group: int) -> Any:
     """The agent a path scores (see the module docstring), groups of ``group``."""
     torch.manual_seed(0)  # the same initial weights on every path (Pendulum's hidden layer)
-    if path == "gym":  # the per-candidate classes of es_search.problems.control
-        from es_search.problems import control
-        return control.CartPole() if problem == "cartpole" else control.Pendulum()
+    if path == "gym":  # GymPolicy, one candidate per score()
+        from es_search.problems import GymPolicy
+        return GymPolicy("CartPole-v1") if problem == "cartpole" else \
+            GymPolicy("Pendulum-v1", hidden=16, episodes=1)
     from es_search.problems import batched_control
     cls = batched_control.CartPole if problem == "cartpole" else batched_control.Pendulum
     episodes = CASES[(problem, "start")][1]  # CartPole: 3, as the gym path (GymPolicy)

@@ -74,25 +74,25 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
     if not env_id:
         raise ProblemError(f"{GYM_PREFIX}ENV_ID needs an environment id, e.g. "
                            f"{GYM_PREFIX}CartPole-v1")
+    from .gym_env import env_spec
+    env_spec(env_id)  # an unknown id or a missing extra fails here
     name = "Gym_" + "".join(c if c.isalnum() else "_" for c in env_id)
     return type(name, (GymPolicy,), {"env_id": env_id, "__module__": __name__,
                                      "__doc__": f"GymPolicy for {env_id}."})
 
 
-def _file_part(target: str) -> tuple[str, str] | None:
-    """(path, attribute) when ``target`` names a class in a ``.py`` file, else None."""
-    where, _, attr = target.rpartition(":")
-    return (where, attr) if where.endswith(".py") or os.sep in where else None
+def _is_file(where: str) -> bool:
+    """Whether the part of a spec before its last ``:`` is a ``.py`` file, not a module."""
+    return where.endswith(".py") or os.sep in where
 
 
 def resolve_spec(spec: str, folder: str | None = None) -> str:
     """``spec`` with a relative ``file.py`` made absolute against ``folder`` (default:
     the current folder); other specs unchanged."""
-    part = None if spec in BUILTINS or spec.startswith(GYM_PREFIX) else _file_part(spec)
-    if part is None:
+    where, _, attr = spec.rpartition(":")
+    if spec.startswith(GYM_PREFIX) or not _is_file(where):
         return spec
-    path, attr = part
-    return f"{os.path.normpath(os.path.join(folder or os.getcwd(), path))}:{attr}"
+    return f"{os.path.normpath(os.path.join(folder or os.getcwd(), where))}:{attr}"
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:
@@ -104,10 +104,7 @@ def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -
     try:
         return importlib.import_module(where)
     except ImportError as exc:  # a module found but failing, too: named, one line
-        if not isinstance(exc, ModuleNotFoundError) or exc.name != top or \
-                folder in map(os.path.abspath, sys.path) or not (
-                os.path.isfile(os.path.join(folder, top + ".py"))
-                or os.path.isdir(os.path.join(folder, top))):
+        if not isinstance(exc, ModuleNotFoundError) or exc.name != top:
             raise ProblemError(f"cannot import module {where!r}: {exc}") from exc
     sys.path.insert(0, folder)
     try:
@@ -127,13 +124,13 @@ def _send_by_value(module: Any) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def _agent_classes(module: Any) -> tuple[list[str], str]:
-    """The names of the Agent subclasses ``module`` defines, and a note naming them."""
+def _classes_note(module: Any, attr: str = "") -> str:
+    """A note naming the Agent subclasses ``module`` defines (after one like ``attr``)."""
     found = [name for name, value in vars(module).items()
              if isinstance(value, type) and issubclass(value, Agent) and value is not Agent
              and value.__module__ == module.__name__]
-    return found, (f"; its es_search.Agent classes: {', '.join(found)}" if found
-                   else "; it defines no es_search.Agent class")
+    return did_you_mean(attr, found) + (f"; its es_search.Agent classes: {', '.join(found)}"
+                                        if found else "; it defines no es_search.Agent class")
 
 
 def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
@@ -144,28 +141,20 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
         if ":" in env_id:  # gym:module:ID, the module registers ID when imported
             _import_module(env_id.rpartition(":")[0], folder, keep_on_path=True)
         return gym_problem(env_id)
-    target = BUILTINS.get(spec, spec)
-    if ":" not in target and target.endswith(".py"):
-        _, note = _agent_classes(_import_file(os.path.join(folder, target) if folder
-                                              else target))
+    where, _, attr = BUILTINS.get(spec, spec).rpartition(":")
+    if not where and spec.endswith(".py"):
+        note = _classes_note(_import_file(os.path.join(folder or "", spec)))
         raise ProblemError(f"{spec!r} names a file; name the agent class too, as "
                            f"{spec}:AgentClass{note}")
-    if ":" not in target:
+    if not where:
         raise ProblemError(f"unknown problem {spec!r}{did_you_mean(spec, list(BUILTINS))}: "
-                           f"use a built-in name "
-                           f"({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
-                           f"package.module:AgentClass or "
-                           f"path/to/file.py:AgentClass")
-    where, _, attr = target.rpartition(":")
-    if _file_part(target):
-        module = _import_file(os.path.join(folder, where) if folder else where)
-    else:
-        module = _import_module(where, folder)
+                           f"use a built-in name ({', '.join(BUILTINS)}), {GYM_PREFIX}ENV_ID, "
+                           f"package.module:AgentClass or path/to/file.py:AgentClass")
+    module = _import_file(os.path.join(folder or "", where)) if _is_file(where) \
+        else _import_module(where, folder)
     cls = getattr(module, attr, None)
     if cls is None:
-        found, note = _agent_classes(module)
-        raise ProblemError(f"{where} has no attribute {attr!r}{did_you_mean(attr, found)}"
-                           f"{note}")
+        raise ProblemError(f"{where} has no attribute {attr!r}{_classes_note(module, attr)}")
     if not (isinstance(cls, type) and issubclass(cls, Agent)):
         raise ProblemError(f"{where}:{attr} is not an es_search.Agent subclass")
     return cls
@@ -221,9 +210,6 @@ def describe(spec: str) -> str:
     from ..checks import keyword_parameters, parameter_text
     from ..strategies import DEFAULT, strategy_default
     cls = load_problem(spec)
-    if spec.startswith(GYM_PREFIX):  # an unknown id fails here, as it does in `run`
-        from .gym_policy import env_spec
-        env_spec(spec[len(GYM_PREFIX):])
     fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
     if getattr(cls, "discrete", None) is False:
         fixed.add("greedy")  # continuous actions

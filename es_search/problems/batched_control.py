@@ -1,18 +1,12 @@
-"""CartPole and Pendulum scored a group of candidates at a time (optional extra ``gym``).
-
-Every candidate of a ``score_batch()`` call runs in one vectorised NumPy environment,
-one column per (candidate, episode), with one forward pass of every policy per step.
-The environments transcribe gymnasium's operation for operation (tested): CartPole-v1's
-``CartPoleVectorEnv.step`` (:func:`cartpole_step`), Pendulum-v1's ``PendulumEnv``
-(:class:`PendulumBatch`). A candidate's own stream (``candidate_rngs([s], 1)`` for task
-seed ``s``) draws its start states, as gymnasium's ``reset`` does, then one uniform per
-step for sampled actions; all else is elementwise or per row, so a row of a group is
-bit-identical to the candidate scored alone.
-"""
+"""CartPole and Pendulum scored a group of candidates at a time (extra ``gym``): one
+vectorised NumPy environment, a column per (candidate, episode), transcribing gymnasium's
+operation for operation (:func:`cartpole_step`, :class:`PendulumBatch`). A candidate's
+stream (``candidate_rngs([s], 1)``) draws its start states and one uniform per step for
+sampled actions; all else is per row: a row of a group is the candidate scored alone."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -24,7 +18,7 @@ from .gym_policy import ControlPolicy, mlp_actions, mlp_output
 
 class PendulumBatch:
     """gymnasium's Pendulum-v1 dynamics, operation for operation, for ``n`` pendulums at
-    once (float64); ``state``: ``(2, n)`` angles and angular velocities."""
+    once (float64) from ``state``: ``(2, n)`` angles and angular velocities."""
 
     max_speed, max_torque, dt, g, m, l = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
     max_episode_steps = 200
@@ -34,71 +28,34 @@ class PendulumBatch:
         state = np.asarray(state, dtype=np.float64)
         self.th, self.thdot = state[0].copy(), state[1].copy()
 
-    @property
-    def state(self) -> np.ndarray:
-        return np.stack([self.th, self.thdot])
-
-    @classmethod
-    def start_states(cls, seeds) -> np.ndarray:
-        """The ``(2, n)`` states gymnasium's ``reset(seed=seed)`` gives, one per seed."""
-        return np.stack([np.random.default_rng(int(s)).uniform(low=-cls.high, high=cls.high)
-                         for s in seeds], axis=1)
-
-    def observation(self) -> np.ndarray:
-        """``(n, 3)`` float32, as gymnasium's ``_get_obs``."""
-        obs = np.empty((len(self.th), 3), dtype=np.float32)
-        obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), np.sin(self.th), self.thdot
-        return obs
-
-    def step(self, u: np.ndarray) -> np.ndarray:
-        """One step of every pendulum with torques ``u``; their rewards."""
-        u = self._torque(u)
-        rewards = self.rewards(self.th, self.thdot, u)
-        self._advance(np.sin(self.th), u)
-        return rewards
-
-    def _torque(self, u: Any) -> np.ndarray:  # np.clip, without its Python overhead
-        return np.minimum(np.maximum(np.asarray(u, dtype=np.float64), -self.max_torque),
-                          self.max_torque)
-
-    def _advance(self, sin_th: np.ndarray, u: np.ndarray) -> None:
-        newthdot = self.thdot + (3 * self.g / (2 * self.l) * sin_th
-                                 + 3.0 / (self.m * self.l ** 2) * u) * self.dt
-        newthdot = np.minimum(np.maximum(newthdot, -self.max_speed), self.max_speed)
-        self.th, self.thdot = self.th + newthdot * self.dt, newthdot
-
-    @staticmethod
-    def rewards(th: np.ndarray, thdot: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """gymnasium's reward for states ``(th, thdot)`` and clipped torques ``u``
-        (elementwise: any shape)."""
-        return -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
-                 + 0.001 * (u ** 2))
-
     def run(self, policy: Callable[[np.ndarray], np.ndarray], steps: int) -> np.ndarray:
-        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64
-        -> torques ``(n,)``): :meth:`step`'s, the rewards computed at the end at once."""
-        n = len(self.th)
+        """The returns of ``steps`` steps of ``policy`` (observations ``(n, 3)`` float64,
+        gymnasium's float32 ``_get_obs`` -> torques ``(n,)``), the rewards computed at the
+        end at once."""
+        th, thdot, n = self.th, self.thdot, len(self.th)
         obs = np.empty((n, 3), dtype=np.float32)
         trajectory = np.empty((3, steps, n))  # th, thdot, u at every step
         for t in range(steps):
-            sin_th = np.sin(self.th)
-            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(self.th), sin_th, self.thdot
-            u = self._torque(policy(obs.astype(np.float64)))
-            trajectory[0, t], trajectory[1, t], trajectory[2, t] = self.th, self.thdot, u
-            self._advance(sin_th, u)
-        rewards = self.rewards(trajectory[0], trajectory[1], trajectory[2])
+            sin_th = np.sin(th)
+            obs[:, 0], obs[:, 1], obs[:, 2] = np.cos(th), sin_th, thdot
+            u = np.asarray(policy(obs.astype(np.float64)), dtype=np.float64)
+            u = np.minimum(np.maximum(u, -self.max_torque), self.max_torque)  # np.clip, faster
+            trajectory[0, t], trajectory[1, t], trajectory[2, t] = th, thdot, u
+            thdot = thdot + (3 * self.g / (2 * self.l) * sin_th
+                             + 3.0 / (self.m * self.l ** 2) * u) * self.dt
+            thdot = np.minimum(np.maximum(thdot, -self.max_speed), self.max_speed)
+            th = th + thdot * self.dt
+        th, thdot, u = trajectory
+        rewards = -((((th + np.pi) % (2 * np.pi)) - np.pi) ** 2 + 0.1 * thdot ** 2
+                    + 0.001 * (u ** 2))
         return np.cumsum(rewards, axis=0)[-1]  # sequential in time, for any n
 
 
 class BatchedPolicy(ControlPolicy):
-    """A tanh MLP policy (or linear), scored by its mean return over ``episodes`` episodes,
-    a group of candidates per ``score_batch()`` call.
-
-    Subclasses set ``discrete`` and the environment. ``hidden``: units of a tanh hidden
-    layer, or a tuple of them (0: linear). ``max_steps``: cut episodes short. ``greedy``:
-    discrete actions by argmax instead of sampling from the softmax. ``score_batch_size``:
-    candidates per call (0: one by one through ``score()``, the same scores, slower).
-    """
+    """A tanh MLP policy scored by its mean return over ``episodes`` episodes, a group of
+    candidates per ``score_batch()`` call; ``hidden``, ``max_steps``, ``greedy`` as
+    :class:`GymPolicy`'s. ``score_batch_size``: candidates per call (0: one by one through
+    ``score()``, the same scores, slower). Subclasses set the environment."""
 
     obs_dim = act_dim = 0
     test_episodes = 100
@@ -147,7 +104,8 @@ class BatchedPolicy(ControlPolicy):
         uniforms = None
         if self.discrete and not self.greedy:
             uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
-        return self.run_columns(layers, starts, uniforms, limit).reshape(n, episodes)
+        returns, self.iterations, self.steps = self.run_columns(layers, starts, uniforms, limit)
+        return returns.reshape(n, episodes)
 
     # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
@@ -163,14 +121,11 @@ class BatchedPolicy(ControlPolicy):
         if self.discrete and not self.greedy:
             uniforms = np.stack([np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,)))
                                  .random(limit) for s in seeds])
-        steps, iterations = self.steps, self.iterations
-        try:
-            return self.run_columns(layers, starts, uniforms, limit)
-        finally:
-            self.steps, self.iterations = steps, iterations
+        return self.run_columns(layers, starts, uniforms, limit)[0]
 
-    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        """The returns of columns starting at ``starts`` (state, column)."""
+    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
+        """The returns of columns starting at ``starts`` (state, column), the steps of the
+        whole vectorised environment and those of alive episodes."""
         raise NotImplementedError
 
 
@@ -188,7 +143,7 @@ class CartPole(BatchedPolicy):
     def __init__(self, hidden: int = 0, episodes: int = 10, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
-    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
         """Step every column until all episodes are over (a return is its episode's
         length); an ended episode's row leaves at once."""
         state, rows = starts, np.arange(starts.shape[1])  # the column each row runs
@@ -204,8 +159,7 @@ class CartPole(BatchedPolicy):
                 keep = ~ended
                 state, rows = state[:, keep], rows[keep]
                 layers = [(w[keep], b[keep]) for w, b in layers]
-        self.iterations, self.steps = t + 1, int(lengths.sum())
-        return lengths
+        return lengths, t + 1, int(lengths.sum())
 
 
 def cartpole_step(state: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -247,6 +201,6 @@ class Pendulum(BatchedPolicy):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
     def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
-        self.steps, self.iterations = limit * starts.shape[1], limit
-        return PendulumBatch(starts).run(
+        returns = PendulumBatch(starts).run(
             lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)
+        return returns, limit, limit * starts.shape[1]

@@ -5,25 +5,6 @@ from __future__ import annotations
 from .gym_policy import GymPolicy
 
 
-class CartPole(GymPolicy):
-    """CartPole-v1 (max return 500), a policy that samples its actions."""
-
-    env_id = "CartPole-v1"
-
-
-class Pendulum(GymPolicy):
-    """Pendulum-v1 (returns -1500 to -100), a 16-unit tanh MLP, one episode per score."""
-
-    env_id = "Pendulum-v1"
-    discrete = False
-    default_config = {"generations": 300, "population": 50, "sigma": 0.25,
-                      "strategy": "pgpe",
-                      "strategy_options": {"max_speed": 0.15, "step_size": 0.1125}}
-
-    def __init__(self, hidden: int = 16, episodes: int = 1, **kwargs):
-        super().__init__(hidden=hidden, episodes=episodes, **kwargs)
-
-
 class Acrobot(GymPolicy):
     """Acrobot-v1 (return -500 (never up) to about -60), a linear sampled policy on
     normalised observations (extra: gym)."""

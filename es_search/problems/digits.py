@@ -55,11 +55,10 @@ class Digits(Agent):
         metric = check_choice("metric", metric or (
             "log_likelihood" if split == "train" else "accuracy"), METRICS)
         hidden = check_int("hidden", hidden, 0, " (0: linear)")
-        score_batch_size = check_int("score_batch_size", score_batch_size, 0,
-                                       " (0: score one candidate per call)")
         load_split(split, int(split_seed))  # fail now if scikit-learn is missing
         self.split, self.metric, self.split_seed = split, metric, int(split_seed)
-        self.score_batch_size = int(score_batch_size)
+        self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
+                                          " (0: score one candidate per call)")
         generator = torch.Generator().manual_seed(int(init_seed))
         sizes = [64] + ([int(hidden)] if hidden else []) + [10]
         modules: list[torch.nn.Module] = []
@@ -73,12 +72,9 @@ class Digits(Agent):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def data(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return load_split(self.split, self.split_seed)
-
     def score_batch(self, params, seeds, **kwargs: Any) -> list[float]:
         """The metric of each candidate on this split; one forward pass for the group."""
-        x, y = self.data()
+        x, y = load_split(self.split, self.split_seed)
         logits = vmap_call(self, params, x)  # (group, n, 10)
         if self.metric == "accuracy":
             values = (logits.argmax(dim=-1) == y).to(torch.float64).mean(dim=-1)

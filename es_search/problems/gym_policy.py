@@ -13,8 +13,7 @@ import torch
 from ..agent import Agent
 from ..checks import check_bool, check_choice, check_dict, check_int, check_number
 from ..moments import Moments
-# env_spec: for the CLI; _mujoco_warnings_to_python: for the tests
-from .gym_env import _mujoco_warnings_to_python, env_spec, make_env  # noqa: F401
+from .gym_env import make_env
 
 #: ``normalize`` values; True and False mean "fixed" and "off"
 NORMALIZE_MODES = ("running", "fixed", "off")
@@ -109,13 +108,6 @@ class ControlPolicy(Agent):
                           self._squash, () if self.discrete else tuple(self._action_shape))
 
 
-def _normalize_mode(normalize: Any) -> str:
-    if isinstance(normalize, bool):
-        return "fixed" if normalize else "off"
-    return check_choice("normalize", normalize, NORMALIZE_MODES,
-                        " (or True = 'fixed', False = 'off')")
-
-
 class GymPolicy(ControlPolicy):
     """A tanh MLP (or linear) policy for gymnasium environment ``env_id`` (subclasses may
     fix it), scored by the mean return of ``episodes`` episodes.
@@ -154,7 +146,9 @@ class GymPolicy(ControlPolicy):
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
-        self.normalize = _normalize_mode(normalize)
+        self.normalize = ("fixed" if normalize else "off") if isinstance(normalize, bool) \
+            else check_choice("normalize", normalize, NORMALIZE_MODES,
+                              " (or True = 'fixed', False = 'off')")
         norm_episodes = check_int("norm_episodes", norm_episodes, 1)
         self.reward_offset = check_number("reward_offset", reward_offset)
         self.reward_clip = None if reward_clip is None else check_number(
@@ -241,13 +235,9 @@ class GymPolicy(ControlPolicy):
         return [(l.weight.detach().numpy().astype(np.float64),
                  l.bias.detach().numpy().astype(np.float64)) for l in self.layers]
 
-    def act(self, layers, obs: np.ndarray, rng: np.random.Generator | None = None):
-        """The action for flat observation ``obs`` with ``layers`` (``_numpy_layers()``);
-        sampling draws from ``rng`` (default: NumPy's global RNG)."""
-        return self.actor(layers, rng)(obs)
-
     def actor(self, layers, rng: np.random.Generator | None = None):
-        """``act`` as a function of the observation alone, for one episode."""
+        """The policy with ``layers`` (``_numpy_layers()``): flat observation -> action;
+        sampling draws from ``rng`` (default: NumPy's global RNG)."""
         normalized = self.normalize != "off"
         mean, std = self.obs_mean.numpy(), self.obs_std.numpy()
         draw = np.random.random if rng is None else rng.random
@@ -324,21 +314,14 @@ class GymPolicy(ControlPolicy):
         """Fold a generation's reports into the statistics; return its steps."""
         reports = [report for report in reports if report]
         if self.normalize == "running":
-            stats = self.running_moments()
+            stats = Moments(float(self.obs_count), self.obs_mean.numpy().copy(),
+                            self.obs_m2.numpy().copy())
             for report in reports:
                 stats = stats.merge(Moments(*report["obs"]))
             self.set_weights({"obs_count": torch.tensor(stats.count, dtype=torch.float64),
                               "obs_mean": stats.mean, "obs_m2": stats.m2,
                               "obs_std": stats.std()})
         return {"steps": sum(int(report["steps"]) for report in reports)}
-
-    def running_moments(self) -> Moments:
-        """The running statistics as a :class:`Moments` ("running" mode only)."""
-        if self.normalize != "running":
-            raise ValueError(f"running_moments() needs normalize='running'; this policy "
-                             f"has normalize={self.normalize!r}")
-        return Moments(float(self.obs_count), self.obs_mean.numpy().copy(),
-                       self.obs_m2.numpy().copy())
 
     def shared_state(self) -> dict[str, torch.Tensor]:
         if self.normalize != "running":

@@ -148,7 +148,7 @@ class KeepState(Strategy):
     def ask(self, state, generation):
         return self.inner.ask(state, generation)
 
-    def tell(self, state, generation, candidates, scores, rebuild):
+    def _tell(self, state, generation, candidates, scores, rebuild):
         self.state = self.inner.tell(state, generation, candidates, scores, rebuild)
         return self.state
 

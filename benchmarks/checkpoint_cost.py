@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, ".."), HERE]
 
 import es_search  # noqa: E402
-from es_search import output  # noqa: E402
+from es_search import folder as run_folder  # noqa: E402
 
 CASES = (("hill-climb", 1_000_000), ("pgpe", 1_000_000), ("cma-es", 2_000))
 MODES = ("no out", "every 1", "every 10")
@@ -55,13 +55,13 @@ def one_run(strategy: str, n: int, mode: str, generations: int, n_jobs: int,
     kwargs = {} if mode == "no out" else {"out": folder,
                                            "checkpoint_every": int(mode.split()[1])}
     seen = []
-    original = output.RunFolder.close
+    original = run_folder.RunFolder.close
 
     def close(self):  # the folder's own account of its checkpoint writes
         seen.append(self.checkpoint_cost)
         original(self)
 
-    output.RunFolder.close = close
+    run_folder.RunFolder.close = close
     try:
         began = time.perf_counter()
         with warnings.catch_warnings():
@@ -71,7 +71,7 @@ def one_run(strategy: str, n: int, mode: str, generations: int, n_jobs: int,
                                    **kwargs)
         wall = time.perf_counter() - began
     finally:
-        output.RunFolder.close = original
+        run_folder.RunFolder.close = original
     costs.extend(seen)
     history = [{k: v for k, v in r.items() if k != "seconds"} for r in result.history]
     return wall, history

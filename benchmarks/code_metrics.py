@@ -7,6 +7,7 @@ exception and warning classes), docstrings, comments and blank lines left out.
 """
 from __future__ import annotations
 
+import argparse
 import ast
 import io
 import sys
@@ -103,8 +104,13 @@ def code_and_error_lines(source: str, tree: ast.AST) -> tuple[set[int], set[int]
 
 
 def main(argv: list[str] | None = None) -> int:
-    root = Path((argv if argv is not None else sys.argv[1:] or ["es_search"])[0]).resolve()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("package", nargs="?", default="es_search",
+                        help="the package folder to measure (default: es_search)")
+    root = Path(parser.parse_args(argv).package).resolve()
     paths = sorted(root.rglob("*.py"))
+    if not paths:
+        parser.error(f"{root} holds no .py file: give a package folder")
     modules = {module_name(p, root) for p in paths}
     graph, lines, code_total, error_total, big = {}, 0, 0, 0, []
     for path in paths:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import os
 from typing import Any, Mapping, Sequence
 
@@ -38,6 +39,13 @@ class Agent(torch.nn.Module):
 
     #: candidates per ``score_batch()`` call (0: one ``score()`` call each)
     score_batch_size: int = 32
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "Agent":
+        agent = super().__new__(cls)
+        # its constructor's arguments by name when they are plain values (else None): a
+        # run records them in its spec, from which the agent is built again
+        object.__setattr__(agent, "_arguments", _named(cls, args, kwargs))
+        return agent
 
     # ------------------------------------------------------------------ the user's part
     def score(self, **kwargs: Any) -> float:
@@ -151,6 +159,34 @@ class Agent(torch.nn.Module):
     def clone(self) -> "Agent":
         """An independent deep copy."""
         return copy.deepcopy(self)
+
+
+def plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is None, a bool, number or string, or a short list, tuple or
+    str-keyed dict of those (three levels at most): a value JSON keeps as it is."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    items = value if type(value) in (list, tuple) else value.values() if (
+        type(value) is dict and all(isinstance(key, str) for key in value)) else None
+    return items is not None and depth < 3 and len(items) <= 64 and all(
+        plain(item, depth + 1) for item in items)
+
+
+def _named(cls: type, args: tuple, kwargs: dict) -> dict | None:
+    """``cls(*args, **kwargs)``'s arguments by name, or None (not bound, or not plain)."""
+    if not args and not kwargs:  # also a copy's or an unpickled agent's (its own follow)
+        return {}
+    try:
+        bound = inspect.signature(cls).bind(*args, **kwargs)
+    except (TypeError, ValueError):  # arguments __init__ refuses: it says so
+        return None
+    named: dict = {}
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            return None
+        named.update(value if kind is inspect.Parameter.VAR_KEYWORD else {name: value})
+    return named if all(map(plain, named.values())) else None
 
 
 def weights_of(agent: Agent, flat: Any, shared: Mapping[str, Any] | None = None

@@ -21,6 +21,7 @@ from .interrupt import (Terminated, end_command_start, release_workers, sigterm_
 from .problems import BUILTINS
 from .selection import describe, same_weights
 from .settings import DOCUMENTED, Settings
+from .run import run
 from .spec import RunSpec, TestScoresError
 from .strategies import STRATEGIES
 
@@ -60,7 +61,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     scored: list = []  # the generations this command scores
     with scheduler_client(args.scheduler):
         started = time.perf_counter()
-        result = spec.run(callbacks=[*callbacks, scored.append], **settings)
+        result = run(spec, callbacks=[*callbacks, scored.append], **settings)
     return _print_run(args, result, time.perf_counter() - started,
                       done_before=args.resume and not scored)
 

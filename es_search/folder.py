@@ -80,12 +80,15 @@ class RunDir:
             raise OutFolderError(f"no such run folder: {self.path}" if not self.path.exists()
                                  else f"{self.path} is not a folder (pass the run's --out DIR)")
         config = self.config
+        if not config:
+            raise OutFolderError(f"{self.path} has no {CONFIG}: it holds no run (pass a "
+                                 f"run's out folder)")
         if not config.get("spec"):
             raise OutFolderError(
-                f"{self.path} has no {CONFIG} with a problem: it was not written by "
-                f"`es-search run PROBLEM --out DIR`" + (
-                    " (a run from Python: es_search.Result.load(DIR, agent))" if config
-                    else ""))
+                f"the agent of the run in {self.path} cannot be built again from its "
+                f"{CONFIG} (its class is defined in a function or a notebook, or its "
+                f"constructor's arguments are not plain values): es_search.Result.load("
+                f"DIR, agent) reads the run with an agent you build")
         return config["spec"]
 
     def generations(self) -> int | None:
@@ -242,7 +245,7 @@ class RunFolder(RunDir):
         saved = _checkpoint.load(self.path / CHECKPOINT)
         _checkpoint.check_resumable(saved["config"], config, str(self.path))
         spec = saved["config"].get("spec")
-        if config.get("spec") is None and spec:  # resumed from Python: the command's stays
+        if spec:  # the run's own (a built-in by its name), longer if asked
             config["spec"] = {**spec, "generations": config["generations"]}
         if config["generations"] < saved["generation"]:
             raise ValueError(

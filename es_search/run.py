@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from .agent import Agent
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
-from .checks import check_int
+from .checks import check, check_int
 from .errors import ScoreError, Warnings, WorkerError, interrupted, render, warn_user
 from .front import Evaluator
 from .folder import RunFolder
@@ -20,13 +20,19 @@ from .search import Search
 from .seeding import kept_global_rngs
 from .selection import SELECT_TASKS, select
 from .settings import DOCUMENTED, Settings
+from .spec import RunSpec
 from .strategies import DEFAULT, strategy_from
 
 Callback = Callable[[dict], Any]
 
 
-def run(agent: Agent, *, generations: int, population: int | None = None,
-        sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int | None = -1,
+#: what a RunSpec defines, with the defaults run() then needs
+SPEC_DEFINES = {"generations": None, "population": None, "sigma": None, "strategy": DEFAULT,
+                "strategy_options": None, "seed": 0}
+
+
+def run(agent: Agent | RunSpec, *, generations: int | None = None,
+        population: int | None = None, sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int | None = -1,
         seed: int = 0, backend: Any = None, progress: bool = True,
         score_kwargs: Mapping[str, Any] | None = None, out: Any = None,
         callbacks: Iterable[Callback] = (),
@@ -36,6 +42,8 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
         checkpoint_every: int = 1, repeat_check: bool = True,
         select_tasks: int = SELECT_TASKS) -> Result:
     """Evolve ``agent`` for ``generations`` generations and return a :class:`Result`.
+    ``agent`` may be a :class:`~es_search.spec.RunSpec` (a problem and its parameters,
+    the strategy, size, length and seed, as data): ``run(RunSpec("cartpole"), n_jobs=2)``.
 
     Each generation the strategy asks for ``population`` candidates around its centre,
     all are scored in parallel, and the strategy is told the scores. ``agent`` is not
@@ -56,11 +64,21 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
       an ``on_generation`` that returns True stops the run after that generation.
     """
     arguments = locals()  # every field of Settings is an argument
-    check_int("generations", generations, 1)  # a run's: required
+    spec = agent.resolved() if isinstance(agent, RunSpec) else None
+    if spec is not None:
+        for name, default in SPEC_DEFINES.items():  # one source for each
+            check(name, arguments[name], arguments[name] == default, "set by the RunSpec "
+                  "given (its field of that name)", "set it in the RunSpec")
+        agent, strategy, strategy_options = spec.build_agent(), spec.strategy, \
+            spec.strategy_options
+        arguments.update(generations=spec.generations, seed=spec.seed)
+        population, sigma = spec.population, spec.sigma
+    check_int("generations", arguments["generations"], 1)  # a run's: required
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)
+    spec = spec or RunSpec.describing(agent, strategy, settings.generations, settings.seed)
     strategy.check_size(agent.num_evolved())
     # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
     evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
@@ -72,7 +90,7 @@ def run(agent: Agent, *, generations: int, population: int | None = None,
                   f"its own noise, so your jitter_weights() is not used. Choose a hill "
                   f"climber, or override evolved_parameters() to choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
-    start_agent, config = agent.clone(), settings.config(agent, strategy)
+    start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
     folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
                        settings.score_kwargs, settings.checkpoint_every) \
         if settings.out else None

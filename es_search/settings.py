@@ -3,11 +3,12 @@
 ``run()``, the :class:`~es_search.Evaluator` and the command line all build one."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
+from .agent import plain
 from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
                      check_path, check_positive_float, check_seed)
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
@@ -57,16 +58,7 @@ def agent_settings(agent: Any) -> dict:
     import torch
     skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
-            if not name.startswith("_") and name not in skip and _plain(value)}
-
-
-def _plain(value: Any, depth: int = 0) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    items = value if type(value) in (list, tuple) else value.values() if (
-        type(value) is dict and all(isinstance(key, str) for key in value)) else None
-    return items is not None and depth < 3 and len(items) <= 64 and all(
-        _plain(item, depth + 1) for item in items)
+            if not name.startswith("_") and name not in skip and plain(value)}
 
 
 def has_digest(description: Any) -> bool:
@@ -177,11 +169,12 @@ class Settings:
         works in a worker)."""
         return self.sequential_fallback and self.task_timeout is None
 
-    def config(self, agent: Any, strategy: Any) -> dict:
-        """The run's ``config.json``: what defines it, and how it was run."""
+    def config(self, agent: Any, strategy: Any, spec: Any) -> dict:
+        """The run's ``config.json``: what defines it (``spec``: its RunSpec, if any), and
+        how it was run."""
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
-            "spec": getattr(agent, "_run_spec", None),
+            "spec": spec and asdict(spec),
             "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
             "strategy": strategy.config(),
             "generations": self.generations,

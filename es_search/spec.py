@@ -1,12 +1,14 @@
 """A run described as data: the problem and its parameters, the strategy and its options,
-the size, the length and the seed. The run folder's ``config.json`` keeps it (its
-``spec``), from which ``es-search test``, ``--resume`` and :func:`load_run` rebuild the
-run: ``RunSpec("sphere", {"dim": 3}, generations=2).run(out="runs/sphere")``."""
+the size, the length and the seed. Every run has one, ``es_search.run(RunSpec("sphere",
+{"dim": 3}, generations=2))``'s or the one ``es_search.run(agent)`` reads off the agent
+(:meth:`RunSpec.describing`); the run folder's ``config.json`` keeps it (its ``spec``),
+from which ``es-search test``, ``--resume`` and :func:`load_run` rebuild the run."""
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import os
+import sys
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping
@@ -16,10 +18,10 @@ from .checks import (check, check_int, check_positive_float, check_seed, keyword
 from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
-from .problems import build_problem, load_problem, problem_defaults, resolve_spec
+from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
 from .settings import check_fields, check_generations, setting
-from .strategies import DEFAULT, strategy_from
+from .strategies import DEFAULT, STRATEGIES, strategy_from
 
 
 class TestScoresError(RuntimeError):
@@ -56,6 +58,26 @@ class RunSpec:
         """The spec of those ``values`` that name its fields (a command line's)."""
         return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)
                       if f.name in values})
+
+    @classmethod
+    def describing(cls, agent: Any, strategy: Any, generations: int, seed: int
+                   ) -> RunSpec | None:
+        """The spec of a run of ``agent`` (its class, by module or by the file of the
+        script run, and its constructor's arguments) by ``strategy``; None when that
+        cannot be rebuilt from data: a class defined in a function or a notebook,
+        arguments that are not plain values (a tensor), a strategy not in STRATEGIES."""
+        kind, options = type(agent), strategy.config()
+        where = kind.__module__ if kind.__module__ != "__main__" else \
+            getattr(sys.modules["__main__"], "__file__", None)
+        arguments = getattr(agent, "_arguments", None)
+        if where is None or arguments is None or "<locals>" in kind.__qualname__ or \
+                options["name"] not in STRATEGIES:
+            return None
+        problem = f"{where}:{kind.__qualname__}"
+        return cls({path: name for name, path in BUILTINS.items()}.get(problem, problem),
+                   arguments, strategy=options.pop("name"),
+                   population=options.pop("population"), sigma=options.pop("sigma"),
+                   strategy_options=options, generations=generations, seed=seed)
 
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
@@ -133,21 +155,10 @@ class RunSpec:
               "es_search.run()", got=False)
         return agent
 
-    def run(self, **settings: Any) -> Any:
-        """``es_search.run`` of the :meth:`resolved` spec's agent with ``settings``
-        (``n_jobs``, ``out``, ...)."""
-        from .run import run
-        spec = self.resolved()
-        agent = spec.build_agent()
-        agent._run_spec = dataclasses.asdict(spec)  # recorded by run(): config.json's spec
-        return run(agent, generations=spec.generations, population=spec.population,
-                   sigma=spec.sigma, strategy=spec.strategy, seed=spec.seed,
-                   strategy_options=spec.strategy_options, **settings)
-
 
 def load_run(out: Any) -> Any:
     """The :class:`~es_search.Result` of a run written by ``es-search run PROBLEM --out
-    DIR`` (or :meth:`RunSpec.run`), its agent rebuilt from the run's spec:
+    DIR`` or ``es_search.run(..., out=DIR)``, its agent rebuilt from the run's spec:
     ``load_run("runs/cartpole").chosen_agent().test_scores()``."""
     from .result import Result
     return Result.load(out, RunSpec.load(out).build_agent())

@@ -1,0 +1,109 @@
+"""Every run has a spec (es_search.spec.RunSpec): a run made from Python with an agent
+whose class is importable and whose constructor arguments are plain values is tested,
+continued and loaded by the command line and ``load_run`` as a command-line run is."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import es_search
+from compare import read_history
+from es_search.cli import main
+from es_search.errors import SettingError
+from es_search.problems.sphere import Sphere
+from es_search.spec import RunSpec, load_run
+from es_search.strategies import STRATEGIES, strategy_from
+
+
+class Target(es_search.Agent):
+    """Moves towards a tensor given to the constructor (not a plain value)."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+        self.w = torch.nn.Parameter(torch.zeros_like(target), requires_grad=False)
+
+    def score(self):
+        return -float(((self.w - self.target) ** 2).sum())
+
+
+def test_a_python_run_is_tested_continued_and_loaded_from_its_spec(tmp_path, capsys):
+    out = tmp_path / "run"
+    es_search.run(Sphere(dim=3), generations=2, population=4, n_jobs=1, seed=5,
+                  progress=False, out=out)
+    spec = RunSpec.load(out)
+    assert (spec.problem, spec.params, spec.strategy, spec.population, spec.seed,
+            spec.generations) == ("sphere", {"dim": 3}, "hill-climb", 4, 5, 2)
+    assert main(["test", str(out)]) == 0
+    assert main(["run", "sphere", "--out", str(out), "--resume", "--generations", "4",
+                 "--no-progress", "--no-test", "--n-jobs", "1"]) == 0
+    whole = es_search.run(Sphere(dim=3), generations=4, population=4, n_jobs=1, seed=5,
+                          progress=False)
+    assert [r["best_score"] for r in read_history(out / "history.jsonl")] == \
+        [r["best_score"] for r in whole.history]
+    loaded = load_run(out)
+    assert loaded.best_score == whole.best_score and loaded.agent.num_evolved() == 3
+
+
+def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsys):
+    script, out = tmp_path / "walk.py", tmp_path / "run"
+    script.write_text(textwrap.dedent(f"""
+        import sys, torch, es_search
+
+        class Walk(es_search.Agent):
+            def __init__(self, target, dim=2):
+                super().__init__()
+                self.target = target
+                self.w = torch.nn.Parameter(torch.zeros(dim), requires_grad=False)
+
+            def score(self):
+                return -float(((self.w - self.target) ** 2).sum())
+
+        if __name__ == "__main__":
+            es_search.run(Walk(1.5, dim=3), generations=3, n_jobs=1, progress=False,
+                          out={str(out)!r})
+    """))
+    subprocess.run([sys.executable, str(script)], check=True, cwd=tmp_path,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert RunSpec.load(out).problem == f"{script}:Walk"
+    loaded = load_run(out)  # the file is imported, its run not started again
+    assert type(loaded.agent).__name__ == "Walk" and loaded.agent.target == 1.5
+    assert loaded.agent.num_evolved() == 3 and loaded.generations == 3
+    assert main(["test", str(out)]) == 0
+
+
+def test_an_agent_that_cannot_be_built_again_says_how_to_read_its_run(tmp_path, capsys):
+    class Local(es_search.Agent):  # defined in a function: not importable
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+
+        def score(self):
+            return -float((self.w ** 2).sum())
+
+    for agent, name in ((Local(), "local"), (Target(torch.ones(2)), "tensor")):
+        es_search.run(agent, generations=1, n_jobs=1, progress=False, out=tmp_path / name)
+        assert main(["test", str(tmp_path / name)]) == 2
+        assert "cannot be built again from its config.json" in capsys.readouterr().err
+        assert es_search.Result.load(tmp_path / name, agent).generations == 1
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_a_strategy_is_rebuilt_from_the_spec_as_it_was(name):
+    strategy = strategy_from(name, 12, 0.3, None)
+    spec = RunSpec.describing(Sphere(dim=4), strategy, generations=3, seed=1)
+    again = strategy_from(spec.strategy, spec.population, spec.sigma, spec.strategy_options)
+    assert again.config() == strategy.config()
+
+
+def test_a_run_of_a_spec_takes_its_definition_from_the_spec_only():
+    spec = RunSpec("sphere", {"dim": 2}, generations=2, population=4, seed=3)
+    result = es_search.run(spec, n_jobs=1, progress=False)
+    assert result.generations == 2 and result.seed == 3 and result.config["spec"]["seed"] == 3
+    with pytest.raises(SettingError, match="seed.*set by the RunSpec"):
+        es_search.run(spec, seed=4, n_jobs=1, progress=False)

@@ -39,12 +39,6 @@ def stack_weights(weights: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, to
             for name in names}
 
 
-def unstack_weights(params: Mapping[str, torch.Tensor]) -> list[dict[str, torch.Tensor]]:
-    """The inverse of :func:`stack_weights`: one weights dict per row."""
-    n = rows(params)
-    return [{name: value[i] for name, value in params.items()} for i in range(n)]
-
-
 def rows(params: Mapping[str, Any]) -> int:
     """The number of candidates in ``params`` (its common leading dimension)."""
     sizes = {name: int(value.shape[0]) for name, value in params.items()}

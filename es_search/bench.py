@@ -116,10 +116,6 @@ def main(args: argparse.Namespace) -> int:
     except ValueError:
         raise ValueError(f"--n-jobs takes integers like 1,2,4; got {args.n_jobs!r}") from None
     out = Path(args.out)
-    blocking = next((p for p in (out, *out.parents) if p.exists()), None)
-    if blocking is not None and not blocking.is_dir():
-        raise ValueError(f"--out {args.out}: {blocking} is a file, not a folder (choose a "
-                         f"folder; it is created if missing)")
     check_writable(f"--out {args.out}", out)
     result = measure(n_values, reps=2 if args.quick else 5)
     print("\n" + table(result))

@@ -217,14 +217,3 @@ def did_you_mean(name: str, known: list[str]) -> str:
     import difflib
     close = difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def parameter_text(p: inspect.Parameter) -> str:
-    """``name=default`` for a parameter (``name`` when it has none)."""
-    return p.name if p.default is p.empty else f"{p.name}={p.default!r}"
-
-
-def plain_doc(text: str) -> str:
-    """A docstring's text without ````code```` marks and Sphinx roles."""
-    import re
-    return re.sub(r":\w+:`~?([^`]+)`", r"\1", text.replace("``", ""))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import inspect
 import math
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -18,25 +20,94 @@ from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, p
                      render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .problems import BUILTINS
+from .checks import keyword_parameters
+from .problems import BUILTINS, load_problem, problem_defaults
 from .selection import describe, same_weights
 from .settings import DOCUMENTED, Settings
 from .run import run
 from .spec import RunSpec, TestScoresError
-from .strategies import STRATEGIES
+from .strategies import DEFAULT, STRATEGIES
 
 __all__ = ["main", "build_parser", "flag_term", "resume_command", "UsageError"]
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from . import problems, strategies
     if args.problem in STRATEGIES and args.problem not in BUILTINS:
-        print(strategies.describe(args.problem))
+        print(_strategy_text(args.problem))
     elif args.problem:
-        print(problems.describe(args.problem))
+        print(_problem_text(args.problem))
     else:
-        print(problems.summary() + "\n" + strategies.summary())
+        problems, strategies = ([max(map(len, names))] for names in (BUILTINS, STRATEGIES))
+        print("\n".join([
+            "problems:", *(f"  {name:<{problems[0]}}  {_about(load_problem(name), True)}"
+                           for name in BUILTINS),
+            "strategies (--strategy NAME, options -o NAME=VALUE):", *(
+                f"  {name:<{strategies[0]}}  {_about(cls, True)}"
+                f"{' (default)' if name == DEFAULT else ''}\n"
+                f"  {'':<{strategies[0]}}  options: {_options(cls)}"
+                for name, cls in STRATEGIES.items())]))
     return 0
+
+
+def _about(cls: type, first: bool = False) -> str:
+    """The first paragraph (``first``: sentence) of ``cls``'s own docstring, plain text."""
+    doc = _plain(" ".join(inspect.cleandoc(vars(cls).get("__doc__") or "").split(
+        "\n\n")[0].split()))
+    return doc.split(". ")[0].rstrip(".") if first else doc
+
+
+def _plain(doc: str) -> str:
+    """A docstring without ````code```` marks and Sphinx roles."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc.replace("``", ""))
+
+
+def _parameters(parameters: Any, skip: Any = ()) -> str:
+    """``name=default, ...`` of ``parameters`` (``name`` alone when it has no default)."""
+    return ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                     for p in parameters if p.name not in skip) or "none"
+
+
+def _options(cls: type) -> str:
+    """A strategy's options: its constructor's parameters with defaults, but its size."""
+    return _parameters([p for p in inspect.signature(cls.__init__).parameters.values()
+                        if p.default is not p.empty], ("population", "sigma"))
+
+
+def _strategy_text(name: str) -> str:
+    """Strategy ``name`` as ``es-search list NAME`` shows it (its docstring to its example)."""
+    cls = STRATEGIES[name]
+    doc = _plain(inspect.cleandoc(cls.__doc__ or "")).split("Example::")[0]
+    own = inspect.signature(cls.__init__).parameters
+    size = ", ".join(f"{key} {own[key].default}" for key in ("population", "sigma"))
+    return "\n".join([f"{name}: {cls.__module__}.{cls.__qualname__}"
+                      + (" (the default strategy)" if name == DEFAULT else ""),
+                      *(("  " + line).rstrip() for line in doc.splitlines()),
+                      f"  defaults (--population, --sigma): {size}"
+                      + (" (None: as described above)" if "None" in size else ""),
+                      f"  options (-o NAME=VALUE): {_options(cls)}"])
+
+
+def _problem_text(spec: str) -> str:
+    """Problem ``spec`` as ``es-search list PROBLEM`` shows it."""
+    cls = load_problem(spec)
+    fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
+    if getattr(cls, "discrete", None) is False:
+        fixed.add("greedy")  # continuous actions
+    parameters = keyword_parameters(cls)
+    shown = "any keyword (**kwargs)" if parameters is None else _parameters(parameters, fixed)
+    defaults = problem_defaults(cls)
+    strategy = defaults.get("strategy", DEFAULT)
+    own = inspect.signature(STRATEGIES[strategy].__init__).parameters
+    size = [f"{key} {defaults[key]}" if defaults[key] is not None else
+            f"{key} {own[key].default} (the strategy's default)"
+            for key in ("population", "sigma")]
+    options = [f"-o {k}={v!r}" for k, v in (defaults.get("strategy_options") or {}).items()]
+    return "\n".join([f"{spec}: {cls.__module__}.{cls.__qualname__}",
+                      *(["  " + _about(cls)] if _about(cls) else []),
+                      f"  parameters (-p NAME=VALUE): {shown}",
+                      f"  es-search run {spec} uses: " + ", ".join(
+                          [f"strategy {strategy}", *size,
+                           f"generations {defaults['generations']}", *options])])
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -121,7 +192,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .batched import has_score_batch
     from .checks import has_own_score
     from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
-    from .problems import problem_defaults
 
     spec = RunSpec.of(vars(args))
     agent = spec.build_agent()

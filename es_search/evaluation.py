@@ -102,10 +102,6 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         return self.policy.stats()
 
-    @property
-    def _files(self) -> _backends.SharedFiles | None:
-        return None if self.pool is None else self.pool.files
-
     def __enter__(self) -> "Engine":
         if self.settings.repeat_check:
             warn_if_unrepeatable(self.local, self.seed, self.score_kwargs,

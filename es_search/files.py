@@ -14,7 +14,8 @@ def check_writable(what: str, folder: Any) -> None:
     files; tried, not guessed (permissions say nothing to root, /proc refuses every file)."""
     folder = Path(folder)
     base = next(p for p in (folder, *folder.parents) if p.exists())  # the root exists
-    problem = None if base.is_dir() else f"{str(base)!r} is a file, not a folder"
+    problem = None if base.is_dir() else f"{str(base)!r} is a file, not a folder (choose " \
+        "a folder; it is created if missing)"
     try:
         if problem is None:
             fd, name = tempfile.mkstemp(dir=base, prefix=".es_search-check-")

@@ -74,8 +74,7 @@ class RunDir:
                              f"agent built as the run's was")
 
     def spec(self) -> dict:
-        """``config.json``'s spec; :class:`OutFolderError` if ``es-search run`` did not
-        write the folder."""
+        """``config.json``'s spec; :class:`OutFolderError` if there is none to rebuild."""
         if not self.path.is_dir():
             raise OutFolderError(f"no such run folder: {self.path}" if not self.path.exists()
                                  else f"{self.path} is not a folder (pass the run's --out DIR)")

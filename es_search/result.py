@@ -51,8 +51,7 @@ class Result:
         return len(self.history)
 
     def __repr__(self) -> str:  # a summary: the history and weights can be huge
-        strategy = self.config.get("strategy", {})
-        name = strategy.get("name") if isinstance(strategy, dict) else strategy
+        name = self.config.get("strategy", {}).get("name")
         return (f"Result(best_score={self.best_score!r}, generations={self.generations}, "
                 f"evaluations={self.evaluations}, strategy={name!r}, seed={self.seed}, "
                 f"num_evolved={self.config.get('num_evolved')!r}, "

@@ -26,11 +26,6 @@ from .strategies import DEFAULT, strategy_from
 Callback = Callable[[dict], Any]
 
 
-#: what a RunSpec defines, with the defaults run() then needs
-SPEC_DEFINES = {"generations": None, "population": None, "sigma": None, "strategy": DEFAULT,
-                "strategy_options": None, "seed": 0}
-
-
 def run(agent: Agent | RunSpec, *, generations: int | None = None,
         population: int | None = None, sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int | None = -1,
         seed: int = 0, backend: Any = None, progress: bool = True,
@@ -66,15 +61,17 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     arguments = locals()  # every field of Settings is an argument
     spec = agent.resolved() if isinstance(agent, RunSpec) else None
     if spec is not None:
-        for name, default in SPEC_DEFINES.items():  # one source for each
+        for name, default in (("generations", None), ("population", None), ("sigma", None),
+                              ("strategy", DEFAULT), ("strategy_options", None), ("seed", 0)):
             check(name, arguments[name], arguments[name] == default, "set by the RunSpec "
                   "given (its field of that name)", "set it in the RunSpec")
-        agent, strategy, strategy_options = spec.build_agent(), spec.strategy, \
-            spec.strategy_options
         arguments.update(generations=spec.generations, seed=spec.seed)
-        population, sigma = spec.population, spec.sigma
     check_int("generations", arguments["generations"], 1)  # a run's: required
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
+    if spec is not None:  # checked: now its agent (an environment, a dataset...)
+        agent, strategy, population, sigma, strategy_options = (
+            spec.build_agent(), spec.strategy, spec.population, spec.sigma,
+            spec.strategy_options)
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)

@@ -170,8 +170,7 @@ class Settings:
         return self.sequential_fallback and self.task_timeout is None
 
     def config(self, agent: Any, strategy: Any, spec: Any) -> dict:
-        """The run's ``config.json``: what defines it (``spec``: its RunSpec, if any), and
-        how it was run."""
+        """The run's ``config.json``: its ``spec`` (or None), what defines it, how it ran."""
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "spec": spec and asdict(spec),

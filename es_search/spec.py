@@ -18,7 +18,7 @@ from .checks import (check, check_int, check_positive_float, check_seed, keyword
 from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
-from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
+from .problems import BUILTINS, USER_MODULES, build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
 from .settings import check_fields, check_generations, setting
 from .strategies import DEFAULT, STRATEGIES, strategy_from
@@ -62,13 +62,14 @@ class RunSpec:
     @classmethod
     def describing(cls, agent: Any, strategy: Any, generations: int, seed: int
                    ) -> RunSpec | None:
-        """The spec of a run of ``agent`` (its class, by module or by the file of the
-        script run, and its constructor's arguments) by ``strategy``; None when that
-        cannot be rebuilt from data: a class defined in a function or a notebook,
-        arguments that are not plain values (a tensor), a strategy not in STRATEGIES."""
+        """The spec of a run of ``agent`` (its class by module, or by file for a script's,
+        and its constructor's arguments) by ``strategy``; None for a class defined in a
+        function or a notebook, arguments that are not plain values, a strategy not in
+        STRATEGIES: what data cannot build again."""
         kind, options = type(agent), strategy.config()
-        where = kind.__module__ if kind.__module__ != "__main__" else \
-            getattr(sys.modules["__main__"], "__file__", None)
+        where = kind.__module__  # a script's or a file's: found again by its path
+        if where == "__main__" or where.startswith(USER_MODULES):
+            where = getattr(sys.modules[where], "__file__", None)
         arguments = getattr(agent, "_arguments", None)
         if where is None or arguments is None or "<locals>" in kind.__qualname__ or \
                 options["name"] not in STRATEGIES:

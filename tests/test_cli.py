@@ -373,7 +373,7 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "README.md/x.csv' cannot be written: '" + os.path.join(ROOT, "README.md")
      + "' is a file, not a folder"),
     (["bench", "--quick", "--out", os.path.join(ROOT, "README.md")],
-     "README.md is a file, not a folder (choose a folder; it is created if missing)"),
+     "README.md' is a file, not a folder (choose a folder; it is created if missing)"),
     (["bench", "--n-jobs", "1,two"], "--n-jobs takes integers like 1,2,4; got '1,two'"),
     (["run", "sphere", "-p", "dim=3", "-p", "dim=4"],
      "-p dim is given twice (dim=3 and dim=4); give it once"),

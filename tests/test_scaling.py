@@ -87,7 +87,7 @@ def test_bytes_per_candidate_small_and_independent_of_parameter_count(monkeypatc
             center = ev.local.get_flat()
             candidates = [Candidate("jitter", 0.1)] * 64
             ev.score(0, center, candidates)
-            folder = ev._files.folder
+            folder = ev.pool.files.folder
             with PipeCounter() as counter:
                 ev.score(1, center, candidates)
             sent[size] = counter.bytes / 64

@@ -15,8 +15,7 @@ from .function import Function
 from .gym_policy import GymPolicy
 
 __all__ = ["BUILTINS", "GYM_PREFIX", "Function", "GymPolicy", "ProblemError", "gym_problem",
-           "build_problem", "describe", "load_problem", "problem_defaults",
-           "resolve_spec", "summary"]
+           "build_problem", "load_problem", "problem_defaults", "resolve_spec"]
 
 _SUBMODULES = ("batched_control", "blog", "control", "digits", "sphere")
 
@@ -45,6 +44,8 @@ BUILTINS: dict[str, str] = {
 
 #: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id
 GYM_PREFIX = "gym:"
+#: the start of the name of a module loaded from a file (``path/file.py:Class``)
+USER_MODULES = "es_search_user_"
 
 
 class ProblemError(ValueError):
@@ -54,7 +55,7 @@ class ProblemError(ValueError):
 def _import_file(path: str) -> Any:
     if not os.path.isfile(path):
         raise ProblemError(f"no such file: {path}")
-    name = "es_search_user_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    name = USER_MODULES + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ProblemError(f"cannot import {path} as a Python module")
@@ -186,45 +187,3 @@ def problem_defaults(cls: type) -> dict:
     (population or sigma None: the strategy's)."""
     return {"generations": 50, "population": None, "sigma": None,
             **getattr(cls, "default_config", {})}
-
-
-def _about(cls: type) -> str:
-    """The first paragraph of ``cls``'s own docstring (not Agent's), as plain text."""
-    import inspect
-
-    from ..checks import plain_doc
-    doc = inspect.cleandoc(vars(cls).get("__doc__") or "")
-    return plain_doc(" ".join(doc.split("\n\n")[0].split()))
-
-
-def summary() -> str:
-    """The built-in problems as ``es-search list`` shows them, one line each."""
-    width = max(map(len, BUILTINS))
-    return "\n".join(["problems:", *(
-        f"  {name:<{width}}  {_about(load_problem(name)).split('. ')[0].rstrip('.')}"
-        for name in BUILTINS)])
-
-
-def describe(spec: str) -> str:
-    """Problem ``spec`` as ``es-search list PROBLEM`` shows it."""
-    from ..checks import keyword_parameters, parameter_text
-    from ..strategies import DEFAULT, strategy_default
-    cls = load_problem(spec)
-    fixed = {"env_id"} if getattr(cls, "env_id", "") else set()  # not a parameter
-    if getattr(cls, "discrete", None) is False:
-        fixed.add("greedy")  # continuous actions
-    parameters = keyword_parameters(cls)
-    shown = "any keyword (**kwargs)" if parameters is None else ", ".join(
-        parameter_text(p) for p in parameters if p.name not in fixed) or "none"
-    defaults = problem_defaults(cls)
-    strategy = defaults.get("strategy", DEFAULT)
-    size = [f"{key} {defaults[key]}" if defaults[key] is not None else
-            f"{key} {strategy_default(strategy, key)} (the strategy's default)"
-            for key in ("population", "sigma")]
-    options = [f"-o {k}={v!r}" for k, v in (defaults.get("strategy_options") or {}).items()]
-    return "\n".join([f"{spec}: {cls.__module__}.{cls.__qualname__}",
-                      *(["  " + _about(cls)] if _about(cls) else []),
-                      f"  parameters (-p NAME=VALUE): {shown}",
-                      f"  es-search run {spec} uses: " + ", ".join(
-                          [f"strategy {strategy}", *size,
-                           f"generations {defaults['generations']}", *options])])

@@ -1,10 +1,9 @@
 """Strategies by name. One module per strategy; this dict is the only registry."""
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from ..checks import check_dict, check_keywords, did_you_mean, parameter_text, plain_doc
+from ..checks import check_dict, check_keywords, did_you_mean
 from ..errors import SettingError
 from .base import Rebuild, Strategy
 from .adaptive_hill_climb import AdaptiveHillClimb, AdaptiveHillClimbState
@@ -72,46 +71,7 @@ def strategy_from(strategy: Any, population: int | None, sigma: float | None,
     return make_strategy(strategy, population, sigma, **options)
 
 
-def strategy_default(strategy: str, key: str) -> Any:
-    """The default ``population`` or ``sigma`` of a registered strategy's constructor."""
-    return inspect.signature(STRATEGIES[strategy].__init__).parameters[key].default
-
-
-def _options_text(cls: type) -> str:
-    """The options of strategy class ``cls`` with their defaults."""
-    shown = [parameter_text(p) for p in inspect.signature(cls.__init__).parameters.values()
-             if p.name not in ("self", "population", "sigma")
-             and p.default is not inspect.Parameter.empty]
-    return ", ".join(shown) or "none"
-
-
-def summary() -> str:
-    """The strategies as ``es-search list`` shows them."""
-    width = max(map(len, STRATEGIES))
-    lines = ["strategies (--strategy NAME, options -o NAME=VALUE):"]
-    for name, cls in STRATEGIES.items():
-        first = " ".join(inspect.getdoc(cls).split("\n\n")[0].split()).split(". ")[0]
-        lines += [f"  {name:<{width}}  {first.rstrip('.').replace('``', '')}"
-                  + (" (default)" if name == DEFAULT else ""),
-                  f"  {'':<{width}}  options: {_options_text(cls)}"]
-    return "\n".join(lines)
-
-
-def describe(name: str) -> str:
-    """Strategy ``name`` as ``es-search list NAME`` shows it (its docstring to its example)."""
-    cls = STRATEGIES[name]
-    doc = plain_doc(inspect.cleandoc(cls.__doc__ or "")).split("Example::")[0]
-    lines = [f"{name}: {cls.__module__}.{cls.__qualname__}"
-             + (" (the default strategy)" if name == DEFAULT else "")]
-    lines += [("  " + line).rstrip() for line in doc.splitlines()]
-    size = ", ".join(f"{key} {strategy_default(name, key)}" for key in ("population", "sigma"))
-    lines.append(f"  defaults (--population, --sigma): {size}"
-                 + (" (None: as described above)" if "None" in size else ""))
-    lines.append(f"  options (-o NAME=VALUE): {_options_text(cls)}")
-    return "\n".join(lines)
-
-
 __all__ = ["STRATEGIES", "DEFAULT", "ARS", "ARSState", "AdaptiveHillClimb",
            "AdaptiveHillClimbState", "CMAES", "CMAESState", "HillClimb", "HillClimbState",
            "OpenAIES", "OpenAIESState", "PGPE", "PGPEState", "Rebuild", "Strategy",
-           "describe", "make_strategy", "strategy_default", "strategy_from", "summary"]
+           "make_strategy", "strategy_from"]

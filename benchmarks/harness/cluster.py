@@ -36,7 +36,7 @@ import torch
 from es_search.agent import Agent
 from es_search.candidates import Candidate
 from es_search.front import Evaluator
-from .measure import load_average
+from .measure import load_average, shared_bytes
 from .schemes import PipeCounter
 from .workloads import BenchAgent, calibrate
 
@@ -125,16 +125,13 @@ class LokyBytes:
         self.evaluator = evaluator
 
     def __enter__(self) -> "LokyBytes":
-        files = self.evaluator._files
-        self._files = files.bytes_written if files is not None else 0
+        self._files = shared_bytes(self.evaluator)
         self._pipe = PipeCounter().__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._pipe.__exit__(*exc_info)
-        files = self.evaluator._files
-        self.bytes = self._pipe.bytes + (
-            (files.bytes_written if files is not None else 0) - self._files)
+        self.bytes = self._pipe.bytes + shared_bytes(self.evaluator) - self._files
 
 
 # --------------------------------------------------------------------- generations

@@ -78,8 +78,10 @@ def moved(center: np.ndarray) -> np.ndarray:
     return center
 
 
-def _shared_bytes(ev: Evaluator) -> int:
-    return ev._files.bytes_written if ev._files is not None else 0
+def shared_bytes(ev: Evaluator) -> int:
+    """Bytes the engine's pool has written to its shared files (0: no pool)."""
+    files = getattr(ev.pool, "files", None)
+    return files.bytes_written if files is not None else 0
 
 
 def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict,
@@ -109,7 +111,7 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
             center = moved(center)
             # n_jobs=1 and n_jobs=n take turns to go first (the first one after the
             # blog scheme's fork runs on colder caches)
-            files = _shared_bytes(many)
+            files = shared_bytes(many)
             if rep % 2:
                 t_one = _time(lambda: one.score(generation, center, candidates))
             t_many = (None if n == 1 else
@@ -118,7 +120,7 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
                 t_one = _time(lambda: one.score(generation, center, candidates))
             t_many = t_one if t_many is None else t_many
             path = many.stats["last_path"] or "in-process"
-            files = _shared_bytes(many) - files
+            files = shared_bytes(many) - files
             t_blog = _time(lambda: blog_generation(parent, pop, n))
             t_job = _time(lambda: joblib_generation(parent, pop, n))
             generation += 1
@@ -157,10 +159,10 @@ def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
                 center = ev.local.get_flat()
                 candidates = [Candidate("jitter", SIGMA)] * pop
                 ev.score(0, center, candidates)  # warm: the file name's length is fixed
-                files = _shared_bytes(ev)
+                files = shared_bytes(ev)
                 center = moved(center)
                 _, sent = _time(lambda: ev.score(1, center, candidates))
-                files = _shared_bytes(ev) - files
+                files = shared_bytes(ev) - files
                 chunks = ev.chunking.count(pop, ev.policy)
             if label == "one_chunk":
                 row.update(bytes_per_candidate=sent / pop, shared_file_bytes_per_generation=files)

@@ -64,7 +64,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
         for name, default in (("generations", None), ("population", None), ("sigma", None),
                               ("strategy", DEFAULT), ("strategy_options", None), ("seed", 0)):
             check(name, arguments[name], arguments[name] == default, "set by the RunSpec "
-                  "given (its field of that name)", "set it in the RunSpec")
+                  "given, not beside it", f"give it to the RunSpec: RunSpec(..., {name}=...)")
         arguments.update(generations=spec.generations, seed=spec.seed)
     check_int("generations", arguments["generations"], 1)  # a run's: required
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})

@@ -5,6 +5,7 @@ import contextlib
 import copy
 import inspect
 import os
+import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -159,6 +160,19 @@ class Agent(torch.nn.Module):
     def clone(self) -> "Agent":
         """An independent deep copy."""
         return copy.deepcopy(self)
+
+
+#: the start of the name of a module es_search loads from a file (``path/file.py:Class``)
+FILE_MODULES = "es_search_user_"
+
+
+def class_home(cls: type) -> str | None:
+    """Where ``cls`` is found again: its module, or the file of the script run
+    (``__main__``) or of a file es_search loaded; None for a notebook's."""
+    where = cls.__module__
+    if where == "__main__" or where.startswith(FILE_MODULES):
+        return getattr(sys.modules.get(where), "__file__", None)
+    return where
 
 
 def plain(value: Any, depth: int = 0) -> bool:

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from .agent import plain
+from .agent import class_home, plain
 from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
                      check_path, check_positive_float, check_seed)
 from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
@@ -174,7 +174,8 @@ class Settings:
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "spec": spec and asdict(spec),
-            "agent": f"{type(agent).__module__}.{type(agent).__qualname__}",
+            "agent": f"{class_home(type(agent)) or type(agent).__module__}."
+                     f"{type(agent).__qualname__}",  # the script run's by its file
             "strategy": strategy.config(),
             "generations": self.generations,
             "seed": self.seed,

@@ -8,17 +8,17 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
-import sys
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Mapping
 
+from .agent import class_home
 from .checks import (check, check_int, check_positive_float, check_seed, keyword_parameters,
                      score_kwargs_misfit)
 from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
-from .problems import BUILTINS, USER_MODULES, build_problem, load_problem, problem_defaults, resolve_spec
+from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
 from .settings import check_fields, check_generations, setting
 from .strategies import DEFAULT, STRATEGIES, strategy_from
@@ -67,10 +67,7 @@ class RunSpec:
         function or a notebook, arguments that are not plain values, a strategy not in
         STRATEGIES: what data cannot build again."""
         kind, options = type(agent), strategy.config()
-        where = kind.__module__  # a script's or a file's: found again by its path
-        if where == "__main__" or where.startswith(USER_MODULES):
-            where = getattr(sys.modules[where], "__file__", None)
-        arguments = getattr(agent, "_arguments", None)
+        where, arguments = class_home(kind), getattr(agent, "_arguments", None)
         if where is None or arguments is None or "<locals>" in kind.__qualname__ or \
                 options["name"] not in STRATEGIES:
             return None

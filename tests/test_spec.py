@@ -75,6 +75,9 @@ def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsy
     assert type(loaded.agent).__name__ == "Walk" and loaded.agent.target == 1.5
     assert loaded.agent.num_evolved() == 3 and loaded.generations == 3
     assert main(["test", str(out)]) == 0
+    assert main(["run", f"{script}:Walk", "--out", str(out), "--resume", "--generations", "5",
+                 "--no-progress", "--no-test", "--n-jobs", "1"]) == 0  # the same agent
+    assert load_run(out).generations == 5
 
 
 def test_an_agent_that_cannot_be_built_again_says_how_to_read_its_run(tmp_path, capsys):

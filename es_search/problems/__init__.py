@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from ..agent import Agent
+from ..agent import FILE_MODULES, Agent
 from ..checks import did_you_mean
 from .function import Function
 from .gym_policy import GymPolicy
@@ -44,8 +44,6 @@ BUILTINS: dict[str, str] = {
 
 #: ``load_problem(GYM_PREFIX + env_id)``: a GymPolicy for any gymnasium id
 GYM_PREFIX = "gym:"
-#: the start of the name of a module loaded from a file (``path/file.py:Class``)
-USER_MODULES = "es_search_user_"
 
 
 class ProblemError(ValueError):
@@ -55,7 +53,7 @@ class ProblemError(ValueError):
 def _import_file(path: str) -> Any:
     if not os.path.isfile(path):
         raise ProblemError(f"no such file: {path}")
-    name = USER_MODULES + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    name = FILE_MODULES + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ProblemError(f"cannot import {path} as a Python module")

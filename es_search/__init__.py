@@ -16,8 +16,8 @@ _LAZY = {"Agent": "agent", "ScoreBatchMismatch": "score_checks",
          "evaluate": "front", "Terminated": "interrupt", "OutFolderError": "lock",
          "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "score_checks",
          "check_repeatable": "score_checks", "replay_task": "replay", "Result": "result",
-         "run": "run", "RunSpec": "spec", "load_run": "spec", "task_seed": "seeding", "STRATEGIES": "strategies",
-         "Strategy": "strategies", "make_strategy": "strategies"}
+         "run": "run", "RunSpec": "spec", "load_run": "spec", "task_seed": "seeding",
+         "STRATEGIES": "strategies", "Strategy": "strategies", "make_strategy": "strategies"}
 
 __all__ = sorted(_LAZY) + ["__version__"]
 

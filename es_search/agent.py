@@ -42,9 +42,7 @@ class Agent(torch.nn.Module):
     score_batch_size: int = 32
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Agent":
-        agent = super().__new__(cls)
-        # its constructor's arguments by name when they are plain values (else None): a
-        # run records them in its spec, from which the agent is built again
+        agent = super().__new__(cls)  # its arguments by name, if plain: a run's spec
         object.__setattr__(agent, "_arguments", _named(cls, args, kwargs))
         return agent
 
@@ -167,8 +165,7 @@ FILE_MODULES = "es_search_user_"
 
 
 def class_home(cls: type) -> str | None:
-    """Where ``cls`` is found again: its module, or the file of the script run
-    (``__main__``) or of a file es_search loaded; None for a notebook's."""
+    """``cls``'s module, or the file of the script run or es_search loaded it from."""
     where = cls.__module__
     if where == "__main__" or where.startswith(FILE_MODULES):
         return getattr(sys.modules.get(where), "__file__", None)
@@ -176,8 +173,7 @@ def class_home(cls: type) -> str | None:
 
 
 def plain(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is None, a bool, number or string, or a short list, tuple or
-    str-keyed dict of those (three levels at most): a value JSON keeps as it is."""
+    """Whether JSON keeps ``value`` (short lists and str-keyed dicts, 3 levels deep)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
     items = value if type(value) in (list, tuple) else value.values() if (

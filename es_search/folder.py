@@ -75,13 +75,10 @@ class RunDir:
 
     def spec(self) -> dict:
         """``config.json``'s spec; :class:`OutFolderError` if there is none to rebuild."""
-        if not self.path.is_dir():
-            raise OutFolderError(f"no such run folder: {self.path}" if not self.path.exists()
-                                 else f"{self.path} is not a folder (pass the run's --out DIR)")
         config = self.config
         if not config:
-            raise OutFolderError(f"{self.path} has no {CONFIG}: it holds no run (pass a "
-                                 f"run's out folder)")
+            raise OutFolderError(f"no run folder at {self.path} (a folder with a {CONFIG}: "
+                                 f"pass the run's --out DIR)")
         if not config.get("spec"):
             raise OutFolderError(
                 f"the agent of the run in {self.path} cannot be built again from its "

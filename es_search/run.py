@@ -27,8 +27,8 @@ Callback = Callable[[dict], Any]
 
 
 def run(agent: Agent | RunSpec, *, generations: int | None = None,
-        population: int | None = None, sigma: float | None = None, strategy: Any = DEFAULT, n_jobs: int | None = -1,
-        seed: int = 0, backend: Any = None, progress: bool = True,
+        population: int | None = None, sigma: float | None = None, strategy: Any = DEFAULT,
+        n_jobs: int | None = -1, seed: int = 0, backend: Any = None, progress: bool = True,
         score_kwargs: Mapping[str, Any] | None = None, out: Any = None,
         callbacks: Iterable[Callback] = (),
         strategy_options: Mapping[str, Any] | None = None, resume: bool = False,
@@ -69,9 +69,8 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     check_int("generations", arguments["generations"], 1)  # a run's: required
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
     if spec is not None:  # checked: now its agent (an environment, a dataset...)
-        agent, strategy, population, sigma, strategy_options = (
-            spec.build_agent(), spec.strategy, spec.population, spec.sigma,
-            spec.strategy_options)
+        agent, population, sigma = spec.build_agent(), spec.population, spec.sigma
+        strategy, strategy_options = spec.strategy, spec.strategy_options
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)

@@ -62,10 +62,8 @@ class RunSpec:
     @classmethod
     def describing(cls, agent: Any, strategy: Any, generations: int, seed: int
                    ) -> RunSpec | None:
-        """The spec of a run of ``agent`` (its class by module, or by file for a script's,
-        and its constructor's arguments) by ``strategy``; None for a class defined in a
-        function or a notebook, arguments that are not plain values, a strategy not in
-        STRATEGIES: what data cannot build again."""
+        """The spec of a run of ``agent`` by ``strategy`` (None where data cannot build
+        them again: a class of a function or a notebook, a tensor argument...)."""
         kind, options = type(agent), strategy.config()
         where, arguments = class_home(kind), getattr(agent, "_arguments", None)
         if where is None or arguments is None or "<locals>" in kind.__qualname__ or \

@@ -395,9 +395,10 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "cannot build " + os.path.join(ROOT, "tests", "agents.py")
      + ":ConstructorRaises with -p dim=-1: "
      "RuntimeError: no dimension -1"),
-    (["test", "/no/such/run"], "no such run folder: /no/such/run"),
-    (["test", "/"], "/ has no config.json: it holds no run (pass a run's out folder)"),
-    (["test", "/etc/passwd"], "/etc/passwd is not a folder (pass the run's --out DIR)"),
+    (["test", "/no/such/run"], "no run folder at /no/such/run (a folder with a config.json: "
+                               "pass the run's --out DIR)"),
+    (["test", "/"], "no run folder at / (a folder with a config.json"),
+    (["test", "/etc/passwd"], "no run folder at /etc/passwd (a folder with a config.json"),
     (["check", "blog", "--population", "0"], "--population must be an integer >= 1, got 0"),
     (["check", "nope"], "unknown problem 'nope'"),
 ])

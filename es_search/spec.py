@@ -69,7 +69,7 @@ class RunSpec:
         if where is None or arguments is None or "<locals>" in kind.__qualname__ or \
                 options["name"] not in STRATEGIES:
             return None
-        problem = f"{where}:{kind.__qualname__}"
+        problem = vars(kind).get("_spec") or f"{where}:{kind.__qualname__}"
         return cls({path: name for name, path in BUILTINS.items()}.get(problem, problem),
                    arguments, strategy=options.pop("name"),
                    population=options.pop("population"), sigma=options.pop("sigma"),

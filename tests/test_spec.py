@@ -80,6 +80,16 @@ def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsy
     assert load_run(out).generations == 5
 
 
+def test_a_gym_id_s_policy_is_named_by_its_id(tmp_path):
+    pytest.importorskip("gymnasium")
+    from es_search.problems import build_problem, load_problem
+    agent = build_problem(load_problem("gym:CartPole-v1"), {"episodes": 1, "max_steps": 20})
+    es_search.run(agent, generations=1, population=2, n_jobs=1, progress=False,
+                  out=tmp_path / "run")
+    assert RunSpec.load(tmp_path / "run").problem == "gym:CartPole-v1"
+    assert load_run(tmp_path / "run").agent.max_steps == 20
+
+
 def test_an_agent_that_cannot_be_built_again_says_how_to_read_its_run(tmp_path, capsys):
     class Local(es_search.Agent):  # defined in a function: not importable
         def __init__(self):

@@ -76,8 +76,8 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
     from .gym_env import env_spec
     env_spec(env_id)  # an unknown id or a missing extra fails here
     name = "Gym_" + "".join(c if c.isalnum() else "_" for c in env_id)
-    return type(name, (GymPolicy,), {"env_id": env_id, "__module__": __name__,
-                                     "__doc__": f"GymPolicy for {env_id}."})
+    return type(name, (GymPolicy,), {"env_id": env_id, "_spec": GYM_PREFIX + env_id,  # its name
+                                     "__module__": __name__, "__doc__": f"GymPolicy for {env_id}."})
 
 
 def _is_file(where: str) -> bool:

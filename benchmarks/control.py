@@ -7,13 +7,16 @@ CleanRL-style: the arguments are the dataclass below, the script runs top to bot
     python benchmarks/control.py --tasks hopper --seeds 1 --append
 
 For each task and seed, each framework trains for the task's wall-time budget with all
-cores (the time of starting workers included), then the final policy (the search
-distribution's centre, with the observation statistics of the end of the run) plays
-100 test episodes (seeds 1_000_000, ...; the true reward, no ``reward_offset``).
-Reported per run: the test mean, environment steps, wall time, and steps per second against this
+cores (the time of starting workers included), then the policy the run hands back
+(``Result.chosen_agent()``: the best weights or the final centre, whichever its end's
+selection test chose, with the observation statistics of the end of the run) plays
+``--test-episodes`` test episodes (default 100; the README's rows used 20; seeds
+1_000_000, ...; the true reward, no ``reward_offset``). Reported per run: the test mean,
+environment steps, wall time, the time to the target (the first of 19 snapshots, every
+twentieth of the budget, whose centre tests at it), and steps per second against this
 machine's ceilings, measured in the same run right after the training: the same policies
 stepped with no framework, one process per core (``control_ceiling.py``): the final
-policy, and the candidates the run scored at five points of its budget. EvoTorch (GymNE with PGPE + ClipUp at
+policy, and the candidates the run scored at the 19 snapshots. EvoTorch (GymNE with PGPE + ClipUp at
 its documented settings, one Ray actor per core) runs in a subprocess with the
 interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
 dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip

@@ -13,7 +13,7 @@ pass, resets included, nothing else):
   workers build them (``strategy.ask``, then :func:`es_search.candidates.build`) and
   stepped bare, one candidate per episode in turn, for the same time each. The run
   spent equal wall time in each twentieth of its budget, so its ceiling is the mean of
-  those rates.
+  those rates (the first twentieth, before any snapshot, is not sampled).
 """
 from __future__ import annotations
 

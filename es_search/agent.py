@@ -166,9 +166,11 @@ FILE_MODULES = "es_search_user_"
 
 def class_home(cls: type) -> str | None:
     """``cls``'s module, or the file of the script run or es_search loaded it from."""
-    where = cls.__module__
+    where, module = cls.__module__, sys.modules.get(cls.__module__)
+    if where == "__main__" and getattr(module, "__spec__", None) is not None:
+        return module.__spec__.name  # python -m package.module
     if where == "__main__" or where.startswith(FILE_MODULES):
-        return getattr(sys.modules.get(where), "__file__", None)
+        return getattr(module, "__file__", None)
     return where
 
 

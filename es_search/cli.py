@@ -37,14 +37,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
     elif args.problem:
         print(_problem_text(args.problem))
     else:
-        problems, strategies = ([max(map(len, names))] for names in (BUILTINS, STRATEGIES))
+        wide, widest = max(map(len, BUILTINS)), max(map(len, STRATEGIES))
         print("\n".join([
-            "problems:", *(f"  {name:<{problems[0]}}  {_about(load_problem(name), True)}"
+            "problems:", *(f"  {name:<{wide}}  {_about(load_problem(name), True)}"
                            for name in BUILTINS),
             "strategies (--strategy NAME, options -o NAME=VALUE):", *(
-                f"  {name:<{strategies[0]}}  {_about(cls, True)}"
+                f"  {name:<{widest}}  {_about(cls, True)}"
                 f"{' (default)' if name == DEFAULT else ''}\n"
-                f"  {'':<{strategies[0]}}  options: {_options(cls)}"
+                f"  {'':<{widest}}  options: {_options(cls)}"
                 for name, cls in STRATEGIES.items())]))
     return 0
 
@@ -194,7 +194,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
 
     spec = RunSpec.of(vars(args))
-    agent = spec.build_agent()
+    agent = spec.build_agent({})
     problem, start = repeat_and_score(agent, seed=args.seed)  # as a run's repeat check
     if not problem and not math.isfinite(start):
         problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "

@@ -23,7 +23,7 @@ from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, Counter, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
-from .errors import LOST, TaskFailure, WorkerError, retrying
+from .errors import TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
@@ -229,8 +229,8 @@ class Engine:
         began = time.perf_counter()
         pool = self.pool
         if self._centres is not None:  # the workers keep centres, or derive them
-            center = self._centres.put(pool, generation, payload.center, self._token,
-                                       self._skeleton, self.seed)
+            center = self._centres.put(pool, payload.center, self._token, self._skeleton,
+                                       self.seed)
         else:
             center = pool.put("center", np.ascontiguousarray(payload.center))
         shared = None if payload.shared is None else pool.put(

@@ -82,9 +82,10 @@ class RunDir:
         if not config.get("spec"):
             raise OutFolderError(
                 f"the agent of the run in {self.path} cannot be built again from its "
-                f"{CONFIG} (its class is defined in a function or a notebook, or its "
-                f"constructor's arguments are not plain values): es_search.Result.load("
-                f"DIR, agent) reads the run with an agent you build")
+                f"{CONFIG} (a class defined in a function or a notebook, constructor "
+                f"arguments that are not plain values, state they do not give, or a "
+                f"strategy of your own): es_search.Result.load(DIR, agent) reads the run "
+                f"with an agent you build")
         return config["spec"]
 
     def generations(self) -> int | None:

@@ -69,12 +69,14 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     check_int("generations", arguments["generations"], 1)  # a run's: required
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
     if spec is not None:  # checked: now its agent (an environment, a dataset...)
-        agent, population, sigma = spec.build_agent(), spec.population, spec.sigma
+        agent = spec.build_agent(settings.score_kwargs)
+        population, sigma = spec.population, spec.sigma
         strategy, strategy_options = spec.strategy, spec.strategy_options
     check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)
-    spec = spec or RunSpec.describing(agent, strategy, settings.generations, settings.seed)
+    if spec is None and settings.out:  # what es-search test and --resume rebuild
+        spec = RunSpec.describing(agent, strategy, settings.generations, settings.seed)
     strategy.check_size(agent.num_evolved())
     # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
     evaluator.max_workers = strategy.max_tasks(agent.num_evolved())

@@ -61,6 +61,15 @@ def agent_settings(agent: Any) -> dict:
             if not name.startswith("_") and name not in skip and plain(value)}
 
 
+def same_state(agent: Any, other: Any) -> bool:
+    """Whether two agents differ in evolved weights and shared state at most."""
+    import torch
+    free = {name for name, _ in agent.evolved_parameters()} | set(agent.shared_state())
+    mine, theirs = agent.state_dict(), other.state_dict()
+    return mine.keys() == theirs.keys() and agent_settings(agent) == agent_settings(
+        other) and all(torch.equal(mine[k], theirs[k]) for k in mine if k not in free)
+
+
 def has_digest(description: Any) -> bool:
     """Whether :func:`describe` replaced anything in ``description`` by a digest."""
     if isinstance(description, dict):

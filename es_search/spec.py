@@ -20,7 +20,8 @@ from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import same_weights
-from .settings import check_fields, check_generations, setting
+from .seeding import build_seeded
+from .settings import check_fields, check_generations, same_state, setting
 from .strategies import DEFAULT, STRATEGIES, strategy_from
 
 
@@ -62,12 +63,17 @@ class RunSpec:
     @classmethod
     def describing(cls, agent: Any, strategy: Any, generations: int, seed: int
                    ) -> RunSpec | None:
-        """The spec of a run of ``agent`` by ``strategy`` (None where data cannot build
-        them again: a class of a function or a notebook, a tensor argument...)."""
+        """The spec of a run of ``agent`` by ``strategy``; None where data cannot build them
+        again: a class of a function or a notebook, arguments JSON changes (a tensor, a
+        tuple), a strategy not in STRATEGIES, or state the arguments do not give (built
+        again here from the seed and compared: a buffer drawn from your RNG, an attribute
+        set after construction)."""
         kind, options = type(agent), strategy.config()
         where, arguments = class_home(kind), getattr(agent, "_arguments", None)
         if where is None or arguments is None or "<locals>" in kind.__qualname__ or \
-                options["name"] not in STRATEGIES:
+                STRATEGIES.get(options["name"]) is not type(strategy) or \
+                as_read_back(arguments) != arguments or \
+                not same_state(agent, build_seeded(seed, kind, **arguments)):
             return None
         problem = vars(kind).get("_spec") or f"{where}:{kind.__qualname__}"
         return cls({path: name for name, path in BUILTINS.items()}.get(problem, problem),
@@ -142,13 +148,14 @@ class RunSpec:
                                f"{{strategy_options}} sets another)".lstrip()) from None
         return spec
 
-    def build_agent(self) -> Any:
-        """The problem's agent, its initial weights drawn from the seed."""
+    def build_agent(self, score_kwargs: Mapping[str, Any] | None = None) -> Any:
+        """The problem's agent, its initial weights drawn from the seed; ``score_kwargs``:
+        what its run will pass to ``score()``, checked (None: not to be scored here)."""
         agent = build_problem(self.problem_class(), self.params, self.seed or 0, self.problem)
-        misfit = score_kwargs_misfit(agent, {})
-        check("score_kwargs", {}, misfit is None, f"do not fit {literal(misfit)}", "give its "
-              "arguments defaults, take them in __init__ (set by {params}), or pass them to "
-              "es_search.run()", got=False)
+        misfit = None if score_kwargs is None else score_kwargs_misfit(agent, score_kwargs)
+        check("score_kwargs", score_kwargs, misfit is None, f"do not fit {literal(misfit)}",
+              "give its arguments defaults, take them in __init__ (set by {params}), or "
+              "pass them to es_search.run()", got=False)
         return agent
 
 

@@ -9,7 +9,6 @@ import contextlib
 import copy
 import functools
 import os
-import time
 import traceback
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 

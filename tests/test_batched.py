@@ -304,11 +304,10 @@ def test_bad_settings_fail_at_construction():
 def test_digits_scores_log_likelihood_and_held_out_accuracy():
     pytest.importorskip("sklearn")
     from es_search.problems.digits import Digits, load_split
-    from es_search.seeding import build_seeded
     x_train, _ = load_split("train")
     x_test, _ = load_split("test")
     assert x_train.shape == (1347, 64) and x_test.shape == (450, 64)
-    agent = build_seeded(0, Digits, hidden=8)  # its initial weights: not the test order's
+    agent = Digits(hidden=8)
     weights = _group(agent, 3, sigma=0.1)
     seeds = [1, 2, 3]
     group = agent.score_batch(batched.stack_weights(weights), seeds)

@@ -695,7 +695,7 @@ def test_a_spec_names_its_own_settings_and_the_command_line_their_flags():
     from es_search.errors import SettingError
     from es_search.spec import RunSpec
     with pytest.raises(SettingError) as info:
-        RunSpec(os.path.join(ROOT, "tests", "agents.py") + ":TakesData").build_agent()
+        RunSpec(os.path.join(ROOT, "tests", "agents.py") + ":TakesData").build_agent({})
     assert (info.value.setting, info.value.value) == ("score_kwargs", {})
     assert "(set by params)" in str(info.value) and "-p" not in str(info.value)
 

@@ -55,9 +55,12 @@ def violations(package: Path, layers: dict[str, int]) -> tuple[set, list]:
 
 
 def test_every_module_is_in_a_layer_and_imports_flow_down():
-    missing, upward = violations(ROOT / "es_search",
-                                 readme_layers((ROOT / "README.md").read_text()))
+    layers = readme_layers((ROOT / "README.md").read_text())
+    missing, upward = violations(ROOT / "es_search", layers)
     assert not missing, f"modules missing from the README's layer table: {sorted(missing)}"
+    stale = [name for name in layers if not (ROOT / "es_search" / f"{name}.py").is_file()
+             and not (ROOT / "es_search" / name).is_dir()]
+    assert not stale, f"the README's layer table lists modules that do not exist: {stale}"
     assert not upward, "imports a layer above:\n" + "\n".join(upward)
 
 

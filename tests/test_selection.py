@@ -9,6 +9,7 @@ import es_search
 from es_search.folder import RunDir
 from es_search.seeding import task_seed
 from es_search.selection import SELECTION_GENERATION, describe
+from compare import same_weights
 
 
 class Risky(es_search.Agent):
@@ -47,10 +48,6 @@ def _run(agent, **kwargs):
     return es_search.run(agent, **{**options, **kwargs})
 
 
-def _equal(a, b):
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-
-
 def test_a_lucky_best_loses_to_the_centre():
     result = _run(Risky())
     assert result.best_score > 0  # a lucky evaluation of a risky candidate
@@ -58,7 +55,7 @@ def test_a_lucky_best_loses_to_the_centre():
     best, center = result.selection["best"], result.selection["center"]
     assert best["n"] == center["n"] == 8 and best["mean"] < 0 < best["std"]
     assert abs(center["mean"]) < 1e-3 and center["std"] < 1e-3  # at the optimum
-    assert _equal(result.chosen_weights, result.center_weights)
+    assert same_weights(result.chosen_weights, result.center_weights)
     assert result.chosen_agent().w.tolist() == result.center_agent().w.tolist()
     assert result.best_agent().w.tolist() != result.center_agent().w.tolist()
     line = describe(result.chosen, result.selection)
@@ -84,9 +81,9 @@ def test_a_score_that_ignores_its_seed_keeps_the_best_and_scores_it_only():
     untested = _run(Quadratic(), select_tasks=0)
     calls, Quadratic.calls = Quadratic.calls, 0
     result = _run(Quadratic())
-    assert not _equal(result.best_weights, result.center_weights)  # a choice to make
+    assert not same_weights(result.best_weights, result.center_weights)  # a choice to make
     assert result.chosen == "best" and result.selection is None
-    assert _equal(result.chosen_weights, result.best_weights)
+    assert same_weights(result.chosen_weights, result.best_weights)
     assert Quadratic.calls == calls + 8  # the best's 8 tasks; the centre is not scored
     assert untested.chosen == "best" and untested.selection is None
 
@@ -105,7 +102,7 @@ def test_the_same_answer_for_any_n_jobs(n_jobs):
     one = _run(Risky())
     many = _run(Risky(), n_jobs=n_jobs, sequential_fallback=False)  # tested in workers
     assert (one.chosen, one.selection) == (many.chosen, many.selection)
-    assert _equal(one.chosen_weights, many.chosen_weights)
+    assert same_weights(one.chosen_weights, many.chosen_weights)
 
 
 def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
@@ -114,7 +111,7 @@ def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeyp
     end = json.loads((tmp_path / "result.json").read_text())
     assert (end["chosen"], end["selection"], end["select_tasks"]) == \
         ("center", result.selection, 8)
-    assert _equal(RunDir(tmp_path).weights("chosen"), result.center_weights)
+    assert same_weights(RunDir(tmp_path).weights("chosen"), result.center_weights)
     loaded = es_search.Result.load(tmp_path, Risky())
     assert (loaded.chosen, loaded.selection) == (result.chosen, result.selection)
     assert loaded.chosen_agent().w.tolist() == result.chosen_agent().w.tolist()

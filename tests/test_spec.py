@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import es_search
-from compare import read_history
+from compare import read_history, same_history, same_weights
 from es_search.cli import main
 from es_search.errors import SettingError
 from es_search.problems.sphere import Sphere
@@ -44,10 +44,10 @@ def test_a_python_run_is_tested_continued_and_loaded_from_its_spec(tmp_path, cap
                  "--no-progress", "--no-test", "--n-jobs", "1"]) == 0
     whole = es_search.run(Sphere(dim=3), generations=4, population=4, n_jobs=1, seed=5,
                           progress=False)
-    assert [r["best_score"] for r in read_history(out / "history.jsonl")] == \
-        [r["best_score"] for r in whole.history]
+    assert same_history(read_history(out / "history.jsonl"), whole.history)
     loaded = load_run(out)
-    assert loaded.best_score == whole.best_score and loaded.agent.num_evolved() == 3
+    assert same_weights(loaded.best_weights, whole.best_weights)
+    assert loaded.agent.num_evolved() == 3
 
 
 def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsys):
@@ -120,3 +120,53 @@ def test_a_run_of_a_spec_takes_its_definition_from_the_spec_only():
     assert result.generations == 2 and result.seed == 3 and result.config["spec"]["seed"] == 3
     with pytest.raises(SettingError, match="seed.*set by the RunSpec"):
         es_search.run(spec, seed=4, n_jobs=1, progress=False)
+
+
+class Projected(es_search.Agent):
+    """A fixed random projection drawn from whatever RNG state the caller has."""
+
+    def __init__(self, dim=3, sizes=(3,)):
+        super().__init__()
+        self.register_buffer("proj", torch.randn(dim, dim))
+        self.w = torch.nn.Parameter(torch.zeros(dim), requires_grad=False)
+
+    def score(self):
+        return -float((self.proj @ self.w - 1).square().sum())
+
+
+def test_no_spec_where_data_would_build_another_agent():
+    """State the arguments do not give (a buffer from the caller's RNG, an attribute set
+    afterwards), a tuple argument (JSON makes it a list), a strategy subclass."""
+    hill = strategy_from("hill-climb", 4, 0.1, None)
+    torch.manual_seed(123)
+    assert RunSpec.describing(Projected(), hill, 2, 0) is None
+    with torch.random.fork_rng():
+        torch.manual_seed(0)  # describing() builds the agent again under the run's seed...
+        from es_search.seeding import build_seeded
+        same = build_seeded(0, Projected, dim=3)
+    assert RunSpec.describing(same, hill, 2, 0) is not None  # ...so this one is rebuilt
+    assert RunSpec.describing(build_seeded(0, Projected, sizes=(2,)), hill, 2, 0) is None
+    moved = Sphere(dim=2)
+    moved.note = "set after construction"
+    assert RunSpec.describing(moved, hill, 2, 0) is None
+
+    class Greedy(type(hill)):
+        pass
+    assert RunSpec.describing(Sphere(dim=2), Greedy(4, 0.1, "auto"), 2, 0) is None
+
+
+def test_a_spec_run_passes_its_score_kwargs(tmp_path):
+    (tmp_path / "aim.py").write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Aim(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+
+            def score(self, target):
+                return -float(((self.w - target) ** 2).sum())
+    """))
+    spec = RunSpec(f"{tmp_path / 'aim.py'}:Aim", generations=1, population=2)
+    result = es_search.run(spec, score_kwargs={"target": 1.0}, n_jobs=1, progress=False)
+    assert result.generations == 1

@@ -55,8 +55,10 @@ class Pool:
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     """True when two arrays hold the same values bit for bit (``-0.0`` is not ``0.0``,
     a NaN equals the same NaN)."""
-    return a.shape == b.shape and a.dtype == b.dtype and (
-        a is b or np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes())
+    def raw(x: np.ndarray) -> np.ndarray:  # a view of its bytes, no copy when contiguous
+        return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    return a.shape == b.shape and a.dtype == b.dtype and (a is b or np.array_equal(raw(a),
+                                                                                   raw(b)))
 
 
 def in_order(done: dict, n: int) -> list:
@@ -116,6 +118,8 @@ class ActorPool(Pool):
         """Runners now (asked of the cluster; the next ``run_chunks`` uses them)."""
         runners = self._runners()
         self._fresh = (time.monotonic(), runners)
+        if runners:  # an outage (see _await_runners) is over
+            self._none_since = None
         return max(1, len(runners))
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:

@@ -38,7 +38,7 @@ class CentreHistory:
         self.rebuilt_generation: int | None = None  # the generation they belong to
         self.reused = self.derived = self.whole = 0
 
-    def put(self, pool: Any, generation: int, center: np.ndarray, token: str,
+    def put(self, pool: Any, center: np.ndarray, token: str,
             skeleton: Any, seed: int) -> Any:
         """The parcel for ``center`` on ``pool``: the one sent before if equal, a
         derived one if ``center`` is a candidate rebuilt from it, else the value."""

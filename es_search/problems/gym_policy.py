@@ -46,7 +46,7 @@ def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int 
         return start + np.argmax(h, axis=-1)
     if h.shape[-1] == 2:  # 1 when u > P(0) = 1 / (1 + e^(h1 - h0)), no overflow
         p0 = 0.5 - 0.5 * np.tanh(0.5 * (h[..., 1] - h[..., 0]))
-        return start + (uniforms > p0).view(np.int8)
+        return start + (uniforms > p0).astype(np.intp)
     cum = np.cumsum(np.exp(h - h.max(axis=-1, keepdims=True)), axis=-1)
     return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 

@@ -22,7 +22,7 @@ from .interrupt import (Terminated, end_command_start, release_workers, sigterm_
                         silence_stdout)
 from .checks import keyword_parameters
 from .problems import BUILTINS, load_problem, problem_defaults
-from .selection import describe, same_weights
+from .selection import describe, label
 from .settings import DOCUMENTED, Settings
 from .run import run
 from .spec import RunSpec, TestScoresError
@@ -158,27 +158,27 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))
-    same, earlier = same_weights(result.best_weights, result.center_weights), None
+    weights, earlier = {"best": result.best_weights, "center": result.center_weights,
+                        result.chosen: result.chosen_weights}, None
     if done_before:  # a resumed run removes test.json with its first generation
         print(f"the run in {args.out}/ had already completed its {result.generations} "
               f"generations: nothing left to do (a larger --generations continues it)")
-        earlier = RunDir(args.out).test(result.center_weights is not None)
+        earlier = RunDir(args.out).test(n for n, w in weights.items() if w is not None)
     if earlier is not None and not args.no_test:
         print(f"the figures of its earlier test ({Path(args.out) / TEST}; "
               f"{_test_command(args.out)} tests it again):")
-        _print_test(earlier, same, result.chosen)
+        _print_test(earlier, result.chosen)
     elif not args.no_test:
         args.testing = True  # a Ctrl-C now: the run is whole; say so, not "resume"
         try:
-            figures = held_out_figures(result.agent, result.best_weights,
-                                       result.center_weights, args.out)
+            figures = held_out_figures(result.agent, weights, args.out)
         except TestScoresError as exc:
             where = (f"; the run itself is complete in {args.out}/: once test_scores() is "
                      f"fixed, test it with: {_test_command(args.out)}" if args.out
                      else " (the run's result was not saved: pass --out DIR)")
             raise TestScoresError(f"{exc}{where}") from exc.__cause__
         if figures:
-            _print_test(figures, same, result.chosen)
+            _print_test(figures, result.chosen)
     if args.out:
         files = [f"{p.name} from its earlier test" if p.name == TEST and earlier is not None
                  else p.name for p in sorted(Path(args.out).iterdir())
@@ -223,22 +223,33 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_test(figures: dict, same: bool, chosen: str) -> None:
-    """A line per tested agent, the best and the final centre (one line if ``same``)."""
-    for name, label in (("best", "the best agent"), ("center", "the final centre")):
-        if name in figures and not (same and name == "center"):
-            label += (" (also the final centre)" if same else "") + (
-                " (handed back)" if name == chosen or same else "")
-            text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
-                             else f"{key} {value}" for key, value in figures[name].items())
-            print(f"test of {label}, outside the search: {text}")
+def _print_test(figures: dict, chosen: str) -> None:
+    """A line per tested agent (``{name: figures}``: the best, the final centre, an
+    earlier centre handed back); names with the same figures share a line."""
+    lines: list[list[str]] = []  # names, grouped by figures
+    for name in figures:
+        group = next((g for g in lines if figures[g[0]] == figures[name]), None)
+        if group:
+            group.append(name)
+        else:
+            lines.append([name])
+    for first, *also in lines:
+        text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
+                         else f"{key} {value}" for key, value in figures[first].items())
+        print(f"test of {_tested(first)}" + "".join(f" (also {_tested(n)})" for n in also)
+              + (" (handed back)" if chosen in (first, *also) else "")
+              + f", outside the search: {text}")
+
+
+def _tested(name: str) -> str:
+    return "the best agent" if name == "best" else label(name)
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
     from .spec import held_out_test
-    agent, figures, same, chosen = held_out_test(args.out)
+    agent, figures, chosen = held_out_test(args.out)
     if figures:
-        _print_test(figures, same, chosen)
+        _print_test(figures, chosen)
     else:
         print(f"{args.out}: {type(agent).__name__} defines no test figures "
               f"(override Agent.test_scores() to have some)")

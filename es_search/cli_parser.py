@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
     export.add_argument("--out", dest="file", metavar="FILE",
                         help="default: RUN_DIR/policy.pt (.onnx)")
-    export.add_argument("--which", choices=("center", "best"), default=None,
+    export.add_argument("--which", choices=("chosen", "best", "center"), default="chosen",
                         help="the weights to export (default: what the run handed back)")
 
     from .bench import add_arguments

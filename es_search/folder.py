@@ -57,13 +57,10 @@ class RunDir:
         """``result.json``, written at the run's end, or {}."""
         return self._json(RESULT)
 
-    def test(self, center: bool) -> dict | None:
-        """``test.json``'s figures, or None when missing or lacking the centre's (``center``)."""
+    def test(self, names: Any) -> dict | None:
+        """``test.json``'s figures, or None when missing or lacking those of ``names``."""
         figures = self._json(TEST)
-        if isinstance(figures.get("best"), dict) and (
-                not center or isinstance(figures.get("center"), dict)):
-            return figures
-        return None
+        return figures if all(isinstance(figures.get(n), dict) for n in names) else None
 
     def check_agent(self, agent: Any, recorded: str, n: int) -> None:
         """Refuse an agent other than the run's (class path ``recorded``, ``n`` values)."""
@@ -332,7 +329,7 @@ class RunFolder(RunDir):
     def selection(self, tasks: int) -> tuple[str, dict | None] | None:
         """``(chosen, selection)`` of the run's end when its test had ``tasks`` tasks."""
         end = self.end()
-        if end.get("select_tasks") != tasks or end.get("chosen") not in ("best", "center"):
+        if end.get("select_tasks") != tasks:
             return None
         return end["chosen"], end.get("selection")
 

@@ -23,10 +23,11 @@ class Result:
     - ``seed`` and ``config``: what defines the run;
     - ``stopped_by``: why a callback stopped the run early (its ``reason``), or None;
     - ``center_weights``: the strategy's final centre (a hill climber's parent);
-    - ``chosen``: ``"best"`` or ``"center"``, whichever tested better on fresh tasks
-      (:mod:`es_search.selection`); ``chosen_weights`` and :meth:`chosen_agent` give it;
+    - ``chosen``: ``"best"``, ``"center"`` or ``"center@G"`` (the centre after G
+      generations), whichever tested best on fresh tasks (:mod:`es_search.selection`);
+      ``chosen_weights`` and :meth:`chosen_agent` give it: the run's answer;
     - ``selection``: the test's figures (``{"best": {"mean", "std", "n"}, "center":
-      ...}``), or None when nothing was tested.
+      ..., "center@G": ...}``), or None when nothing was tested.
     """
 
     best_score: float
@@ -39,12 +40,8 @@ class Result:
     stopped_by: str | None = None
     center_weights: dict[str, torch.Tensor] | None = None
     chosen: str = "best"
+    chosen_weights: dict[str, torch.Tensor] | None = None
     selection: dict | None = None
-
-    @property
-    def chosen_weights(self) -> dict[str, torch.Tensor]:
-        """The weights the run hands back: ``best_weights`` or ``center_weights``."""
-        return getattr(self, f"{self.chosen}_weights")
 
     @property
     def generations(self) -> int:
@@ -67,7 +64,7 @@ class Result:
 
     def chosen_agent(self) -> Agent:
         """A copy of the starting agent with ``chosen_weights`` loaded: the run's answer."""
-        return self._agent_with(f"{self.chosen}_weights")
+        return self._agent_with("chosen_weights")
 
     def _agent_with(self, name: str) -> Agent:
         weights = getattr(self, name)
@@ -82,14 +79,13 @@ class Result:
         agent.set_weights(weights)
         return agent
 
-    def export(self, path: Any, to: str = "torchscript", which: str | None = None,
+    def export(self, path: Any, to: str = "torchscript", which: str = "chosen",
                example: Any = None) -> str:
-        """Write the policy of ``which`` weights (``"best"``, ``"center"``; default
-        ``chosen``) as one self-contained file, ``to="torchscript"`` or ``"onnx"``;
-        returns the path (:func:`es_search.export.export`)."""
+        """Write the policy of ``which`` weights (``"chosen"``, ``"best"``, ``"center"``)
+        as one self-contained file, ``to="torchscript"`` or ``"onnx"``; returns the path
+        (:func:`es_search.export.export`)."""
         from .export import export
-        which = self.chosen if which is None else which
-        check_choice("which", which, ("center", "best"))
+        check_choice("which", which, ("chosen", "best", "center"))
         return export(self._agent_with(f"{which}_weights"), path, to, example)
 
     @classmethod
@@ -104,16 +100,17 @@ class Result:
         config = saved["config"]
         if agent is not None:
             run.check_agent(agent, config["agent"], config["num_evolved"])
-        end, center = run.end(), run.weights("center")
+        end, best, center = run.end(), run.weights("best"), run.weights("center")
         if center is None and agent is not None:  # not ended: as of the checkpoint
             center = weights_of(agent, saved["strategy"].center(saved["state"]),
                                 saved.get("shared"))
-        return cls(best_score=saved["best_score"], best_weights=run.weights("best"),
+        return cls(best_score=saved["best_score"], best_weights=best,
                    evaluations=saved["evaluations"], history=saved["history"],
                    seed=config["seed"], config=config,
                    agent=agent.clone() if agent is not None else None,
                    stopped_by=end.get("stopped_by"), center_weights=center,
-                   chosen=end.get("chosen", "best"), selection=end.get("selection"))
+                   chosen=end.get("chosen", "best"), selection=end.get("selection"),
+                   chosen_weights=run.weights("chosen") if end else best)
 
     def plot(self, path: Any = None) -> Any:
         """Best and mean score per generation (needs matplotlib: ``es_search[plot]``), saved

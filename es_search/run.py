@@ -18,7 +18,7 @@ from .pickling import check_agent
 from .result import Result
 from .search import Search
 from .seeding import kept_global_rngs
-from .selection import SELECT_TASKS, select
+from .selection import BEST, CENTER, SELECT_TASKS, SNAPSHOTS, select
 from .settings import DOCUMENTED, Settings
 from .spec import RunSpec
 from .strategies import DEFAULT, strategy_from
@@ -101,7 +101,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     try:
         # the caller's RNGs saved once, not around every generation's tasks
         with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():
-            search = Search(strategy, evaluator)
+            search = Search(strategy, evaluator, SNAPSHOTS if settings.select_tasks else 0)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
@@ -115,13 +115,15 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                 stop = _call_all(callbacks, "on_generation", search.step())
             stopped_by = (getattr(stop[0], "reason", None) or f"{stop[0]!r} returned True"
                           ) if stop else None
-            best, center = search.best_weights(), search.center_weights()
-            chosen, selection = ended or select(evaluator, best, center,
+            candidates = {BEST: search.best_weights(), CENTER: search.center_weights(),
+                          **search.snapshot_weights()}
+            chosen, selection = ended or select(evaluator, candidates,
                                                 settings.select_tasks)
-            result = Result(best_score=search.best_score, best_weights=best,
+            result = Result(best_score=search.best_score, best_weights=candidates[BEST],
                             evaluations=search.evaluations, history=search.history,
                             seed=settings.seed, config=config, agent=start_agent,
-                            stopped_by=stopped_by, center_weights=center, chosen=chosen,
+                            stopped_by=stopped_by, center_weights=candidates[CENTER],
+                            chosen=chosen, chosen_weights=candidates[chosen],
                             selection=selection)
         _call_all(callbacks, "on_end", result)
     except BaseException as exc:

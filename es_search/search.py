@@ -1,6 +1,7 @@
 """What a run carries from one generation to the next, and one generation's step."""
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any
@@ -14,17 +15,20 @@ from .errors import ScoreError, WorkerError
 from .evaluation import Scored
 from .record import make_record
 from .scores import best_index, is_better
+from .selection import SNAPSHOTS, Snapshots
 
 
 class Search:
     """The strategy and its state, the best score and weights so far (with the agent's
     shared state they were scored with), the evaluation count, the counters
-    ``merge_reports()`` returned and the history. ``start``, ``resume`` (from a
+    ``merge_reports()`` returned, the history and up to ``snapshots`` centres kept for
+    the end's selection test (:class:`~es_search.selection.Snapshots`). ``start``, ``resume`` (from a
     checkpoint) and ``step`` (one generation) each hand back the outcome that ``run()``
     passes to the callbacks (:class:`~es_search.callbacks.Generation`)."""
 
-    def __init__(self, strategy: Any, evaluator: Any):
+    def __init__(self, strategy: Any, evaluator: Any, snapshots: int = SNAPSHOTS):
         self.strategy, self.evaluator = strategy, evaluator
+        self.snapshots = Snapshots(snapshots)
         self.state: Any = None
         self.best_score = float("nan")
         self.best_flat: np.ndarray | None = None
@@ -58,6 +62,7 @@ class Search:
         self.best_score, self.best_flat = saved["best_score"], saved["best_flat"]
         self.best_shared = saved.get("best_shared")
         self.counters = dict(saved.get("counters") or {})
+        self.snapshots = saved["snapshots"]
         self.history = list(saved["history"])
         self.next_generation = saved["generation"]
         self._offset = self.history[-1]["seconds"] if self.history else 0.0
@@ -78,7 +83,7 @@ class Search:
             "generation": self.next_generation, "strategy": self.strategy,
             "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
             "evaluations": self.evaluations, "counters": dict(self.counters),
-            "best_shared": self.best_shared,
+            "best_shared": self.best_shared, "snapshots": copy.copy(self.snapshots),
             "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
         stats = evaluator.stats if scored is None else scored.stats
         return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
@@ -113,6 +118,8 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
+        self.snapshots.add(self.next_generation, strategy.center(self.state),
+                           evaluator.local.shared_state())
         return self._outcome(record, improved, (generation, center, candidates), scored)
 
     def seconds(self) -> float:
@@ -128,6 +135,12 @@ class Search:
         agent's shared state now: what the next generation would start from."""
         local = self.evaluator.local
         return weights_of(local, self.strategy.center(self.state), local.shared_state())
+
+    def snapshot_weights(self) -> dict[str, dict]:
+        """The kept centres, the latest first, by name ``"center@G"`` (after G
+        generations), with the shared state of their time."""
+        return {f"center@{g}": weights_of(self.evaluator.local, flat, shared)
+                for g, (flat, shared) in sorted(self.snapshots.kept.items(), reverse=True)}
 
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
         """The evaluator's scores; its errors carry the :class:`Failures` to replay."""

@@ -1,13 +1,17 @@
-"""The run's answer: of the best evaluation and the final centre, the one that tests best.
+"""The run's answer: of the best evaluation, the final centre and the centres kept over
+the run (:class:`Snapshots`), the one that tests best.
 
 The best weights are the luckiest single evaluation: on a noisy score, not what to
-deploy. At the end of a run both are scored on the same ``select_tasks`` fresh tasks
-(generation ``SELECTION_GENERATION``, which no search reaches); the higher mean is
-handed back (``Result.chosen``; a tie or NaN keeps the best). Nothing is tested when
-the centre is the best, or the score ignores its task seed.
+deploy; and a centre can pass its best and fall back (a step too large for the end of
+a run). At the end of a run each distinct candidate is scored on the same
+``select_tasks`` fresh tasks (generation ``SELECTION_GENERATION``, which no search
+reaches); the highest mean is handed back (``Result.chosen``: ``"best"``, ``"center"``,
+or ``"center@G"``, the centre after G generations; a tie or NaN keeps the earlier
+one). Nothing is tested when the score ignores its task seed, or there is one candidate.
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -20,6 +24,7 @@ from .scores import same_score
 
 SELECTION_GENERATION = 2 ** 32 - 1
 SELECT_TASKS = 16
+SNAPSHOTS = 8  # centres kept over a run: between 5 and 8 once the run is 8 generations long
 BEST, CENTER = "best", "center"
 
 
@@ -33,41 +38,89 @@ def check_select_tasks(value: Any) -> int:
     return tasks
 
 
-def same_weights(best: dict, center: dict | None) -> bool:
-    """Whether the final ``center`` is the ``best`` weights."""
-    return center is not None and center.keys() == best.keys() and all(
-        torch.equal(torch.as_tensor(center[k]), torch.as_tensor(best[k])) for k in best)
+class Snapshots:
+    """The centre (and the agent's shared state) after every ``spacing``-th generation,
+    at most ``size`` of them: when one more comes, every other one goes and the spacing
+    doubles, so that they span the whole run whatever its length (unknown under a time
+    limit). Part of the search's checkpoint: a resumed run keeps the same ones."""
+
+    def __init__(self, size: int = SNAPSHOTS):
+        self.size, self.spacing = size, 1
+        self.kept: dict[int, tuple[np.ndarray, dict]] = {}
+
+    def add(self, generations: int, center: np.ndarray, shared: dict) -> None:
+        """The centre after ``generations`` generations, kept if it falls on the spacing."""
+        if not self.size or generations % self.spacing:
+            return
+        # a new dict each time: a checkpoint's copy (copy.copy) keeps its own
+        self.kept = {**self.kept,
+                     generations: (np.array(center), copy.deepcopy(dict(shared)))}
+        if len(self.kept) > self.size:
+            self.spacing *= 2
+            self.kept = {g: kept for g, kept in self.kept.items() if g % self.spacing == 0}
 
 
-def select(evaluator: Any, best: dict, center: dict | None,
+def same_weights(a: dict, b: dict | None) -> bool:
+    """Whether weights ``b`` are weights ``a``."""
+    return b is not None and b.keys() == a.keys() and all(
+        torch.equal(torch.as_tensor(b[k]), torch.as_tensor(a[k])) for k in a)
+
+
+def distinct(candidates: dict[str, dict | None]) -> dict[str, dict]:
+    """``candidates`` without None and without weights an earlier one has."""
+    kept: dict[str, dict] = {}
+    for name, weights in candidates.items():
+        if weights is not None and not any(same_weights(w, weights) for w in kept.values()):
+            kept[name] = weights
+    return kept
+
+
+def select(evaluator: Any, candidates: dict[str, dict | None],
            tasks: int) -> tuple[str, dict | None]:
-    """``(chosen, selection)``: ``"best"`` or ``"center"``, and each one's figures
+    """``(chosen, selection)``: the name of the candidate (the first is the best weights)
+    with the highest mean score on ``tasks`` fresh tasks, and each distinct one's figures
     (``{"mean", "std", "n"}``; None when nothing was tested), scored on ``evaluator``."""
-    if not tasks or center is None or same_weights(best, center):
+    candidates = distinct(candidates)
+    if not tasks or len(candidates) < 2:
         return BEST, None
-    scored = {BEST: evaluator.evaluate([best] * tasks, SELECTION_GENERATION)}
-    if all(same_score(s, scored[BEST][0]) for s in scored[BEST]):
-        return BEST, None  # the score ignores its task seed: the search ranked it exactly
-    scored[CENTER] = evaluator.evaluate([center] * tasks, SELECTION_GENERATION)
+    scored: dict[str, list] = {}
+    for name, weights in candidates.items():
+        scored[name] = evaluator.evaluate([weights] * tasks, SELECTION_GENERATION)
+        if len(scored) == 1 and all(same_score(s, scored[name][0]) for s in scored[name]):
+            return BEST, None  # the score ignores its task seed: the search ranked it exactly
     with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
         selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
                      for name, v in scored.items()}
-    better = selection[CENTER]["mean"] > selection[BEST]["mean"]  # NaN: False
-    return (CENTER if better else BEST), selection
+    chosen = max(selection, key=lambda name: np.nan_to_num(selection[name]["mean"],
+                                                           nan=-np.inf))  # first of equals
+    return chosen, selection
+
+
+def label(name: str) -> str:
+    """``"best"`` -> "the best evaluation", ``"center@40"`` -> "the centre after 40
+    generations"."""
+    if name == BEST:
+        return "the best evaluation"
+    return "the final centre" if name == CENTER else \
+        f"the centre after {name.partition('@')[2]} generations"
 
 
 def describe(chosen: str, selection: dict | None) -> str:
-    """One line for a person: what the run hands back and both figures.
+    """One line for a person: what the run hands back, and the others' figures.
 
     >>> describe("center", {"best": {"mean": 763.0, "std": 946.0, "n": 16},
     ...                     "center": {"mean": 2942.0, "std": 29.0, "n": 16}})
     'handed back: the final centre, 2942 +- 29 on 16 fresh tasks (the best evaluation: 763 +- 946)'
     """
-    names = {BEST: "the best evaluation", CENTER: "the final centre"}
     if selection is None:
-        return f"handed back: {names[chosen]}"
-    other = CENTER if chosen == BEST else BEST
+        return f"handed back: {label(chosen)}"
     text = {name: f"{f['mean']:.6g} +- {f['std']:.3g}" if math.isfinite(f["mean"])
             else f"{f['mean']}" for name, f in selection.items()}
-    return (f"handed back: {names[chosen]}, {text[chosen]} on {selection[chosen]['n']} "
-            f"fresh tasks ({names[other]}: {text[other]})")
+    named = [f"{label(name)}: {text[name]}" for name in (BEST, CENTER)
+             if name in selection and name != chosen]
+    earlier = [f["mean"] for name, f in selection.items() if "@" in name and name != chosen]
+    if earlier:
+        named.append(f"{len(earlier)} earlier centres: {min(earlier):.6g} to "
+                     f"{max(earlier):.6g}")
+    return (f"handed back: {label(chosen)}, {text[chosen]} on {selection[chosen]['n']} "
+            f"fresh tasks ({'; '.join(named)})")

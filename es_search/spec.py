@@ -19,7 +19,7 @@ from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
-from .selection import same_weights
+from .selection import distinct, same_weights
 from .seeding import build_seeded
 from .settings import check_fields, check_generations, same_state, setting
 from .strategies import DEFAULT, STRATEGIES, strategy_from
@@ -167,9 +167,11 @@ def load_run(out: Any) -> Any:
     return Result.load(out, RunSpec.load(out).build_agent())
 
 
-def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = None) -> dict:
-    """``{"best": ..., "center": ...}``: the ``test_scores()`` of ``agent`` with each
-    weights (once if the same), also written to ``out/test.json``; {} if it has none."""
+def held_out_figures(agent: Any, weights: dict[str, dict | None], out: Any = None) -> dict:
+    """``{name: figures}``: the ``test_scores()`` of ``agent`` with each of ``weights``
+    (``{"best": ..., "center": ...}``; None skipped; weights equal to an earlier one's
+    tested once, sharing its figures), also written to ``out/test.json``; {} if it has
+    none."""
     import torch
 
     def scores(weights: dict) -> dict:
@@ -187,20 +189,24 @@ def held_out_figures(agent: Any, best: dict, center: dict | None, out: Any = Non
                                   f"(or {{}} for none)")
         return dict(figures)
 
-    figures = {"best": scores(best)}
-    if not figures["best"]:
-        return {}
-    if center is not None:
-        figures["center"] = figures["best"] if same_weights(best, center) else scores(center)
+    figures: dict[str, dict] = {}
+    kept = distinct(weights)
+    for name, tested in kept.items():
+        figures[name] = scores(tested)
+        if not figures[name]:
+            return {}
+    for name, tested in weights.items():  # the same weights: the same figures
+        if tested is not None and name not in figures:
+            figures[name] = next(figures[n] for n, w in kept.items() if same_weights(w, tested))
     if out:  # before anything is printed: a reader that leaves early loses nothing
         dump_json(RunDir(out).path / TEST, figures, sort_keys=False)  # as test_scores() gave
     return figures
 
 
-def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
+def held_out_test(folder: Any) -> tuple[Any, dict, str]:
     """``es-search test``: the run's agent, rebuilt from its spec; the
-    :func:`held_out_figures` of its best weights and final centre; whether the two are
-    the same; which one the run handed back. Refused while a run writes the folder."""
+    :func:`held_out_figures` of its best weights, final centre and what it handed back;
+    the name of the latter. Refused while a run writes the folder."""
     from .lock import acquire, release
     run = RunDir(folder)
     agent = RunSpec.load(run.path).build_agent()
@@ -212,8 +218,9 @@ def held_out_test(folder: Any) -> tuple[Any, dict, bool, str]:
     except OutFolderError as exc:
         raise OutFolderError(f"{exc} (test it once the run has ended)") from None
     try:
-        best, center = run.weights("best"), run.weights("center")
-        return (agent, held_out_figures(agent, best, center, folder),
-                same_weights(best, center), run.end().get("chosen", "best"))
+        chosen = run.end().get("chosen", "best")
+        weights = {"best": run.weights("best"), "center": run.weights("center")}
+        weights.setdefault(chosen, run.weights("chosen"))
+        return agent, held_out_figures(agent, weights, folder), chosen
     finally:
         release(key)

@@ -399,7 +399,7 @@ def test_cli_takes_the_strategy_of_the_builtin(tmp_path, capsys):
     import json
     strategy = json.loads((out / "config.json").read_text())["strategy"]
     assert strategy["name"] == "ars" and strategy["top"] == 4
-    assert strategy["population"] == 16 and strategy["step_size"] == 0.01
+    assert strategy["population"] == 16 and strategy["step_size"] == 0.02
 
 
 def test_test_scores_are_true_returns_of_fresh_episodes():

@@ -2,13 +2,14 @@
 import importlib
 import json
 
+import numpy as np
 import pytest
 import torch
 
 import es_search
 from es_search.folder import RunDir
 from es_search.seeding import task_seed
-from es_search.selection import SELECTION_GENERATION, describe
+from es_search.selection import SELECTION_GENERATION, Snapshots, describe
 from compare import same_weights
 
 
@@ -51,16 +52,42 @@ def _run(agent, **kwargs):
 def test_a_lucky_best_loses_to_the_centre():
     result = _run(Risky())
     assert result.best_score > 0  # a lucky evaluation of a risky candidate
-    assert result.chosen == "center"
+    assert result.chosen.startswith("center")  # the final one or an earlier one: all ~0
     best, center = result.selection["best"], result.selection["center"]
     assert best["n"] == center["n"] == 8 and best["mean"] < 0 < best["std"]
     assert abs(center["mean"]) < 1e-3 and center["std"] < 1e-3  # at the optimum
-    assert same_weights(result.chosen_weights, result.center_weights)
-    assert result.chosen_agent().w.tolist() == result.center_agent().w.tolist()
+    means = {name: f["mean"] for name, f in result.selection.items()}
+    assert means[result.chosen] == max(means.values())
+    assert result.chosen_agent().w.tolist() == result.chosen_weights["w"].tolist()
     assert result.best_agent().w.tolist() != result.center_agent().w.tolist()
     line = describe(result.chosen, result.selection)
-    assert line.startswith("handed back: the final centre, ") and \
-        " on 8 fresh tasks (the best evaluation: " in line
+    assert line.startswith("handed back: the ") and " on 8 fresh tasks (the best " \
+        "evaluation: " in line
+
+
+def test_snapshots_span_the_run_evenly():
+    for n in (3, 8, 9, 40, 1000):
+        snapshots = Snapshots(8)
+        for g in range(1, n + 1):
+            snapshots.add(g, np.full(2, float(g)), {})
+        kept = sorted(snapshots.kept)
+        assert kept == list(range(snapshots.spacing, n + 1, snapshots.spacing))
+        assert len(kept) <= 8 and (n < 8 or len(kept) >= 4)
+        assert all(snapshots.kept[g][0][0] == g for g in kept)
+
+
+def test_a_centre_that_walked_away_loses_to_an_earlier_one():
+    """ARS with a step far too large on Risky: the centre random-walks away from the
+    optimum at 0; an earlier centre, nearer to it, is handed back, and it is the final
+    centre of the same run stopped then."""
+    result = _run(Risky(), generations=8, strategy_options={"step_size": 2.0})
+    assert result.chosen.startswith("center@")
+    generations = int(result.chosen.partition("@")[2])
+    means = {name: f["mean"] for name, f in result.selection.items()}
+    assert means[result.chosen] == max(means.values()) > means["center"]
+    shorter = _run(Risky(), generations=generations, strategy_options={"step_size": 2.0},
+                   select_tasks=0)
+    assert same_weights(result.chosen_weights, shorter.center_weights)
 
 
 def test_selection_tasks_are_a_stream_of_their_own():
@@ -110,8 +137,8 @@ def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeyp
     result = _run(agent, out=tmp_path)
     end = json.loads((tmp_path / "result.json").read_text())
     assert (end["chosen"], end["selection"], end["select_tasks"]) == \
-        ("center", result.selection, 8)
-    assert same_weights(RunDir(tmp_path).weights("chosen"), result.center_weights)
+        (result.chosen, result.selection, 8)
+    assert same_weights(RunDir(tmp_path).weights("chosen"), result.chosen_weights)
     loaded = es_search.Result.load(tmp_path, Risky())
     assert (loaded.chosen, loaded.selection) == (result.chosen, result.selection)
     assert loaded.chosen_agent().w.tolist() == result.chosen_agent().w.tolist()
@@ -125,3 +152,12 @@ def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeyp
     again = _run(agent, out=tmp_path, resume=True, select_tasks=4)  # asked for another
     assert again.selection["best"]["n"] == 4
     assert json.loads((tmp_path / "result.json").read_text())["select_tasks"] == 4
+
+
+def test_an_interrupted_run_resumed_hands_back_the_same_answer(tmp_path):
+    options = dict(strategy_options={"step_size": 2.0})
+    whole = _run(Risky(), generations=8, **options)
+    _run(Risky(), generations=5, out=tmp_path, **options)
+    resumed = _run(Risky(), generations=8, out=tmp_path, resume=True, **options)
+    assert (resumed.chosen, resumed.selection) == (whole.chosen, whole.selection)
+    assert same_weights(resumed.chosen_weights, whole.chosen_weights)

@@ -18,24 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checks import check_int
-from .errors import SettingError
 from .scores import same_score
 
 SELECTION_GENERATION = 2 ** 32 - 1
 SELECT_TASKS = 16
 SNAPSHOTS = 8  # centres kept over a run: between 5 and 8 once the run is 8 generations long
 BEST, CENTER = "best", "center"
-
-
-def check_select_tasks(value: Any) -> int:
-    """``select_tasks`` as an int: 0 (off) or 2 or more."""
-    tasks = check_int("select_tasks", value, 0, " (0: off)")
-    if tasks == 1:
-        raise SettingError("select_tasks", value, "0 (off) or an integer >= 2: one task "
-                                                  "cannot tell a score that ignores its "
-                                                  "task seed")
-    return tasks
 
 
 class Snapshots:
@@ -86,7 +74,8 @@ def select(evaluator: Any, candidates: dict[str, dict | None],
     scored: dict[str, list] = {}
     for name, weights in candidates.items():
         scored[name] = evaluator.evaluate([weights] * tasks, SELECTION_GENERATION)
-        if len(scored) == 1 and all(same_score(s, scored[name][0]) for s in scored[name]):
+        if len(scored) == 1 < tasks and all(same_score(s, scored[name][0])
+                                            for s in scored[name]):
             return BEST, None  # the score ignores its task seed: the search ranked it exactly
     with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
         selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}

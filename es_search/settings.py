@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from .agent import class_home, plain
 from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
                      check_path, check_positive_float, check_seed)
-from .selection import SELECT_TASKS, SELECTION_GENERATION, check_select_tasks
+from .selection import SELECT_TASKS, SELECTION_GENERATION
 
 
 #: what ``score_kwargs`` must be
@@ -153,9 +153,9 @@ class Settings:
                                   "one task seed (a warning when the scores differ: the "
                                   "run would depend on {n_jobs}; default: on)")
     select_tasks: int = setting(
-        SELECT_TASKS, lambda name, value: check_select_tasks(value), f"at the end, score "
-        f"the best weights and the final centre on N fresh tasks each and hand back the "
-        f"better (default {SELECT_TASKS}; 0: the best weights, untested)", metavar="N")
+        SELECT_TASKS, partial(check_int, minimum=0), f"at the end, score the best weights, "
+        f"the final centre and the centres kept over the run on N fresh tasks each and hand "
+        f"back the best (default {SELECT_TASKS}; 0: the best weights, untested)", metavar="N")
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -98,7 +98,8 @@ def test_selection_tasks_are_a_stream_of_their_own():
     assert len(seeds) == 8 and not seeds & search
     with pytest.raises(ValueError, match="generations must be an integer below"):
         es_search.run(Quadratic(), generations=SELECTION_GENERATION, progress=False)
-    for bad, error in ((1, ValueError), (-1, ValueError), (2.0, TypeError)):
+    assert _run(Risky(), select_tasks=1).selection["center"]["n"] == 1  # one task each
+    for bad, error in ((-1, ValueError), (2.0, TypeError)):
         with pytest.raises(error, match="select_tasks"):
             es_search.run(Quadratic(), generations=1, select_tasks=bad, progress=False)
 

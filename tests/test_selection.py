@@ -162,3 +162,22 @@ def test_an_interrupted_run_resumed_hands_back_the_same_answer(tmp_path):
     resumed = _run(Risky(), generations=8, out=tmp_path, resume=True, **options)
     assert (resumed.chosen, resumed.selection) == (whole.chosen, whole.selection)
     assert same_weights(resumed.chosen_weights, whole.chosen_weights)
+
+
+class Measured(Risky):
+    def test_scores(self):
+        return {"size": float(self.w.abs().sum())}
+
+
+def test_es_search_test_tests_the_centre_handed_back(tmp_path, capsys):
+    from es_search.cli import main
+    from es_search.selection import label
+    result = _run(Measured(), generations=8, strategy_options={"step_size": 2.0},
+                  out=tmp_path)
+    assert result.chosen.startswith("center@")
+    assert main(["test", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    size = float(result.chosen_weights["w"].abs().sum())
+    assert f"test of {label(result.chosen)} (handed back), outside the search: " \
+           f"size {size:.6g}" in lines and len(lines) == 3  # best, final centre, chosen
+    assert json.loads((tmp_path / "test.json").read_text())[result.chosen] == {"size": size}

@@ -27,7 +27,6 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from . import backends
 from .candidates import Candidate, take_vectors
-from .errors import ScoreError
 from .worker import (Payload, cached_payload, group_bounds, score_tasks, single_torch_thread,
                      worker_agent)
 
@@ -268,8 +267,9 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
                  vectors: Any = None) -> tuple[list[tuple], float]:
     """A worker's call: the blocks ``todo`` (``candidates`` from index ``first`` on) in
     turn or, with ``claims`` (the counter file), ``todo[k]`` for each ``k`` it claims.
-    Returns ``[(start, scores, reports, error), ...]`` (a :class:`ScoreError` ends the
-    call) and the seconds it worked."""
+    Returns ``[(start, scores, reports, error), ...]`` and the seconds it worked: what a
+    block raises ends the call as its ``error``, so that the lowest failing index raises
+    whatever the workers (:func:`in_index_order`), as in this process."""
     blocks: list[tuple] = []
     fd = None if claims is None else os.open(claims, os.O_RDWR)
     claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
@@ -288,7 +288,7 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
                         scores, reports = score_tasks(agent, payload,
                                                       candidates[start - first:stop - first],
                                                       seed, generation, start, on_error)
-                    except ScoreError as exc:
+                    except Exception as exc:  # noqa: BLE001 - raised by in_index_order
                         blocks.append((start, None, None, exc))
                         break
                     blocks.append((start, scores, reports, None))

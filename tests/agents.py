@@ -386,15 +386,18 @@ class Hangs(Vec):
 
 
 class Raises(Vec):
-    """``score()`` raises for the tasks whose seeds are in ``fail_seeds``."""
+    """``score()`` raises for the tasks whose seeds are in ``fail_seeds`` and returns
+    text (no score) for those in ``text_seeds``."""
 
-    def __init__(self, fail_seeds=()):
+    def __init__(self, fail_seeds=(), text_seeds=()):
         super().__init__()
-        self.fail_seeds = set(fail_seeds)
+        self.fail_seeds, self.text_seeds = set(fail_seeds), set(text_seeds)
 
     def score(self, **kwargs) -> float:
         if self.task_seed in self.fail_seeds:
             raise ValueError(f"boom at {self.x.tolist()}")
+        if self.task_seed in self.text_seeds:
+            return "high"
         return super().score(**kwargs)
 
 

@@ -25,7 +25,7 @@ def failed_method(traceback_text: str) -> str:
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
     ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
-    raised (its repr if that cannot be pickled). ``group_end``: ``score_batch()`` failed
+    raised (pickled, its repr if it cannot be). ``group_end``: ``score_batch()`` failed
     on candidates ``index`` to ``group_end - 1``, which each score alone. Set where caught:
     ``out``, the run folder; ``evaluate_seed``, the seed of the ``evaluate()`` call whose
     ``weights[index]`` failed (``evaluate_kwargs``: with ``score_kwargs``)."""
@@ -37,10 +37,6 @@ class ScoreError(RuntimeError):
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
                  group_end: int | None = None):
-        try:  # pickled with the args (__cause__ is not): its repr if it cannot be
-            cloudpickle.loads(cloudpickle.dumps(cause))
-        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
-            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
         super().__init__(agent_class, generation, index, seed, remote_traceback, cause,
                          group_end)
         self.agent_class, self.generation, self.index, self.seed = (
@@ -50,6 +46,17 @@ class ScoreError(RuntimeError):
 
     def __str__(self) -> str:
         return score_message(self)
+
+    def __reduce__(self) -> tuple:
+        """Pickled with ``cause`` in the args (``__cause__`` is not), or its repr where
+        the user's exception does not round-trip."""
+        cause = self.cause
+        try:
+            cloudpickle.loads(cloudpickle.dumps(cause))
+        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
+            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
+        args = self.args[:5] + (cause,) + self.args[6:]
+        return type(self), args, {**self.__dict__, "cause": cause}
 
 
 def score_message(error: ScoreError) -> str:

@@ -401,6 +401,28 @@ class Raises(Vec):
         return super().score(**kwargs)
 
 
+class LockedError(ValueError):
+    """An exception that cannot be pickled: it holds a lock."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+class RaisesLocked(Raises):
+    """``score()`` raises a :class:`LockedError` for the tasks of ``fail_seeds``; those
+    raised in this process are kept in ``raised``."""
+
+    raised: list = []
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed in self.fail_seeds:
+            error = LockedError(f"locked boom at {self.x.tolist()}")
+            RaisesLocked.raised.append(error)
+            raise error
+        return super().score(**kwargs)
+
+
 class NonFinite(Vec):
     """Every third task (by seed) scores NaN, every fifth +inf."""
 

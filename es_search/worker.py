@@ -18,7 +18,7 @@ import torch
 from . import backends as _backends
 from . import candidates as _candidates
 from . import seeding
-from .agent import Agent
+from .agent import Agent, overrides
 from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
@@ -47,7 +47,7 @@ _HOOKS = ("task_report", "merge_reports", "shared_state", "load_shared_state")
 def has_hooks(agent: Any) -> bool:
     """Whether ``agent`` overrides a shared-statistics hook of :class:`Agent` (else the
     engine skips reports, merges and shared state)."""
-    return any(getattr(type(agent), name) is not getattr(Agent, name) for name in _HOOKS)
+    return any(overrides(agent, name) for name in _HOOKS)
 
 
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,

@@ -75,13 +75,15 @@ class ControlPolicy(Agent):
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
 
-    def _build(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
-        """Check the settings every control policy has; make its layers ``obs_dim ->
-        hidden... -> act_dim``, the output layer zero."""
+    def _settings(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
+        """Check the settings every control policy has (before any environment is made)."""
         self.hidden = _hidden_sizes(hidden)
         self.episodes = check_int("episodes", episodes, 1)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.greedy = check_bool("greedy", greedy)
+
+    def _build(self) -> None:
+        """Make the layers ``obs_dim -> hidden... -> act_dim``, the output layer zero."""
         if self.greedy and not self.discrete:
             raise ValueError(f"greedy=True takes the argmax of discrete actions; {self.env_id}'s "
                              f"actions are continuous (already deterministic): leave greedy out")
@@ -143,6 +145,7 @@ class GymPolicy(ControlPolicy):
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
         self.crn = check_bool("crn", crn)
+        self._settings(hidden, episodes, max_steps, greedy)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
@@ -162,7 +165,7 @@ class GymPolicy(ControlPolicy):
         self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        self._build(hidden, episodes, max_steps, greedy)
+        self._build()
         buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
                    "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
         if self.normalize == "fixed":

@@ -48,8 +48,7 @@ class ScoreError(RuntimeError):
         return score_message(self)
 
     def __reduce__(self) -> tuple:
-        """Pickled with ``cause`` in the args (``__cause__`` is not), or its repr where
-        the user's exception does not round-trip."""
+        """Pickled with its cause (``__cause__`` is not), or the cause's repr."""
         cause = self.cause
         try:
             cloudpickle.loads(cloudpickle.dumps(cause))
@@ -307,7 +306,4 @@ def interrupted(exc: BaseException, out: Any, completed: int) -> None:
         "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
         f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
         f"and the same settings.")
-    if hasattr(exc, "add_note"):  # Python 3.11+
-        exc.add_note(note)
-    else:  # pragma: no cover - Python 3.10: printed, as a note would be
-        print(note, file=sys.stderr)
+    exc.add_note(note)

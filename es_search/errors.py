@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import os
 import sys
 import warnings
@@ -137,11 +136,6 @@ def ranges(indices: Sequence[int]) -> str:
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-#: what a call to the workers raises when a worker was lost (loky's TerminatedWorkerError,
-#: the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran over its time
-LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
-
-
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
              generation: int | None, lost: Callable[[], list[int]]) -> Any:
     """``call()``, made again on fresh workers with the same task seeds when a worker is
@@ -152,7 +146,7 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
     for attempt in range(max_retries + 1):
         try:
             return call()
-        except LOST as exc:
+        except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
             error = exc
         timed_out = not isinstance(error, BrokenExecutor)
         first_line = str(error).partition("\n")[0]

@@ -51,16 +51,6 @@ def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int 
     return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 
 
-def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
-    if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
-        hidden = (hidden,) if hidden else ()
-    if isinstance(hidden, str) or not isinstance(hidden, Iterable):
-        raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
-                        f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
-    return tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
-                 for h in hidden)
-
-
 class ControlPolicy(Agent):
     """A policy scored by episode returns; ``returns(episodes, seed)`` gives true
     returns, ``test_scores()`` those of ``test_episodes`` episodes from ``TEST_SEED``."""
@@ -77,7 +67,13 @@ class ControlPolicy(Agent):
 
     def _settings(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
         """Check the settings every control policy has (before any environment is made)."""
-        self.hidden = _hidden_sizes(hidden)
+        if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+            hidden = (hidden,) if hidden else ()
+        if isinstance(hidden, str) or not isinstance(hidden, Iterable):
+            raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
+                            f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
+        self.hidden = tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
+                            for h in hidden)
         self.episodes = check_int("episodes", episodes, 1)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.greedy = check_bool("greedy", greedy)

@@ -105,5 +105,5 @@ class RayPool(ActorPool):
                 self.ray.kill(self._actors.get(key), no_restart=True)
 
     def close(self) -> None:
-        self._end(list(self._actors))
-        self._refs = {}
+        self._stop(list(self._actors))
+        self._actors, self._refs = {}, {}

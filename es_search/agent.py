@@ -215,10 +215,16 @@ def weights_of(agent: Agent, flat: Any, shared: Mapping[str, Any] | None = None
     return weights
 
 
+def overrides(agent: Any, name: str) -> bool:
+    """Whether the class of ``agent`` (an agent or a class) defines its own method
+    ``name``, not :class:`Agent`'s."""
+    method = getattr(agent if isinstance(agent, type) else type(agent), name, None)
+    return method is not None and method is not getattr(Agent, name)
+
+
 def has_score_batch(agent: Any) -> bool:
     """Whether ``agent`` defines its own ``score_batch`` (the base class's does not)."""
-    method = getattr(type(agent), "score_batch", None)
-    return method is not None and method is not Agent.score_batch
+    return overrides(agent, "score_batch")
 
 
 def own_params(agent: Any) -> dict[str, torch.Tensor]:

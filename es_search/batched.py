@@ -62,11 +62,11 @@ def candidate_rngs(seeds: Sequence[int], *key: int) -> list[np.random.Generator]
     names the purpose (e.g. ``1`` for sampled actions): one candidate, several streams."""
     seeds = list(seeds)
     for i, s in enumerate(seeds):  # a float would be truncated to another's stream
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            error = TypeError if isinstance(s, bool) or not isinstance(s, (int, np.integer)) \
-                else ValueError
-            raise error(f"candidate_rngs() takes the task seeds score_batch() got "
-                        f"(non-negative integers); seeds[{i}] is {s!r}")
+        integer = isinstance(s, (int, np.integer)) and not isinstance(s, bool)
+        if not integer or s < 0:
+            raise (ValueError if integer else TypeError)(
+                f"candidate_rngs() takes the task seeds score_batch() got (non-negative "
+                f"integers); seeds[{i}] is {s!r}")
     return generators(seeds, key)
 
 

@@ -146,15 +146,12 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 ) -> dict[str, torch.Tensor] | None:
     """The evolved weights of ``candidates`` (task seeds ``seeds``), stacked along a new
     leading dimension, bit for bit what :func:`build` loads into ``agent`` for each (the
-    same operations on tensors of the same shapes); or None when only :func:`build` can
-    (a ``"weights"`` candidate, an agent that overrides ``jitter_weights`` or
-    ``set_flat``, a jitter of a non-contiguous parameter). Leaves ``agent`` holding the
-    centre and the global RNGs untouched."""
-    from .agent import Agent
+    same operations on tensors of the same shapes), or None where only :func:`build` can;
+    ``agent`` is left holding the centre, the global RNGs untouched."""
+    from .agent import overrides
 
     def default(name: str) -> bool:  # neither the class nor the instance overrides it
-        return (getattr(type(agent), name) is getattr(Agent, name)
-                and name not in vars(agent))
+        return not overrides(agent, name) and name not in vars(agent)
 
     kinds = {c.kind for c in candidates}
     if (not kinds <= {"center", "jitter", "noise", "vector"} or not default("set_flat")

@@ -11,13 +11,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from .agent import Agent, has_score_batch
+from .agent import Agent, has_score_batch, overrides
 from .errors import SettingError
 
 
 def has_own_score(agent: Any) -> bool:
     """Whether ``agent``'s class writes its own ``score()``."""
-    return getattr(type(agent), "score", None) is not Agent.score
+    return overrides(agent, "score")
 
 
 def check_is_agent(agent: Any) -> None:
@@ -165,7 +165,7 @@ def score_kwargs_misfit(agent: Any, score_kwargs: Mapping) -> str | None:
     """Why ``score_kwargs`` do not fit a scoring method of ``agent``'s class, e.g.
     "NeedsData.score(data): missing a required argument: 'data'"; else None."""
     for name, leading in (("score", ()), ("score_batch", (None, None))):
-        if getattr(type(agent), name, None) is getattr(Agent, name):
+        if not overrides(agent, name):
             continue
         try:
             signature = inspect.signature(getattr(agent, name))

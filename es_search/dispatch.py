@@ -13,6 +13,7 @@ winner (twice as many after each try it loses).
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import functools
 import itertools
@@ -27,7 +28,6 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from . import backends
 from .candidates import Candidate, take_vectors
-from .errors import ScoreError
 from .worker import (Payload, cached_payload, group_bounds, score_tasks, single_torch_thread,
                      worker_agent)
 
@@ -63,13 +63,10 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
     >>> imbalance([(0, 2), (2, 4), (4, 6), (6, 8)], [0.5, 0.5, 0.5, 0.5], 8, 2)
     0.0
     """
-    shares = chunk_bounds(n, workers)
-    sums = [0.0] * len(shares)
-    k = 0
+    stops = [stop for _, stop in chunk_bounds(n, workers)]
+    sums = [0.0] * len(stops)
     for (start, _), s in zip(bounds, seconds):
-        while k + 1 < len(shares) and start >= shares[k][1]:
-            k += 1
-        sums[k] += s
+        sums[bisect.bisect_right(stops, start)] += s
     mean = sum(sums) / len(sums)
     return max(sums) / mean - 1.0 if mean > 0 else 0.0
 
@@ -268,8 +265,8 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
                  vectors: Any = None) -> tuple[list[tuple], float]:
     """A worker's call: the blocks ``todo`` (``candidates`` from index ``first`` on) in
     turn or, with ``claims`` (the counter file), ``todo[k]`` for each ``k`` it claims.
-    Returns ``[(start, scores, reports, error), ...]`` (a :class:`ScoreError` ends the
-    call) and the seconds it worked."""
+    Returns ``[(start, scores, reports, error), ...]`` (what a block raises ends the call:
+    :func:`in_index_order` raises the lowest block's) and the seconds it worked."""
     blocks: list[tuple] = []
     fd = None if claims is None else os.open(claims, os.O_RDWR)
     claim = itertools.count().__next__ if fd is None else functools.partial(_claim, fd)
@@ -288,7 +285,7 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
                         scores, reports = score_tasks(agent, payload,
                                                       candidates[start - first:stop - first],
                                                       seed, generation, start, on_error)
-                    except ScoreError as exc:
+                    except Exception as exc:  # noqa: BLE001 - raised by in_index_order
                         blocks.append((start, None, None, exc))
                         break
                     blocks.append((start, scores, reports, None))

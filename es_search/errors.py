@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import os
 import sys
 import warnings
@@ -25,7 +24,7 @@ def failed_method(traceback_text: str) -> str:
 class ScoreError(RuntimeError):
     """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
     ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
-    raised (its repr if that cannot be pickled). ``group_end``: ``score_batch()`` failed
+    raised (pickled, its repr if it cannot be). ``group_end``: ``score_batch()`` failed
     on candidates ``index`` to ``group_end - 1``, which each score alone. Set where caught:
     ``out``, the run folder; ``evaluate_seed``, the seed of the ``evaluate()`` call whose
     ``weights[index]`` failed (``evaluate_kwargs``: with ``score_kwargs``)."""
@@ -37,10 +36,6 @@ class ScoreError(RuntimeError):
     def __init__(self, agent_class: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
                  group_end: int | None = None):
-        try:  # pickled with the args (__cause__ is not): its repr if it cannot be
-            cloudpickle.loads(cloudpickle.dumps(cause))
-        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
-            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
         super().__init__(agent_class, generation, index, seed, remote_traceback, cause,
                          group_end)
         self.agent_class, self.generation, self.index, self.seed = (
@@ -50,6 +45,16 @@ class ScoreError(RuntimeError):
 
     def __str__(self) -> str:
         return score_message(self)
+
+    def __reduce__(self) -> tuple:
+        """Pickled with its cause (``__cause__`` is not), or the cause's repr."""
+        cause = self.cause
+        try:
+            cloudpickle.loads(cloudpickle.dumps(cause))
+        except Exception:  # noqa: BLE001 - whatever unpickling the user's class raises
+            cause = RuntimeError(f"{type(cause).__name__}: {cause}")
+        args = self.args[:5] + (cause,) + self.args[6:]
+        return type(self), args, {**self.__dict__, "cause": cause}
 
 
 def score_message(error: ScoreError) -> str:
@@ -131,11 +136,6 @@ def ranges(indices: Sequence[int]) -> str:
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
-#: what a call to the workers raises when a worker was lost (loky's TerminatedWorkerError,
-#: the cluster pools' WorkerLost: BrokenExecutors) or a chunk ran over its time
-LOST = (BrokenExecutor, TimeoutError, multiprocessing.TimeoutError)
-
-
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
              generation: int | None, lost: Callable[[], list[int]]) -> Any:
     """``call()``, made again on fresh workers with the same task seeds when a worker is
@@ -146,7 +146,7 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
     for attempt in range(max_retries + 1):
         try:
             return call()
-        except LOST as exc:
+        except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
             error = exc
         timed_out = not isinstance(error, BrokenExecutor)
         first_line = str(error).partition("\n")[0]
@@ -300,7 +300,4 @@ def interrupted(exc: BaseException, out: Any, completed: int) -> None:
         "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
         f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
         f"and the same settings.")
-    if hasattr(exc, "add_note"):  # Python 3.11+
-        exc.add_note(note)
-    else:  # pragma: no cover - Python 3.10: printed, as a note would be
-        print(note, file=sys.stderr)
+    exc.add_note(note)

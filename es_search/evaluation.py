@@ -55,9 +55,7 @@ class Engine:
     :class:`Scored`. Use it as a context manager: entering checks that the score is
     repeatable (``repeat_check``), starts the workers and times empty round trips.
     Settings come as a :class:`~es_search.settings.Settings` or as its keywords;
-    ``max_workers``: start no more worker processes than this. With
-    ``sequential_fallback=True`` a generation runs in this process when the
-    :class:`~es_search.dispatch.DispatchPolicy` predicts it faster (``stats``)."""
+    ``max_workers``: start no more worker processes than this."""
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
@@ -157,14 +155,12 @@ class Engine:
 
     def close(self) -> None:
         self._open = False
-        if self._counter is not None:
-            counter, self._counter = self._counter, None
-            counter.close()
-        if self.pool is not None:
-            pool, self.pool = self.pool, None
-            pool.close()
-        if self._sigterm is not None:  # after the workers are gone
-            sigterm, self._sigterm = self._sigterm, None
+        counter, pool, sigterm = self._counter, self.pool, self._sigterm
+        self._counter = self.pool = self._sigterm = None
+        for held in (counter, pool):
+            if held is not None:
+                held.close()
+        if sigterm is not None:  # after the workers are gone
             sigterm.__exit__()
 
     # ------------------------------------------------------------------ scoring

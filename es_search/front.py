@@ -5,9 +5,6 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-import torch
-
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int
@@ -60,9 +57,7 @@ class Evaluator(Engine):
             self._checker.set_weights(w)
             self._reset.update((name, self._base[name]) for name in w if name in self._base)
         reset = dict(sorted(self._reset.items()))
-        # NumPy arrays as tensors: joblib would memory-map large ones and keep them
-        return generation, [Candidate("weights", vector={**reset, **as_tensors(w)})
-                            for w in weights]
+        return generation, [Candidate("weights", vector={**reset, **w}) for w in weights]
 
     def _score(self, generation: int, candidates: list[Candidate]) -> list[float]:
         if not candidates:
@@ -105,15 +100,3 @@ def _weights_list(weights: Any) -> list[Mapping[str, Any]]:
             raise TypeError(f"weights[{i}] must be a dict of name -> tensor, "
                             f"got {type(w).__name__}")
     return weights
-
-
-def as_tensors(weights: Mapping[str, Any]) -> dict[str, Any]:
-    """A weights dict with its NumPy arrays as tensors of the same dtype and values (an
-    array torch cannot hold stays as it is; set_weights says what is wrong with it)."""
-    def tensor(value: Any) -> Any:
-        try:
-            return torch.tensor(value)
-        except (TypeError, ValueError, RuntimeError):
-            return value
-    return {name: tensor(value) if isinstance(value, np.ndarray) else value
-            for name, value in weights.items()}

@@ -24,9 +24,6 @@ class Moments(NamedTuple):
     def of(cls, batch: np.ndarray) -> "Moments":
         """The moments of the rows of ``batch`` (shape ``(n, dim)``)."""
         batch = np.asarray(batch, dtype=np.float64)
-        if batch.ndim != 2:
-            raise ValueError(f"Moments.of expects a 2-d batch (n, dim), got shape "
-                             f"{batch.shape}")
         if len(batch) == 0:
             return cls.empty(batch.shape[1])
         mean = batch.mean(axis=0)

@@ -9,7 +9,6 @@ from . import checkpoint
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check, check_int, check_is_agent, check_seed
-from .front import as_tensors
 from .folder import CHECKPOINT, RunDir
 from .seeding import preserved_global_rngs
 from .worker import Payload, run_task, single_torch_thread
@@ -92,7 +91,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         if not isinstance(weights, Mapping):
             raise TypeError(f"weights must be one weights dict (name -> tensor), the one "
                             f"given to evaluate() for this task, got {type(weights).__name__}")
-        candidate = Candidate("weights", vector=as_tensors(weights))
+        candidate = Candidate("weights", vector=dict(weights))
     candidate = Candidate("center") if candidate is None else candidate
     check("candidate", candidate, isinstance(candidate, Candidate), "an es_search.Candidate")
     seed = check_seed(seed)

@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping
 
-from .agent import Agent
+from .agent import Agent, overrides
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
 from .errors import ScoreError, Warnings, WorkerError, interrupted, render, warn_user
@@ -80,8 +80,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     strategy.check_size(agent.num_evolved())
     # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
     evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
-    if type(agent).jitter_weights is not Agent.jitter_weights and \
-            not strategy.uses_jitter_weights:
+    if overrides(agent, "jitter_weights") and not strategy.uses_jitter_weights:
         warn_user(f"{type(agent).__name__} overrides jitter_weights(), which only the hill "
                   f"climbers call (hill-climb, adaptive-hill-climb); "
                   f"{strategy.name or type(strategy).__name__} moves every evolved value by "

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import torch
 
-from .agent import Agent
+from .agent import Agent, overrides
 from .batched import group_size, has_score_batch
 from .candidates import Candidate
 from .checks import (check_dict, check_int, check_is_agent, check_number,
@@ -211,7 +211,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
                "es_search.batched.candidate_rngs(seeds)[i] (the global RNGs are seeded once "
                "per group), compute no statistics across rows, and make score() compute "
                "what one row computes.")
-        if type(agent).jitter_weights is not Agent.jitter_weights:
+        if overrides(agent, "jitter_weights"):
             fix += (f"\n{name} overrides jitter_weights(): score_batch() gets each "
                     f"candidate's evolved parameters (params), nothing else; a buffer or "
                     f"attribute that jitter_weights() changes holds the last candidate's "

@@ -60,10 +60,8 @@ def _columns(pairs: Sequence) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _as_rows(words: list, n: int) -> np.ndarray:
-    rows = np.empty((len(words), n), dtype=np.uint32)
-    for i, word in enumerate(words):
-        rows[i] = word
-    return rows
+    """A uint32 row of ``n`` per word (an int, or an array of ``n``)."""
+    return np.stack([np.broadcast_to(np.asarray(w, dtype=np.uint32), (n,)) for w in words])
 
 
 def spawned(seed: int, key: Sequence[int], last: Iterable[int]) -> list[int]:

@@ -39,8 +39,7 @@ def task_seed(seed: int, generation: int, index: int) -> int:
 def build_seeded(seed: int, factory: Any, *args: Any, **kwargs: Any) -> Any:
     """``factory(*args, **kwargs)`` under global RNGs seeded from the run's ``seed`` (a
     stream apart from every task's), the caller's RNG state restored after: an agent's
-    random initial weights from the run's seed (the command line and the control
-    benchmark build their agents so).
+    random initial weights from the run's seed.
 
     >>> build_seeded(0, random.random) == build_seeded(0, random.random) != random.random()
     True

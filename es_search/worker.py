@@ -18,7 +18,7 @@ import torch
 from . import backends as _backends
 from . import candidates as _candidates
 from . import seeding
-from .agent import Agent
+from .agent import Agent, overrides
 from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
@@ -47,18 +47,16 @@ _HOOKS = ("task_report", "merge_reports", "shared_state", "load_shared_state")
 def has_hooks(agent: Any) -> bool:
     """Whether ``agent`` overrides a shared-statistics hook of :class:`Agent` (else the
     engine skips reports, merges and shared state)."""
-    return any(getattr(type(agent), name) is not getattr(Agent, name) for name in _HOOKS)
+    return any(overrides(agent, name) for name in _HOOKS)
 
 
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
              generation: int, index: int, *, score: bool = True,
              seed_of_task: int | None = None) -> tuple[float, Any]:
-    """Task ``(generation, index)`` of the run seeded ``seed`` on ``agent``: sets its
-    ``task_seed`` and ``generation_seed``, seeds the global RNGs with the task seed
-    (``seed_of_task``, if the caller computed it), loads ``payload.shared``, builds
-    ``candidate`` around ``payload.center`` and scores it without gradients: ``(score,
-    agent.task_report())``, or ``(nan, None)`` with ``score=False`` (a rebuild). The
-    caller's RNGs are not restored."""
+    """Task ``(generation, index)`` of the run seeded ``seed``, built around
+    ``payload.center`` on ``agent`` and scored without gradients, the global RNGs seeded
+    with its task seed (``seed_of_task``, if the caller computed it) and not restored:
+    ``(score, agent.task_report())``, or ``(nan, None)`` with ``score=False`` (a rebuild)."""
     seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
     seeds["task_seed"] = seed_

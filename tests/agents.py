@@ -386,15 +386,40 @@ class Hangs(Vec):
 
 
 class Raises(Vec):
-    """``score()`` raises for the tasks whose seeds are in ``fail_seeds``."""
+    """``score()`` raises for the tasks whose seeds are in ``fail_seeds`` and returns
+    text (no score) for those in ``text_seeds``."""
 
-    def __init__(self, fail_seeds=()):
+    def __init__(self, fail_seeds=(), text_seeds=()):
         super().__init__()
-        self.fail_seeds = set(fail_seeds)
+        self.fail_seeds, self.text_seeds = set(fail_seeds), set(text_seeds)
 
     def score(self, **kwargs) -> float:
         if self.task_seed in self.fail_seeds:
             raise ValueError(f"boom at {self.x.tolist()}")
+        if self.task_seed in self.text_seeds:
+            return "high"
+        return super().score(**kwargs)
+
+
+class LockedError(ValueError):
+    """An exception that cannot be pickled: it holds a lock."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+class RaisesLocked(Raises):
+    """``score()`` raises a :class:`LockedError` for the tasks of ``fail_seeds``; those
+    raised in this process are kept in ``raised``."""
+
+    raised: list = []
+
+    def score(self, **kwargs) -> float:
+        if self.task_seed in self.fail_seeds:
+            error = LockedError(f"locked boom at {self.x.tolist()}")
+            RaisesLocked.raised.append(error)
+            raise error
         return super().score(**kwargs)
 
 

@@ -94,6 +94,26 @@ def test_the_lowest_failing_candidate_is_the_error(rounds):
     assert messages == [(1, 3), (1, 3)]
 
 
+@pytest.mark.parametrize("generation", [0, 1])  # chunks (no task time yet), claimed
+def test_the_lowest_failing_candidate_is_the_error_whatever_the_others_raise(rounds,
+                                                                             generation):
+    # candidate 1 raises; candidate 5, in the other worker's chunk (or claimed after the
+    # other worker stopped), returns no number: the lowest is the error on every path
+    agent = agents.Raises({task_seed(SEED, generation, 1)},
+                          text_seeds={task_seed(SEED, generation, 5)})
+    candidates = [Candidate("jitter", 0.3)] * 8
+    errors = []
+    for n_jobs in (1, 2):
+        with Engine(agent, seed=SEED, n_jobs=n_jobs, sequential_fallback=False) as ev:
+            center = ev.local.get_flat()
+            for g in range(generation):
+                ev.score(g, center, candidates)
+            with pytest.raises(es_search.ScoreError) as info:
+                ev.score(generation, center, candidates)
+        errors.append((info.value.generation, info.value.index))
+    assert errors == [(generation, 1), (generation, 1)]
+
+
 def test_failures_scored_worst_are_the_same_when_claimed(rounds):
     bad = {task_seed(SEED, g, i) for g in (1, 2) for i in (0, 5)}
     with pytest.warns(RuntimeWarning, match="raised on 2 candidate.*of generation 1"):

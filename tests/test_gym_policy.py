@@ -166,7 +166,11 @@ def test_mujoco_warnings_become_python_warnings():
     ({"episodes": 0}, ValueError), ({"max_steps": 0}, ValueError),
     ({"reward_clip": 0}, ValueError), ({"reward_clip": -1.0}, ValueError),
     ({"reward_clip": float("inf")}, ValueError), ({"reward_clip": True}, ValueError)])
-def test_bad_options_fail_at_construction(kwargs, error):
+def test_bad_options_fail_at_construction(kwargs, error, monkeypatch):
+    def no_env(*args, **kw):
+        raise AssertionError("an environment was made before the options were checked")
+
+    monkeypatch.setattr("es_search.problems.gym_policy.make_env", no_env)
     with pytest.raises(error):
         GymPolicy("Pendulum-v1", **kwargs)
 

@@ -106,7 +106,7 @@ def test_pgpe_on_a_large_agent_leaves_no_memory_maps_behind():
                            progress=False)
     assert len(result.history) == 3
     assert set(_joblib_files()) <= before
-    # weights given as NumPy arrays to evaluate() travel as tensors
+    # nor do weights given to evaluate() as NumPy arrays
     weights = [{"w": np.full(200_000, float(i), dtype=np.float32)} for i in range(4)]
     assert es_search.evaluate(Large(dim=200_000), weights, n_jobs=2) == \
         [-90.0, -40.0, -10.0, 0.0]

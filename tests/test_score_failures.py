@@ -52,6 +52,22 @@ def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_cause_that_cannot_be_pickled_is_kept_in_process_and_its_repr_sent(n_jobs):
+    agents.RaisesLocked.raised.clear()
+    with pytest.raises(es_search.ScoreError) as info:
+        es_search.run(agents.RaisesLocked({task_seed(SEED, 1, 3)}), generations=3,
+                      n_jobs=n_jobs, sequential_fallback=False, **KW)
+    err = info.value
+    assert (err.generation, err.index) == (1, 3)
+    if n_jobs == 1:  # the very exception score() raised, lock and all
+        assert err.cause is err.__cause__ is agents.RaisesLocked.raised[-1]
+    else:  # from a worker: what it said
+        assert type(err.cause) is RuntimeError and err.cause is err.__cause__
+        assert str(err.cause).startswith("LockedError: locked boom at")
+    assert "LockedError: locked boom" in err.remote_traceback
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
 def test_an_evaluate_score_error_replays_the_weights_dict_not_a_run_folder(n_jobs):
     """evaluate() and Evaluator have no out folder: the message replays weights[index]
     with the call's seed and generation, and that advice reproduces the failure."""

@@ -58,7 +58,8 @@ class DaskPool(ActorPool):
         for gone in set(self._actors) - set(addresses):
             self._forget(gone)
         wanted = addresses if self.n_jobs < 1 else addresses[:self.n_jobs]
-        self._start_actors([a for a in wanted if a not in self._actors])
+        if new := [a for a in wanted if a not in self._actors]:
+            self._start_actors(new)
         return [a for a in wanted if a in self._actors]
 
     def _start_actors(self, addresses: list[str]) -> None:

@@ -52,7 +52,8 @@ class RayPool(ActorPool):
         want = cpus if self.n_jobs < 1 else min(cpus, self.n_jobs)
         new = {next(self._ids): self._actor_class.remote()
                for _ in range(want - len(self._actors))}
-        self._start(new)  # before any chunk is timed: a start is not a slow task
+        if new:  # before any chunk is timed: a start is not a slow task
+            self._start(new)
         return sorted(self._actors)[:want]
 
     def _start(self, new: dict[int, Any]) -> None:
@@ -100,10 +101,9 @@ class RayPool(ActorPool):
 
     def _stop(self, keys: list[int]) -> None:
         for key in keys:
-            actor = self._actors.pop(key, None)
             with contextlib.suppress(Exception):  # None, or already gone
-                self.ray.kill(actor, no_restart=True)
+                self.ray.kill(self._actors.get(key), no_restart=True)
 
     def close(self) -> None:
         self._stop(list(self._actors))
-        self._refs = {}
+        self._actors, self._refs = {}, {}

@@ -64,7 +64,8 @@ class BatchedPolicy(ControlPolicy):
                  greedy: bool = False, score_batch_size: int = 32):
         super().__init__()
         require("gymnasium", "gym")
-        self._build(hidden, episodes, max_steps, greedy)
+        self._settings(hidden, episodes, max_steps, greedy)
+        self._build()
         self.score_batch_size = check_int("score_batch_size", score_batch_size, 0,
                                             " (0: score one candidate per call)")
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
@@ -75,8 +76,9 @@ class BatchedPolicy(ControlPolicy):
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""
         arrays = numpy_params(params)
-        return [(np.repeat(arrays[f"layers.{k}.weight"], columns, axis=0),
-                 np.repeat(arrays[f"layers.{k}.bias"], columns, axis=0))
+        if columns > 1:
+            arrays = {name: np.repeat(a, columns, axis=0) for name, a in arrays.items()}
+        return [(arrays[f"layers.{k}.weight"], arrays[f"layers.{k}.bias"])
                 for k in range(len(self.layers))]
 
     #: each column's policy on its observation (``(n, obs_dim)``, layers stacked)

@@ -51,16 +51,6 @@ def mlp_actions(h: np.ndarray, discrete: bool, uniforms: Any = None, start: int 
     return start + (cum < (uniforms * cum[..., -1])[..., None]).sum(axis=-1)
 
 
-def _hidden_sizes(hidden: Any) -> tuple[int, ...]:
-    if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
-        hidden = (hidden,) if hidden else ()
-    if isinstance(hidden, str) or not isinstance(hidden, Iterable):
-        raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
-                        f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
-    return tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
-                 for h in hidden)
-
-
 class ControlPolicy(Agent):
     """A policy scored by episode returns; ``returns(episodes, seed)`` gives true
     returns, ``test_scores()`` those of ``test_episodes`` episodes from ``TEST_SEED``."""
@@ -75,13 +65,21 @@ class ControlPolicy(Agent):
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
 
-    def _build(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
-        """Check the settings every control policy has; make its layers ``obs_dim ->
-        hidden... -> act_dim``, the output layer zero."""
-        self.hidden = _hidden_sizes(hidden)
+    def _settings(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
+        """Check the settings every control policy has (before any environment is made)."""
+        if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+            hidden = (hidden,) if hidden else ()
+        if isinstance(hidden, str) or not isinstance(hidden, Iterable):
+            raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
+                            f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
+        self.hidden = tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
+                            for h in hidden)
         self.episodes = check_int("episodes", episodes, 1)
         self.max_steps = check_int("max_steps", max_steps, 1, none_ok=True)
         self.greedy = check_bool("greedy", greedy)
+
+    def _build(self) -> None:
+        """Make the layers ``obs_dim -> hidden... -> act_dim``, the output layer zero."""
         if self.greedy and not self.discrete:
             raise ValueError(f"greedy=True takes the argmax of discrete actions; {self.env_id}'s "
                              f"actions are continuous (already deterministic): leave greedy out")
@@ -143,6 +141,7 @@ class GymPolicy(ControlPolicy):
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
         self.crn = check_bool("crn", crn)
+        self._settings(hidden, episodes, max_steps, greedy)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
                              f"GymPolicy('CartPole-v1'), got {env_id!r}")
@@ -162,7 +161,7 @@ class GymPolicy(ControlPolicy):
         self.env_spec = env.spec  # workers lacking its registration make it from this
         self._read_spaces(env)
         env.close()
-        self._build(hidden, episodes, max_steps, greedy)
+        self._build()
         buffers = {"obs_count": np.zeros(()), "obs_mean": np.zeros(self.obs_dim),
                    "obs_m2": np.zeros(self.obs_dim), "obs_std": np.ones(self.obs_dim)}
         if self.normalize == "fixed":

@@ -52,5 +52,8 @@ def antithetic_pairs(name: str, candidates: Sequence[Candidate], values: Sequenc
 def noise_sum(seed: int, generation: int, weights: dict[int, float], n: int) -> np.ndarray:
     """``sum_k weights[k] * eps_k`` in ``weights``' order (a zero weight draws nothing)."""
     used = [key for key, w in weights.items() if w != 0.0]
-    return sum((weights[key] * eps for key, eps in noise_vectors(seed, generation, used, n)),
-               np.zeros(n))
+    total = np.zeros(n)
+    for key, eps in noise_vectors(seed, generation, used, n):  # eps: a fresh vector
+        eps *= weights[key]
+        total += eps
+    return total

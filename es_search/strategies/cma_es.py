@@ -97,10 +97,9 @@ class CMAESState:
     seed: int  # the run's seed
     # restarts (IPOP/BIPOP); the defaults describe the first run
     x0: np.ndarray | None = None  # where every run starts (None: no restarts)
-    restarts: int = 0  # runs started after the first
+    restarts: int = 0  # runs started after the first (the small ones: less large_runs)
     regime: str = "first"  # this run's regime: "first", "large" or "small" (BIPOP)
     large_runs: int = 0  # runs of the large regime started so far
-    small_runs: int = 0  # runs of the small regime started so far
     large_evals: int = 0  # evaluations of the finished large runs (BIPOP's budget)
     small_evals: int = 0  # evaluations of the finished first and small runs
     popsize0: int = 0  # the first run's population (the default lambda)
@@ -248,7 +247,7 @@ class CMAES(Strategy):
             stream_seed(state.seed, _STREAM, generation, 2))
         if self.restarts == "bipop" and state.small_evals < max(1, state.large_evals):
             # Hansen 2009: a small-population run
-            state = dataclasses.replace(state, regime="small", small_runs=state.small_runs + 1)
+            state = dataclasses.replace(state, regime="small")
             popsize = max(2, int(state.popsize0 * (2 ** state.large_runs) ** (rng.uniform() ** 2)))
             sigma *= 0.01 ** rng.uniform()
             maxiter = min(state.maxiter0, 0.5 * state.large_evals / popsize)

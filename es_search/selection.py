@@ -22,7 +22,7 @@ from .scores import same_score
 
 SELECTION_GENERATION = 2 ** 32 - 1
 SELECT_TASKS = 16
-SNAPSHOTS = 8  # centres kept over a run: between 5 and 8 once the run is 8 generations long
+SNAPSHOTS = 8  # centres kept over a run: 4 to 8 once it is 8 generations long
 BEST, CENTER = "best", "center"
 
 
@@ -54,25 +54,19 @@ def same_weights(a: dict, b: dict | None) -> bool:
         torch.equal(torch.as_tensor(b[k]), torch.as_tensor(a[k])) for k in a)
 
 
-def distinct(candidates: dict[str, dict | None]) -> dict[str, dict]:
-    """``candidates`` without None and without weights an earlier one has."""
-    kept: dict[str, dict] = {}
-    for name, weights in candidates.items():
-        if weights is not None and not any(same_weights(w, weights) for w in kept.values()):
-            kept[name] = weights
-    return kept
-
-
 def select(evaluator: Any, candidates: dict[str, dict | None],
            tasks: int) -> tuple[str, dict | None]:
     """``(chosen, selection)``: the name of the candidate (the first is the best weights)
     with the highest mean score on ``tasks`` fresh tasks, and each distinct one's figures
     (``{"mean", "std", "n"}``; None when nothing was tested), scored on ``evaluator``."""
-    candidates = distinct(candidates)
-    if not tasks or len(candidates) < 2:
+    kept: dict[str, dict] = {}  # no None, no weights an earlier one has
+    for name, weights in candidates.items():
+        if weights is not None and not any(same_weights(w, weights) for w in kept.values()):
+            kept[name] = weights
+    if not tasks or len(kept) < 2:
         return BEST, None
     scored: dict[str, list] = {}
-    for name, weights in candidates.items():
+    for name, weights in kept.items():
         scored[name] = evaluator.evaluate([weights] * tasks, SELECTION_GENERATION)
         if len(scored) == 1 < tasks and all(same_score(s, scored[name][0])
                                             for s in scored[name]):

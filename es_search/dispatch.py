@@ -5,10 +5,10 @@ choice changes a result: every task is seeded by its index, runs with one torch 
 and chunks and blocks are unions of whole groups (:func:`~es_search.worker.group_bounds`).
 
 The in-process/parallel model: ``n`` tasks cost ``n * t`` here and ``ceil(n / workers)
-* t + overhead`` in parallel, ``t`` the smallest of the path's last ``window`` per-task
-times (the other path's until timed), ``overhead`` the median of the last ``window``
-round trips. A losing path predicted within ``close`` times the winner is tried again:
-at once if timed less than twice, else after ``reprobe_every`` generations on the
+* t + overhead`` in parallel, ``t`` the smallest of the path's last ``WINDOW`` per-task
+times (the other path's until timed), ``overhead`` the median of the last ``WINDOW``
+round trips. A losing path predicted within ``CLOSE`` times the winner is tried again:
+at once if timed less than twice, else after ``REPROBE_EVERY`` generations on the
 winner (twice as many after each try it loses).
 """
 from __future__ import annotations
@@ -122,18 +122,20 @@ class DispatchPolicy:
     ``fallback=False`` always chooses parallel (e.g. with a task timeout); the rest: see
     the module docstring."""
 
-    def __init__(self, n_workers: int, fallback: bool = True, window: int = 5,
-                 reprobe_every: int = 20, close: float = 1.5):
+    WINDOW: ClassVar[int] = 5
+    REPROBE_EVERY: ClassVar[int] = 20
+    CLOSE: ClassVar[float] = 1.5
+
+    def __init__(self, n_workers: int, fallback: bool = True):
         self.n_workers = max(1, int(n_workers))
-        self.fallback, self.window = fallback, window
-        self.reprobe_every, self.close = reprobe_every, close
-        self._task = {path: collections.deque(maxlen=window)  # seconds per task
+        self.fallback = fallback
+        self._task = {path: collections.deque(maxlen=self.WINDOW)  # seconds per task
                       for path in (SEQUENTIAL, PARALLEL)}
-        self._overhead = collections.deque(maxlen=window)  # seconds per parallel round
+        self._overhead = collections.deque(maxlen=self.WINDOW)  # seconds per parallel round
         self._hint: float | None = None  # seconds of a single task (see ``completed``)
-        self._imbalance = collections.deque(maxlen=window)  # of parallel generations
+        self._imbalance = collections.deque(maxlen=self.WINDOW)  # of parallel generations
         self._run = 0  # generations in a row on ``last``
-        self._interval = {SEQUENTIAL: reprobe_every, PARALLEL: reprobe_every}
+        self._interval = {SEQUENTIAL: self.REPROBE_EVERY, PARALLEL: self.REPROBE_EVERY}
         self._reprobing: str | None = None
         self.counts = {PARALLEL: 0, SEQUENTIAL: 0}
         self.last: str | None = None
@@ -146,7 +148,7 @@ class DispatchPolicy:
     @property
     def imbalance(self) -> float | None:
         """How much longer the busiest worker's share of a generation ran than the
-        average (0.1: 10%), median of the last ``window`` parallel generations."""
+        average (0.1: 10%), median of the last ``WINDOW`` parallel generations."""
         return statistics.median(self._imbalance) if self._imbalance else None
 
     @property
@@ -179,9 +181,9 @@ class DispatchPolicy:
         other = _other(best)
         if self._reprobing is not None:  # the last generation re-probed a path
             probed, self._reprobing = self._reprobing, None
-            self._interval[probed] = (self.reprobe_every if best == probed
+            self._interval[probed] = (self.REPROBE_EVERY if best == probed
                                       else 2 * self._interval[probed])
-        if predicted[other] / max(predicted[best], 1e-12) >= self.close:
+        if predicted[other] / max(predicted[best], 1e-12) >= self.CLOSE:
             return best
         # a first measurement may be cold: time the winner twice, then the loser
         if len(self._task[best]) < 2:
@@ -205,7 +207,7 @@ class DispatchPolicy:
         elif path == SEQUENTIAL:
             self._task[SEQUENTIAL].append(wall / n)
         else:
-            if self.last == SEQUENTIAL and self._run >= self.window:
+            if self.last == SEQUENTIAL and self._run >= self.WINDOW:
                 self._overhead.clear()  # a re-probe after a while here: those are stale
             self._task[PARALLEL].append((wall if busy is None else busy) / n)
             self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))

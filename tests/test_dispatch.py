@@ -55,7 +55,7 @@ def test_5ms_scores_use_the_workers_after_a_cold_first_generation():
 
 def test_trivial_scores_stay_in_this_process_and_are_not_reprobed():
     policy = started(task=10e-6)  # 10 us per task, 1 ms per round trip
-    for _ in range(3 * policy.reprobe_every):
+    for _ in range(3 * policy.REPROBE_EVERY):
         assert policy.choose(16) == SEQUENTIAL
         policy.completed(SEQUENTIAL, 16, 16 * 10e-6)
     assert policy.counts[PARALLEL] == 0
@@ -64,7 +64,7 @@ def test_trivial_scores_stay_in_this_process_and_are_not_reprobed():
 def test_a_lost_parallel_path_is_retried_now_and_then_when_not_hopeless():
     policy = started(task=1 * MS, probes=(4.5 * MS,))  # 8 ms in-process, 8.5 ms parallel
     choices = []
-    for _ in range(3 * policy.reprobe_every + 6):
+    for _ in range(3 * policy.REPROBE_EVERY + 6):
         choice = policy.choose(8)
         choices.append(choice)
         if choice == SEQUENTIAL:
@@ -87,7 +87,7 @@ def test_trivial_scores_timed_only_in_the_workers_are_tried_here_once():
     policy.completed(PARALLEL, 2, wall=0.6 * MS, busy=0.12 * MS, busiest=0.06 * MS)
     assert policy.choose(16) == SEQUENTIAL  # predicted close: timed once here
     policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
-    for _ in range(3 * policy.reprobe_every):  # the workers: 1.6x slower, not re-probed
+    for _ in range(3 * policy.REPROBE_EVERY):  # the workers: 1.6x slower, not re-probed
         assert policy.choose(16) == SEQUENTIAL
         policy.completed(SEQUENTIAL, 16, 16 * 0.036 * MS)
 
@@ -100,7 +100,7 @@ def test_a_cold_or_unlucky_in_process_measurement_is_retried():
     policy.completed(PARALLEL, 2, wall=0.6 * MS, busy=0.12 * MS, busiest=0.06 * MS)
     seconds_here = iter([0.08 * MS] + [0.036 * MS] * 100)
     choices = []
-    for _ in range(3 * policy.reprobe_every):
+    for _ in range(3 * policy.REPROBE_EVERY):
         choices.append(policy.choose(16))
         if choices[-1] == SEQUENTIAL:
             policy.completed(SEQUENTIAL, 16, 16 * next(seconds_here))
@@ -117,7 +117,7 @@ def test_a_reprobe_replaces_round_trips_measured_long_ago():
     (4.6 ms a generation) take over from there, not after two more re-probes."""
     policy = started(task=1 * MS, probes=(5 * MS,) * 3)
     choices = []
-    for _ in range(2 * policy.reprobe_every):
+    for _ in range(2 * policy.REPROBE_EVERY):
         choices.append(policy.choose(8))
         if choices[-1] == SEQUENTIAL:
             policy.completed(SEQUENTIAL, 8, 8 * MS)
@@ -126,7 +126,7 @@ def test_a_reprobe_replaces_round_trips_measured_long_ago():
         else:
             policy.completed(PARALLEL, 8, 4.6 * MS, busy=8 * MS, busiest=4 * MS)
     first = choices.index(PARALLEL, 5)  # the re-probe
-    assert first <= policy.reprobe_every + 5
+    assert first <= policy.REPROBE_EVERY + 5
     assert choices[first:] == [PARALLEL] * (len(choices) - first)
 
 
@@ -258,7 +258,7 @@ def test_a_cheap_start_score_does_not_send_costly_builds_back_to_this_process():
     policy = started(task=0.3 * MS)
     assert policy.choose(32) == PARALLEL
     policy.completed(PARALLEL, 32, wall=50 * MS, busy=96 * MS, busiest=48 * MS)
-    for _ in range(3 * policy.reprobe_every):
+    for _ in range(3 * policy.REPROBE_EVERY):
         assert policy.choose(32) == PARALLEL  # 93 ms here against ~50 ms there
         policy.completed(PARALLEL, 32, wall=50 * MS, busy=96 * MS, busiest=48 * MS)
-    assert policy.counts == {PARALLEL: 3 * policy.reprobe_every + 1, SEQUENTIAL: 0}
+    assert policy.counts == {PARALLEL: 3 * policy.REPROBE_EVERY + 1, SEQUENTIAL: 0}

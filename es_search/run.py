@@ -18,7 +18,7 @@ from .pickling import check_agent
 from .result import Result
 from .search import Search
 from .seeding import kept_global_rngs
-from .selection import BEST, CENTER, SELECT_TASKS, SNAPSHOTS, select
+from .selection import BEST, CENTER, SELECT_TASKS, select
 from .settings import DOCUMENTED, Settings
 from .spec import RunSpec
 from .strategies import DEFAULT, strategy_from
@@ -100,7 +100,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     try:
         # the caller's RNGs saved once, not around every generation's tasks
         with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():
-            search = Search(strategy, evaluator, SNAPSHOTS if settings.select_tasks else 0)
+            search = Search(strategy, evaluator)
             start = search.resume(folder.saved) if folder and folder.saved else \
                 search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided

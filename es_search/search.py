@@ -15,20 +15,20 @@ from .errors import ScoreError, WorkerError
 from .evaluation import Scored
 from .record import make_record
 from .scores import best_index, is_better
-from .selection import SNAPSHOTS, Snapshots
+from .selection import Snapshots
 
 
 class Search:
     """The strategy and its state, the best score and weights so far (with the agent's
     shared state they were scored with), the evaluation count, the counters
-    ``merge_reports()`` returned, the history and up to ``snapshots`` centres kept for
-    the end's selection test (:class:`~es_search.selection.Snapshots`). ``start``, ``resume`` (from a
+    ``merge_reports()`` returned, the history and the centres kept for the end's selection
+    test (:class:`~es_search.selection.Snapshots`). ``start``, ``resume`` (from a
     checkpoint) and ``step`` (one generation) each hand back the outcome that ``run()``
     passes to the callbacks (:class:`~es_search.callbacks.Generation`)."""
 
-    def __init__(self, strategy: Any, evaluator: Any, snapshots: int = SNAPSHOTS):
+    def __init__(self, strategy: Any, evaluator: Any):
         self.strategy, self.evaluator = strategy, evaluator
-        self.snapshots = Snapshots(snapshots)
+        self.snapshots = Snapshots()
         self.state: Any = None
         self.best_score = float("nan")
         self.best_flat: np.ndarray | None = None

@@ -5,9 +5,9 @@ The best weights are the luckiest single evaluation: on a noisy score, not what 
 deploy; and a centre can pass its best and fall back (a step too large for the end of
 a run). At the end of a run each distinct candidate is scored on the same
 ``select_tasks`` fresh tasks (generation ``SELECTION_GENERATION``, which no search
-reaches); the highest mean is handed back (``Result.chosen``: ``"best"``, ``"center"``,
-or ``"center@G"``, the centre after G generations; a tie or NaN keeps the earlier
-one). Nothing is tested when the score ignores its task seed, or there is one candidate.
+reaches); the highest finite mean is handed back (``Result.chosen``: ``"best"``,
+``"center"`` or ``"center@G"``, the centre after G generations; of equals the first of
+best, final centre, the kept centres latest first). Nothing is tested when the score ignores its task seed, or there is one candidate.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Snapshots:
 
     def add(self, generations: int, center: np.ndarray, shared: dict) -> None:
         """The centre after ``generations`` generations, kept if it falls on the spacing."""
-        if not self.size or generations % self.spacing:
+        if generations % self.spacing:
             return
         # a new dict each time: a checkpoint's copy (copy.copy) keeps its own
         self.kept = {**self.kept,
@@ -74,8 +74,10 @@ def select(evaluator: Any, candidates: dict[str, dict | None],
     with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
         selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
                      for name, v in scored.items()}
-    chosen = max(selection, key=lambda name: np.nan_to_num(selection[name]["mean"],
-                                                           nan=-np.inf))  # first of equals
+    # not finite (a task failed, or scored inf): never chosen over a finite one, as in the
+    # search; of equal means the first (best, final centre, the kept centres latest first)
+    chosen = max(selection, key=lambda name: selection[name]["mean"]
+                 if math.isfinite(selection[name]["mean"]) else -math.inf)
     return chosen, selection
 
 

@@ -181,3 +181,38 @@ def test_es_search_test_tests_the_centre_handed_back(tmp_path, capsys):
     assert f"test of {label(result.chosen)} (handed back), outside the search: " \
            f"size {size:.6g}" in lines and len(lines) == 3  # best, final centre, chosen
     assert json.loads((tmp_path / "test.json").read_text())[result.chosen] == {"size": size}
+
+
+def test_a_run_started_untested_and_resumed_with_a_test_hands_back_the_same():
+    options = dict(strategy_options={"step_size": 2.0})
+    whole = _run(Risky(), generations=8, **options)
+
+    def resumed(tmp):
+        _run(Risky(), generations=5, out=tmp, select_tasks=0, **options)
+        return _run(Risky(), generations=8, out=tmp, resume=True, **options)
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        again = resumed(tmp)
+    assert (again.chosen, again.selection) == (whole.chosen, whole.selection)
+
+
+class Scripted:
+    """An evaluator whose calls return the scores given, in turn."""
+
+    def __init__(self, *scores):
+        self.scores = list(scores)
+
+    def evaluate(self, weights, generation):
+        return self.scores.pop(0)
+
+
+def test_a_mean_that_is_not_finite_is_never_chosen_over_a_finite_one():
+    from es_search.selection import select
+    w = [{"w": torch.full((1,), float(k))} for k in range(3)]
+    named = {"best": w[0], "center": w[1], "center@3": w[2]}
+    chosen, _ = select(Scripted([1.0, 2.0], [-np.inf, 0.0], [np.inf, 0.0]), named, 2)
+    assert chosen == "best"
+    chosen, _ = select(Scripted([np.nan, 2.0], [-np.inf, 0.0], [0.0, 1.0]), named, 2)
+    assert chosen == "center@3"
+    chosen, _ = select(Scripted([1.0, 3.0], [2.0, 2.0], [2.0, 2.0]), named, 2)
+    assert chosen == "best"  # equal means: the first

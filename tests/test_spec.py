@@ -55,6 +55,9 @@ def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsy
     script.write_text(textwrap.dedent(f"""
         import sys, torch, es_search
 
+        with open({str(tmp_path / "runs.log")!r}, "a") as log:  # each time the file runs
+            log.write(__name__ + "\\n")
+
         class Walk(es_search.Agent):
             def __init__(self, target, dim=2):
                 super().__init__()
@@ -78,6 +81,8 @@ def test_an_agent_of_a_script_is_found_again_by_the_scripts_path(tmp_path, capsy
     assert main(["run", f"{script}:Walk", "--out", str(out), "--resume", "--generations", "5",
                  "--no-progress", "--no-test", "--n-jobs", "1"]) == 0  # the same agent
     assert load_run(out).generations == 5
+    ran = (tmp_path / "runs.log").read_text().split()  # as a script, then imported once
+    assert ran == ["__main__", "es_search_user_walk"]
 
 
 def test_a_gym_id_s_policy_is_named_by_its_id(tmp_path):

@@ -54,6 +54,9 @@ def _import_file(path: str) -> Any:
     if not os.path.isfile(path):
         raise ProblemError(f"no such file: {path}")
     name = FILE_MODULES + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
+    loaded = sys.modules.get(name)
+    if os.path.abspath(getattr(loaded, "__file__", None) or "") == os.path.abspath(path):
+        return loaded  # a file runs once in a process, as an import does
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ProblemError(f"cannot import {path} as a Python module")

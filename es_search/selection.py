@@ -7,7 +7,8 @@ a run). At the end of a run each distinct candidate is scored on the same
 ``select_tasks`` fresh tasks (generation ``SELECTION_GENERATION``, which no search
 reaches); the highest finite mean is handed back (``Result.chosen``: ``"best"``,
 ``"center"`` or ``"center@G"``, the centre after G generations; of equals the first of
-best, final centre, the kept centres latest first). Nothing is tested when the score ignores its task seed, or there is one candidate.
+best, final centre, the kept centres latest first). Nothing is tested when the score
+ignores its task seed, or there is one candidate.
 """
 from __future__ import annotations
 
@@ -54,15 +55,22 @@ def same_weights(a: dict, b: dict | None) -> bool:
         torch.equal(torch.as_tensor(b[k]), torch.as_tensor(a[k])) for k in a)
 
 
+def first_same(candidates: dict[str, dict | None]) -> dict[str, str]:
+    """Each name whose weights are not None -> the first name with the same weights."""
+    first: dict[str, str] = {}
+    for name, weights in candidates.items():
+        if weights is not None:
+            first[name] = next((n for n, f in first.items() if n == f and same_weights(
+                candidates[n], weights)), name)
+    return first
+
+
 def select(evaluator: Any, candidates: dict[str, dict | None],
            tasks: int) -> tuple[str, dict | None]:
     """``(chosen, selection)``: the name of the candidate (the first is the best weights)
     with the highest mean score on ``tasks`` fresh tasks, and each distinct one's figures
     (``{"mean", "std", "n"}``; None when nothing was tested), scored on ``evaluator``."""
-    kept: dict[str, dict] = {}  # no None, no weights an earlier one has
-    for name, weights in candidates.items():
-        if weights is not None and not any(same_weights(w, weights) for w in kept.values()):
-            kept[name] = weights
+    kept = {name: candidates[name] for name, f in first_same(candidates).items() if name == f}
     if not tasks or len(kept) < 2:
         return BEST, None
     scored: dict[str, list] = {}

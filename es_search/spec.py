@@ -19,7 +19,7 @@ from .errors import SettingError, literal
 from .files import as_read_back, dump_json
 from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
 from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
-from .selection import same_weights
+from .selection import first_same
 from .seeding import build_seeded
 from .settings import check_fields, check_generations, same_state, setting
 from .strategies import DEFAULT, STRATEGIES, strategy_from
@@ -190,12 +190,10 @@ def held_out_figures(agent: Any, weights: dict[str, dict | None], out: Any = Non
         return dict(figures)
 
     figures: dict[str, dict] = {}
-    for name, tested in weights.items():
-        if tested is not None:
-            same = next((n for n in figures if same_weights(weights[n], tested)), None)
-            figures[name] = figures[same] if same else scores(tested)
-            if not figures[name]:
-                return {}
+    for name, first in first_same(weights).items():
+        figures[name] = figures[first] if first != name else scores(weights[name])
+        if not figures[name]:
+            return {}
     if out:  # before anything is printed: a reader that leaves early loses nothing
         dump_json(RunDir(out).path / TEST, figures, sort_keys=False)  # as test_scores() gave
     return figures

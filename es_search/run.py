@@ -168,6 +168,5 @@ def _call(callback: Any, method: str, argument: Any) -> Any:
     try:
         return getattr(callback, method)(argument)
     except Exception as exc:
-        if hasattr(exc, "add_note"):  # Python >= 3.11
-            exc.add_note(f"es_search: raised by the callback {callback!r} in {method}()")
+        exc.add_note(f"es_search: raised by the callback {callback!r} in {method}()")
         raise

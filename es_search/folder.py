@@ -6,7 +6,6 @@ import contextlib
 import copy
 import hashlib
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import torch
 
 from . import checkpoint as _checkpoint
-from .errors import SettingError, warn_user
+from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
 from .lock import LOCK, OutFolderError, acquire, release  # noqa: F401 - LOCK: its name
@@ -166,45 +165,18 @@ class HoldsARun(OutFolderError, SettingError):
     """The out folder holds a run, and the call neither resumes nor replaces it."""
 
 
-class CheckpointCost:
-    """What writing checkpoints costs a run; :meth:`notice` warns once when it is over
-    ``SHARE`` of the run's time (and ``FLOOR`` seconds: a short run need not hear of it)."""
-
-    SHARE, AFTER, FLOOR = 0.25, 3, 5.0  # AFTER: checkpoints written before judging
-
-    def __init__(self) -> None:
-        self.seconds, self.count, self.size, self.warned = 0.0, 0, 0, False
-
-    def add(self, seconds: float, size: int) -> None:
-        self.seconds += seconds
-        self.count += 1
-        self.size = size
-
-    def notice(self, run_seconds: float, generations: int, every: int) -> str | None:
-        """The warning to give now, if any (``run_seconds`` and ``generations`` since the
-        run started or resumed)."""
-        if self.warned or self.count < self.AFTER or self.seconds < self.FLOOR or \
-                self.seconds <= self.SHARE * run_seconds:
-            return None
-        self.warned, share = True, self.seconds / run_seconds
-        each = self.seconds / self.count
-        rest = max(run_seconds - self.seconds, 1e-9) / max(generations, 1)  # a generation
-        advice = max(every + 1, math.ceil(each / (0.05 * rest)))  # ~5% of the time
-        return (f"writing the checkpoint ({self.size / 1e6:.1f} MB) takes {each * 1e3:.0f} ms "
-                f"a time, {share:.0%} of this run's time so far; {{checkpoint_every="
-                f"{advice}}} writes one every {advice} generations (a kill -9 then redoes up "
-                f"to {advice - 1} on resume; the end, Ctrl-C and errors still save "
-                f"everything; this warning is given once per run)")
-
-
 class RunFolder(RunDir):
     """Writes one run into ``path``, as a callback.
 
     Opening it takes the folder's lock, refuses to replace a run unless ``resume`` or
     ``overwrite`` and, with ``resume``, reads the checkpoint (``saved``) and checks it
     against ``config``. Nothing is written before the run scores or fails: a run that
-    fails at its start leaves the run it would replace or continue whole.
+    fails at its start leaves the run it would replace or continue whole. A checkpoint is
+    written every ``checkpoint_every`` generations unless writing them has taken more than
+    ``SHARE`` of the run's time (and ``FLOOR`` seconds): a costly one is then thinned out.
     """
+
+    SHARE, FLOOR = 0.05, 1.0
 
     def __init__(self, path: Any, config: dict, resume: bool = False,
                  overwrite: bool = False, score_kwargs: dict | None = None,
@@ -213,8 +185,8 @@ class RunFolder(RunDir):
         self._config, self.checkpoint_every = config, checkpoint_every  # what it writes
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
         self._weights_due = False  # the best improved since best_weights.pt was written
-        self.checkpoint_cost = CheckpointCost()
         self._started, self._generations = 0.0, 0  # since this call of run() started
+        self._writing = 0.0  # seconds spent writing checkpoints since then
         self._lock: str | None = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
@@ -297,13 +269,11 @@ class RunFolder(RunDir):
             self._weights_due |= record.improved
             self._put_aside(record)
             done = record["generation"] + 1
-            if done % self.checkpoint_every == 0 or done >= self._config["generations"]:
+            if done % self.checkpoint_every == 0 and self._writing <= max(
+                    self.FLOOR, self.SHARE * (time.perf_counter() - self._started)) \
+                    or done >= self._config["generations"]:
                 self._save_pending()  # else by the next due one, the end, or an error
         self._generations += 1
-        notice = self.checkpoint_cost.notice(time.perf_counter() - self._started,
-                                             self._generations, self.checkpoint_every)
-        if notice:
-            warn_user(notice, template=True)
 
     def on_error(self, error: BaseException) -> None:
         """Save the failed tasks' record and the generations the checkpoint lacks."""
@@ -358,8 +328,7 @@ class RunFolder(RunDir):
                 self._weights_due = False
             _checkpoint.save(self.path / CHECKPOINT, data)
             self._pending = None
-        self.checkpoint_cost.add(time.perf_counter() - began,
-                                 (self.path / CHECKPOINT).stat().st_size)
+        self._writing += time.perf_counter() - began
 
     def _save_weights(self, weights: dict) -> None:
         atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))

@@ -148,7 +148,8 @@ class Settings:
     checkpoint_every: int = setting(
         1, partial(check_int, minimum=1, note=" (generations between two checkpoints of "
                    "the run folder)"), "write {out}'s checkpoint every N generations "
-        "(default 1); a kill -9 then redoes up to N - 1 of them on {resume}", metavar="N")
+        "(default 1; less often while writing takes over 5% of the run's time); a kill -9 "
+        "then redoes the generations since the last one on {resume}", metavar="N")
     repeat_check: bool = setting(True, None, "first score the starting agent twice under "
                                   "one task seed (a warning when the scores differ: the "
                                   "run would depend on {n_jobs}; default: on)")

@@ -10,7 +10,7 @@ import torch
 
 import es_search
 from es_search import checkpoint
-from es_search.folder import CHECKPOINT
+from es_search.folder import CHECKPOINT, RunFolder
 
 import agents
 
@@ -238,29 +238,22 @@ def test_checkpoint_every_is_checked_at_the_call(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_checkpoints_that_take_a_large_share_of_the_run_are_named_once(tmp_path,
-                                                                       monkeypatch):
-    from es_search.folder import CheckpointCost
-    cost = CheckpointCost()
-    for _ in range(2):
-        cost.add(2.0, 65_000_000)
-    assert cost.notice(8.0, 2, 1) is None  # two checkpoints: not yet judged
-    cost.add(2.0, 65_000_000)
-    assert cost.notice(120.0, 3, 1) is None  # 5% of the run
-    message = cost.notice(12.0, 3, 1)  # 6 s of 12: 50%; 2 s a generation besides
-    assert message.startswith("writing the checkpoint (65.0 MB) takes 2000 ms a time, 50% "
-                              "of this run's time so far; {checkpoint_every=20} ")
-    assert cost.notice(12.0, 3, 1) is None  # once
-    small = CheckpointCost()
-    for _ in range(40):  # a busy machine's fsync of a small checkpoint, 40 generations
-        small.add(0.05, 3000)
-    assert small.notice(4.0, 40, 1) is None  # half the time, but 2 s in all
-    # in a run: warned once, naming the option
-    monkeypatch.setattr(CheckpointCost, "FLOOR", 0.0)
-    monkeypatch.setattr(CheckpointCost, "SHARE", 0.0)
-    with pytest.warns(RuntimeWarning, match=r"so far; checkpoint_every=\d+ writes") as caught:
-        es_search.run(agents.Vec(), generations=6, n_jobs=1, out=tmp_path, **KW)
-    assert len([w for w in caught if "checkpoint" in str(w.message)]) == 1
+def test_checkpoints_that_take_a_large_share_of_the_run_are_thinned_out(tmp_path,
+                                                                        monkeypatch):
+    """Past FLOOR seconds of writing, a due checkpoint waits while writing has taken more
+    than SHARE of the run's time; the end still saves everything."""
+    monkeypatch.setattr(RunFolder, "FLOOR", 0.0)
+    monkeypatch.setattr(RunFolder, "SHARE", 0.0)  # every write is over: none but the first
+    saved = []
+    es_search.run(agents.Vec(), generations=6, n_jobs=1, out=tmp_path, callbacks=[
+        lambda r: saved.append(checkpoint.load(tmp_path / CHECKPOINT)["generation"])], **KW)
+    assert saved == [0] * 5 + [6]  # the start's, then the last generation's
+    monkeypatch.setattr(RunFolder, "SHARE", 1.0)  # all the time may go to writing
+    saved.clear()
+    es_search.run(agents.Vec(), generations=6, n_jobs=1, out=tmp_path, overwrite=True,
+                  callbacks=[lambda r: saved.append(
+                      checkpoint.load(tmp_path / CHECKPOINT)["generation"])], **KW)
+    assert saved == [1, 2, 3, 4, 5, 6]
 
 
 def test_best_weights_file_goes_with_the_checkpoint(tmp_path):

@@ -41,8 +41,6 @@ class AdaptiveHillClimb(Climber):
         >>> strategy = AdaptiveHillClimb(population=4, sigma=0.5)
         >>> state = strategy.init(np.zeros(2), -8.0, seed=0)
         >>> candidates = strategy.ask(state, generation=0)
-        >>> len(candidates), candidates[0].kind
-        (4, 'jitter')
         >>> vectors = {0: np.array([1.0, 1.0]), 1: np.array([3.0, 3.0])}
         >>> state = strategy.tell(state, 0, candidates, [-2.0, -18.0, -20.0, -20.0],
         ...                       rebuild=vectors.get)

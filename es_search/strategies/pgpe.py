@@ -57,10 +57,8 @@ class PGPE(Antithetic):
         >>> from es_search.strategies import PGPE
         >>> strategy = PGPE(population=4, sigma=0.1, step_size=0.05)
         >>> state = strategy.init(np.zeros(3), 0.0, seed=0)
-        >>> [(c.sign, c.key) for c in strategy.ask(state, generation=0)]
-        [(1.0, 0), (-1.0, 0), (1.0, 1), (-1.0, 1)]
-        >>> state = strategy.tell(state, 0, strategy.ask(state, 0), [1.0, 0.0, 0.5, 0.5],
-        ...                       rebuild=None)
+        >>> candidates = strategy.ask(state, generation=0)
+        >>> state = strategy.tell(state, 0, candidates, [1.0, 0.0, 0.5, 0.5], rebuild=None)
         >>> round(float(np.linalg.norm(state.velocity)), 6)  # the first step: step_size
         0.05
     """

@@ -40,12 +40,11 @@ class AdaptiveHillClimb(Climber):
         >>> from es_search.strategies import AdaptiveHillClimb
         >>> strategy = AdaptiveHillClimb(population=4, sigma=0.5)
         >>> state = strategy.init(np.zeros(2), -8.0, seed=0)
-        >>> candidates = strategy.ask(state, generation=0)
-        >>> vectors = {0: np.array([1.0, 1.0]), 1: np.array([3.0, 3.0])}
-        >>> state = strategy.tell(state, 0, candidates, [-2.0, -18.0, -20.0, -20.0],
-        ...                       rebuild=vectors.get)
-        >>> state.center, state.center_score
-        (array([1., 1.]), -2.0)
+        >>> built = {0: np.array([1.0, 1.0])}  # the winner's weights, as the run rebuilds them
+        >>> state = strategy.tell(state, 0, strategy.ask(state, generation=0),
+        ...                       [-2.0, -18.0, -20.0, -20.0], rebuild=built.get)
+        >>> state.center, state.center_score, bool(state.sigma > 0.5)  # 1 in 4 > 1/5: up
+        (array([1., 1.]), -2.0, True)
         >>> state.sigma > 0.5  # 1 success in 4 is above the target rate 1/6: widen
         True
     """

@@ -158,10 +158,10 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     try:
         with torch.no_grad():
             seed_global_rngs(seeds[0])
-            if payload.shared:
-                agent.load_shared_state(payload.shared)
-            if built_here or payload.shared:  # build_group left the centre in the agent
+            if built_here:  # each built by run_task over the shared state: the centre back
                 agent.set_flat(payload.center)
+            elif payload.shared:  # build_group left the centre in the agent
+                agent.load_shared_state(payload.shared)
             values = agent.score_batch(params, seeds, **payload.score_kwargs)
             return as_scores(values, len(seeds), agent), agent.task_report()
     finally:

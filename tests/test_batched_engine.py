@@ -349,3 +349,21 @@ def test_noise_streams_draw_each_keys_noise():
             vectors = list(noise_vectors(seed, generation, keys, 6))
             assert [k for k, _ in vectors] == list(dict.fromkeys(keys))
             assert all(np.array_equal(v, noise(seed, generation, k, 6)) for k, v in vectors)
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_weights_dicts_shared_state_is_what_its_batched_score_sees(n_jobs):
+    """A kept centre is scored with the statistics of its time, not the agent's latest:
+    a dict that carries shared state scores as an agent holding that state does."""
+    from agents import BatchedRunningStats
+    w = torch.tensor([0.5, -1.0, 2.0])
+    own = {"count": torch.tensor(50.0, dtype=torch.float64),
+           "mean": torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),
+           "m2": torch.tensor([200.0, 50.0, 10.0], dtype=torch.float64)}
+    holder = BatchedRunningStats()
+    holder.load_state_dict({"w": torch.zeros(3), **own})
+    kw = dict(n_jobs=n_jobs, seed=3, repeat_check=False)
+    expected = es_search.evaluate(holder, [{"w": w}] * 3, **kw)
+    carried = es_search.evaluate(BatchedRunningStats(), [{"w": w, **own}] * 3, **kw)
+    plain = es_search.evaluate(BatchedRunningStats(), [{"w": w}] * 3, **kw)
+    assert carried == expected != plain

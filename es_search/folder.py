@@ -251,7 +251,7 @@ class RunFolder(RunDir):
         else:  # the starting agent, the best so far
             self._weights_due = True
             self._put_aside(info.start)
-            self._save_pending()
+            self.save_pending()
 
     def on_generation(self, record: Any) -> None:
         if not self._generations:  # the run goes on: what an end wrote no longer holds
@@ -272,16 +272,16 @@ class RunFolder(RunDir):
             if done % self.checkpoint_every == 0 and self._writing <= max(
                     self.FLOOR, self.SHARE * (time.perf_counter() - self._started)) \
                     or done >= self._config["generations"]:
-                self._save_pending()  # else by the next due one, the end, or an error
+                self.save_pending()  # else by the next due one, the end, or an error
         self._generations += 1
 
     def on_error(self, error: BaseException) -> None:
         """Save the failed tasks' record and the generations the checkpoint lacks."""
         self._save_failures(getattr(error, "failures", None))
-        self._save_pending()
+        self.save_pending()
 
     def on_end(self, result: Any) -> None:
-        self._save_pending()
+        self.save_pending()
         for name, weights in ((CENTER_WEIGHTS, result.center_weights),
                               (CHOSEN_WEIGHTS, result.chosen_weights)):
             if weights is not None:
@@ -318,7 +318,8 @@ class RunFolder(RunDir):
                          # the agent's shared state may change in place before it is written
                          "shared": copy.deepcopy(outcome.checkpoint["shared"])}, outcome
 
-    def _save_pending(self) -> None:
+    def save_pending(self) -> None:
+        """Write the checkpoint a sparse ``checkpoint_every`` left for later, if any."""
         if self._pending is None:
             return
         (data, outcome), began = self._pending, time.perf_counter()

@@ -114,6 +114,8 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                 stop = _call_all(callbacks, "on_generation", search.step())
             stopped_by = (getattr(stop[0], "reason", None) or f"{stop[0]!r} returned True"
                           ) if stop else None
+            if folder:  # the whole search saved before its end's selection scores
+                folder.save_pending()
             candidates = {BEST: search.best_weights(), CENTER: search.center_weights(),
                           **search.snapshot_weights()}
             chosen, selection = ended or select(evaluator, candidates,

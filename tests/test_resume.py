@@ -2,6 +2,7 @@
 that would change the result is refused."""
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -326,3 +327,20 @@ def test_a_run_that_fails_to_start_leaves_the_run_it_would_replace_whole(tmp_pat
              and p.name != ".lock"}
     assert after == before
     assert es_search.Result.load(tmp_path, agents.Vec()).generations == 3
+
+
+def test_the_checkpoint_holds_the_whole_search_before_the_end_selection(tmp_path,
+                                                                       monkeypatch):
+    """A kill -9 while the end's selection scores loses no generation, whatever
+    checkpoint_every (the run stopped by a callback at generation 3 of 20)."""
+    run_module = importlib.import_module("es_search.run")
+    seen, select = [], run_module.select
+
+    def looking(*args):
+        seen.append(checkpoint.load(tmp_path / CHECKPOINT)["generation"])
+        return select(*args)
+
+    monkeypatch.setattr(run_module, "select", looking)
+    es_search.run(agents.Vec(), generations=20, n_jobs=1, out=tmp_path, checkpoint_every=10,
+                  callbacks=[lambda r: r["generation"] == 2], **KW)
+    assert seen == [3]

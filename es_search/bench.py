@@ -9,7 +9,7 @@ import os
 import platform
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -26,12 +26,12 @@ def spin(loops: int) -> int:
     return total
 
 
-def calibrate(seconds: float, trials: int = 7) -> dict:
-    """Loops of :func:`spin` that take ``seconds`` here (median of ``trials``)."""
+def calibrate(seconds: float) -> dict:
+    """Loops of :func:`spin` that take ``seconds`` here (median of 7 trials)."""
     probe = 200_000
     spin(probe)
     per_loop = []
-    for _ in range(trials):
+    for _ in range(7):
         began = time.perf_counter()
         spin(probe)
         per_loop.append((time.perf_counter() - began) / probe)
@@ -54,8 +54,7 @@ class BenchAgent(Agent):
         return float(self.w[0])
 
 
-def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = COSTS_MS,
-            population: int = 64, reps: int = 5, log: Callable = print) -> dict:
+def measure(n_values: Sequence[int] | None = None, population: int = 64, reps: int = 5) -> dict:
     """Median seconds of one generation per score cost and ``n_jobs``, and speed-ups."""
     import joblib
     from .candidates import Candidate
@@ -65,7 +64,7 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
     if n_values[0] < 1 or n_values[-1] > n_cpus:
         raise ValueError(f"--n-jobs values go from 1 to the {n_cpus} cores of this machine")
     rows = []
-    for cost in costs_ms:
+    for cost in COSTS_MS:
         agent = BenchAgent(loops=calibrate(cost / 1e3)["loops"])
         block = []
         for n in n_values:
@@ -81,7 +80,7 @@ def measure(n_values: Sequence[int] | None = None, costs_ms: Sequence[float] = C
                 path = ev.stats["last_path"] or "in-process"
             seconds = statistics.median(times[1:])
             block.append({"score_ms": cost, "n_jobs": n, "generation_s": seconds, "path": path})
-            log(f"{cost:g} ms scores, n_jobs={n}: {seconds * 1e3:.1f} ms ({path})")
+            print(f"{cost:g} ms scores, n_jobs={n}: {seconds * 1e3:.1f} ms ({path})")
         for row in block:  # block[0]: n_jobs=1
             row["speedup"] = block[0]["generation_s"] / row["generation_s"]
         rows += block

@@ -15,11 +15,6 @@ from .agent import Agent, has_score_batch, overrides
 from .errors import SettingError
 
 
-def has_own_score(agent: Any) -> bool:
-    """Whether ``agent``'s class writes its own ``score()``."""
-    return overrides(agent, "score")
-
-
 def check_is_agent(agent: Any) -> None:
     """Refuse anything but an :class:`~es_search.Agent` instance that scores."""
     name = type(agent).__name__
@@ -32,7 +27,7 @@ def check_is_agent(agent: Any) -> None:
     if "_parameters" not in vars(agent):  # torch's own error names an attribute
         raise TypeError(f"{name} is not set up as a torch.nn.Module: its __init__ must "
                         f"call super().__init__() before anything else")
-    if not has_own_score(agent) and not has_score_batch(agent):
+    if not overrides(agent, "score") and not has_score_batch(agent):
         raise TypeError(f"{name} does not define score(): write score(self) returning a "
                         f"number, higher is better (or score_batch(self, params, seeds) "
                         f"for groups of candidates)")
@@ -194,19 +189,13 @@ def keyword_parameters(cls: type) -> list[inspect.Parameter] | None:
     return None
 
 
-def keyword_names(cls: type) -> list[str] | None:
-    """The names of :func:`keyword_parameters`."""
-    parameters = keyword_parameters(cls)
-    return None if parameters is None else [p.name for p in parameters]
-
-
 def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = TypeError,
                    hint: str = "", skip: tuple = ()) -> None:
     """Refuse a keyword of ``given`` that ``cls(...)`` does not take, naming ``owner``'s
     ``kind``s."""
-    names = keyword_names(cls)
-    known = [name for name in names or () if name not in skip]
-    for name in given if names is not None else ():
+    parameters = keyword_parameters(cls)
+    known = [p.name for p in parameters or () if p.name not in skip]
+    for name in given if parameters is not None else ():
         if name not in known:
             raise error(f"{owner} has no {kind} {name!r}{did_you_mean(name, known)}{hint}; "
                         f"its {kind}s: {', '.join(known) or 'none'}")

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from . import bench
 from .cli_parser import UsageError, build_parser, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
                      render, setting_message, worker_message)
@@ -124,7 +125,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
     spec = RunSpec.of(vars(args))
     spec.problem_class()  # a problem that cannot be loaded: said before anything else
-    callbacks = from_args(args, args.problem)
+    callbacks = from_args(args)
     if args.resume:  # what is not given again is the run's own
         if RunDir(args.out).generations() is None:  # a typo in --out?
             print(f"{args.out} holds no run yet: --resume starts a new one there")
@@ -189,8 +190,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .batched import has_score_batch
-    from .checks import has_own_score
+    from .agent import has_score_batch, overrides
     from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
 
     spec = RunSpec.of(vars(args))
@@ -216,7 +216,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"es-search check: {exc}", file=sys.stderr)
         return 1
     ways = "in one group, in two groups, one by one" + (
-        " and through score()" if has_own_score(agent) else "")
+        " and through score()" if overrides(agent, "score") else "")
     print(f"{args.problem}: {len(scores)} candidates get the same scores {ways} "
           f"({'bit for bit' if args.exact else 'within a relative 1e-6'}): "
           + ", ".join(f"{s:.6g}" for s in scores))
@@ -286,13 +286,8 @@ def _test_command(out: Any) -> str:
     return shlex.join([*program(), "test", str(out)])
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import main
-    return main(args)
-
-
 _VERBS = {"run": _cmd_run, "test": _cmd_test, "check": _cmd_check, "list": _cmd_list,
-          "bench": _cmd_bench, "export": _cmd_export}
+          "bench": bench.main, "export": _cmd_export}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from .agent import Agent, overrides
 from .batched import group_size, has_score_batch
 from .candidates import Candidate
 from .checks import (check_dict, check_int, check_is_agent, check_number,
-                     check_positive_float, check_score_kwargs, check_seed, has_own_score)
+                     check_positive_float, check_score_kwargs, check_seed)
 from .errors import literal, render, warn_user
 from .interrupt import TimeLimit, time_limit
 from .pickling import cloudpickle
@@ -181,7 +181,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
                 except Exception as exc:
                     raise ScoreBatchMismatch(_raised(work, payload, candidates, seed, a, b,
                                                      layout, exc)) from exc
-        if has_own_score(agent):
+        if overrides(agent, "score"):
             scored["score()"] = score_alone(work, payload, candidates, seed, 0, 0)[0]
     reference = scored[f"a group of {population}"]
 

@@ -77,8 +77,12 @@ def test_builtins_name_a_bad_count_whatever_its_type(name, param, value, error):
     assert message.endswith(f", got {value!r}")
 
 
-def test_keyword_names_follow_kwargs_up_the_classes():
-    from es_search.checks import did_you_mean, keyword_names
+def test_keyword_parameters_follow_kwargs_up_the_classes():
+    from es_search.checks import did_you_mean, keyword_parameters
+
+    def keyword_names(cls):
+        parameters = keyword_parameters(cls)
+        return None if parameters is None else [p.name for p in parameters]
 
     class Open(es_search.Agent):
         def __init__(self, a=1, **kwargs):

@@ -42,7 +42,7 @@ def add_arguments(parser: Any) -> None:
         stop.add_argument(flag, type=kind, metavar=metavar, help=text).setting = setting
 
 
-def from_args(args: Any, problem: str | None = None) -> list[Callback]:
+def from_args(args: Any) -> list[Callback]:
     """The callbacks the flags of ``args`` ask for, trackers first, checked before any
     work (a bad value or a missing extra: one line on stderr, exit status 2)."""
     if args.min_delta is not None and args.patience is None:
@@ -52,7 +52,7 @@ def from_args(args: Any, problem: str | None = None) -> list[Callback]:
     if args.tensorboard is not None:
         callbacks.append(TensorBoard(args.tensorboard))
     if args.mlflow:
-        callbacks.append(MLflow(tags={"es_search.problem": problem} if problem else None))
+        callbacks.append(MLflow(tags={"es_search.problem": args.problem}))
     if args.csv is not None:
         callbacks.append(CSV(args.csv))
     if args.stop_at is not None:

@@ -175,8 +175,8 @@ class ProgressBar(FileCallback):
 
     _OPEN = ("_bar",)
 
-    def __init__(self, enabled: bool = True, desc: str = "es_search"):
-        self.enabled, self.desc = enabled, desc
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
         self._bar: Any = None
 
     def on_start(self, info: RunInfo) -> None:
@@ -186,7 +186,7 @@ class ProgressBar(FileCallback):
             to_file = not tqdm.__module__.startswith("tqdm.notebook") and not (
                 isatty and isatty())
             self._bar = tqdm(total=info.generations, initial=info.first_generation,
-                             desc=self.desc, unit="gen", dynamic_ncols=True,
+                             desc="es_search", unit="gen", dynamic_ncols=True,
                              mininterval=LOG_INTERVAL if to_file else 0.1)
 
     def on_generation(self, record: dict) -> None:

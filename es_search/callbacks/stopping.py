@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
-
 from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
-
-
-def _check_real(name: str, value: Any, *, minimum: float = -math.inf) -> float:
-    return check_number(name, value, "a finite number" + (
-        f" >= {minimum:g}" if minimum > -math.inf else ""),
-        lambda v: math.isfinite(v) and v >= minimum)
 
 
 class _Rule(Callback):
@@ -41,7 +33,7 @@ class StopAtScore(_Rule):
     _ARGS = ("target",)
 
     def __init__(self, target: float):
-        self.target = _check_real("StopAtScore target", target)
+        self.target = check_number("StopAtScore target", target)
 
     def _why(self, record: dict) -> str | None:
         best = record["best_score"]
@@ -63,7 +55,8 @@ class EarlyStopping(_Rule):
     def __init__(self, patience: int, min_delta: float = 0.0, monitor: str = "best_score"):
         self.patience = check_int("EarlyStopping patience", patience, 1,
                                   " (generations without improvement)")
-        self.min_delta = _check_real("EarlyStopping min_delta", min_delta, minimum=0.0)
+        self.min_delta = check_number("EarlyStopping min_delta", min_delta,
+                                      "a finite number >= 0", lambda v: math.isfinite(v) and v >= 0)
         self.monitor = check_choice("EarlyStopping monitor", monitor,
                                     ("best_score", "mean_score"))
         self._reset()

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..agent import FILE_MODULES, Agent
 from ..checks import did_you_mean
+from ..pickling import cloudpickle
 from .function import Function
 from .gym_policy import GymPolicy
 
@@ -67,7 +68,7 @@ def _import_file(path: str) -> Any:
     except Exception as exc:
         del sys.modules[name]
         raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
-    _send_by_value(module)
+    cloudpickle.register_pickle_by_value(module)  # workers cannot import it by name
     return module
 
 
@@ -76,8 +77,8 @@ def gym_problem(env_id: str) -> type[GymPolicy]:
     if not env_id:
         raise ProblemError(f"{GYM_PREFIX}ENV_ID needs an environment id, e.g. "
                            f"{GYM_PREFIX}CartPole-v1")
-    from .gym_env import env_spec
-    env_spec(env_id)  # an unknown id or a missing extra fails here
+    from .gym_env import look_up
+    look_up(env_id)  # an unknown id or a missing extra fails here
     name = "Gym_" + "".join(c if c.isalnum() else "_" for c in env_id)
     return type(name, (GymPolicy,), {"env_id": env_id, "_spec": GYM_PREFIX + env_id,  # its name
                                      "__module__": __name__, "__doc__": f"GymPolicy for {env_id}."})
@@ -116,14 +117,8 @@ def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -
     finally:
         if not keep_on_path:
             sys.path.remove(folder)
-    _send_by_value(sys.modules[top])
+    cloudpickle.register_pickle_by_value(sys.modules[top])  # workers cannot import it by name
     return module
-
-
-def _send_by_value(module: Any) -> None:
-    """Workers cannot import ``module`` by name: pickle its classes by value."""
-    from ..pickling import cloudpickle
-    cloudpickle.register_pickle_by_value(module)
 
 
 def _classes_note(module: Any, attr: str = "") -> str:

@@ -25,14 +25,9 @@ def _extra_for(env_id: str, entry_point: Any = None) -> str:
     return "box2d" if "box2d" in text else "mujoco" if "mujoco" in text else "gym"
 
 
-def env_spec(env_id: str) -> Any:
-    """The registered ``EnvSpec`` of ``env_id``; nothing is made."""
-    return _look_up(env_id, None)[2]
-
-
-def _look_up(env_id: str, spec: Any) -> tuple[Any, Any, Any]:
-    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); ``spec``: the agent's,
-    used where the id is unknown."""
+def look_up(env_id: str, spec: Any = None) -> tuple[Any, Any, Any]:
+    """(gymnasium, what to pass ``gymnasium.make``, the id's spec); nothing is made.
+    ``spec``: the agent's, used where the id is unknown (None: an unknown id is refused)."""
     from ..extras import require
     gym = require("gymnasium", _extra_for(env_id))
     target: Any = env_id
@@ -63,7 +58,7 @@ def make_env(env_id: str, spec: Any = None, kwargs: Mapping[str, Any] | None = N
     """``gymnasium.make(env_id, **kwargs)``; ``spec``: the id's ``EnvSpec``, made where the
     id is unknown (a worker, for an id the user's script registered)."""
     from ..extras import install_command
-    gym, target, spec = _look_up(env_id, spec)
+    gym, target, spec = look_up(env_id, spec)
     try:
         with _mujoco_warnings_to_python(spec.entry_point):
             return gym.make(target, **dict(kwargs or {}))

@@ -234,19 +234,11 @@ def _other(path: str) -> str:
     return SEQUENTIAL if path == PARALLEL else PARALLEL
 
 
-class Counter:
-    """The file holding the next block to claim, reset before each round."""
-
-    def __init__(self, folder: str):
-        self.path = os.path.join(folder, "claims.bin")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        self.reset()
-
-    def reset(self) -> None:
-        os.pwrite(self._fd, bytes(8), 0)
-
-    def close(self) -> None:
-        os.close(self._fd)
+def reset_claims(path: str) -> None:
+    """Write the counter file ``path`` (in the pool's private folder) before a round:
+    block 0 is the next to claim."""
+    with open(path, "wb") as f:
+        f.write(bytes(8))
 
 
 def _claim(fd: int) -> int:
@@ -310,20 +302,22 @@ def in_index_order(parts: Sequence[Sequence[tuple]], n: int) -> tuple[list[Any],
     return scores, [r for b in blocks for r in b[2]]
 
 
-def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], unit: int,
-                head: tuple, tail: tuple,
+def run_claimed(pool: Any, candidates: Sequence[Candidate], unit: int, head: tuple,
+                tail: tuple,
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
-    """One :func:`score_blocks` call per worker (``head``, ``tail``: its arguments around
-    the candidates and the counter), claiming blocks of ``unit`` candidates; blocks a dead
-    worker did not return are claimed again (``retrying(call, lost)`` makes the call).
-    Returns the scores and reports in index order and each call's seconds."""
+    """One :func:`score_blocks` call per worker of the local ``pool`` (``head``, ``tail``:
+    its arguments around the candidates and the counter file), claiming blocks of ``unit``
+    candidates; blocks a dead worker did not return are claimed again (``retrying(call,
+    lost)`` makes the call). Returns the scores and reports in index order and each
+    call's seconds."""
     todo, parts = group_bounds(len(candidates), unit), []
+    claims = os.path.join(pool.files.folder, "claims.bin")
 
     def call() -> list:
         nonlocal todo
-        counter.reset()
-        args = (*head, candidates, 0, todo, counter.path, *tail)
+        reset_claims(claims)
+        args = (*head, candidates, 0, todo, claims, *tail)
         done: dict[int, Any] = {}
         try:
             return pool.run_chunks(score_blocks, [args] * pool.n_workers, done)

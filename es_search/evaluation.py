@@ -39,13 +39,11 @@ __all__ = ["Engine", "Scored"]
 class Scored:
     """What one :meth:`Engine.score` call returns: ``scores`` in candidate order (-inf
     for each of the ``failures``, under ``on_error="worst"``), each task's
-    ``task_report()`` (None: failed, or no statistics), the ``center`` and ``shared``
-    state the tasks loaded, and the engine's ``stats`` with this call's ``path`` and
-    wall ``seconds``."""
+    ``task_report()`` (None: failed, or no statistics), the ``shared`` state the tasks
+    loaded, and the engine's ``stats`` with this call's ``path`` and wall ``seconds``."""
     scores: list[float]
     failures: list[TaskFailure]
     reports: list[Any]
-    center: np.ndarray
     shared: dict | None
     stats: dict[str, Any]
 
@@ -190,8 +188,7 @@ class Engine:
                     f"and its workers again (or use another backend)",
                     generation, list(range(n))) from exc
         return Scored([-math.inf if isinstance(s, TaskFailure) else s for s in raw],
-                      [s for s in raw if isinstance(s, TaskFailure)], reports,
-                      payload.center, shared,
+                      [s for s in raw if isinstance(s, TaskFailure)], reports, shared,
                       {**self.stats, "path": path, "seconds": time.perf_counter() - began})
 
     def shared_state(self) -> dict | None:

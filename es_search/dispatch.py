@@ -235,8 +235,7 @@ def _other(path: str) -> str:
 
 
 def reset_claims(path: str) -> None:
-    """Write the counter file ``path`` (in the pool's private folder) before a round:
-    block 0 is the next to claim."""
+    """Set the counter file ``path`` to block 0, before each claimed round."""
     with open(path, "wb") as f:
         f.write(bytes(8))
 
@@ -307,10 +306,9 @@ def run_claimed(pool: Any, candidates: Sequence[Candidate], unit: int, head: tup
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_blocks` call per worker of the local ``pool`` (``head``, ``tail``:
-    its arguments around the candidates and the counter file), claiming blocks of ``unit``
-    candidates; blocks a dead worker did not return are claimed again (``retrying(call,
-    lost)`` makes the call). Returns the scores and reports in index order and each
-    call's seconds."""
+    its arguments around the candidates and the counter file), claiming blocks of
+    ``unit`` candidates, those a dead worker did not return again (``retrying(call,
+    lost)`` makes the call): the scores and reports in index order, each call's seconds."""
     todo, parts = group_bounds(len(candidates), unit), []
     claims = os.path.join(pool.files.folder, "claims.bin")
 

@@ -43,10 +43,9 @@ SEQUENTIAL = "sequential"
 
 
 def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
-    """``n`` candidates cut into ``parts`` contiguous, near-equal ``(start, stop)``
-    ranges, in order; with ``group`` > 0 (the agent's group size) unions of whole groups,
-    near-equal in groups."""
-    starts = [a for a, _ in group_bounds(n, group)] if group > 0 else range(n)
+    """``n`` candidates cut into ``parts`` contiguous ``(start, stop)`` ranges, in order,
+    near-equal in candidates or, with ``group`` > 0 (the agent's group size), in whole groups."""
+    starts = [a for a, _ in group_bounds(n, group)]  # group 0: one candidate each
     parts = max(1, min(parts, len(starts)))
     firsts = [starts[len(starts) * k // parts] for k in range(parts) if starts] + [n]
     return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
@@ -117,10 +116,9 @@ class ChunkPolicy:
 
 
 class DispatchPolicy:
-    """Decides, per generation, whether it goes to the ``n_workers`` workers
-    (:meth:`choose`), from the generations reported (:meth:`completed`).
-    ``fallback=False`` always chooses parallel (e.g. with a task timeout); the rest: see
-    the module docstring."""
+    """Decides per generation whether it goes to the ``n_workers`` workers (:meth:`choose`,
+    by the module docstring's model), from the generations reported (:meth:`completed`);
+    ``fallback=False`` always chooses parallel (e.g. with a task timeout)."""
 
     WINDOW: ClassVar[int] = 5
     REPROBE_EVERY: ClassVar[int] = 20
@@ -159,13 +157,11 @@ class DispatchPolicy:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
         times = self._task[path] or self._task[_other(path)]
         t = min(times) if times else self._hint
-        if t is None:
+        overhead = 0.0 if path == SEQUENTIAL else self.overhead_seconds
+        if t is None or overhead is None:
             return None
         if path == SEQUENTIAL:
             return n * t
-        overhead = self.overhead_seconds
-        if overhead is None:
-            return None
         return math.ceil(n / min(n, self.n_workers)) * t + overhead
 
     def choose(self, n: int) -> str:

@@ -100,9 +100,8 @@ class ChunkPolicy:
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 
     def count(self, n: int, measured: Any) -> int:
-        """Chunks for ``n`` candidates, a multiple of the workers: one per worker, or, for
-        long tasks and uneven shares, chunks of ``MIN_CHUNK_SECONDS`` or more, ``cap``
-        per worker at most."""
+        """Chunks for ``n`` candidates, a multiple of the workers: one per worker or, for long
+        tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``cap`` per worker at most."""
         task, uneven = measured.task_seconds, measured.imbalance
         if task is None or task < self.BALANCE_FROM or uneven is None \
                 or uneven < self.IMBALANCE_FROM:

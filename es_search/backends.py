@@ -196,6 +196,11 @@ class LocalPool(Pool):
         return ProcessPoolExecutor(self.n_workers, timeout=IDLE_SECONDS, initializer=watch_parent,
                                    env={var: os.environ.get(var, "1") for var in THREAD_VARS})
 
+    def put(self, name: str, value: Any) -> FileRef:
+        if not isinstance(value, np.ndarray):
+            value = np.frombuffer(bytes(value), np.uint8)
+        return self.files.put_array(name, value)
+
     def run_chunks(self, fn: Callable[..., Any], args_list: Sequence[tuple],
                    done: dict | None = None, timeout: float | None = None) -> list:
         done = {} if done is None else done
@@ -234,7 +239,7 @@ class LocalPool(Pool):
 
     def close(self) -> None:
         self._end(keep=True)
-        super().close()
+        self.files.close()
 
 
 def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,

@@ -71,8 +71,7 @@ def share_vectors(candidates: Sequence[Candidate]
 
 def take_vectors(candidates: Sequence[Candidate], flat: np.ndarray | None
                  ) -> Sequence[Candidate]:
-    """The candidates :func:`share_vectors` described, with their vectors (views of
-    ``flat``)."""
+    """The candidates :func:`share_vectors` described, their vectors views of ``flat``."""
     if flat is None:
         return candidates
     return [c._replace(vector=flat[c.vector.start:c.vector.stop].reshape(c.vector.shape))

@@ -43,10 +43,9 @@ SEQUENTIAL = "sequential"
 
 
 def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
-    """``n`` candidates cut into ``parts`` contiguous, near-equal ``(start, stop)``
-    ranges, in order; with ``group`` > 0 (the agent's group size) unions of whole groups,
-    near-equal in groups."""
-    starts = [a for a, _ in group_bounds(n, group)] if group > 0 else range(n)
+    """``n`` candidates cut into ``parts`` contiguous ``(start, stop)`` ranges, in order,
+    near-equal in candidates or, with ``group`` > 0 (the agent's group size), in whole groups."""
+    starts = [a for a, _ in group_bounds(n, group)]  # group 0: one candidate each
     parts = max(1, min(parts, len(starts)))
     firsts = [starts[len(starts) * k // parts] for k in range(parts) if starts] + [n]
     return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
@@ -101,9 +100,8 @@ class ChunkPolicy:
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 
     def count(self, n: int, measured: Any) -> int:
-        """Chunks for ``n`` candidates, a multiple of the workers: one per worker, or, for
-        long tasks and uneven shares, chunks of ``MIN_CHUNK_SECONDS`` or more, ``cap``
-        per worker at most."""
+        """Chunks for ``n`` candidates, a multiple of the workers: one per worker or, for long
+        tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``cap`` per worker at most."""
         task, uneven = measured.task_seconds, measured.imbalance
         if task is None or task < self.BALANCE_FROM or uneven is None \
                 or uneven < self.IMBALANCE_FROM:
@@ -117,10 +115,9 @@ class ChunkPolicy:
 
 
 class DispatchPolicy:
-    """Decides, per generation, whether it goes to the ``n_workers`` workers
-    (:meth:`choose`), from the generations reported (:meth:`completed`).
-    ``fallback=False`` always chooses parallel (e.g. with a task timeout); the rest: see
-    the module docstring."""
+    """Decides per generation whether it goes to the ``n_workers`` workers (:meth:`choose`,
+    by the module docstring's model), from the generations reported (:meth:`completed`);
+    ``fallback=False`` always chooses parallel (e.g. with a task timeout)."""
 
     WINDOW: ClassVar[int] = 5
     REPROBE_EVERY: ClassVar[int] = 20
@@ -159,13 +156,11 @@ class DispatchPolicy:
         """Predicted wall seconds of ``n`` tasks on ``path`` (None: not measured yet)."""
         times = self._task[path] or self._task[_other(path)]
         t = min(times) if times else self._hint
-        if t is None:
+        overhead = 0.0 if path == SEQUENTIAL else self.overhead_seconds
+        if t is None or overhead is None:
             return None
         if path == SEQUENTIAL:
             return n * t
-        overhead = self.overhead_seconds
-        if overhead is None:
-            return None
         return math.ceil(n / min(n, self.n_workers)) * t + overhead
 
     def choose(self, n: int) -> str:
@@ -234,19 +229,10 @@ def _other(path: str) -> str:
     return SEQUENTIAL if path == PARALLEL else PARALLEL
 
 
-class Counter:
-    """The file holding the next block to claim, reset before each round."""
-
-    def __init__(self, folder: str):
-        self.path = os.path.join(folder, "claims.bin")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        self.reset()
-
-    def reset(self) -> None:
-        os.pwrite(self._fd, bytes(8), 0)
-
-    def close(self) -> None:
-        os.close(self._fd)
+def reset_claims(path: str) -> None:
+    """Set the counter file ``path`` to block 0, before each claimed round."""
+    with open(path, "wb") as f:
+        f.write(bytes(8))
 
 
 def _claim(fd: int) -> int:
@@ -310,20 +296,21 @@ def in_index_order(parts: Sequence[Sequence[tuple]], n: int) -> tuple[list[Any],
     return scores, [r for b in blocks for r in b[2]]
 
 
-def run_claimed(pool: Any, counter: Counter, candidates: Sequence[Candidate], unit: int,
-                head: tuple, tail: tuple,
+def run_claimed(pool: Any, candidates: Sequence[Candidate], unit: int, head: tuple,
+                tail: tuple,
                 retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
                 ) -> tuple[list[Any], list[Any], list[float]]:
-    """One :func:`score_blocks` call per worker (``head``, ``tail``: its arguments around
-    the candidates and the counter), claiming blocks of ``unit`` candidates; blocks a dead
-    worker did not return are claimed again (``retrying(call, lost)`` makes the call).
-    Returns the scores and reports in index order and each call's seconds."""
+    """One :func:`score_blocks` call per worker of the local ``pool`` (``head``, ``tail``:
+    its arguments around the candidates and the counter file), claiming blocks of
+    ``unit`` candidates, those a dead worker did not return again (``retrying(call,
+    lost)`` makes the call): the scores and reports in index order, each call's seconds."""
     todo, parts = group_bounds(len(candidates), unit), []
+    claims = os.path.join(pool.files.folder, "claims.bin")
 
     def call() -> list:
         nonlocal todo
-        counter.reset()
-        args = (*head, candidates, 0, todo, counter.path, *tail)
+        reset_claims(claims)
+        args = (*head, candidates, 0, todo, claims, *tail)
         done: dict[int, Any] = {}
         try:
             return pool.run_chunks(score_blocks, [args] * pool.n_workers, done)

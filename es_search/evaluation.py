@@ -21,7 +21,7 @@ from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
-from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, Counter, DispatchPolicy, imbalance,
+from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
 from .errors import TaskFailure, WorkerError, retrying
 from .interrupt import sigterm_as_interrupt
@@ -39,13 +39,11 @@ __all__ = ["Engine", "Scored"]
 class Scored:
     """What one :meth:`Engine.score` call returns: ``scores`` in candidate order (-inf
     for each of the ``failures``, under ``on_error="worst"``), each task's
-    ``task_report()`` (None: failed, or no statistics), the ``center`` and ``shared``
-    state the tasks loaded, and the engine's ``stats`` with this call's ``path`` and
-    wall ``seconds``."""
+    ``task_report()`` (None: failed, or no statistics), the ``shared`` state the tasks
+    loaded, and the engine's ``stats`` with this call's ``path`` and wall ``seconds``."""
     scores: list[float]
     failures: list[TaskFailure]
     reports: list[Any]
-    center: np.ndarray
     shared: dict | None
     stats: dict[str, Any]
 
@@ -88,7 +86,6 @@ class Engine:
         self._kwargs: Any = None  # the score_kwargs as put in the pool once (None: none)
         self.pool: _backends.Pool | None = None
         self._centres: Any = None  # cluster pools: what the workers hold (pools.centres)
-        self._counter: Counter | None = None  # loky: the workers claim long tasks
         self._sigterm: sigterm_as_interrupt | None = None
         self._open = False  # between __enter__ and close()
         self.n_workers = 1
@@ -123,13 +120,11 @@ class Engine:
             if self.pool is None:
                 return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers
-            if self.pool.claims and dispatch.AVAILABLE:
-                self._counter = Counter(self.pool.files.folder)
             if not self.pool.local:  # the workers keep or derive centres
                 from .pools.centres import CentreHistory
                 self._centres = CentreHistory()
-            self.chunking = replace(self.chunking, claims=self._counter is not None,
-                                    cap=self.pool.max_chunks_per_worker)
+            self.chunking = replace(self.chunking, cap=self.pool.max_chunks_per_worker,
+                                    claims=self.pool.claims and dispatch.AVAILABLE)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
@@ -155,11 +150,10 @@ class Engine:
 
     def close(self) -> None:
         self._open = False
-        counter, pool, sigterm = self._counter, self.pool, self._sigterm
-        self._counter = self.pool = self._sigterm = None
-        for held in (counter, pool):
-            if held is not None:
-                held.close()
+        pool, sigterm = self.pool, self._sigterm
+        self.pool = self._sigterm = None
+        if pool is not None:
+            pool.close()
         if sigterm is not None:  # after the workers are gone
             sigterm.__exit__()
 
@@ -194,8 +188,7 @@ class Engine:
                     f"and its workers again (or use another backend)",
                     generation, list(range(n))) from exc
         return Scored([-math.inf if isinstance(s, TaskFailure) else s for s in raw],
-                      [s for s in raw if isinstance(s, TaskFailure)], reports,
-                      payload.center, shared,
+                      [s for s in raw if isinstance(s, TaskFailure)], reports, shared,
                       {**self.stats, "path": path, "seconds": time.perf_counter() - began})
 
     def shared_state(self) -> dict | None:
@@ -240,7 +233,7 @@ class Engine:
         unit = self.chunking.claim_unit(self.policy)
         if unit:  # long tasks, workers that claim: they take them as they come free
             scores, reports, seconds = run_claimed(
-                pool, self._counter, candidates, unit, head, (self.seed, generation, *tail),
+                pool, candidates, unit, head, (self.seed, generation, *tail),
                 lambda call, lost: self._retrying(call, generation, lost))
             uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
         else:

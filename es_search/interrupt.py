@@ -165,8 +165,7 @@ PARENT_POLL_SECONDS = 1.0
 
 def watch_parent() -> None:
     """A local worker's first act (the executor's initializer): end this process within
-    ``PARENT_POLL_SECONDS`` of its parent's death (a ``kill -9`` gives the run no chance
-    to stop it)."""
+    ``PARENT_POLL_SECONDS`` of its parent's death (after a ``kill -9``, nothing else stops it)."""
     parent = os.getppid()
 
     def watch() -> None:

@@ -30,20 +30,12 @@ class Pool:
     local = False
     claims = False
     max_chunks_per_worker: int | None = 4
-    files: Any = None
-
-    def put(self, name: str, value: Any) -> Any:
-        if not isinstance(value, np.ndarray):
-            value = np.frombuffer(bytes(value), np.uint8)
-        return self.files.put_array(name, value)
 
     def abort(self) -> None:
         """Stop the running chunks now (Ctrl-C)."""
 
     def close(self) -> None:
-        if self.files is not None:
-            files, self.files = self.files, None
-            files.close()
+        """Stop the workers; free what the pool holds."""
 
     def __enter__(self) -> "Pool":
         return self

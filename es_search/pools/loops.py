@@ -31,8 +31,7 @@ def _dumps(value: Any) -> bytes:
 
 def serve(address: str) -> None:
     """A worker's loop: connect to ``address``, then run each ``(fn, args)`` received and
-    send back ``(True, result)`` or ``(False, exception)``, until the pool closes the
-    socket."""
+    send back ``(True, result)`` or ``(False, exception)``, until the pool hangs up."""
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(address)
     with Connection(sock.detach()) as conn:

@@ -84,8 +84,7 @@ class Runner:
 
     def run(self, fn: Callable, args: Sequence[Any], sends: Sequence[tuple],
             forget: Sequence[int] = ()) -> Any:
-        """``(True, fn(*args))``, or ``(False, exception)`` if it raised, or a
-        :class:`Mismatch`."""
+        """``(True, fn(*args))``, ``(False, exception)`` if it raised, or a :class:`Mismatch`."""
         try:
             for key, kind, *data in sends:
                 if kind == "value":
@@ -121,8 +120,7 @@ class Tracker:
         self.dropped: set[int] = set()
 
     def put(self, name: str, value: Any, recipe: tuple | None = None) -> Parcel:
-        """A new parcel under ``name``; the runners forget the previous one with their
-        next call."""
+        """A new parcel under ``name``; the runners forget the last one at their next call."""
         previous = self.named.get(name)
         parcel = self.named[name] = Parcel(value, recipe)
         if previous is not None:

@@ -118,8 +118,7 @@ class Search:
             evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
-        self.snapshots.add(self.next_generation, strategy.center(self.state),
-                           evaluator.local.shared_state())
+        self.snapshots.add(self.next_generation, self.center_weights)
         return self._outcome(record, improved, (generation, center, candidates), scored)
 
     def seconds(self) -> float:
@@ -139,8 +138,8 @@ class Search:
     def snapshot_weights(self) -> dict[str, dict]:
         """The kept centres, the latest first, by name ``"center@G"`` (after G
         generations), with the shared state of their time."""
-        return {f"center@{g}": weights_of(self.evaluator.local, flat, shared)
-                for g, (flat, shared) in sorted(self.snapshots.kept.items(), reverse=True)}
+        return {f"center@{g}": weights
+                for g, weights in sorted(self.snapshots.kept.items(), reverse=True)}
 
     def _score(self, generation: int, center: np.ndarray, candidates: list) -> Scored:
         """The evaluator's scores; its errors carry the :class:`Failures` to replay."""

@@ -12,9 +12,8 @@ ignores its task seed, or there is one candidate.
 """
 from __future__ import annotations
 
-import copy
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -28,22 +27,23 @@ BEST, CENTER = "best", "center"
 
 
 class Snapshots:
-    """The centre (and the agent's shared state) after every ``spacing``-th generation,
-    at most ``size`` of them: when one more comes, every other one goes and the spacing
-    doubles, so that they span the whole run whatever its length (unknown under a time
-    limit). Part of the search's checkpoint: a resumed run keeps the same ones."""
+    """The centre's weights (with the agent's shared state) after every ``spacing``-th
+    generation, at most ``size`` of them: when one more comes, every other one goes and
+    the spacing doubles, so that they span the whole run whatever its length (unknown
+    under a time limit). Part of the search's checkpoint: a resumed run keeps the same."""
 
     def __init__(self, size: int = SNAPSHOTS):
         self.size, self.spacing = size, 1
-        self.kept: dict[int, tuple[np.ndarray, dict]] = {}
+        self.kept: dict[int, dict] = {}
 
-    def add(self, generations: int, center: np.ndarray, shared: dict) -> None:
-        """The centre after ``generations`` generations, kept if it falls on the spacing."""
+    def add(self, generations: int, weights: Callable[[], dict]) -> None:
+        """The centre's ``weights()`` (a new dict, in the agent's dtypes: half a float64
+        vector's size for float32) after ``generations`` generations, kept if it falls on
+        the spacing."""
         if generations % self.spacing:
             return
         # a new dict each time: a checkpoint's copy (copy.copy) keeps its own
-        self.kept = {**self.kept,
-                     generations: (np.array(center), copy.deepcopy(dict(shared)))}
+        self.kept = {**self.kept, generations: weights()}
         if len(self.kept) > self.size:
             self.spacing *= 2
             self.kept = {g: kept for g, kept in self.kept.items() if g % self.spacing == 0}

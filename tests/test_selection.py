@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import es_search
+from es_search import checkpoint
 from es_search.folder import RunDir
 from es_search.seeding import task_seed
 from es_search.selection import SELECTION_GENERATION, Snapshots, describe
@@ -69,11 +70,11 @@ def test_snapshots_span_the_run_evenly():
     for n in (3, 8, 9, 40, 1000):
         snapshots = Snapshots(8)
         for g in range(1, n + 1):
-            snapshots.add(g, np.full(2, float(g)), {})
+            snapshots.add(g, lambda: {"w": np.full(2, float(g))})
         kept = sorted(snapshots.kept)
         assert kept == list(range(snapshots.spacing, n + 1, snapshots.spacing))
         assert len(kept) <= 8 and (n < 8 or len(kept) >= 4)
-        assert all(snapshots.kept[g][0][0] == g for g in kept)
+        assert all(snapshots.kept[g]["w"][0] == g for g in kept)
 
 
 def test_a_centre_that_walked_away_loses_to_an_earlier_one():
@@ -162,6 +163,8 @@ def test_an_interrupted_run_resumed_hands_back_the_same_answer(tmp_path):
     resumed = _run(Risky(), generations=8, out=tmp_path, resume=True, **options)
     assert (resumed.chosen, resumed.selection) == (whole.chosen, whole.selection)
     assert same_weights(resumed.chosen_weights, whole.chosen_weights)
+    kept = checkpoint.load(tmp_path / "checkpoint.pkl")["snapshots"].kept  # their size:
+    assert {w["w"].dtype for w in kept.values()} == {torch.float32}  # the agent's dtype
 
 
 class Measured(Risky):

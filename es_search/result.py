@@ -115,12 +115,14 @@ class Result:
     def plot(self, path: Any = None) -> Any:
         """Best and mean score per generation (needs matplotlib: ``es_search[plot]``), saved
         to ``path`` when given; returns the matplotlib figure."""
-        matplotlib = require("matplotlib", "plot")
-        if path is not None:
-            matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        require("matplotlib", "plot")
+        if path is None:  # pyplot's: a notebook shows it
+            import matplotlib.pyplot as plt
+            fig = plt.figure(figsize=(6, 3.5), dpi=100)
+        else:  # pyplot does not hold it: no figure left open, no backend chosen
+            from matplotlib.figure import Figure
+            fig = Figure(figsize=(6, 3.5), dpi=100)
+        ax = fig.subplots()
         generations = [h["generation"] for h in self.history]
         ax.plot(generations, [h["best_score"] for h in self.history], label="best so far")
         ax.plot(generations, [h["mean_score"] for h in self.history], label="generation mean",
@@ -131,5 +133,4 @@ class Result:
         fig.tight_layout()
         if path is not None:
             fig.savefig(path)
-            plt.close(fig)
         return fig

@@ -54,8 +54,14 @@ def test_history_is_on_disk_after_each_generation(tmp_path):
 
 def test_result_plot_needs_matplotlib_only(tmp_path):
     result = es_search.run(Quadratic(2), generations=3, population=2, n_jobs=1, progress=False)
+    import matplotlib
+    import matplotlib.pyplot as plt
+    backend, open_figures = matplotlib.get_backend(), plt.get_fignums()
     result.plot(tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+    with pytest.raises(FileNotFoundError):  # a figure that could not be saved
+        result.plot(tmp_path / "no-such-folder" / "p.png")
+    assert (matplotlib.get_backend(), plt.get_fignums()) == (backend, open_figures)
 
 
 def test_missing_optional_dependency_names_the_extra(monkeypatch, tmp_path):

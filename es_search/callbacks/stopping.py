@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+
 from ..checks import check_choice, check_int, check_number, check_positive_float
 from .base import Callback, RunInfo
 

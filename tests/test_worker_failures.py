@@ -27,7 +27,8 @@ def test_a_worker_that_dies_once_changes_nothing(tmp_path):
     with pytest.warns(RuntimeWarning, match="worker process died.*candidates .*2") as caught:
         result = es_search.run(agent, generations=3, n_jobs=2, out=tmp_path / "run",
                                sequential_fallback=False, **KW)
-    assert [w.filename for w in caught.list] == [__file__]  # the user's run() call
+    # at the user's run() call (a library's warning of its own, e.g. matplotlib's, aside)
+    assert [w.filename for w in caught.list if "worker" in str(w.message)] == [__file__]
     assert marker.exists()  # a worker really did os._exit
     assert same_history(result.history, clean.history)
     assert same_weights(result.best_weights, clean.best_weights)

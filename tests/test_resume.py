@@ -287,6 +287,7 @@ def test_the_checkpoint_cost_benchmark_runs_and_writes_its_table(tmp_path):
     assert done.returncode == 0, done.stderr
     table = (tmp_path / "checkpoint_cost.md").read_text()
     assert "| hill-climb | 100 |" in table and "every 10" in table
+    assert "| 4 of 4 |" in table  # a small checkpoint: the start's and every generation's
 
 
 def test_resuming_a_finished_run_starts_no_workers_and_keeps_its_files(tmp_path,

@@ -18,7 +18,7 @@ from .files import atomic_write
 from .pickling import cloudpickle
 
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
-VERSION = 1
+VERSION = 2  # 2: the kept centres as weight dicts
 _HEADER = struct.Struct("<16sIQ32s")  # magic, version, payload length, sha256
 
 

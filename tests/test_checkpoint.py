@@ -75,3 +75,13 @@ def test_checkpoint_save_is_atomic_and_leaves_no_temporary_files(tmp_path):
     assert os.listdir(tmp_path) == ["c.pkl"]
     with pytest.raises(es_search.CheckpointError, match="no checkpoint"):
         checkpoint.load(tmp_path / "missing.pkl")
+
+
+def test_a_checkpoint_of_an_earlier_format_is_refused_before_any_work(monkeypatch):
+    monkeypatch.setattr(checkpoint, "VERSION", checkpoint.VERSION - 1)
+    old = checkpoint.dumps({"a": 1})  # as an earlier es_search wrote it
+    monkeypatch.undo()
+    with pytest.raises(es_search.CheckpointError, match=rf"format version "
+                       rf"{checkpoint.VERSION - 1}; this es_search reads version "
+                       rf"{checkpoint.VERSION}\).*delete it to start"):
+        checkpoint.loads(old)

@@ -79,7 +79,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
                                            default=setting.default, **options))
     term = flag_term(parser)
     for action, setting in zip(actions, DOCUMENTED):
-        action.help = render(setting.metadata["help"], term)
+        action.help = render(setting.metadata["help"], term).replace("%", "%%")  # argparse's
 
 
 def _add_problem(parser: argparse.ArgumentParser, resume: str = "") -> None:

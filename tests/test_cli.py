@@ -21,6 +21,14 @@ def run_cli(*args, cwd=None):
                           text=True, env=env, cwd=cwd, timeout=300)
 
 
+@pytest.mark.parametrize("verb", [[], ["run"], ["test"], ["check"], ["list"], ["export"],
+                                  ["bench"]])
+def test_every_verbs_help_prints_its_options(verb, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([*verb, "--help"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("usage: es-search")
+
+
 def test_list_names_the_builtins_and_strategies(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out

@@ -42,6 +42,7 @@ def loads(blob: bytes, where: str = "checkpoint") -> dict:
     """The dict stored in ``blob``; :class:`CheckpointError` if it is not intact."""
     magic, version, length, digest = _HEADER.unpack_from(blob.ljust(_HEADER.size, b"\0"))
     payload, why = blob[_HEADER.size:], None
+    advice = "Restore a copy of it, or delete it to start the run again from scratch."
     if len(blob) < _HEADER.size:
         why = f"{len(blob)} bytes, shorter than its header: torn or truncated"
     elif magic != MAGIC:
@@ -52,10 +53,10 @@ def loads(blob: bytes, where: str = "checkpoint") -> dict:
         why = "checksum mismatch: corrupt"
     elif version != VERSION:
         why = f"format version {version}; this es_search reads version {VERSION}"
+        advice = "Load or continue it with the es_search that wrote it, or start the run again."
     if why:
         raise CheckpointError(f"{where} is not a usable es_search checkpoint ({why}); it was "
-                              f"not loaded. Restore a copy of it, or delete it to start the "
-                              f"run again from scratch.")
+                              f"not loaded. {advice}")
     try:
         return pickle.loads(payload)
     except Exception as exc:  # intact bytes, but e.g. a class that no longer exists

@@ -83,5 +83,5 @@ def test_a_checkpoint_of_an_earlier_format_is_refused_before_any_work(monkeypatc
     monkeypatch.undo()
     with pytest.raises(es_search.CheckpointError, match=rf"format version "
                        rf"{checkpoint.VERSION - 1}; this es_search reads version "
-                       rf"{checkpoint.VERSION}\).*delete it to start"):
+                       rf"{checkpoint.VERSION}\).*with the es_search that wrote it"):
         checkpoint.loads(old)

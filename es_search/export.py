@@ -6,6 +6,7 @@ import copy
 import inspect
 import logging
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -222,8 +223,11 @@ def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -
     level = quiet.level  # not "torchvision is not installed", 4 lines in a terminal
     quiet.setLevel(logging.ERROR)
     try:
-        torch.onnx.export(module, example, path, input_names=names, dynamo=True,
-                          dynamic_shapes=tuple(shapes), verbose=False)
+        with warnings.catch_warnings():  # torch's own deprecation inside its exporter
+            warnings.filterwarnings("ignore", ".*LeafSpec", FutureWarning)
+            torch.onnx.export(module, example, path, input_names=names, dynamo=True,
+                              dynamic_shapes=tuple(shapes), verbose=False,
+                              external_data=False)  # one file, no empty PATH.data
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"{name}: torch.onnx.export of its forward() failed "

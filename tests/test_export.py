@@ -141,6 +141,7 @@ def exported_case(case: str, folder) -> np.ndarray:
     folder.mkdir()
     export(agent, folder / "policy.pt", example=example)
     export(agent, folder / "policy.onnx", to="onnx", example=example)
+    assert sorted(p.name for p in folder.iterdir()) == ["policy.onnx", "policy.pt"]  # one each
     np.save(folder / "obs.npy", obs)
     np.save(folder / "seed.npy", np.array(SEED if sampled else [], dtype=np.int64))
     return expected

@@ -259,8 +259,11 @@ def _cmd_test(args: argparse.Namespace) -> int:
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
     from .spec import load_run
+    from .lock import held
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
-    print(load_run(args.out).export(path, args.to, args.which))
+    result = load_run(args.out)
+    with held(args.out, "export it"):  # of the run's answer, not of a run going on
+        print(result.export(path, args.to, args.which))
     return 0
 
 

@@ -31,7 +31,8 @@ CENTER_WEIGHTS = "center_weights.pt"
 CHOSEN_WEIGHTS = "chosen_weights.pt"  # es_search.selection's choice
 PLOT = "plot.png"
 TEST = "test.json"  # es-search run and test
-AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST)
+AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST,
+              "policy.pt", "policy.onnx")  # es-search export's (FORMATS), of the answer
 
 
 class RunDir:

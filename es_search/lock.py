@@ -2,10 +2,11 @@
 kernel releases it when the process dies, however it dies."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 try:
     import fcntl
@@ -76,3 +77,17 @@ def release(key: str) -> None:
             if held[1] == 0:
                 del _HELD[key]
                 held[0].close()  # releases the flock
+
+
+@contextlib.contextmanager
+def held(path: Any, what: str) -> Iterator[None]:
+    """The lock of the run folder ``path`` while a reader writes in it (``what`` it does:
+    "test it"); refused while a run goes on in it."""
+    try:
+        key = acquire(path)
+    except OutFolderError as exc:
+        raise OutFolderError(f"{exc} ({what} once the run has ended)") from None
+    try:
+        yield
+    finally:
+        release(key)

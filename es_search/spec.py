@@ -203,20 +203,14 @@ def held_out_test(folder: Any) -> tuple[Any, dict, str]:
     """``es-search test``: the run's agent, rebuilt from its spec; the
     :func:`held_out_figures` of its best weights, final centre and what it handed back;
     the name of the latter. Refused while a run writes the folder."""
-    from .lock import acquire, release
+    from .lock import held
     run = RunDir(folder)
     agent = RunSpec.load(run.path).build_agent()
     if not (run.path / BEST_WEIGHTS).is_file():
         raise OutFolderError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before "
                              f"its first generation")
-    try:  # not while a run goes on in it: its best weights change, test.json would stay
-        key = acquire(run.path)
-    except OutFolderError as exc:
-        raise OutFolderError(f"{exc} (test it once the run has ended)") from None
-    try:
+    with held(run.path, "test it"):  # a run going on changes its weights; test.json stays
         chosen = run.end().get("chosen", "best")
         weights = {"best": run.weights("best"), "center": run.weights("center")}
         weights.setdefault(chosen, run.weights("chosen"))
         return agent, held_out_figures(agent, weights, folder), chosen
-    finally:
-        release(key)

@@ -102,7 +102,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     return text + (
         "Fix: reset such state at the start of score() (or keep it in local variables), "
         "and draw randomness from the seeded global RNGs or self.task_seed. If scores are "
-        "meant to vary, pass {repeat_check=False} to skip this check."), a
+        "meant to vary, a run takes {repeat_check=False} to skip this check."), a
 
 
 def _payload(agent: Agent, score_kwargs: Mapping[str, Any]) -> Payload:

@@ -693,7 +693,7 @@ def test_warnings_read_as_the_command_lines(tmp_path, capsys):
         assert done.returncode == 0, done.stderr
         assert done.stderr.startswith("es-search: UnrepeatableScoreWarning: Counts is not "
                                       "repeatable"), done.stderr
-        assert "pass --no-repeat-check to skip this check" in done.stderr  # its flag
+        assert "a run takes --no-repeat-check to skip this check" in done.stderr  # its flag
         assert "sys.exit(main())" not in done.stderr
 
 

@@ -105,7 +105,7 @@ def test_a_counter_is_named_and_the_fix_given():
     assert message.startswith("Counts is not repeatable: scored twice in a row under the "
                               "same task seed")
     assert "Changed in the agent between the two calls: calls." in message
-    assert "pass repeat_check=False to skip this check" in message
+    assert "a run takes repeat_check=False to skip this check" in message
 
 
 def test_an_environment_reset_without_a_seed_is_named():
@@ -238,7 +238,7 @@ def test_the_command_line_check_and_flag(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("es-search check: Stateful is not repeatable")
     assert "Changed in the agent between the two calls: episodes." in err
-    assert "pass --no-repeat-check to skip this check" in err  # the run's flag
+    assert "a run takes --no-repeat-check to skip this check" in err  # es-search run's flag
     assert main(["check", "sphere"]) == 0
     assert capsys.readouterr().out == ("sphere: scored twice under one task seed, the same "
                                        "score, -90 (repeatable)\n")

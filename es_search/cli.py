@@ -148,7 +148,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
           f"{result.evaluations} evaluations in {searched:.1f} s of search "
-          f"({elapsed:.1f} s in all)")
+          f"({elapsed:.1f} s this command)")
     if not math.isfinite(result.best_score):  # nothing to keep: say so, and fail
         print(f"es-search: error: no finite score in {result.evaluations} evaluations "
               f"(every score() was NaN or infinite, or failed under --on-error worst)",

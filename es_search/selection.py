@@ -114,6 +114,7 @@ def describe(chosen: str, selection: dict | None) -> str:
     earlier = [f["mean"] for name, f in selection.items() if "@" in name and name != chosen]
     if earlier:
         named.append(f"{len(earlier)} earlier centres: {min(earlier):.6g} to "
-                     f"{max(earlier):.6g}")
+                     f"{max(earlier):.6g}" if len(earlier) > 1 else
+                     f"an earlier centre: {earlier[0]:.6g}")
     return (f"handed back: {label(chosen)}, {text[chosen]} on {selection[chosen]['n']} "
             f"fresh tasks ({'; '.join(named)})")

@@ -814,7 +814,7 @@ def test_resume_into_an_empty_folder_says_it_starts_a_run(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"{out} holds no run yet: --resume starts a new one there" in printed
     assert re.search(r"best score \S+ after 2 generations, \d+ evaluations in \d+\.\d s of "
-                     r"search \(\d+\.\d s in all\)", printed)
+                     r"search \(\d+\.\d s this command\)", printed)
     assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
                  "--out", str(out), "--resume"]) == 0
     assert "holds no run yet" not in capsys.readouterr().out

@@ -219,3 +219,11 @@ def test_a_mean_that_is_not_finite_is_never_chosen_over_a_finite_one():
     assert chosen == "center@3"
     chosen, _ = select(Scripted([1.0, 3.0], [2.0, 2.0], [2.0, 2.0]), named, 2)
     assert chosen == "best"  # equal means: the first
+
+
+def test_the_summary_line_names_the_earlier_centres_in_words():
+    figures = {name: {"mean": mean, "std": 1.0, "n": 4} for name, mean in
+               (("best", 1.0), ("center", 2.0), ("center@4", 5.0), ("center@2", 3.0))}
+    assert describe("center@4", figures).endswith(
+        "(the best evaluation: 1 +- 1; the final centre: 2 +- 1; an earlier centre: 3)")
+    assert describe("center", figures).endswith("2 earlier centres: 3 to 5)")

@@ -214,11 +214,11 @@ class RunFolder(RunDir):
         spec = saved["config"].get("spec")
         if spec:  # the run's own (a built-in by its name), longer if asked
             config["spec"] = {**spec, "generations": config["generations"]}
-        if config["generations"] < saved["generation"]:
-            raise ValueError(
-                f"the run in {self.path} has already completed {saved['generation']} "
-                f"generations; resume it with generations >= {saved['generation']} (it "
-                f"cannot be shortened)")
+        if config["generations"] < saved["generation"]:  # a run cannot be shortened
+            raise SettingError("generations", config["generations"], f"is fewer than the "
+                               f"{saved['generation']} the run in {self.path} has already "
+                               f"completed", f"resume it with {{generations}} >= "
+                               f"{saved['generation']}", got=False)
         return self.with_history(saved)
 
     def _begin(self) -> None:

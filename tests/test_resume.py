@@ -83,14 +83,20 @@ def test_resume_refuses_a_changed_config(tmp_path, change, named):
     assert named in str(info.value)
 
 
-def test_resume_refuses_another_agent_class_and_shortening(tmp_path):
+def test_resume_refuses_another_agent_class_and_shortening(tmp_path, capsys):
     es_search.run(agents.Vec(), generations=3, n_jobs=1, out=tmp_path, **KW)
     with pytest.raises(es_search.CheckpointError, match="agent: .*Vec.* .*NonFinite"):
         es_search.run(agents.NonFinite(), generations=3, n_jobs=1, out=tmp_path,
                       resume=True, **KW)
-    with pytest.raises(ValueError, match="already completed 3 generations"):
+    with pytest.raises(ValueError, match=r"^generations=2 is fewer than the 3 the run in "
+                       r".* has already completed; resume it with generations >= 3$"):
         es_search.run(agents.Vec(), generations=2, n_jobs=1, out=tmp_path, resume=True,
                       **KW)
+    from es_search.cli import main  # in the command's terms
+    args = ["run", "sphere", "--out", str(tmp_path / "cli"), "--n-jobs", "1", "--no-progress"]
+    assert main([*args, "--generations", "3"]) == 0
+    assert main([*args, "--generations", "2", "--resume"]) == 2
+    assert "resume it with --generations >= 3" in capsys.readouterr().err
 
 
 def test_resume_warns_when_the_agents_own_settings_changed(tmp_path):

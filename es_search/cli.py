@@ -155,7 +155,8 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
               file=sys.stderr)
         return 1
     print(describe(result.chosen, result.selection) + (
-        f" ({Path(args.out) / CHOSEN_WEIGHTS})" if args.out else ""))
+        f" ({Path(args.out) / CHOSEN_WEIGHTS})" if args.out else " (not saved: --out DIR "
+        "writes the run)"))
     if result.stopped_by:
         print(f"stopped early: {result.stopped_by}" + (
             " (continue the run with --resume, without this rule)" if args.out else ""))

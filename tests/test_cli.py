@@ -505,6 +505,9 @@ def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, caps
 
 
 def test_no_test_and_problems_without_test_figures(tmp_path, capsys):
+    assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress"]) == 0
+    assert "handed back: the best evaluation (not saved: --out DIR writes the run)\n" in \
+        capsys.readouterr().out  # a run without --out says it kept nothing
     out = tmp_path / "sphere"
     assert main(["run", "sphere", "--generations", "2", "--n-jobs", "1", "--no-progress",
                  "--out", str(out)]) == 0

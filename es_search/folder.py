@@ -70,21 +70,6 @@ class RunDir:
                              f"{type(agent).__qualname__} ({agent.num_evolved()}): pass an "
                              f"agent built as the run's was")
 
-    def spec(self) -> dict:
-        """``config.json``'s spec; :class:`OutFolderError` if there is none to rebuild."""
-        config = self.config
-        if not config:
-            raise OutFolderError(f"no run folder at {self.path} (a folder with a {CONFIG}: "
-                                 f"pass the run's --out DIR)")
-        if not config.get("spec"):
-            raise OutFolderError(
-                f"the agent of the run in {self.path} cannot be built again from its "
-                f"{CONFIG} (a class defined in a function or a notebook, constructor "
-                f"arguments that are not plain values, state they do not give, or a "
-                f"strategy of your own): es_search.Result.load(DIR, agent) reads the run "
-                f"with an agent you build")
-        return config["spec"]
-
     def generations(self) -> int | None:
         """How many generations the run recorded, or None when it holds no run (a
         checkpoint alone holds only the starting agent's score)."""
@@ -208,7 +193,7 @@ class RunFolder(RunDir):
             return None
         saved = _checkpoint.load(self.path / CHECKPOINT)
         _checkpoint.check_resumable(saved["config"], config, str(self.path))
-        spec = saved["config"].get("spec")
+        spec = saved["config"]["spec"]
         if spec:  # the run's own (a built-in by its name), longer if asked
             config["spec"] = {**spec, "generations": config["generations"]}
         if config["generations"] < saved["generation"]:  # a run cannot be shortened
@@ -297,7 +282,7 @@ class RunFolder(RunDir):
         return (end["chosen"], end["selection"]) if end.get("select_tasks") == tasks else None
 
     def close(self) -> None:
-        if self._history is not None and not self._history.closed:
+        if self._history is not None:
             self._history.close()
         if self._lock is not None:
             key, self._lock = self._lock, None

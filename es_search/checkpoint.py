@@ -72,9 +72,8 @@ def save(path: Any, data: Mapping[str, Any]) -> None:
 
 def load(path: Any) -> dict:
     """The dict saved at ``path``; :class:`CheckpointError` if torn or corrupt."""
-    path = Path(path)
     try:
-        blob = path.read_bytes()
+        blob = Path(path).read_bytes()
     except FileNotFoundError:
         raise CheckpointError(f"no checkpoint at {path}") from None
     return loads(blob, where=str(path))

@@ -18,7 +18,7 @@ from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
 from .lock import LOCK, OutFolderError, acquire, release  # noqa: F401 - LOCK: its name
-from .settings import has_digest
+from .settings import Settings, has_digest
 
 CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
 HISTORY = "history.jsonl"  # one record per generation (es_search.record), fsynced
@@ -69,21 +69,6 @@ class RunDir:
                              f"values); the agent given is {type(agent).__module__}."
                              f"{type(agent).__qualname__} ({agent.num_evolved()}): pass an "
                              f"agent built as the run's was")
-
-    def spec(self) -> dict:
-        """``config.json``'s spec; :class:`OutFolderError` if there is none to rebuild."""
-        config = self.config
-        if not config:
-            raise OutFolderError(f"no run folder at {self.path} (a folder with a {CONFIG}: "
-                                 f"pass the run's --out DIR)")
-        if not config.get("spec"):
-            raise OutFolderError(
-                f"the agent of the run in {self.path} cannot be built again from its "
-                f"{CONFIG} (a class defined in a function or a notebook, constructor "
-                f"arguments that are not plain values, state they do not give, or a "
-                f"strategy of your own): es_search.Result.load(DIR, agent) reads the run "
-                f"with an agent you build")
-        return config["spec"]
 
     def generations(self) -> int | None:
         """How many generations the run recorded, or None when it holds no run (a
@@ -167,7 +152,7 @@ class HoldsARun(OutFolderError, SettingError):
 
 
 class RunFolder(RunDir):
-    """Writes one run into ``path``, as a callback.
+    """Writes one run into ``settings.out``, as a callback.
 
     Opening it takes the folder's lock, refuses to replace a run unless ``resume`` or
     ``overwrite`` and, with ``resume``, reads the checkpoint (``saved``) and checks it
@@ -179,11 +164,9 @@ class RunFolder(RunDir):
 
     SHARE, FLOOR = 0.05, 1.0
 
-    def __init__(self, path: Any, config: dict, resume: bool = False,
-                 overwrite: bool = False, score_kwargs: dict | None = None,
-                 checkpoint_every: int = 1):
-        super().__init__(path)
-        self._config, self.checkpoint_every = config, checkpoint_every  # what it writes
+    def __init__(self, settings: Settings, config: dict):
+        super().__init__(settings.out)
+        self._config, self._score_kwargs = config, settings.score_kwargs  # what it writes
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
         self._weights_due = False  # the best improved since best_weights.pt was written
         self._started, self._generations = 0.0, 0  # since this call of run() started
@@ -192,15 +175,14 @@ class RunFolder(RunDir):
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
-        self._score_kwargs = score_kwargs
         try:
             done = self.generations()
-            if not (resume or overwrite) and done is not None:
+            if not (settings.resume or settings.overwrite) and done is not None:
                 raise HoldsARun("out", str(self.path), f"holds a run already ({done} "
                                 f"generation(s) in {HISTORY})", "continue it with "
                                 "{resume=True}, replace it with {overwrite=True}, or choose "
                                 "another out folder", got=False)
-            self.saved = self._load(config) if resume else None
+            self.saved = self._load(config) if settings.resume else None
         except BaseException:
             self.close()
             raise
@@ -211,7 +193,7 @@ class RunFolder(RunDir):
             return None
         saved = _checkpoint.load(self.path / CHECKPOINT)
         _checkpoint.check_resumable(saved["config"], config, str(self.path))
-        spec = saved["config"].get("spec")
+        spec = saved["config"]["spec"]
         if spec:  # the run's own (a built-in by its name), longer if asked
             config["spec"] = {**spec, "generations": config["generations"]}
         if config["generations"] < saved["generation"]:  # a run cannot be shortened
@@ -243,12 +225,11 @@ class RunFolder(RunDir):
         self._history = open(self.path / HISTORY, "a" if self.saved else "w")
 
     def on_start(self, info: Any) -> None:
-        self._begin()
+        self._begin()  # config.json with what the start decided
         self._started = time.perf_counter()
-        dump_json(self.path / CONFIG, self._config)  # with what the start decided
         self._save_failures(info.start.failures)
         if self.saved:  # best_weights.pt as of the checkpoint (a crash may leave a later one)
-            self._save_weights(info.start.best_weights())
+            self._save_weights(BEST_WEIGHTS, info.start.best_weights())
         else:  # the starting agent, the best so far
             self._weights_due = True
             self._put_aside(info.start)
@@ -270,7 +251,7 @@ class RunFolder(RunDir):
             self._weights_due |= record.improved
             self._put_aside(record)
             done = record["generation"] + 1
-            if done % self.checkpoint_every == 0 and self._writing <= max(
+            if done % self._config["checkpoint_every"] == 0 and self._writing <= max(
                     self.FLOOR, self.SHARE * (time.perf_counter() - self._started)) \
                     or done >= self._config["generations"]:
                 self.save_pending()  # else by the next due one, the end, or an error
@@ -283,10 +264,8 @@ class RunFolder(RunDir):
 
     def on_end(self, result: Any) -> None:
         self.save_pending()
-        for name, weights in ((CENTER_WEIGHTS, result.center_weights),
-                              (CHOSEN_WEIGHTS, result.chosen_weights)):
-            if weights is not None:
-                atomic_write(self.path / name, lambda f: torch.save(weights, f))
+        self._save_weights(CENTER_WEIGHTS, result.center_weights)
+        self._save_weights(CHOSEN_WEIGHTS, result.chosen_weights)
         seconds = result.history[-1]["seconds"] if result.history else 0.0  # searching
         dump_json(self.path / RESULT, {  # last: the end is whole once it is there
             "best_score": result.best_score, "evaluations": result.evaluations,
@@ -300,12 +279,10 @@ class RunFolder(RunDir):
     def selection(self, tasks: int) -> tuple[str, dict | None] | None:
         """``(chosen, selection)`` of the run's end when its test had ``tasks`` tasks."""
         end = self.end()
-        if end.get("select_tasks") != tasks:
-            return None
-        return end["chosen"], end.get("selection")
+        return (end["chosen"], end["selection"]) if end.get("select_tasks") == tasks else None
 
     def close(self) -> None:
-        if self._history is not None and not self._history.closed:
+        if self._history is not None:
             self._history.close()
         if self._lock is not None:
             key, self._lock = self._lock, None
@@ -326,14 +303,14 @@ class RunFolder(RunDir):
         (data, outcome), began = self._pending, time.perf_counter()
         with deferred_sigint():
             if self._weights_due:
-                self._save_weights(outcome.best_weights())
+                self._save_weights(BEST_WEIGHTS, outcome.best_weights())
                 self._weights_due = False
             _checkpoint.save(self.path / CHECKPOINT, data)
             self._pending = None
         self._writing += time.perf_counter() - began
 
-    def _save_weights(self, weights: dict) -> None:
-        atomic_write(self.path / BEST_WEIGHTS, lambda f: torch.save(weights, f))
+    def _save_weights(self, name: str, weights: dict) -> None:
+        atomic_write(self.path / name, lambda f: torch.save(weights, f))
 
     def _save_failures(self, failures: Any) -> None:
         """What ``replay_task(agent, out=out, generation=g, index=i)`` needs."""

@@ -23,7 +23,7 @@ TIMING_FIELDS = ("seconds",)
 
 def make_record(*, generation: int, best_score: float, scores: Sequence[float],
                 sigma: float, failures: int, evaluations: int, seconds: float,
-                counters: Mapping[str, float] | None = None) -> dict:
+                counters: Mapping[str, float]) -> dict:
     """One generation's record (see the module docstring)."""
     scores = list(scores)
     finite = [s for s in scores if math.isfinite(s)]
@@ -32,7 +32,7 @@ def make_record(*, generation: int, best_score: float, scores: Sequence[float],
               "scores": scores, "sigma": sigma,
               "nonfinite": len(scores) - len(finite) - failures, "failures": failures,
               "evaluations": evaluations, "seconds": seconds}
-    for name, value in (counters or {}).items():
+    for name, value in counters.items():
         if name in record:
             raise ValueError(f"merge_reports() returned a counter named {name!r}, which is "
                              f"a field of the history record; rename it")

@@ -19,7 +19,6 @@ def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
     record, else the checkpoint when it would run that generation next."""
     if run.failure_path(generation).exists():
         task = checkpoint.load(run.failure_path(generation))
-        task["agent"] = run.config.get("agent", "another agent")
     elif (run.path / CHECKPOINT).exists():
         saved = checkpoint.load(run.path / CHECKPOINT)
         if saved["generation"] != generation:
@@ -32,7 +31,7 @@ def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
         strategy, state, config = saved["strategy"], saved["state"], saved["config"]
         task = {"center": strategy.center(state), "candidates": strategy.ask(state, generation),
                 "seed": config["seed"], "score_kwargs": config["score_kwargs"],
-                "shared": saved.get("shared"), "agent": config.get("agent", "another agent")}
+                "shared": saved["shared"]}
     else:
         raise FileNotFoundError(
             f"{run.path} holds neither a checkpoint nor a failure record for generation "
@@ -81,7 +80,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
         task = _from_run_dir(run, generation, index)
         seed, center, shared = task["seed"], task["center"], task["shared"]
         candidate = task["candidates"][index]
-        run.check_agent(agent, task["agent"], np.size(center))
+        run.check_agent(agent, run.config.get("agent", "another agent"), np.size(center))
         if score_kwargs is None:
             score_kwargs = run.score_kwargs(task["score_kwargs"])
     elif seed is None:

@@ -103,7 +103,7 @@ class Result:
         end, best, center = run.end(), run.weights("best"), run.weights("center")
         if center is None and agent is not None:  # not ended: as of the checkpoint
             center = weights_of(agent, saved["strategy"].center(saved["state"]),
-                                saved.get("shared"))
+                                saved["shared"])
         return cls(best_score=saved["best_score"], best_weights=best,
                    evaluations=saved["evaluations"], history=saved["history"],
                    seed=config["seed"], config=config,

@@ -88,9 +88,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                   f"climber, or override evolved_parameters() to choose what evolves.")
     user_callbacks = as_callbacks(callbacks)
     start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
-    folder = RunFolder(settings.out, config, settings.resume, settings.overwrite,
-                       settings.score_kwargs, settings.checkpoint_every) \
-        if settings.out else None
+    folder = RunFolder(settings, config) if settings.out else None
     bar, search = ProgressBar(settings.progress), None
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
     ended, scoring = None, True

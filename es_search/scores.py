@@ -77,9 +77,3 @@ def best_index(scores: Sequence[float]) -> int | None:
     """Index of the highest finite score (the first on ties); None if none is finite."""
     finite = [i for i, s in enumerate(scores) if math.isfinite(s)]
     return max(finite, key=scores.__getitem__, default=None)
-
-
-def is_better(score: float, than: float) -> bool:
-    """A finite ``score`` beats ``than`` (anything beats a non-finite ``than``)."""
-    return math.isfinite(score) and (not math.isfinite(than) or score > than)
-

@@ -14,7 +14,7 @@ from .candidates import Candidate
 from .errors import ScoreError, WorkerError
 from .evaluation import Scored
 from .record import make_record
-from .scores import best_index, is_better
+from .scores import best_index
 from .selection import Snapshots
 
 
@@ -37,8 +37,7 @@ class Search:
         self.counters: dict[str, float] = {}
         self.history: list[dict] = []
         self.next_generation = 0
-        self._offset = 0.0
-        self._started = time.perf_counter()
+        self._zero = time.perf_counter()  # the clock at 0 seconds (summed over resumes)
 
     def start(self, seed: int) -> Generation:
         """Score the starting agent (generation -1, as often as the strategy's
@@ -60,13 +59,13 @@ class Search:
         """Continue from a checkpoint's contents; the outcome (no record)."""
         self.state, self.evaluations = saved["state"], saved["evaluations"]
         self.best_score, self.best_flat = saved["best_score"], saved["best_flat"]
-        self.best_shared = saved.get("best_shared")
-        self.counters = dict(saved.get("counters") or {})
+        self.best_shared = saved["best_shared"]
+        self.counters = dict(saved["counters"])
         self.snapshots = saved["snapshots"]
         self.history = list(saved["history"])
         self.next_generation = saved["generation"]
-        self._offset = self.history[-1]["seconds"] if self.history else 0.0
-        if saved.get("shared"):
+        self._zero -= self.history[-1]["seconds"] if self.history else 0.0
+        if saved["shared"]:
             self.evaluator.local.load_shared_state(saved["shared"])
         return self._outcome({}, False)
 
@@ -106,8 +105,8 @@ class Search:
             return rebuilt[i]
 
         self.state = strategy.tell(self.state, generation, candidates, scores, rebuild)
-        top = best_index(scores)
-        improved = top is not None and is_better(scores[top], self.best_score)
+        top, best = best_index(scores), self.best_score  # best: finite, or NaN (none yet)
+        improved = top is not None and (math.isnan(best) or scores[top] > best)
         if improved:
             self.best_score, self.best_flat = scores[top], rebuild(top)
             self.best_shared = scored.shared
@@ -115,15 +114,12 @@ class Search:
         record = make_record(
             generation=generation, best_score=self.best_score, scores=scores,
             sigma=strategy.sigma(self.state), failures=len(scored.failures),
-            evaluations=self.evaluations, seconds=self.seconds(), counters=self.counters)
+            evaluations=self.evaluations, seconds=time.perf_counter() - self._zero,
+            counters=self.counters)
         self.history.append(record)
         self.next_generation = generation + 1
         self.snapshots.add(self.next_generation, self.center_weights)
         return self._outcome(record, improved, (generation, center, candidates), scored)
-
-    def seconds(self) -> float:
-        """Wall-clock seconds the run has spent, summed over resumes."""
-        return self._offset + time.perf_counter() - self._started
 
     def best_weights(self) -> dict:
         """The best weights, with the shared state they were scored with."""

@@ -49,9 +49,9 @@ class Snapshots:
             self.kept = {g: kept for g, kept in self.kept.items() if g % self.spacing == 0}
 
 
-def same_weights(a: dict, b: dict | None) -> bool:
+def same_weights(a: dict, b: dict) -> bool:
     """Whether weights ``b`` are weights ``a``."""
-    return b is not None and b.keys() == a.keys() and all(
+    return b.keys() == a.keys() and all(
         torch.equal(torch.as_tensor(b[k]), torch.as_tensor(a[k])) for k in a)
 
 

@@ -3,10 +3,14 @@
 ``run()``, the :class:`~es_search.Evaluator` and the command line all build one."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
+
+import numpy as np
+import torch
 
 from .agent import class_home, plain
 from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
@@ -31,10 +35,6 @@ def describe(value: Any) -> Any:
     >>> describe(describe({"X": torch.zeros(2)})) == describe({"X": torch.zeros(2)})
     True
     """
-    import hashlib
-
-    import numpy as np
-    import torch
     if isinstance(value, dict):
         return {key: describe(item) for key, item in value.items()}
     if type(value) in (list, tuple):
@@ -55,7 +55,6 @@ def describe(value: Any) -> Any:
 def agent_settings(agent: Any) -> dict:
     """The agent's public attributes that are numbers, strings, booleans or None (or
     lists, tuples and str-keyed dicts of those), as ``config.json`` records them."""
-    import torch
     skip = vars(torch.nn.Module())  # what every module holds
     return {name: value for name, value in sorted(vars(agent).items())
             if not name.startswith("_") and name not in skip and plain(value)}
@@ -63,7 +62,6 @@ def agent_settings(agent: Any) -> dict:
 
 def same_state(agent: Any, other: Any) -> bool:
     """Whether two agents differ in evolved weights and shared state at most."""
-    import torch
     free = {name for name, _ in agent.evolved_parameters()} | set(agent.shared_state())
     mine, theirs = agent.state_dict(), other.state_dict()
     return mine.keys() == theirs.keys() and agent_settings(agent) == agent_settings(

@@ -17,7 +17,7 @@ from .checks import (check, check_int, check_positive_float, check_seed, keyword
                      score_kwargs_misfit)
 from .errors import SettingError, literal
 from .files import as_read_back, dump_json
-from .folder import BEST_WEIGHTS, CHECKPOINT, TEST, OutFolderError, RunDir
+from .folder import BEST_WEIGHTS, CHECKPOINT, CONFIG, TEST, OutFolderError, RunDir
 from .problems import BUILTINS, build_problem, load_problem, problem_defaults, resolve_spec
 from .selection import first_same
 from .seeding import build_seeded
@@ -84,7 +84,19 @@ class RunSpec:
     @classmethod
     def load(cls, folder: Any) -> RunSpec:
         """The spec of the run in ``folder`` (:class:`~es_search.OutFolderError` if none)."""
-        return cls(**RunDir(folder).spec())
+        run = RunDir(folder)
+        config = run.config
+        if not config:
+            raise OutFolderError(f"no run folder at {run.path} (a folder with a {CONFIG}: "
+                                 f"pass the run's --out DIR)")
+        if not config.get("spec"):
+            raise OutFolderError(
+                f"the agent of the run in {run.path} cannot be built again from its "
+                f"{CONFIG} (a class defined in a function or a notebook, constructor "
+                f"arguments that are not plain values, state they do not give, or a "
+                f"strategy of your own): es_search.Result.load(DIR, agent) reads the run "
+                f"with an agent you build")
+        return cls(**config["spec"])
 
     @classmethod
     def resume(cls, folder: Any, overrides: RunSpec) -> RunSpec:

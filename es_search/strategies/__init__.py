@@ -50,8 +50,7 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                        skip=("population", "sigma"))
         return cls(**options, **sizes)
     if isinstance(strategy, type) and issubclass(strategy, Strategy):
-        name = getattr(strategy, "name", None)
-        by_name = f" or its name {name!r}" if name in STRATEGIES else ""
+        by_name = f" or its name {strategy.name!r}" if strategy.name in STRATEGIES else ""
         raise TypeError(f"strategy is the class {strategy.__name__} itself; pass an "
                         f"instance, {strategy.__name__}(...){by_name}")
     raise TypeError(f"strategy must be a name ({names}) or a Strategy instance, got "

@@ -119,15 +119,10 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
 
 
 def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore:
-    """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named
-    once."""
-    if getattr(exc, "located", False):
-        return exc
+    """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named."""
     tasks = f"candidate {start}" if stop - start == 1 else f"candidates {start}-{stop - 1}"
     start_agent = ": the starting agent" if generation < 0 else ""
-    error = NotAScore(f"{exc} ({tasks} of generation {generation}{start_agent})")
-    error.located = True
-    return error
+    return NotAScore(f"{exc} ({tasks} of generation {generation}{start_agent})")
 
 
 # --------------------------------------------------------------------- batched scoring
@@ -174,12 +169,11 @@ def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     evolved = agent.evolved_parameters()  # the same Parameter objects after each build
     params = {name: torch.empty((len(candidates),) + p.shape, dtype=p.dtype)
               for name, p in evolved}
-    rows = [params[name] for name, _ in evolved]
     for k, candidate in enumerate(candidates):
         run_task(agent, payload, candidate, seed, generation, start + k, score=False)
         with torch.no_grad():
-            for row, (_, p) in zip(rows, evolved):
-                row[k].copy_(p)
+            for name, p in evolved:
+                params[name][k].copy_(p)
     return params
 
 
@@ -321,10 +315,8 @@ def single_torch_thread() -> Iterator[None]:
     lock, so a run in another thread cannot set it back meanwhile."""
     with seeding.PROCESS_LOCK:
         threads = torch.get_num_threads()
-        if threads != 1:
-            torch.set_num_threads(1)
+        torch.set_num_threads(1)
         try:
             yield
         finally:
-            if threads != 1:
-                torch.set_num_threads(threads)
+            torch.set_num_threads(threads)

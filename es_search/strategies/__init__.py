@@ -33,8 +33,7 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
     sizes = {key: value for key, value in (("population", population), ("sigma", sigma))
              if value is not None}
     if isinstance(strategy, Strategy):
-        given = [*sizes, *(["strategy_options"] if options else [])]
-        if given:
+        if given := [*sizes, *(["strategy_options"] if options else [])]:
             raise ValueError(f"the strategy instance {strategy!r} carries its own settings; "
                              f"do not pass {' or '.join(given)} to run() as well (set them "
                              f"when you build it)")
@@ -50,8 +49,7 @@ def make_strategy(strategy: Any = DEFAULT, population: int | None = None,
                        skip=("population", "sigma"))
         return cls(**options, **sizes)
     if isinstance(strategy, type) and issubclass(strategy, Strategy):
-        name = getattr(strategy, "name", None)
-        by_name = f" or its name {name!r}" if name in STRATEGIES else ""
+        by_name = f" or its name {strategy.name!r}" if strategy.name in STRATEGIES else ""
         raise TypeError(f"strategy is the class {strategy.__name__} itself; pass an "
                         f"instance, {strategy.__name__}(...){by_name}")
     raise TypeError(f"strategy must be a name ({names}) or a Strategy instance, got "
@@ -64,8 +62,7 @@ def strategy_from(strategy: Any, population: int | None, sigma: float | None,
     ``strategy_options``), which cannot hold ``population`` or ``sigma``."""
     options = check_dict("strategy_options", options, "a dict of the strategy's own "
                          "options (e.g. {{'reevaluate': True}})")
-    own = sorted(set(options) & {"population", "sigma"})  # settings of their own
-    if own:
+    if own := sorted(set(options) & {"population", "sigma"}):  # settings of their own
         raise SettingError("strategy_options", options, f"the strategy's own options, "
                            f"without {own[0]}", f"give {{{own[0]}}} on its own")
     return make_strategy(strategy, population, sigma, **options)

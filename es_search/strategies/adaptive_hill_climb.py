@@ -43,10 +43,8 @@ class AdaptiveHillClimb(Climber):
         >>> built = {0: np.array([1.0, 1.0])}  # the winner's weights, as the run rebuilds them
         >>> state = strategy.tell(state, 0, strategy.ask(state, generation=0),
         ...                       [-2.0, -18.0, -20.0, -20.0], rebuild=built.get)
-        >>> state.center, state.center_score, bool(state.sigma > 0.5)  # 1 in 4 > 1/5: up
+        >>> state.center, state.center_score, bool(state.sigma > 0.5)  # 1 in 4 > 1/6: widen
         (array([1., 1.]), -2.0, True)
-        >>> state.sigma > 0.5  # 1 success in 4 is above the target rate 1/6: widen
-        True
     """
 
     name = "adaptive-hill-climb"
@@ -65,8 +63,7 @@ class AdaptiveHillClimb(Climber):
             "min_sigma", min_sigma)
         self.max_sigma = None if max_sigma is None else check_positive_float(
             "max_sigma", max_sigma)
-        if self.min_sigma is not None and self.max_sigma is not None \
-                and self.min_sigma > self.max_sigma:
+        if (self.min_sigma or 0.0) > (self.max_sigma or math.inf):
             raise ValueError(f"min_sigma ({self.min_sigma}) must not exceed max_sigma "
                              f"({self.max_sigma})")
         # c_p, the smoothing of the success rate (Igel, Hansen & Roth 2007)

@@ -65,21 +65,18 @@ class ARS(Antithetic):
                  step_size: float = 0.02):
         if population is not None:
             population = even_population(self.name, population)
-        if directions is not None:
-            directions = check_int("directions", directions, 1)
-            if population is not None and population != 2 * directions:
-                raise SettingError("population", population, f"2 * directions "
-                                   f"({2 * directions})", f"pass {{population="
-                                   f"{2 * directions}}} or leave directions out")
-        else:
+        if directions is None:
             directions = 8 if population is None else population // 2
+        directions = check_int("directions", directions, 1)
+        if population is not None and population != 2 * directions:
+            raise SettingError("population", population, f"2 * directions "
+                               f"({2 * directions})", f"pass {{population="
+                               f"{2 * directions}}} or leave directions out")
         self.directions, self.population = directions, 2 * directions
-        if top is not None:
-            top = check_int("top", top, 1)
-            if top > directions:
-                raise SettingError("top", top, f"<= directions ({directions})",
-                                   "use a smaller top or more directions")
-        self.top = directions if top is None else top
+        self.top = directions if top is None else check_int("top", top, 1)
+        if self.top > directions:
+            raise SettingError("top", self.top, f"<= directions ({directions})",
+                               "use a smaller top or more directions")
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = check_positive_float("step_size", step_size)
 

@@ -86,9 +86,6 @@ class Asked(list):
         return list, (list(self),)
 
 
-RESTARTS = ("ipop", "bipop")  # the restart schemes (CMAES(restarts=...))
-
-
 @dataclass(frozen=True)
 class CMAESState:
     es: bytes | _Live  # pycma's CMAEvolutionStrategy, pickled or live (see _Live)
@@ -153,8 +150,7 @@ class CMAES(Strategy):
     def __init__(self, population: int | None = None, sigma: float = 0.1,
                  options: Mapping[str, Any] | None = None, restarts: str | None = None,
                  max_restarts: int = 9):
-        self.population = None if population is None else check_int(
-            "population", population, 2)
+        self.population = check_int("population", population, 2, none_ok=True)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.options = check_dict("options", options, "a dict of pycma options")
         if taken := {"popsize", "seed", "randn", "verbose", "verb_disp", "verb_log"} & set(
@@ -166,7 +162,7 @@ class CMAES(Strategy):
             hints = "".join(did_you_mean(k, list(known)) for k in unknown)
             raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
         self.restarts = None if restarts is None else check_choice(
-            "restarts", restarts, RESTARTS, " or None (no restarts)")
+            "restarts", restarts, ("ipop", "bipop"), " or None (no restarts)")
         self.max_restarts = check_int("max_restarts", max_restarts, 0)
 
     def _new_es(self, x0: np.ndarray, sigma: float, seed: int, popsize: int | None = None,

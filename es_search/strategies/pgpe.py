@@ -101,8 +101,7 @@ class PGPE(Antithetic):
         keys, plus, minus = antithetic_pairs(self.name, candidates, centered_ranks(scores))
         n, sigma = state.center.size, state.stdev
         g_mu, g_sigma = np.zeros(n), np.zeros(n)
-        used = [key for key in keys  # a pair whose difference and mean are 0 adds nothing
-                if plus[key] - minus[key] != 0.0 or (plus[key] + minus[key]) / 2.0 != 0.0]
+        used = [key for key in keys if plus[key] or minus[key]]  # u+ = u- = 0 adds nothing
         for key, eps in noise_vectors(state.seed, generation, used, n):
             difference, mean = plus[key] - minus[key], (plus[key] + minus[key]) / 2.0
             # Sehnke et al. 2010, symmetric sampling: (r+ - r-)/2 * (theta - mu) for mu,

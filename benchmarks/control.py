@@ -8,24 +8,25 @@ CleanRL-style: the arguments are the dataclass below, the script runs top to bot
 
 For each task and seed, each framework trains for the task's wall-time budget with all
 cores (the time of starting workers included), then the policy the run hands back
-(``Result.chosen_agent()``: the best weights or the final centre, whichever its end's
-selection test chose, with the observation statistics of the end of the run) plays
+(``Result.chosen_agent()``: the best weights, the final centre or a centre kept over the
+run, whichever its end's selection test chose, with its observation statistics) plays
 ``--test-episodes`` test episodes (default 100; the README's rows used 20; seeds
 1_000_000, ...; the true reward, no ``reward_offset``). Reported per run: the test mean,
-environment steps, wall time, the time to the target (the first of 19 snapshots, every
-twentieth of the budget, whose centre tests at it), and steps per second against this
+environment steps, wall time, the time to the target (from the run's start to the first
+centre, of one every 5 generations, that tests at it), and steps per second against this
 machine's ceilings, measured in the same run right after the training: the same policies
 stepped with no framework, one process per core (``control_ceiling.py``): the final
-policy, and the candidates the run scored at the 19 snapshots. EvoTorch (GymNE with PGPE + ClipUp at
-its documented settings, one Ray actor per core) runs in a subprocess with the
-interpreter ``--evotorch-python`` (a venv with evotorch==0.6.1: a benchmark-only
-dependency, e.g. ``python3 -m venv /work/venvs/evotorch && /work/venvs/evotorch/bin/pip
-install -c constraints.txt torch==2.13.0 evotorch==0.6.1 'gymnasium[box2d,mujoco]'``).
-Per task, over the seeds: the test mean's median, interquartile mean (IQM) and its 95%
-stratified-bootstrap interval (``benchmarks/harness/stats.py``, the computation of
-Agarwal et al. 2021's rliable), the share of seeds at or above the target, and the median
-environment steps and wall time. Writes ``benchmarks/results/control.{json,md}``;
-``--readme README.md`` also the README's ladder table.
+policy, and the candidates the run scored at 19 snapshots, one every twentieth of the
+budget. EvoTorch (GymNE with PGPE + ClipUp at its documented settings, one Ray actor per
+core) runs in a subprocess with the interpreter ``--evotorch-python`` (a venv with
+evotorch==0.6.1: a benchmark-only dependency, e.g. ``python3 -m venv
+/work/venvs/evotorch && /work/venvs/evotorch/bin/pip install -c constraints.txt
+torch==2.13.0 evotorch==0.6.1 'gymnasium[box2d,mujoco]'``). Per task, over the seeds:
+the test mean's median, interquartile mean (IQM) and its 95% stratified-bootstrap
+interval (``benchmarks/harness/stats.py``, the computation of Agarwal et al. 2021's
+rliable), the share of seeds at or above the target, and the median environment steps
+and wall time. Writes ``benchmarks/results/control.{json,md}``; ``--readme README.md``
+also the README's ladder table.
 """
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
                              config["sigma"], **dict(config.get("strategy_options") or {}))
     budget = task.budget_s * args.budget_scale
     with tempfile.TemporaryDirectory() as folder:
-        snapshots = Snapshots(folder, budget)  # for the ceiling of the run's policies
+        snapshots = Snapshots(budget)  # the ceiling's policies, the time to the target
         started = time.perf_counter()
         result = es_search.run(
             agent, generations=10 ** 7, strategy=strategy, n_jobs=args.n_jobs, seed=seed,
@@ -170,15 +171,15 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
 
 
 def time_to_target(final, snapped, task: Task, args: Args, n: int) -> float | None:
-    """Seconds from the run's start to the first snapshot (every twentieth of the budget)
-    whose centre tests at the target on the test episodes; None when none does."""
+    """Seconds from the run's start to the first centre of ``snapped.grid`` (one every 5
+    generations) that tests at the target on the test episodes; None when none does."""
     if task.target is None:
         return None
     from es_search.agent import weights_of
-    for seconds, saved in zip(snapped.seconds, snapped.saved):
+    for seconds, saved in snapped.grid:
         policy = final.clone()
         policy.set_weights(weights_of(policy, saved["strategy"].center(saved["state"]),
-                                      saved.get("shared")))
+                                      saved["shared"]))
         if test_returns(policy, args.test_episodes, n).mean() >= task.target:
             return round(seconds, 1)
     return None
@@ -242,8 +243,9 @@ def render(rows: list[dict], meta: dict) -> str:
              f"are noisy.", "",
              "Test mean: the policy the run hands back (its selection test's pick, in "
              "parentheses; older rows: the final centre) on the test episodes (true rewards; "
-             "`--test-episodes`). Time to target: the first twentieth of the budget at which the "
-             "run's centre tests at the target. Rate: environment "
+             "`--test-episodes`). Time to target: from the run's start to the first centre, of "
+             "one every 5 generations, that tests at the target (rows before 2026-12-03: the "
+             "first twentieth of the budget at which it did). Rate: environment "
              "steps per second of the whole run (worker start included). Two ceilings, "
              "each one bare process per core (gymnasium and a NumPy forward pass, resets "
              "included; `benchmarks/control_ceiling.py`), measured right after the run and "

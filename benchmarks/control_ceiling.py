@@ -75,24 +75,30 @@ def final_ceiling(agent, n: int, seconds: float) -> float:
 
 
 class Snapshots:
-    """A callback keeping the run's checkpoint at fractions of ``budget`` seconds."""
+    """A callback keeping the run's checkpoint (``record.checkpoint``, its shared state
+    copied) at fractions of ``budget`` seconds (``saved``, with ``seconds`` from the run's
+    start: the ceiling's policies) and after every ``every``-th generation (``grid``,
+    ``(seconds, checkpoint)`` pairs: the centres the time to the target is tested on)."""
 
-    def __init__(self, folder, budget: float,
+    def __init__(self, budget: float, every: int = 5,
                  fractions=tuple(k / 20 for k in range(1, 20))):
-        self.folder, self.budget = Path(folder), budget
+        self.budget, self.every = budget, every
         self.fractions = list(fractions)
         self.started = time.perf_counter()
         self.saved: list[dict] = []
         self.seconds: list[float] = []  # when each was saved, from the run's start
+        self.grid: list[tuple[float, dict]] = []
 
     def on_generation(self, record: dict) -> None:
-        from es_search import checkpoint
-        from es_search.folder import CHECKPOINT
+        import copy
         elapsed = time.perf_counter() - self.started
+        saved = {**record.checkpoint, "shared": copy.deepcopy(record.checkpoint["shared"])}
+        if (record["generation"] + 1) % self.every == 0:
+            self.grid.append((elapsed, saved))
         if self.fractions and elapsed >= self.fractions[0] * self.budget:
             while self.fractions and elapsed >= self.fractions[0] * self.budget:
                 self.fractions.pop(0)
-            self.saved.append(checkpoint.load(self.folder / CHECKPOINT))
+            self.saved.append(saved)
             self.seconds.append(elapsed)
 
 

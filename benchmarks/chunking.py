@@ -1,4 +1,4 @@
-"""How a generation of long, uneven tasks is shared among loky's workers.
+"""How a generation of long, uneven tasks is shared among the local (loky) workers.
 
     PYTHONPATH=$PWD python benchmarks/chunking.py                  # LunarLander, 40 generations
     PYTHONPATH=$PWD python benchmarks/chunking.py --task hopper --generations 60

@@ -73,7 +73,8 @@ class Args:
     n_jobs: int = -1
     """workers (-1: all cores) for es_search; actors for EvoTorch"""
     budget_scale: float = 1.0
-    """multiply every wall budget (e.g. 0.1 for a smoke test)"""
+    """multiply every wall budget (a smoke test: 0.05 with --ceiling-seconds 0.2
+    --test-episodes 3)"""
     test_episodes: int = 100
     """episodes the final policy is tested on"""
     ceiling_seconds: float = 8.0
@@ -250,8 +251,8 @@ def render(rows: list[dict], meta: dict) -> str:
              "each one bare process per core (gymnasium and a NumPy forward pass, resets "
              "included; `benchmarks/control_ceiling.py`), measured right after the run and "
              "after its test, the higher: *final*, es_search's final policy, episode after "
-             "episode; *run*, the candidates es_search scored at 10%, 20%, ..., 90% of the "
-             "budget, built as its workers build them, each ninth stepped for the same time "
+             "episode; *run*, the candidates es_search scored at 5%, 10%, ..., 95% of the "
+             "budget, built as its workers build them, each snapshot's stepped as long "
              "(the mix of short and long episodes that training steps). EvoTorch rows are "
              "compared with es_search's ceilings of the same seed (other policies). Rows "
              "without a run ceiling predate it.",

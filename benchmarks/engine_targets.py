@@ -31,7 +31,8 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# after PYTHONPATH's entries: PYTHONPATH=/path/to/checkout measures that checkout's engine
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import es_search  # noqa: E402
 from benchmarks import provenance  # noqa: E402
@@ -69,6 +70,10 @@ def main() -> int:
                                                        "engine_targets.md"))
     args = parser.parse_args()
     n, reps = args.n_jobs, args.reps
+    if not 2 <= n <= os.cpu_count() or reps < 1 or not os.path.isdir(
+            os.path.dirname(os.path.abspath(args.out))):
+        parser.error(f"--n-jobs takes 2 to this machine's {os.cpu_count()} cores, --reps "
+                     f"1 or more, --out a file in an existing folder")
     started = load_average()
     print(f"es_search {es_search.__file__}, load {started}", flush=True)
     loops = {ms: calibrate(ms / 1e3)["loops"] for ms in (1.0, 1.5)}

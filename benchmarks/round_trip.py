@@ -1,7 +1,8 @@
 """How long one hand-out to the workers and back takes, by transport: loky's executor
-(what es_search uses) against a ping-pong over named pipes with worker loops that stay
-in place (what a persistent-worker transport could get). The batching benchmark's Pendulum target
-(a batched generation >= 20x the per-candidate path on 2 workers) is bound by this.
+(what es_search used before its worker loops, ``es_search/pools/loops.py``) against a
+ping-pong over named pipes with worker loops that stay in place (what those loops build
+on). The batching benchmark's Pendulum target (a batched generation >= 20x the
+per-candidate path on 2 workers) is bound by this.
 
     PYTHONPATH=$PWD python benchmarks/round_trip.py [--workers 2] [--rounds 300]
 

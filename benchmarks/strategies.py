@@ -439,8 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or ("bench-results" if args.quick else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "results"))
-    seeds = list(range(args.seeds if args.seeds else (2 if args.quick else 5)))
+    seeds = list(range(args.seeds if args.seeds is not None else (2 if args.quick else 5)))
     sections = set(args.only.split(","))
+    if not seeds or sections - {"black-box", "cartpole", "pendulum"}:
+        parser.error(f"--seeds takes a count >= 1, --only sections of black-box,cartpole,"
+                     f"pendulum (got --seeds {args.seeds}, --only {args.only})")
     chosen = None if args.methods is None else args.methods.split(",")
     if chosen is not None and set(chosen) - set(ALL_METHODS):
         parser.error(f"unknown methods {sorted(set(chosen) - set(ALL_METHODS))}; choose "
@@ -492,8 +495,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "strategies.json"), "w") as fh:
         json.dump(results, fh, indent=1, default=float)
     with open(os.path.join(args.out, "strategies.md"), "w") as fh:
-        fh.write("# Strategies benchmark\n\nWritten by `python benchmarks/strategies.py"
-                 + (" --quick" if args.quick else "") + "`.\n\n" + text + "\n")
+        fh.write(f"# Strategies benchmark\n\nWritten by `{settings['command']}`.\n\n"
+                 f"{text}\n")
     print(text)
     return 0
 

@@ -105,7 +105,8 @@ def code_and_error_lines(source: str, tree: ast.AST) -> tuple[set[int], set[int]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("package", nargs="?", default="es_search",
+    parser.add_argument("package", nargs="?",  # es_search/ beside benchmarks/, from anywhere
+                        default=str(Path(__file__).resolve().parents[1] / "es_search"),
                         help="the package folder to measure (default: es_search)")
     root = Path(parser.parse_args(argv).package).resolve()
     paths = sorted(root.rglob("*.py"))

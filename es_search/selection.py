@@ -99,11 +99,12 @@ def label(name: str) -> str:
 
 
 def describe(chosen: str, selection: dict | None) -> str:
-    """One line for a person: what the run hands back, and the others' figures.
+    """One line for a person: what the run hands back, and the others' figures: means of
+    ``score()`` (a shaped score, e.g. Hopper's without its alive bonus, is not a return).
 
-    >>> describe("center", {"best": {"mean": 763.0, "std": 946.0, "n": 16},
-    ...                     "center": {"mean": 2942.0, "std": 29.0, "n": 16}})
-    'handed back: the final centre, 2942 +- 29 on 16 fresh tasks (the best evaluation: 763 +- 946)'
+    >>> print(describe("center", {"best": {"mean": 76.0, "std": 94.0, "n": 16},
+    ...                           "center": {"mean": 294.0, "std": 3.0, "n": 16}}))
+    handed back: the final centre, score 294 +- 3 on 16 fresh tasks (the best evaluation: 76 +- 94)
     """
     if selection is None:
         return f"handed back: {label(chosen)}"
@@ -116,5 +117,5 @@ def describe(chosen: str, selection: dict | None) -> str:
         named.append(f"{len(earlier)} earlier centres: {min(earlier):.6g} to "
                      f"{max(earlier):.6g}" if len(earlier) > 1 else
                      f"an earlier centre: {earlier[0]:.6g}")
-    return (f"handed back: {label(chosen)}, {text[chosen]} on {selection[chosen]['n']} "
+    return (f"handed back: {label(chosen)}, score {text[chosen]} on {selection[chosen]['n']} "
             f"fresh tasks ({'; '.join(named)})")

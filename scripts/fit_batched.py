@@ -103,7 +103,7 @@ def main(argv=None) -> float:
     best_mse = result.best_agent().mse(x_test, y_test)
     print(f"{args.generations} generations in {seconds:.1f} s; held-out mean squared "
           f"error: {start_mse:.4f} at the start, {center_mse:.4f} for the final centre, "
-          f"{best_mse:.4f} for the best weights")
+          f"{best_mse:.4f} for the best weights (the run hands back: {result.chosen})")
     return center_mse
 
 

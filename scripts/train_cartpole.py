@@ -30,7 +30,7 @@ class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
     episodes: int = 3
     """episodes averaged per score"""
     test_episodes: int = 20
-    """episodes to test the best policy on, after the search"""
+    """episodes to test the policy the run hands back on, after the search (0: none)"""
 
 
 def parse_args(argv=None) -> Args:
@@ -46,11 +46,14 @@ def main(argv=None) -> float:
                            progress=args.progress, out=args.out, resume=args.resume,
                            overwrite=args.overwrite)
 
-    best = result.best_agent()
-    returns = [best.episode_return(seed=10_000 + k) for k in range(args.test_episodes)]
-    test_return = float(np.mean(returns))
-    print(f"best search score {result.best_score:.1f}; test return over "
-          f"{args.test_episodes} new episodes: {test_return:.1f} (max 500)")
+    # the run's answer: of the best evaluation and the centres kept over the run, the one
+    # that scored best on fresh episodes at the end (result.chosen names it)
+    answer = result.chosen_agent()
+    returns = [answer.episode_return(seed=10_000 + k) for k in range(args.test_episodes)]
+    test_return = float(np.mean(returns)) if returns else float("nan")
+    print(f"best search score {result.best_score:.1f}; handed back: {result.chosen}"
+          + (f"; test return over {len(returns)} new episodes: {test_return:.1f} (max 500)"
+             if returns else ""))
     return test_return
 
 

@@ -169,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out = args.out or ("bench-results" if args.quick else os.path.join(HERE, "results"))
     if args.render:
-        with open(os.path.join(args.out, "batching.json")) as f:
+        saved = os.path.join(args.out, "batching.json")
+        if not os.path.isfile(saved):
+            parser.error(f"--render reads {saved}, which does not exist (--out DIR: the "
+                         f"folder of a batching.json)")
+        with open(saved) as f:
             result = json.load(f)
     else:
         # the targets are for 1 and 2 workers, whatever the machine

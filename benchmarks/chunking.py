@@ -59,15 +59,30 @@ def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, l
     return wall, [r["scores"] for r in result.history], result.history[-1].get("steps") or 0
 
 
+def rule_list(text: str) -> list[str]:
+    """``--rules``, each rule checked before any run."""
+    rules = text.split(",")
+    for rule in rules:
+        try:
+            if rule != "claims":
+                int(rule[3:]) if rule.startswith("cap") else float(rule.split("=")[1])
+        except (ValueError, IndexError):
+            raise argparse.ArgumentTypeError(
+                f"{rule!r} is not a rule: claims, capK or seconds=X") from None
+    return rules
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--task", default="lunarlander")
     parser.add_argument("--generations", type=int, default=40)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--rules", default="claims,cap1,cap4")
+    parser.add_argument("--rules", default="claims,cap1,cap4", type=rule_list,
+                        help="comma-separated: claims, capK (at most K chunks per worker), "
+                             "seconds=X (chunks of about X s)")
     args = parser.parse_args(argv)
-    rules = args.rules.split(",")
+    rules = args.rules
     walls: dict[str, list[float]] = {r: [] for r in rules}
     reference, steps = None, 0
     one_run(args.task, 2, args.seed, rules[0])  # start the workers (they persist)

@@ -22,16 +22,17 @@ def load(path: str) -> dict:
         with open(path) as f:
             result = json.load(f)
     except OSError as exc:
-        raise ValueError(f"--render: cannot read {path}: {exc.strerror or exc}") from None
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {exc.strerror or exc}") from None
     except ValueError:
-        raise ValueError(f"--render: {path} is not JSON; pass the scaling.json of a "
-                         f"benchmark run") from None
+        raise argparse.ArgumentTypeError(f"{path} is not JSON; pass the scaling.json of a "
+                                         f"benchmark run") from None
     if not isinstance(result, dict):
         result = {}
     for key in ("rows", "ceiling", "model", "n_values", "payload"):
         if key not in result:
-            raise ValueError(f"{path} is not a scaling.json written by benchmarks/scaling.py "
-                             f"(no {key!r}); pass the scaling.json of a benchmark run")
+            raise argparse.ArgumentTypeError(
+                f"{path} is not a scaling.json written by benchmarks/scaling.py (no {key!r}); "
+                f"pass the scaling.json of a benchmark run")
     result["ceiling"] = {int(k): v for k, v in result["ceiling"].items()}
     result["predictions"] = predict(result["rows"], result["model"])
     return result
@@ -41,14 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="about a minute")
     parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="bench-results", help="folder for the outputs")
-    parser.add_argument("--n-jobs", default=None, metavar="LIST",
+    parser.add_argument("--n-jobs", default=None, metavar="LIST", type=parse_n_values,
                         help="comma-separated worker counts (default: 1 to all cores)")
-    parser.add_argument("--render", default=None, metavar="JSON",
+    parser.add_argument("--render", default=None, metavar="JSON", type=load,
                         help="measure nothing: write the outputs from a saved scaling.json")
 
 
 def parse_n_values(text: str | None) -> list[int] | None:
-    """``--n-jobs 1,2,4`` as a list (``None`` when not given).
+    """``--n-jobs 1,2,4`` as a list (``None`` when not given); argparse's ``type``.
 
     >>> parse_n_values("1,2,4")
     [1, 2, 4]
@@ -58,19 +59,18 @@ def parse_n_values(text: str | None) -> list[int] | None:
     try:
         n_values = [int(x) for x in text.split(",")]
     except ValueError:
-        raise ValueError(f"--n-jobs takes integers like 1,2,4; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"takes integers like 1,2,4; got {text!r}") from None
     if min(n_values) < 1:
-        raise ValueError("--n-jobs values must be >= 1")
+        raise argparse.ArgumentTypeError(f"values must be >= 1; got {text!r}")
     return n_values
 
 
 def result_from_args(args: argparse.Namespace) -> dict:
-    """Measure as the arguments say, or load ``--render``'s saved run."""
-    n_values = parse_n_values(args.n_jobs)
+    """Measure as the arguments say, or ``--render``'s saved run (loaded by the parser)."""
     if getattr(args, "render", None):
-        return load(args.render)
+        return args.render
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
-    return benchmark(mode, n_values)
+    return benchmark(mode, args.n_jobs)
 
 
 def report(result: dict, out: str, sections: Sequence[str] = ()) -> int:

@@ -3,8 +3,6 @@
 Subclass :class:`Agent`, write ``score()``, call :func:`run`. Each public name is
 imported on first use, so ``es-search`` starts before torch is imported.
 """
-import sys
-import types
 from importlib import import_module
 
 __version__ = "0.1.0"
@@ -16,7 +14,7 @@ _LAZY = {"Agent": "agent", "ScoreBatchMismatch": "score_checks",
          "evaluate": "front", "Terminated": "interrupt", "OutFolderError": "lock",
          "UnpicklableAgentError": "pickling", "UnrepeatableScoreWarning": "score_checks",
          "check_repeatable": "score_checks", "replay_task": "replay", "Result": "result",
-         "run": "run", "RunSpec": "spec", "load_run": "spec", "task_seed": "seeding",
+         "run": "loop", "RunSpec": "spec", "load_run": "spec", "task_seed": "seeding",
          "STRATEGIES": "strategies", "Strategy": "strategies", "make_strategy": "strategies"}
 
 __all__ = sorted(_LAZY) + ["__version__"]
@@ -39,18 +37,3 @@ def __getattr__(name: str):
 def __dir__():
     return sorted(set(globals()) | set(__all__))
 
-
-class _Package(types.ModuleType):
-    """Keeps the function ``es_search.run`` from being replaced by the module of that name
-    when it is imported."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "run" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-    def __reduce__(self):  # cloudpickle pickles a plain module by name: this one too
-        return import_module, (self.__name__,)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -25,32 +25,6 @@ def group_size(agent: Any) -> int:
                      " (candidates per score_batch() call; 0 scores them one by one)")
 
 
-def stack_weights(weights: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """A list of weight dicts (as ``Agent.get_weights()`` gives) -> one stacked dict."""
-    weights = list(weights)
-    if not weights:
-        raise ValueError("stack_weights() needs at least one weights dict")
-    names = list(weights[0])
-    for i, w in enumerate(weights[1:], 1):
-        if list(w) != names:
-            raise ValueError(f"weights[{i}] has names {sorted(w)}, weights[0] has "
-                             f"{sorted(names)}: every candidate needs the same names")
-    return {name: torch.stack([torch.as_tensor(w[name]) for w in weights])
-            for name in names}
-
-
-def rows(params: Mapping[str, Any]) -> int:
-    """The number of candidates in ``params`` (its common leading dimension)."""
-    sizes = {name: int(value.shape[0]) for name, value in params.items()}
-    if not sizes:
-        raise ValueError("params is empty: score_batch() needs at least one stacked "
-                         "parameter")
-    if len(set(sizes.values())) != 1:
-        raise ValueError(f"stacked parameters disagree on the number of candidates: "
-                         f"{sizes}")
-    return next(iter(sizes.values()))
-
-
 def numpy_params(params: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
     """The stacked weights as float64 NumPy arrays (exact for float16/32/64)."""
     return {name: value.detach().to(torch.float64).numpy() for name, value in params.items()}

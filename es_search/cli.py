@@ -25,7 +25,7 @@ from .checks import keyword_parameters
 from .problems import BUILTINS, load_problem, problem_defaults
 from .selection import describe, label
 from .settings import DOCUMENTED, Settings
-from .run import run
+from .loop import run
 from .spec import RunSpec, TestScoresError
 from .strategies import DEFAULT, STRATEGIES
 

@@ -20,7 +20,7 @@ from . import dispatch
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
-from .checks import check_evolved, check_int, check_is_agent, check_score_kwargs
+from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
 from .errors import TaskFailure, WorkerError, retrying
@@ -52,15 +52,13 @@ class Engine:
     """Scores candidates on workers kept across calls; :meth:`score` returns a
     :class:`Scored`. Use it as a context manager: entering checks that the score is
     repeatable (``repeat_check``), starts the workers and times empty round trips.
-    Settings come as a :class:`~es_search.settings.Settings` or as its keywords;
-    ``max_workers``: start no more worker processes than this."""
+    Settings come as a :class:`~es_search.settings.Settings` or as its keywords."""
 
     def __init__(self, agent: Agent, *, seed: int = 0, n_jobs: int | None = -1,
                  backend: Any = None, score_kwargs: Mapping[str, Any] | None = None,
                  on_error: str = "raise", max_retries: int = 2,
                  task_timeout: float | None = None, sequential_fallback: bool = True,
-                 repeat_check: bool = True, settings: Settings | None = None,
-                 max_workers: int | None = None):
+                 repeat_check: bool = True, settings: Settings | None = None):
         check_is_agent(agent)
         check_evolved(agent)
         if settings is None:
@@ -72,7 +70,7 @@ class Engine:
         self.settings = settings
         self.seed, self.score_kwargs = settings.seed, settings.score_kwargs
         self.backend = _backends.prepare(settings.backend, settings.n_jobs)
-        self.max_workers = check_int("max_workers", max_workers, 1, none_ok=True)
+        self.max_workers: int | None = None  # run(): no more than a generation's tasks
         self.local = copy.deepcopy(agent)  # scores in-process and rebuilds winners
         self.local.task_seed = None
         self.hooks = has_hooks(agent)

@@ -47,23 +47,17 @@ def _alone(agent, weights, seed):
 
 
 # ------------------------------------------------------------------ helpers
-def test_stack_weights_puts_candidate_i_in_row_i():
-    agent = Line()
-    weights = _group(agent, 3)
-    params = batched.stack_weights(weights)
-    assert params["linear.weight"].shape == (3, 1, 3) and batched.rows(params) == 3
-    assert all(torch.equal(params[k][i], weights[i][k]) for i in range(3) for k in weights[i])
-    with pytest.raises(ValueError, match="same names"):
-        batched.stack_weights([weights[0], {"linear.bias": torch.zeros(1)}])
-    with pytest.raises(ValueError, match="disagree"):
-        batched.rows({"a": torch.zeros(2, 1), "b": torch.zeros(3, 1)})
+def stack_weights(weights):
+    """Weight dicts -> one dict, candidate ``i`` in row ``i`` (a score_batch's params)."""
+    return {name: torch.stack([torch.as_tensor(w[name]) for w in weights])
+            for name in weights[0]}
 
 
 def test_vmap_call_is_the_module_per_row():
     agent = Line()
     weights = _group(agent, 4)
     x = torch.randn(5, 3)
-    out = batched.vmap_call(agent, batched.stack_weights(weights), x)
+    out = batched.vmap_call(agent, stack_weights(weights), x)
     for i, w in enumerate(weights):
         b = agent.clone()
         b.set_weights(w)
@@ -115,7 +109,7 @@ def test_score_defaults_to_a_group_of_one_and_scores_are_checked():
     agent = Line()
     w = _group(agent, 2)
     assert _alone(agent, w[0], 3) == pytest.approx(
-        float(agent.score_batch(batched.stack_weights(w), [3, 4])[0]))
+        float(agent.score_batch(stack_weights(w), [3, 4])[0]))
     assert batched.has_score_batch(agent) and batched.group_size(agent) == 32
     with pytest.raises(TypeError, match="returned 1 scores for 2 candidates"):
         batched.as_scores([1.0], 2, agent)
@@ -143,11 +137,11 @@ def test_a_row_of_a_group_is_the_candidate_scored_alone(cls, kwargs):
     agent = cls(**kwargs)
     weights = _group(agent, 7)
     seeds = [task_seed(3, 1, i) for i in range(7)]
-    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    group = agent.score_batch(stack_weights(weights), seeds)
     alone = [_alone(agent, w, s) for w, s in zip(weights, seeds)]
     assert group.tolist() == alone  # bit for bit
     order = [4, 0, 6]  # other neighbours, other order: the same scores
-    other = agent.score_batch(batched.stack_weights([weights[i] for i in order]),
+    other = agent.score_batch(stack_weights([weights[i] for i in order]),
                               [seeds[i] for i in order])
     assert other.tolist() == [alone[i] for i in order]
     assert len(set(alone)) > 1
@@ -157,7 +151,7 @@ def test_cartpole_starts_from_the_candidates_own_stream():
     agent = CartPole(episodes=2, max_steps=1)
     seen = []
     agent.forward_numpy = lambda layers, o: seen.append(o) or np.zeros((len(o), 2))
-    agent.score_batch(batched.stack_weights([agent.get_weights()] * 2), [1234, 99])
+    agent.score_batch(stack_weights([agent.get_weights()] * 2), [1234, 99])
     rng = batched.candidate_rngs([99], 1)[0]
     expected = rng.uniform(low=-0.05, high=0.05, size=(2, 4)).astype(np.float32)
     assert np.array_equal(seen[0][2:], expected.astype(np.float64))
@@ -171,7 +165,7 @@ def test_a_row_is_its_candidate_alone_in_a_wide_group():
     agent = CartPole(max_steps=30)
     weights = _group(agent, 40, sigma=1.0)
     seeds = [task_seed(0, 0, i) for i in range(40)]
-    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    group = agent.score_batch(stack_weights(weights), seeds)
     assert group.tolist() == [_alone(agent, weights[i], seeds[i]) for i in range(40)]
 
 
@@ -179,17 +173,17 @@ def test_iterations_count_the_steps_of_the_whole_environment():
     agent = CartPole(episodes=1)  # a CartPole return is its episode's length
     weights = _group(agent, 12, sigma=1.0)
     seeds = [task_seed(0, 0, i) for i in range(12)]
-    lengths = agent.score_batch(batched.stack_weights(weights), seeds)
+    lengths = agent.score_batch(stack_weights(weights), seeds)
     assert agent.iterations == max(lengths) and agent.steps == sum(lengths)
     assert len(set(lengths)) > 1  # uneven episodes: the group runs to the longest
     tested = agent.returns(episodes=20)  # its own episodes leave the counts alone
     assert max(tested) != max(lengths)
     assert agent.iterations == max(lengths) and agent.steps == sum(lengths)
     cut = CartPole(episodes=1, max_steps=5)
-    cut.score_batch(batched.stack_weights(weights), seeds)
+    cut.score_batch(stack_weights(weights), seeds)
     assert cut.iterations == 5
     pendulum = Pendulum()
-    pendulum.score_batch(batched.stack_weights(_group(pendulum, 3)), [1, 2, 3])
+    pendulum.score_batch(stack_weights(_group(pendulum, 3)), [1, 2, 3])
     assert pendulum.iterations == 200
 
 
@@ -238,7 +232,7 @@ def test_pendulum_policy_return_matches_gymnasium():
     w = _group(agent, 1, sigma=0.3)[0]
     seed = task_seed(0, 2, 5)
     ours = _alone(agent, w, seed)
-    layers = agent.stacked_layers(batched.stack_weights([w]))
+    layers = agent.stacked_layers(stack_weights([w]))
     start = batched.candidate_rngs([seed], 1)[0].uniform(low=-PendulumBatch.high,
                                                          high=PendulumBatch.high, size=(1, 2))
     env = gym.make("Pendulum-v1")
@@ -310,7 +304,7 @@ def test_digits_scores_log_likelihood_and_held_out_accuracy():
     agent = Digits(hidden=8)
     weights = _group(agent, 3, sigma=0.1)
     seeds = [1, 2, 3]
-    group = agent.score_batch(batched.stack_weights(weights), seeds)
+    group = agent.score_batch(stack_weights(weights), seeds)
     alone = [_alone(agent, w, s) for w, s in zip(weights, seeds)]
     assert np.allclose(group, alone, rtol=0, atol=1e-9)
     assert all(-10 < s < 0 for s in group)  # mean log-probabilities

@@ -340,7 +340,7 @@ def test_the_checkpoint_holds_the_whole_search_before_the_end_selection(tmp_path
                                                                        monkeypatch):
     """A kill -9 while the end's selection scores loses no generation, whatever
     checkpoint_every (the run stopped by a callback at generation 3 of 20)."""
-    run_module = importlib.import_module("es_search.run")
+    run_module = importlib.import_module("es_search.loop")
     seen, select = [], run_module.select
 
     def looking(*args):

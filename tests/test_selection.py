@@ -147,7 +147,7 @@ def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeyp
 
     def no_test(*args):
         raise AssertionError("a resume of a run that had ended tests nothing again")
-    monkeypatch.setattr(importlib.import_module("es_search.run"), "select", no_test)
+    monkeypatch.setattr(importlib.import_module("es_search.loop"), "select", no_test)
     resumed = _run(agent, out=tmp_path, resume=True)
     assert (resumed.chosen, resumed.selection) == (result.chosen, result.selection)
     monkeypatch.undo()

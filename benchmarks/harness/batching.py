@@ -57,7 +57,7 @@ from es_search.candidates import Candidate
 from es_search.front import Evaluator
 from es_search.extras import require
 from es_search.record import TIMING_FIELDS
-from es_search.run import run as es_run
+from es_search.loop import run as es_run
 from .measure import cpu_model, load_average
 
 BALANCING = torch.tensor([[0.0, 0.0, -20.0, -20.0], [0.0, 0.0, 20.0, 20.0]])

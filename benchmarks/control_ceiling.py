@@ -18,7 +18,6 @@ pass, resets included, nothing else):
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 

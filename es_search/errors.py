@@ -1,13 +1,11 @@
-"""The errors a run raises when scoring fails, the retries before them, and what a run
-tells its user: warnings pointed at the user's code, notes on what was saved."""
+"""The errors a run raises when scoring fails and when a setting is refused, their
+messages, and warnings pointed at the user's code."""
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import sys
 import warnings
-from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .pickling import cloudpickle
@@ -129,48 +127,6 @@ def worker_message(error: WorkerError, resume: str | None = None) -> str:
             f"cause, continue with" + (resume or f" run(..., out={error.out!r}, resume=True)."))
 
 
-def ranges(indices: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
-    runs = [[i for _, i in run] for _, run in
-            itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
-
-
-def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
-             generation: int | None, lost: Callable[[], list[int]]) -> Any:
-    """``call()``, made again on fresh workers with the same task seeds when a worker is
-    lost or a chunk runs over its time, ``max_retries`` times at most; then a
-    :class:`WorkerError`. ``lost()``: the candidates not scored (``generation`` None:
-    the workers' start-up)."""
-    start = generation is None
-    for attempt in range(max_retries + 1):
-        try:
-            return call()
-        except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
-            error = exc
-        timed_out = not isinstance(error, BrokenExecutor)
-        first_line = str(error).partition("\n")[0]
-        what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
-                else f"a worker process died ({type(error).__name__}: {first_line})")
-        where = ("starting the workers" if start else
-                 f"generation {generation}: candidates {ranges(lost())}")
-        if attempt < max_retries:
-            again = "starting them" if start else f"scoring candidates {ranges(lost())}"
-            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
-                      f"seeds (retry {attempt + 1} of {max_retries})")
-            continue
-        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
-               "that hangs can be stopped under a debugger" if timed_out else
-               "A worker that dies is often killed for memory (the kernel's OOM killer) "
-               "or crashed in native code")
-        replay = "" if start else ("; replay one of these tasks in this process with "
-                                   "es_search.replay_task to see it")
-        raise WorkerError(
-            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
-            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
-            -1 if start else generation, lost()) from error
-
-
 def python_term(setting: str, value: Any = None) -> str:
     """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
     return setting if value is None else f"{setting}={value}"
@@ -260,44 +216,3 @@ def one_line_warnings(prog: str, term: Callable[..., str]) -> Iterator[None]:
         yield
     finally:
         warnings.formatwarning = default
-
-
-class Warnings:
-    """A run's callback: warns, once per run each, of tolerated failures
-    (``on_error="worst"``) and of non-finite scores."""
-
-    def __init__(self, agent_name: str, out: Any):
-        self.agent_name, self.out = agent_name, out
-        self.warned: set[str] = set()
-
-    def on_generation(self, record: Any) -> None:
-        if record.failures and "failures" not in self.warned:
-            self.warned.add("failures")
-            first, count = record.failures.detail[0], len(record.failures.detail)
-            replay = (f"Replay one with es_search.replay_task(agent, out={str(self.out)!r}, "
-                      f"generation={first.generation}, index={first.index})"
-                      if self.out is not None else "To replay one in this process, run "
-                      "with out=DIR (the folder keeps what es_search.replay_task(agent, "
-                      "out=DIR, generation=G, index=I) needs)")
-            warn_user(f"{self.agent_name}.{failed_method(first.traceback)} raised on "
-                      f"{count} candidate(s) of generation {first.generation} (the first: "
-                      f"candidate {first.index}, task seed {first.seed}); on_error='worst' "
-                      f"scored them -inf and the run goes on. The history's 'failures' "
-                      f"counts them per generation (this warning is given once per run). "
-                      f"{replay}. First traceback:\n{first.traceback}")
-        if record["nonfinite"] and "nonfinite" not in self.warned:
-            self.warned.add("nonfinite")
-            warn_user(
-                f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
-                f"{record['generation']} non-finite (NaN or inf); such candidates are never "
-                f"kept. The history's 'nonfinite' counts them per generation (this warning "
-                f"is given once per run).")
-
-
-def interrupted(exc: BaseException, out: Any, completed: int) -> None:
-    """Add to ``exc`` (Ctrl-C, SIGTERM) a note: what was saved and how to continue."""
-    note = f"es_search: interrupted after {completed} completed generation(s)" + (
-        "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
-        f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
-        f"and the same settings.")
-    exc.add_note(note)

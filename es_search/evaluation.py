@@ -5,10 +5,12 @@ rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 import time
 import uuid
+from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
@@ -23,7 +25,7 @@ from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
-from .errors import TaskFailure, WorkerError, retrying
+from .errors import TaskFailure, WorkerError, warn_user
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
@@ -273,3 +275,45 @@ class Engine:
         if self._centres is not None:
             self._centres.note_rebuilt(generation, center, candidate, index, flat)
         return flat
+
+
+def ranges(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    runs = [[i for _, i in run] for _, run in
+            itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
+             generation: int | None, lost: Callable[[], list[int]]) -> Any:
+    """``call()``, made again on fresh workers with the same task seeds when a worker is
+    lost or a chunk runs over its time, ``max_retries`` times at most; then a
+    :class:`WorkerError`. ``lost()``: the candidates not scored (``generation`` None:
+    the workers' start-up)."""
+    start = generation is None
+    for attempt in range(max_retries + 1):
+        try:
+            return call()
+        except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
+            error = exc
+        timed_out = not isinstance(error, BrokenExecutor)
+        first_line = str(error).partition("\n")[0]
+        what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
+                else f"a worker process died ({type(error).__name__}: {first_line})")
+        where = ("starting the workers" if start else
+                 f"generation {generation}: candidates {ranges(lost())}")
+        if attempt < max_retries:
+            again = "starting them" if start else f"scoring candidates {ranges(lost())}"
+            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                      f"seeds (retry {attempt + 1} of {max_retries})")
+            continue
+        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+               "that hangs can be stopped under a debugger" if timed_out else
+               "A worker that dies is often killed for memory (the kernel's OOM killer) "
+               "or crashed in native code")
+        replay = "" if start else ("; replay one of these tasks in this process with "
+                                   "es_search.replay_task to see it")
+        raise WorkerError(
+            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
+            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
+            -1 if start else generation, lost()) from error

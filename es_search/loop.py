@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .agent import Agent, overrides
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
-from .errors import ScoreError, Warnings, WorkerError, interrupted, render, warn_user
+from .errors import ScoreError, WorkerError, failed_method, render, warn_user
 from .front import Evaluator
 from .folder import RunFolder
 from .pickling import check_agent
@@ -170,3 +170,44 @@ def _call(callback: Any, method: str, argument: Any) -> Any:
     except Exception as exc:
         exc.add_note(f"es_search: raised by the callback {callback!r} in {method}()")
         raise
+
+
+class Warnings:
+    """A run's callback: warns, once per run each, of tolerated failures
+    (``on_error="worst"``) and of non-finite scores."""
+
+    def __init__(self, agent_name: str, out: Any):
+        self.agent_name, self.out = agent_name, out
+        self.warned: set[str] = set()
+
+    def on_generation(self, record: Any) -> None:
+        if record.failures and "failures" not in self.warned:
+            self.warned.add("failures")
+            first, count = record.failures.detail[0], len(record.failures.detail)
+            replay = (f"Replay one with es_search.replay_task(agent, out={str(self.out)!r}, "
+                      f"generation={first.generation}, index={first.index})"
+                      if self.out is not None else "To replay one in this process, run "
+                      "with out=DIR (the folder keeps what es_search.replay_task(agent, "
+                      "out=DIR, generation=G, index=I) needs)")
+            warn_user(f"{self.agent_name}.{failed_method(first.traceback)} raised on "
+                      f"{count} candidate(s) of generation {first.generation} (the first: "
+                      f"candidate {first.index}, task seed {first.seed}); on_error='worst' "
+                      f"scored them -inf and the run goes on. The history's 'failures' "
+                      f"counts them per generation (this warning is given once per run). "
+                      f"{replay}. First traceback:\n{first.traceback}")
+        if record["nonfinite"] and "nonfinite" not in self.warned:
+            self.warned.add("nonfinite")
+            warn_user(
+                f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
+                f"{record['generation']} non-finite (NaN or inf); such candidates are never "
+                f"kept. The history's 'nonfinite' counts them per generation (this warning "
+                f"is given once per run).")
+
+
+def interrupted(exc: BaseException, out: Any, completed: int) -> None:
+    """Add to ``exc`` (Ctrl-C, SIGTERM) a note: what was saved and how to continue."""
+    note = f"es_search: interrupted after {completed} completed generation(s)" + (
+        "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
+        f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
+        f"and the same settings.")
+    exc.add_note(note)

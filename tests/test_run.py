@@ -3,7 +3,6 @@ the progress bar."""
 import importlib
 import math
 import random
-import sys
 
 import joblib
 import numpy as np

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench
-from .cli_parser import UsageError, build_parser, flag_term
+from .cli_parser import UsageError, build_parser, callbacks_from_args, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
                      render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
@@ -112,7 +112,6 @@ def _problem_text(spec: str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .callbacks import from_args
     from .folder import RunDir
     from .pools.dask_pool import scheduler_client
 
@@ -125,7 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     Settings(**settings)  # run()'s checks, before any work (the spec's: when it is made)
     spec = RunSpec.of(vars(args))
     spec.problem_class()  # a problem that cannot be loaded: said before anything else
-    callbacks = from_args(args)
+    callbacks = callbacks_from_args(args)
     if args.resume:  # what is not given again is the run's own
         if RunDir(args.out).generations() is None:  # a typo in --out?
             print(f"{args.out} holds no run yet: --resume starts a new one there")

@@ -1,6 +1,7 @@
 """The ``es-search`` command line's parser: its verbs and their flags, a run's settings'
 flags made from the fields of :class:`~es_search.settings.Settings` (where their help is
-declared), and :func:`flag_term`, how it writes a setting in the library's messages."""
+declared), the tracking and stopping flags and the callbacks they build, and
+:func:`flag_term`, how it writes a setting in the library's messages."""
 from __future__ import annotations
 
 import argparse
@@ -128,7 +129,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip testing the best agent and the final centre at the end "
                           "(their test_scores(): held-out accuracy, returns of fresh "
                           "episodes)")
-    from .callbacks import add_arguments as add_callback_arguments
     add_callback_arguments(run)  # --tensorboard, --mlflow, --csv, --stop-at, ...
 
     test = verbs.add_parser(
@@ -178,3 +178,53 @@ def build_parser() -> argparse.ArgumentParser:
                                          "(population 64) for n_jobs from 1 to all cores.")
     add_arguments(bench)
     return parser
+
+
+def add_callback_arguments(parser: Any) -> None:
+    """``es-search run``'s tracking and stopping flags; a stopping rule's flag names
+    (``setting``) what its callback's :class:`~es_search.errors.SettingError` calls it."""
+    track = parser.add_argument_group("tracking")
+    track.add_argument("--tensorboard", metavar="DIR", default=None,
+                       help="log each generation for TensorBoard into DIR "
+                            "(needs es_search[tensorboard])")
+    track.add_argument("--mlflow", action="store_true",
+                       help="track the run in MLflow (experiment es_search) at "
+                            "$MLFLOW_TRACKING_URI, else ./mlruns (needs es_search[mlflow])")
+    track.add_argument("--csv", metavar="FILE", default=None,
+                       help="write the history to FILE, one CSV row per generation")
+    stop = parser.add_argument_group("stopping rules (continue a stopped run with "
+                                     "--out DIR --resume, without the rule)")
+    for flag, kind, metavar, setting, text in (
+            ("--stop-at", float, "SCORE", "StopAtScore target",
+             "stop once the best score reaches SCORE"),
+            ("--patience", int, "N", "EarlyStopping patience",
+             "stop after N generations without improvement of the best score"),
+            ("--min-delta", float, "DELTA", "EarlyStopping min_delta",
+             "with --patience: the least gain that counts as an improvement (default 0)"),
+            ("--max-time", float, "SECONDS", "MaxTime seconds",
+             "stop after the first generation that ends SECONDS after the start (or the "
+             "resume)")):
+        stop.add_argument(flag, type=kind, metavar=metavar, help=text).setting = setting
+
+
+def callbacks_from_args(args: Any) -> list:
+    """The callbacks the flags of ``args`` ask for, trackers first, checked before any
+    work (a bad value or a missing extra: one line on stderr, exit status 2)."""
+    if args.min_delta is not None and args.patience is None:
+        raise ValueError("--min-delta goes with --patience N (generations without an "
+                         "improvement of more than DELTA); add --patience")
+    from .callbacks import CSV, EarlyStopping, MaxTime, MLflow, StopAtScore, TensorBoard
+    callbacks: list = []
+    if args.tensorboard is not None:
+        callbacks.append(TensorBoard(args.tensorboard))
+    if args.mlflow:
+        callbacks.append(MLflow(tags={"es_search.problem": args.problem}))
+    if args.csv is not None:
+        callbacks.append(CSV(args.csv))
+    if args.stop_at is not None:
+        callbacks.append(StopAtScore(args.stop_at))
+    if args.patience is not None:
+        callbacks.append(EarlyStopping(args.patience, args.min_delta or 0.0))
+    if args.max_time is not None:
+        callbacks.append(MaxTime(args.max_time))
+    return callbacks

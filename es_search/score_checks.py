@@ -19,7 +19,7 @@ from .interrupt import TimeLimit, time_limit
 from .pickling import cloudpickle
 from .scores import NotAScore, same_score
 from .seeding import preserved_global_rngs, task_seed
-from .settings import SCORE_KWARGS, describe
+from .settings import SCORE_KWARGS, recorded
 from .worker import Payload, run_group, run_task, score_alone, single_torch_thread
 
 
@@ -120,10 +120,10 @@ def _repeat(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple
 
 
 def _digest(value: Any) -> bytes | None:
-    """A digest that equal values share (tensors by ``settings.describe``); None when
+    """A digest that equal values share (tensors by ``settings.recorded``); None when
     ``value`` cannot be pickled."""
     try:
-        return hashlib.sha256(cloudpickle.dumps(describe(value))).digest()
+        return hashlib.sha256(cloudpickle.dumps(recorded(value))).digest()
     except Exception:  # noqa: BLE001 - an unpicklable value is not compared
         return None
 

@@ -21,24 +21,22 @@ from .selection import SELECT_TASKS, SELECTION_GENERATION
 #: what ``score_kwargs`` must be
 SCORE_KWARGS = "a dict of keyword arguments for score()"
 
-#: the key that marks a value :func:`describe` replaced by its digest
+#: the key that marks a value :func:`recorded` replaced by its digest
 DIGEST = "__digest__"
 
 
-def describe(value: Any) -> Any:
+def recorded(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
     and dicts too) as their type, shape, dtype and SHA-256, which a resume compares.
 
     >>> import torch
-    >>> describe({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
+    >>> recorded({"b": 45, "X": torch.zeros(2, 3)})["X"]["shape"]
     [2, 3]
-    >>> describe(describe({"X": torch.zeros(2)})) == describe({"X": torch.zeros(2)})
-    True
     """
     if isinstance(value, dict):
-        return {key: describe(item) for key, item in value.items()}
+        return {key: recorded(item) for key, item in value.items()}
     if type(value) in (list, tuple):
-        return type(value)(describe(item) for item in value)
+        return type(value)(recorded(item) for item in value)
     if isinstance(value, torch.Tensor) and value.layout == torch.strided \
             and not value.is_quantized:
         flat = value.detach().cpu().contiguous().reshape(-1)
@@ -69,7 +67,7 @@ def same_state(agent: Any, other: Any) -> bool:
 
 
 def has_digest(description: Any) -> bool:
-    """Whether :func:`describe` replaced anything in ``description`` by a digest."""
+    """Whether :func:`recorded` replaced anything in ``description`` by a digest."""
     if isinstance(description, dict):
         return DIGEST in description or any(map(has_digest, description.values()))
     return isinstance(description, (list, tuple)) and any(map(has_digest, description))
@@ -187,7 +185,7 @@ class Settings:
             "strategy": strategy.config(),
             "generations": self.generations,
             "seed": self.seed,
-            "score_kwargs": describe(dict(self.score_kwargs)),
+            "score_kwargs": recorded(dict(self.score_kwargs)),
             "n_jobs": self.n_jobs,
             "backend": self.backend if self.backend is None or isinstance(self.backend, str)
             else repr(self.backend),

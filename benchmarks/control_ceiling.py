@@ -25,8 +25,8 @@ import numpy as np
 def _bare_loop(env_id, policies, squash, discrete, greedy, seconds, seed):
     """Step ``env_id`` for ``seconds``, episode k with ``policies[k % len]`` (each
     ``(layers, mean, std)``): no framework, resets included."""
-    import gymnasium as gym
-    env = gym.make(env_id)
+    from es_search.problems.gym_env import make_env  # MuJoCo's warnings as Python's
+    env = make_env(env_id)
     rng = np.random.default_rng(seed)
     steps, episode, began = 0, 0, time.perf_counter()
     while time.perf_counter() - began < seconds:

@@ -176,6 +176,28 @@ def watch_parent() -> None:
     threading.Thread(target=watch, name="es_search-parent-watch", daemon=True).start()
 
 
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """Context manager: SIGINT blocked in this thread while the block runs, so that the
+    processes it starts (a pool's workers; and those that a thread it starts, loky's
+    manager, starts later) inherit the mask and a terminal's Ctrl-C, which goes to the
+    whole process group, reaches this process only; it stops them (a worker interrupted
+    while Python imports printed a page of tracebacks). A SIGINT meanwhile is delivered
+    at the block's end. As loky starts its resource tracker (bpo-33613)."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups' Ctrl-C
+        yield
+        return
+    # multiprocessing's resource tracker, which loky's workers use, unblocks SIGINT once
+    # it has started (Python 3.11-3.12): start it first, outside the block
+    from multiprocessing import resource_tracker
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 #: loky workers kept for the next run of as many, ``(executor, n_workers)``, at most one
 #: (``backends.LocalPool`` takes it while open)
 KEPT: list[tuple[Any, int]] = []

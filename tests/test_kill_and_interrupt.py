@@ -197,6 +197,28 @@ def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path,
     assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
+def test_local_workers_start_with_sigint_blocked():
+    """A terminal's Ctrl-C goes to the whole process group: the workers start with SIGINT
+    blocked (a worker interrupted while Python imports printed a page of tracebacks), in
+    a fresh process too, where starting multiprocessing's resource tracker unblocks it."""
+    script = ("import signal, torch, es_search\n"
+              "class Blocked(es_search.Agent):\n"
+              "    def __init__(self):\n"
+              "        super().__init__(); self.w = torch.nn.Parameter(torch.zeros(1))\n"
+              "    def score(self):\n"
+              "        return float(2 in signal.pthread_sigmask(signal.SIG_BLOCK, []))\n"
+              "if __name__ == '__main__':\n"
+              "    agent = Blocked()\n"
+              "    with es_search.Evaluator(agent, n_jobs=2, sequential_fallback=False) as ev:\n"
+              "        print(ev.evaluate([agent.get_weights()] * 4))\n"
+              "    print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (0, "[1.0, 1.0, 1.0, 1.0]\nFalse\n"), out.stderr
+
+
 def test_import_es_search_imports_nothing_and_run_stays_the_function():
     """``import es_search`` has no side effect (no torch, no signal handler); its names
     are imported on first use; ``es_search.run`` is the function."""

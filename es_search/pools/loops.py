@@ -15,6 +15,7 @@ from concurrent.futures import BrokenExecutor
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
+from ..interrupt import sigint_blocked
 from ..pickling import cloudpickle
 
 #: seconds the workers have to start and connect (a fresh process imports torch)
@@ -67,7 +68,8 @@ class Loops:
             listener.bind(address)
             listener.listen(n)
             listener.settimeout(0.05)
-            futures = [executor.submit(serve, address) for _ in range(n)]
+            with sigint_blocked():  # the workers start deaf to a terminal's Ctrl-C
+                futures = [executor.submit(serve, address) for _ in range(n)]
             deadline = time.monotonic() + START_SECONDS
             try:
                 while len(self.conns) < n:

@@ -15,10 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-import tyro  # extra scripts: each field's docstring is its --help
-
 import es_search
-from run_args import RunArgs  # scripts/run_args.py: --seed, --n-jobs, --out, ...
+from run_args import RunArgs, parse  # scripts/run_args.py: --seed, --n-jobs, --out, ...
 
 
 @dataclass
@@ -41,7 +39,7 @@ class Args(RunArgs):  # and --seed, --n-jobs, --out, --no-progress
 
 
 def parse_args(argv=None) -> Args:
-    return tyro.cli(Args, description=__doc__.splitlines()[0], args=argv)
+    return parse(Args, __doc__.splitlines()[0], argv)  # tyro: each field's docstring is its --help
 
 
 def make_data(points: int, seed: int):

@@ -1,16 +1,20 @@
 """What every script's run takes, as a dataclass of arguments; each script extends it and
-reads its command line with ``tyro.cli`` (extra ``scripts``: each field's docstring is its
-``--help``).
+reads its command line with :func:`parse` (``tyro.cli``, extra ``scripts``: each field's
+docstring is its ``--help``).
 
     @dataclass
     class Args(RunArgs):          # --seed, --n-jobs, --out, --resume, --overwrite, --no-progress
         generations: int = 40     # --generations N; the string under a field is its help
 
-    args = tyro.cli(Args, description="what the script does", args=argv)
+    args = parse(Args, "what the script does", argv)
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from typing import Any
+
+from es_search.extras import require
 
 
 @dataclass
@@ -30,3 +34,12 @@ class RunArgs:
     progress: bool = True
     """show a progress bar"""
 
+
+def parse(args_class: type, description: str, argv: Any = None) -> Any:
+    """``args_class`` read from the command line (``argv``: these arguments instead); without
+    the ``scripts`` extra, one line naming it."""
+    try:
+        tyro = require("tyro", "scripts")
+    except ImportError as exc:
+        sys.exit(f"{sys.argv[0]}: {exc}")
+    return tyro.cli(args_class, description=description, args=argv)

@@ -136,7 +136,7 @@ def check_n_jobs(value: Any) -> int:
         import joblib
         return int(joblib.Parallel(n_jobs=None).n_jobs)
     return int(check("n_jobs", value, _integral(value) and value != 0,
-                     "an integer other than 0 (0: no workers), or None (joblib's default)",
+                     "an integer other than 0 (0: no workers)",
                      "use {n_jobs=-1} for all cores or {n_jobs=1} for a plain loop in this "
                      "process"))
 

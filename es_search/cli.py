@@ -236,8 +236,9 @@ def _print_test(figures: dict, chosen: str) -> None:
     for first, *also in lines:
         text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
                          else f"{key} {value}" for key, value in figures[first].items())
-        print(f"test of {_tested(first)}" + "".join(f" (also {_tested(n)})" for n in also)
-              + (" (handed back)" if chosen in (first, *also) else "")
+        notes = [f"also {_tested(n)}" for n in also] + (
+            ["handed back"] if chosen in (first, *also) else [])
+        print(f"test of {_tested(first)}" + (f" ({'; '.join(notes)})" if notes else "")
               + f", outside the search: {text}")
 
 

@@ -475,7 +475,7 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("test of")]
     saved = json.loads((out / "test.json").read_text())
     assert len(lines) == 1 and lines[0].startswith("test of the best agent (also the final "
-                                                   "centre) (handed back), outside the search")
+                                                   "centre; handed back), outside the search")
     assert saved["best"] == saved["center"]
 
 

@@ -934,3 +934,32 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
         shown = warnings.formatwarning(caught[0].message, RuntimeWarning,
                                        es_search.__file__, 1)
     assert shown == "es-search: RuntimeWarning: pass --folder DIR; --continue continues it\n"
+
+
+def test_a_file_that_runs_when_imported_is_refused_naming_the_guard(tmp_path, capsys,
+                                                                    monkeypatch):
+    """A script without ``if __name__ == "__main__":`` ran its search again when es-search
+    imported it for its class (``test``, ``--resume``): refused before any work."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Quadratic(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+
+            def score(self):
+                return -float(((self.w - 1) ** 2).sum())
+
+        es_search.run(Quadratic(), generations=2, n_jobs=1, out="runs/quad", progress=False)
+    """))
+    monkeypatch.chdir(tmp_path)
+    import runpy
+    runpy.run_path(str(script), run_name="__main__")  # as `python unguarded.py`: runs
+    saved = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "quad").iterdir()}
+    assert "chosen_weights.pt" in saved
+    assert main(["test", "runs/quad"]) == 2
+    err = capsys.readouterr().err
+    assert "unguarded.py starts a run when imported" in err and '__name__ == "__main__"' in err
+    assert saved == {p.name: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "quad").iterdir()}

@@ -197,6 +197,12 @@ def test_a_program_that_imports_es_search_keeps_its_keyboard_interrupt(tmp_path,
     assert (out.returncode, out.stdout) == (0, "True\n"), out.stderr
 
 
+def python_c(script: str) -> subprocess.CompletedProcess:
+    """``python -c script`` in a fresh process that imports this checkout's es_search."""
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+
+
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signal masks")
 def test_local_workers_start_with_sigint_blocked():
     """A terminal's Ctrl-C goes to the whole process group: the workers start with SIGINT
@@ -213,9 +219,7 @@ def test_local_workers_start_with_sigint_blocked():
               "    with es_search.Evaluator(agent, n_jobs=2, sequential_fallback=False) as ev:\n"
               "        print(ev.evaluate([agent.get_weights()] * 4))\n"
               "    print(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = python_c(script)
     assert (out.returncode, out.stdout) == (0, "[1.0, 1.0, 1.0, 1.0]\nFalse\n"), out.stderr
 
 
@@ -226,9 +230,7 @@ def test_import_es_search_imports_nothing_and_run_stays_the_function():
               "print(sorted(m for m in sys.modules if m.startswith(('es_search', 'torch'))))\n"
               "import es_search.cli\n"
               "print(es_search.run.__module__, es_search.Agent.__module__)\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = python_c(script)
     assert (out.returncode, out.stdout) == (
         0, "['es_search']\nes_search.loop es_search.agent\n"), out.stderr
 

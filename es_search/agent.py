@@ -165,12 +165,16 @@ FILE_MODULES = "es_search_user_"
 
 
 def class_home(cls: type) -> str | None:
-    """``cls``'s module, or the file of the script run or es_search loaded it from."""
+    """``cls``'s module, or the file of the script run or es_search loaded it from, or of
+    a module of the current folder (a script's ``from my_agents import Walker`` and
+    ``es-search run my_agents.py:Walker`` name one class)."""
     where, module = cls.__module__, sys.modules.get(cls.__module__)
     if where == "__main__" and getattr(module, "__spec__", None) is not None:
         return module.__spec__.name  # python -m package.module
-    if where == "__main__" or where.startswith(FILE_MODULES):
-        return getattr(module, "__file__", None)
+    path = getattr(module, "__file__", None)
+    if where == "__main__" or where.startswith(FILE_MODULES) or (
+            "." not in where and path and os.path.dirname(os.path.abspath(path)) == os.getcwd()):
+        return path and os.path.abspath(path)
     return where
 
 

@@ -963,3 +963,31 @@ def test_a_file_that_runs_when_imported_is_refused_naming_the_guard(tmp_path, ca
     err = capsys.readouterr().err
     assert "unguarded.py starts a run when imported" in err and '__name__ == "__main__"' in err
     assert saved == {p.name: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "quad").iterdir()}
+
+
+def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monkeypatch,
+                                                                   capsys):
+    """A script's ``from walker_mod import Walker`` and the command's
+    ``walker_mod.py:Walker`` or ``walker_mod:Walker`` name one class: the run resumes
+    whichever way it is spelled (it was refused as 'another problem')."""
+    (tmp_path / "walker_mod.py").write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Walker(es_search.Agent):
+            def __init__(self, dim: int = 3):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(dim))
+
+            def score(self):
+                return -float(((self.w - 1) ** 2).sum())
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "walker_mod", raising=False)
+    import es_search
+    from walker_mod import Walker
+    es_search.run(Walker(dim=4), generations=2, n_jobs=1, out="runs/w", progress=False)
+    for generations, spelling in (("3", "walker_mod.py:Walker"), ("4", "walker_mod:Walker")):
+        assert main(["run", spelling, "--out", "runs/w", "--resume", "--generations",
+                     generations, "--n-jobs", "1", "--no-progress", "--no-test"]) == 0
+        assert f"after {generations} generations" in capsys.readouterr().out

@@ -110,6 +110,7 @@ CASES = {
     "cartpole-greedy": lambda: _cartpole(True),
     "pendulum": lambda: (load_problem("pendulum")(), "Pendulum-v1"),
     "hopper": lambda: (load_problem("hopper")(), "Hopper-v5"),  # GymPolicy, running stats
+    "halfcheetah": lambda: (load_problem("halfcheetah")(), "HalfCheetah-v5"),  # raw actions
     "acrobot-mlp": lambda: (GymPolicy("Acrobot-v1", hidden=(8, 8), normalize="fixed",
                                       norm_episodes=1), "Acrobot-v1"),
     "own-module": lambda: (Mine(), "Hopper-v5"),

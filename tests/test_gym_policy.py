@@ -276,6 +276,11 @@ def test_box_actions_are_squashed_to_asymmetric_bounds():
                         np.random.default_rng(2).normal(0, 10, (200, 3))])
     assert np.all(actions >= low) and np.all(actions <= high)
     assert actions[:, 1].min() < -2.9 and actions[:, 1].max() > -1.1  # both ends reached
+    raw = GymPolicy("EsSearchTest/Asymmetric-v0", hidden=5, squash=False)  # ARS's: raw
+    raw.set_weights(agent.get_weights())
+    (w1, b1), (w2, b2) = layers
+    x = np.random.default_rng(3).normal(0, 10, 3)
+    assert np.allclose(raw.actor(layers)(x), w2 @ np.tanh(w1 @ x + b1) + b2)
 
 
 # ----------------------------------------------------------------------------- running statistics

@@ -112,7 +112,8 @@ class GymPolicy(ControlPolicy):
 
     Observations are flattened as ``gymnasium.spaces.flatten`` does; discrete actions are
     sampled from the softmax (``greedy=True``: the argmax), Box actions ``tanh``-squashed
-    to their bounds (unbounded: raw).
+    to their bounds (unbounded, or ``squash=False``: raw, as ARS's linear policy; MuJoCo
+    clamps them to its control range and charges control cost on the raw action).
 
     - ``hidden``: units of a tanh hidden layer, or a tuple of them (0: linear).
     - ``max_steps``: cut episodes short. ``env_kwargs``: ``gymnasium.make``'s keywords.
@@ -131,7 +132,7 @@ class GymPolicy(ControlPolicy):
                  max_steps: int | None = None, greedy: bool = False,
                  normalize: Any = False, reward_offset: float = 0.0, crn: bool = False,
                  norm_episodes: int = 10, norm_seed: int = 12345,
-                 reward_clip: float | None = None,
+                 reward_clip: float | None = None, squash: bool = True,
                  env_kwargs: Mapping[str, Any] | None = None):
         super().__init__()
         fixed = type(self).env_id
@@ -140,7 +141,7 @@ class GymPolicy(ControlPolicy):
                              f"for another environment use GymPolicy({env_id!r}) "
                              f"(es-search run gym:{env_id})")
         env_id = fixed if env_id is None else env_id
-        self.crn = check_bool("crn", crn)
+        self.crn, self.squash = check_bool("crn", crn), check_bool("squash", squash)
         self._settings(hidden, episodes, max_steps, greedy)
         if not isinstance(env_id, str) or not env_id:
             raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
@@ -195,7 +196,7 @@ class GymPolicy(ControlPolicy):
         self._action_shape = space.shape
         low = np.asarray(space.low, dtype=np.float64).reshape(-1)
         high = np.asarray(space.high, dtype=np.float64).reshape(-1)
-        if np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
+        if self.squash and np.all(np.isfinite(low)) and np.all(np.isfinite(high)):
             self._squash = ((high + low) / 2, (high - low) / 2)
 
     def _random_action_statistics(self, episodes: int, seed: int):

@@ -41,8 +41,8 @@ def _bare_loop(env_id, policies, squash, discrete, greedy, seconds, seed):
                 h = w @ h + b
                 if k < last:
                     h = np.tanh(h)
-            if not discrete:
-                action = np.tanh(h) * squash[1] + squash[0]
+            if not discrete:  # squash None: raw actions (the environment clamps them)
+                action = h if squash is None else np.tanh(h) * squash[1] + squash[0]
             elif greedy:
                 action = int(np.argmax(h))
             else:

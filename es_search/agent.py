@@ -164,6 +164,17 @@ class Agent(torch.nn.Module):
 FILE_MODULES = "es_search_user_"
 
 
+def refuse_run_at_import(frame: Any) -> None:
+    """A run started by ``frame`` at the top level of a file es_search imports for its
+    class (its ``__name__`` is not ``__main__``) is refused, naming the guard."""
+    if frame.f_code.co_name == "<module>" and str(frame.f_globals.get("__name__")).startswith(
+            FILE_MODULES):
+        raise ValueError(f"{os.path.basename(frame.f_code.co_filename)} starts a run when "
+                         f"imported, as es_search imports it for its agent class (es-search "
+                         f"test, --resume, a problem FILE.py:CLASS): put the run under "
+                         f"`if __name__ == \"__main__\":`")
+
+
 def class_home(cls: type) -> str | None:
     """``cls``'s module, or the file of the script run or es_search loaded it from, or of
     a module of the current folder (a script's ``from my_agents import Walker`` and

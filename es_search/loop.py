@@ -4,13 +4,12 @@ a resumable checkpoint."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import textwrap
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping
 
-from .agent import FILE_MODULES, Agent, overrides
+from .agent import Agent, overrides, refuse_run_at_import
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
 from .errors import ScoreError, WorkerError, failed_method, render, warn_user
@@ -61,13 +60,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
       an ``on_generation`` that returns True stops the run after that generation.
     """
     arguments = locals()  # every field of Settings is an argument
-    caller = sys._getframe(1)
-    if caller.f_code.co_name == "<module>" and str(caller.f_globals.get("__name__")).startswith(
-            FILE_MODULES):  # a file es_search imports for its class (__name__ not __main__)
-        raise ValueError(f"{os.path.basename(caller.f_code.co_filename)} starts a run when "
-                         f"imported, as es_search imports it for its agent class (es-search "
-                         f"test, --resume, a problem FILE.py:CLASS): put the run under "
-                         f"`if __name__ == \"__main__\":`")
+    refuse_run_at_import(sys._getframe(1))
     spec = agent.resolved() if isinstance(agent, RunSpec) else None
     if spec is not None:
         for name, default in (("generations", None), ("population", None), ("sigma", None),

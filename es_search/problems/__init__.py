@@ -93,14 +93,14 @@ def resolve_spec(spec: str, folder: str | None = None) -> str:
     """``spec`` with its file made absolute against ``folder`` (default: the current
     folder): a relative ``file.py``, or a module that is a file there (``my_agents:Walker``
     is ``my_agents.py:Walker``, as :func:`~es_search.agent.class_home` records it)."""
+    if spec.startswith(GYM_PREFIX):
+        return spec
     where, _, attr = spec.rpartition(":")
     folder = folder or os.getcwd()
-    if where and "." not in where and not spec.startswith(GYM_PREFIX) and os.path.isfile(
-            os.path.join(folder, where + ".py")):
+    if where and "." not in where and os.path.isfile(os.path.join(folder, where + ".py")):
         where += ".py"
-    if spec.startswith(GYM_PREFIX) or not _is_file(where):
-        return spec
-    return f"{os.path.normpath(os.path.join(folder, where))}:{attr}"
+    return f"{os.path.normpath(os.path.join(folder, where))}:{attr}" if _is_file(where) \
+        else spec
 
 
 def _import_module(where: str, folder: str | None, keep_on_path: bool = False) -> Any:

@@ -161,9 +161,11 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
 
     A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (float64 ``(n,
     obs_dim)``) and, when it samples discrete actions, ``seed`` (an int64 scalar tensor:
-    one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``).
-    Another agent exports its ``forward()`` traced with ``example`` (default: zeros of
-    ``(8, agent.obs_dim)``), refused (ValueError) where the file computes otherwise.
+    one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``;
+    ONNX's output ``actions``). Another agent exports its ``forward()`` traced with
+    ``example`` (default: zeros of ``(8, agent.obs_dim)``; ONNX's inputs named as its
+    arguments, its output ``output``), refused (ValueError) where the file computes
+    otherwise.
 
     >>> import tempfile, torch, es_search
     >>> from es_search.problems import GymPolicy
@@ -177,7 +179,7 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.onnx", to="onnx")
     >>> import onnxruntime                                  # extra export
     >>> feeds = {"obs": obs.numpy(), "seed": torch.tensor(0).numpy()}
-    >>> actions = onnxruntime.InferenceSession(path).run(None, feeds)[0]
+    >>> actions = onnxruntime.InferenceSession(path).run(["actions"], feeds)[0]
     >>> actions.tolist() == policy(obs, torch.tensor(0)).tolist()
     True
     """
@@ -218,6 +220,7 @@ def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -
     require("onnxscript", "export")
     ort = require("onnxruntime", "export")
     names = list(inspect.signature(module.forward).parameters)[:len(example)]
+    output = "actions" if isinstance(module, _Policy) else "output"
     shapes = [{0: torch.export.Dim.AUTO} if x.dim() else {} for x in example]
     quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
     level = quiet.level  # not "torchvision is not installed", 4 lines in a terminal
@@ -225,7 +228,8 @@ def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -
     try:
         with warnings.catch_warnings():  # torch's own deprecation inside its exporter
             warnings.filterwarnings("ignore", ".*LeafSpec", FutureWarning)
-            torch.onnx.export(module, example, path, input_names=names, dynamo=True,
+            torch.onnx.export(module, example, path, input_names=names,
+                              output_names=[output], dynamo=True,
                               dynamic_shapes=tuple(shapes), verbose=False,
                               external_data=False)  # one file, no empty PATH.data
     except Exception as exc:

@@ -46,6 +46,8 @@ for folder in sys.argv[1:]:
     session = onnxruntime.InferenceSession(folder + "/policy.onnx")
     names = [i.name for i in session.get_inputs()]
     np.save(folder + "/onnx.npy", session.run(None, dict(zip(names, feeds)))[0])
+    with open(folder + "/onnx_names", "w") as f:  # what a user feeds and fetches by name
+        f.write(" ".join(names + [o.name for o in session.get_outputs()]))
 """
 SEED = 123  # the seed a sampling policy is given
 
@@ -160,13 +162,16 @@ def acted(tmp_path_factory):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return {case: (expected[case], {fmt: np.load(root / case / f"{fmt}.npy")
-                                    for fmt in ("torchscript", "onnx")}) for case in CASES}
+                                    for fmt in ("torchscript", "onnx")},
+                   (root / case / "onnx_names").read_text().split()) for case in CASES}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_exported_policies_run_without_es_search_and_act_as_the_agent(case, acted):
-    expected, got = acted[case]
+    expected, got, names = acted[case]
+    assert names[:-1] in (["obs"], ["obs", "seed"])  # ONNX's inputs, then its output
+    assert names[-1] == ("output" if case == "own-module" else "actions")
     for fmt, actions in got.items():
         assert actions.shape[0] == len(expected) == 1000
         np.testing.assert_allclose(actions.reshape(expected.shape), expected, rtol=0,
@@ -251,7 +256,7 @@ def test_the_export_verb_writes_a_run_folders_policy(tmp_path, capsys):
                                rtol=0, atol=1e-5)
     import onnxruntime
     best = onnxruntime.InferenceSession(str(tmp_path / "best.onnx"))
-    np.testing.assert_allclose(best.run(None, {"obs": obs})[0][:, 0],
+    np.testing.assert_allclose(best.run(["actions"], {"obs": obs})[0][:, 0],
                                batched_actions(result.best_agent(), obs, None), atol=1e-5)
     assert main(["export", str(tmp_path / "nowhere")]) == 2
     assert not (tmp_path / "nowhere").exists()

@@ -249,6 +249,8 @@ def _tested(name: str) -> str:
 def _cmd_test(args: argparse.Namespace) -> int:
     from .spec import held_out_test
     agent, figures, chosen = held_out_test(args.out)
+    if chosen is None:
+        print(f"{args.out}: an unfinished run (resume it to finish); its best so far:")
     if figures:
         _print_test(figures, chosen)
     else:

@@ -22,6 +22,7 @@ class Result:
     - ``history``: one record per generation (:mod:`es_search.record`);
     - ``seed`` and ``config``: what defines the run;
     - ``stopped_by``: why a callback stopped the run early (its ``reason``), or None;
+      loaded (:meth:`load`) from a run that did not end (interrupted, killed), says so;
     - ``center_weights``: the strategy's final centre (a hill climber's parent);
     - ``chosen``: ``"best"``, ``"center"`` or ``"center@G"`` (the centre after G
       generations), whichever tested best on fresh tasks (:mod:`es_search.selection`);
@@ -104,11 +105,16 @@ class Result:
         if center is None and agent is not None:  # not ended: as of the checkpoint
             center = weights_of(agent, saved["strategy"].center(saved["state"]),
                                 saved["shared"])
+        unfinished = (f"unfinished: interrupted after {len(saved['history'])} of "
+                      f"{config['generations']} generations, before the end's test of "
+                      f"what to hand back (the best evaluation stands in); resume it to "
+                      f"finish")
         return cls(best_score=saved["best_score"], best_weights=best,
                    evaluations=saved["evaluations"], history=saved["history"],
                    seed=config["seed"], config=config,
                    agent=agent.clone() if agent is not None else None,
-                   stopped_by=end.get("stopped_by"), center_weights=center,
+                   stopped_by=end.get("stopped_by") if end else unfinished,
+                   center_weights=center,
                    chosen=end.get("chosen", "best"), selection=end.get("selection"),
                    chosen_weights=run.weights("chosen") if end else best)
 

@@ -477,6 +477,20 @@ def test_a_run_ends_with_the_best_agents_test_and_test_measures_it_again(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("test of the best agent (also the final "
                                                    "centre; handed back), outside the search")
     assert saved["best"] == saved["center"]
+    # an interrupted run has handed nothing back: its best so far is tested, as such
+    import es_search
+
+    def interrupt(record):
+        raise KeyboardInterrupt
+    out = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        es_search.run(es_search.RunSpec("cartpole", generations=5, population=4), n_jobs=1,
+                      progress=False, out=out, callbacks=[interrupt])
+    capsys.readouterr()
+    assert main(["test", str(out)]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == f"{out}: an unfinished run (resume it to finish); its best so far:"
+    assert second.startswith("test of the best agent, outside the search: test_return_mean")
 
 
 def test_a_second_run_into_a_run_folder_needs_resume_or_overwrite(tmp_path, capsys):

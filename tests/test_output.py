@@ -340,6 +340,8 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
         return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
     assert timeless(partial.history) == timeless(done.history[:4])
     assert partial.best_score == max(h["best_score"] for h in done.history[:4])
+    assert partial.stopped_by.startswith("unfinished: interrupted after 4 of 6 generations")
+    assert (partial.chosen, partial.selection) == ("best", None)  # nothing tested yet
     # not ended: the centre a resume would start from, the same as a run of 4 ends with
     four = es_search.run(Quadratic(), generations=4, n_jobs=1, progress=False,
                          strategy="pgpe", population=4, seed=3)

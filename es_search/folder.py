@@ -171,7 +171,7 @@ class RunFolder(RunDir):
         self._weights_due = False  # the best improved since best_weights.pt was written
         self._started, self._generations = 0.0, 0  # since this call of run() started
         self._writing = 0.0  # seconds spent writing checkpoints since then
-        self._lock: str | None = acquire(self.path)
+        self._lock: Any = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         self.history_lines = 0
@@ -285,8 +285,8 @@ class RunFolder(RunDir):
         if self._history is not None:
             self._history.close()
         if self._lock is not None:
-            key, self._lock = self._lock, None
-            release(key)
+            handle, self._lock = self._lock, None
+            release(handle)
 
     def _put_aside(self, outcome: Any) -> None:
         """The checkpoint as of ``outcome``, to write now or later; it holds the count and

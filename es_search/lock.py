@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -21,62 +20,42 @@ class OutFolderError(ValueError):
     """The out folder cannot be created or written, is in use, or holds a run."""
 
 
-_HELD: dict[str, list] = {}  # folder -> [open lock file, claims, the holding thread]
-_HELD_LOCK = threading.Lock()
-
-
-def acquire(path: Any) -> str:
-    """Create the folder ``path`` if needed and take its lock (again, for the thread
-    that holds it); return the key to :func:`release` it with. :class:`OutFolderError`
-    when the folder cannot be written, or another process or thread holds the lock."""
+def acquire(path: Any) -> Any:
+    """Create the folder ``path`` if needed and take its lock; return the open lock file
+    (:func:`release` gives it back). :class:`OutFolderError` when the folder cannot be
+    written, or another run holds the lock (a flock refuses a second one in this process
+    too)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
                              f"folder (choose a folder path; it is created if missing)")
-    with _HELD_LOCK:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            key = str(path.resolve())
-            held = _HELD.get(key)
-            handle = None if held is not None else open(path / LOCK, "a+")
-        except OSError as exc:
-            raise OutFolderError(f"cannot use {path} as the out folder: {exc.strerror or exc}"
-                                 f" (choose a folder you can write)") from None
-        if held is not None:
-            if held[2] != threading.get_ident():
-                raise OutFolderError(
-                    f"the out folder {path} is in use by another es_search run of this "
-                    f"process (in another thread); wait for it to finish, or choose "
-                    f"another out folder")
-            held[1] += 1
-            return key
-        try:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            owner = handle.read().strip() or "another process"
-            handle.close()
-            raise OutFolderError(
-                f"the out folder {path} is in use by another es_search run ({owner}); "
-                f"wait for it to finish, or choose another out folder") from None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle = open(path / LOCK, "a+")
+    except OSError as exc:
+        raise OutFolderError(f"cannot use {path} as the out folder: {exc.strerror or exc}"
+                             f" (choose a folder you can write)") from None
+    try:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}\n")
-        handle.flush()
-        _HELD[key] = [handle, 1, threading.get_ident()]
-        return key
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        owner = "of this process" if owner == f"pid {os.getpid()}" else f"({owner})"
+        raise OutFolderError(f"the out folder {path} is in use by another es_search run "
+                             f"{owner}; wait for it to finish, or choose another out "
+                             f"folder") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}\n")
+    handle.flush()
+    return handle
 
 
-def release(key: str) -> None:
-    """Give back one claim taken by :func:`acquire`; the last one drops the lock."""
-    with _HELD_LOCK:
-        held = _HELD.get(key)
-        if held is not None:
-            held[1] -= 1
-            if held[1] == 0:
-                del _HELD[key]
-                held[0].close()  # releases the flock
+def release(handle: Any) -> None:
+    """Give back the lock :func:`acquire` took."""
+    handle.close()
 
 
 @contextlib.contextmanager
@@ -84,10 +63,10 @@ def held(path: Any, what: str) -> Iterator[None]:
     """The lock of the run folder ``path`` while a reader writes in it (``what`` it does:
     "test it"); refused while a run goes on in it."""
     try:
-        key = acquire(path)
+        handle = acquire(path)
     except OutFolderError as exc:
         raise OutFolderError(f"{exc} ({what} once the run has ended)") from None
     try:
         yield
     finally:
-        release(key)
+        release(handle)

@@ -189,13 +189,12 @@ def test_an_out_that_is_a_file_is_named_as_one(tmp_path):
     assert out.read_text() == "mine"
 
 
-def test_the_lock_is_taken_again_by_its_own_process(tmp_path):
-    with claim(tmp_path / "run") as folder:
-        (folder / "notes.txt").write_text("mine")
-        es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
-    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder,
-                  overwrite=True)
-    assert (folder / "notes.txt").read_text() == "mine"
+def test_a_run_in_a_folder_this_process_holds_is_refused(tmp_path):
+    with claim(tmp_path / "run") as folder:  # e.g. a callback's run into its own run's
+        with pytest.raises(OutFolderError, match="in use by another es_search run of this "
+                                                 "process; wait for it to finish"):
+            es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
+    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=folder)
 
 
 def test_a_second_run_into_a_folder_in_use_by_another_thread_fails_at_once(tmp_path):
@@ -216,7 +215,7 @@ def test_a_second_run_into_a_folder_in_use_by_another_thread_fails_at_once(tmp_p
             trying = pool.submit(es_search.run, Counting(), generations=5, n_jobs=1,
                                  progress=False, out=out, **options)
             with pytest.raises(OutFolderError, match="in use by another es_search run of "
-                                                     "this process \\(in another thread\\)"):
+                                                     "this process; wait"):
                 trying.result(60)
         go_on.set()
         assert running.result(60).generations == 3

@@ -18,7 +18,7 @@ from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
 from .lock import LOCK, OutFolderError, acquire, release  # noqa: F401 - LOCK: its name
-from .settings import Settings, has_digest
+from .settings import Settings
 
 CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
 HISTORY = "history.jsonl"  # one record per generation (es_search.record), fsynced
@@ -129,14 +129,15 @@ class RunDir:
         return saved
 
     def score_kwargs(self, recorded: dict) -> dict:
-        """``score_kwargs.pkl``, or ``recorded`` when it holds values, not digests."""
+        """``score_kwargs.pkl``, written when the run had score_kwargs (``recorded``: the
+        config's description of them)."""
         path = self.path / SCORE_KWARGS
         if path.is_file():
             return _checkpoint.load(path)
-        if has_digest(recorded):
-            raise OutFolderError(f"{self.path} has no {SCORE_KWARGS}, and its config holds "
-                                 f"only digests of the run's score_kwargs; pass score_kwargs=")
-        return dict(recorded or {})
+        if recorded:
+            raise OutFolderError(f"{self.path} has no {SCORE_KWARGS}, the run's "
+                                 f"score_kwargs; pass score_kwargs=")
+        return {}
 
     def failure_path(self, generation: int) -> Path:
         return self.path / FAILURES / f"generation-{generation}.pkl"

@@ -66,13 +66,6 @@ def same_state(agent: Any, other: Any) -> bool:
         other) and all(torch.equal(mine[k], theirs[k]) for k in mine if k not in free)
 
 
-def has_digest(description: Any) -> bool:
-    """Whether :func:`recorded` replaced anything in ``description`` by a digest."""
-    if isinstance(description, dict):
-        return DIGEST in description or any(map(has_digest, description.values()))
-    return isinstance(description, (list, tuple)) and any(map(has_digest, description))
-
-
 def setting(default: Any, check: Any = None, help: str = "", **argparse: Any) -> Any:
     """A field of :class:`Settings`: ``check(name, value)`` normalises it or raises a
     SettingError (a bool's: ``check_bool``; None passes where it is the default); a

@@ -239,7 +239,7 @@ def test_replay_reads_a_tensor_in_score_kwargs_from_the_run_folder(tmp_path):
     with pytest.raises(ValueError, match="boom"):
         es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1, index=2)
     (tmp_path / "score_kwargs.pkl").unlink()
-    with pytest.raises(es_search.OutFolderError, match="holds only digests of the run's "
+    with pytest.raises(es_search.OutFolderError, match="has no score_kwargs.pkl, the run's "
                                                        "score_kwargs; pass score_kwargs="):
         es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1, index=1)
     assert es_search.replay_task(agents.UsesData(fail), out=tmp_path, generation=1,

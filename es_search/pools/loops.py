@@ -12,7 +12,7 @@ import socket
 import time
 import uuid
 from concurrent.futures import BrokenExecutor
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Client, Connection, wait
 from typing import Any, Callable, Sequence
 
 from ..interrupt import sigint_blocked
@@ -33,9 +33,7 @@ def _dumps(value: Any) -> bytes:
 def serve(address: str) -> None:
     """A worker's loop: connect to ``address``, then run each ``(fn, args)`` received and
     send back ``(True, result)`` or ``(False, exception)``, until the pool hangs up."""
-    sock = socket.socket(socket.AF_UNIX)
-    sock.connect(address)
-    with Connection(sock.detach()) as conn:
+    with Client(address) as conn:
         while True:
             awake_until = time.monotonic() + AWAKE_SECONDS
             while not conn.poll(0) and time.monotonic() < awake_until:

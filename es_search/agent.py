@@ -164,15 +164,19 @@ class Agent(torch.nn.Module):
 FILE_MODULES = "es_search_user_"
 
 
-def refuse_run_at_import(frame: Any) -> None:
-    """A run started by ``frame`` at the top level of a file es_search imports for its
-    class (its ``__name__`` is not ``__main__``) is refused, naming the guard."""
+class RunAtImport(BaseException):
+    """Raised by ``run()`` at the top level of a file es_search imports for its agent
+    class (es-search test, --resume, ``FILE.py:CLASS``): the import stops there, with
+    what the file defines above the call, and the run is not started again. A
+    BaseException: a script's ``except Exception`` does not catch it."""
+
+
+def stop_import_at_run(frame: Any) -> None:
+    """Raise :class:`RunAtImport` if ``frame`` (``run()``'s caller) is the top level of a
+    file es_search imports (its ``__name__`` is not ``__main__``)."""
     if frame.f_code.co_name == "<module>" and str(frame.f_globals.get("__name__")).startswith(
             FILE_MODULES):
-        raise ValueError(f"{os.path.basename(frame.f_code.co_filename)} starts a run when "
-                         f"imported, as es_search imports it for its agent class (es-search "
-                         f"test, --resume, a problem FILE.py:CLASS): put the run under "
-                         f"`if __name__ == \"__main__\":`")
+        raise RunAtImport
 
 
 def class_home(cls: type) -> str | None:

@@ -9,7 +9,7 @@ import textwrap
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping
 
-from .agent import Agent, overrides, refuse_run_at_import
+from .agent import Agent, overrides, stop_import_at_run
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
 from .errors import ScoreError, WorkerError, failed_method, render, warn_user
@@ -60,7 +60,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
       an ``on_generation`` that returns True stops the run after that generation.
     """
     arguments = locals()  # every field of Settings is an argument
-    refuse_run_at_import(sys._getframe(1))
+    stop_import_at_run(sys._getframe(1))
     spec = agent.resolved() if isinstance(agent, RunSpec) else None
     if spec is not None:
         for name, default in (("generations", None), ("population", None), ("sigma", None),

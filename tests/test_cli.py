@@ -950,10 +950,10 @@ def test_a_setting_is_named_by_the_parsers_own_flag():
     assert shown == "es-search: RuntimeWarning: pass --folder DIR; --continue continues it\n"
 
 
-def test_a_file_that_runs_when_imported_is_refused_naming_the_guard(tmp_path, capsys,
+def test_a_file_that_runs_when_imported_is_imported_up_to_its_run(tmp_path, capsys,
                                                                     monkeypatch):
     """A script without ``if __name__ == "__main__":`` ran its search again when es-search
-    imported it for its class (``test``, ``--resume``): refused before any work."""
+    imported it for its class (``test``, ``--resume``): the import stops at its run()."""
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent("""
         import torch, es_search
@@ -971,12 +971,20 @@ def test_a_file_that_runs_when_imported_is_refused_naming_the_guard(tmp_path, ca
     monkeypatch.chdir(tmp_path)
     import runpy
     runpy.run_path(str(script), run_name="__main__")  # as `python unguarded.py`: runs
-    saved = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "quad").iterdir()}
+    def files():
+        return {p.name: p.read_bytes() for p in (tmp_path / "runs" / "quad").iterdir()
+                if p.name != ".lock"}
+    saved = files()
     assert "chosen_weights.pt" in saved
-    assert main(["test", "runs/quad"]) == 2
-    err = capsys.readouterr().err
-    assert "unguarded.py starts a run when imported" in err and '__name__ == "__main__"' in err
-    assert saved == {p.name: p.stat().st_mtime_ns for p in (tmp_path / "runs" / "quad").iterdir()}
+    capsys.readouterr()
+    assert main(["test", "runs/quad"]) == 0
+    assert capsys.readouterr().out.startswith("runs/quad: Quadratic defines no test figures")
+    assert main(["run", "unguarded.py:Quadratic", "--out", "runs/quad", "--resume",
+                 "--generations", "2", "--n-jobs", "1", "--no-progress"]) == 0
+    assert "nothing left to do" in capsys.readouterr().out
+    assert files() == saved  # not run again
+    from es_search import load_run
+    assert type(load_run("runs/quad").chosen_agent()).__name__ == "Quadratic"  # rebuilt
 
 
 def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monkeypatch,

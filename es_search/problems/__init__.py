@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from ..agent import FILE_MODULES, Agent
+from ..agent import FILE_MODULES, Agent, RunAtImport
 from ..checks import did_you_mean
 from ..pickling import cloudpickle
 from .function import Function
@@ -65,6 +65,8 @@ def _import_file(path: str) -> Any:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
+    except RunAtImport:  # a script's unguarded run(): what it defines above the call
+        pass
     except Exception as exc:
         del sys.modules[name]
         raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc

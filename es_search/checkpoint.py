@@ -129,7 +129,6 @@ def check_resumable(saved: Mapping[str, Any], current: Mapping[str, Any],
     if diff:
         raise CheckpointError(
             f"cannot resume the run in {where}: its configuration differs in "
-            + "; ".join(diff) + ". Resume with the same settings (only generations, "
-            "n_jobs, backend, progress, callbacks, on_error, max_retries, task_timeout "
-            "and checkpoint_every may change; score_batch_size is the agent's), or use "
-            "another out folder to start a new run.")
+            + "; ".join(diff) + f". Resume with the same {', '.join(DEFINING)} (what "
+            f"defines the result; any other setting may change; score_batch_size is the "
+            f"agent's), or use another out folder to start a new run.")

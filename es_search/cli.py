@@ -129,18 +129,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if RunDir(args.out).generations() is None:  # a typo in --out?
             print(f"{args.out} holds no run yet: --resume starts a new one there")
         spec = RunSpec.resume(args.out, spec)
+    ended = RunDir(args.out).end() if args.resume else {}  # a finished run's end
     scored: list = []  # the generations this command scores
     with scheduler_client(args.scheduler):
         started = time.perf_counter()
         result = run(spec, callbacks=[*callbacks, scored.append], **settings)
+    retested = ended.get("select_tasks", args.select_tasks) != args.select_tasks
     return _print_run(args, result, time.perf_counter() - started,
-                      done_before=args.resume and not scored)
+                      done_before=args.resume and not scored, retested=retested)
 
 
 def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
-               done_before: bool) -> int:
-    """Print ``result`` and test it (``done_before``: a resumed run with nothing left to
-    do, whose end and test are the earlier ones)."""
+               done_before: bool, retested: bool = False) -> int:
+    """Print ``result`` and test it (``done_before``: a resumed run with no generation
+    left, whose end and test are the earlier ones unless ``retested``: its end's
+    selection done again with another ``--select-tasks``)."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
     from .spec import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
@@ -163,7 +166,10 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
                         result.chosen: result.chosen_weights}, None
     if done_before:  # a resumed run removes test.json with its first generation
         print(f"the run in {args.out}/ had already completed its {result.generations} "
-              f"generations: nothing left to do (a larger --generations continues it)")
+              f"generations: " + (f"what it hands back chosen again on --select-tasks "
+                                  f"{args.select_tasks}" if retested else "nothing left to "
+                                  "do") + " (a larger --generations continues it)")
+    if done_before and not retested:
         earlier = RunDir(args.out).test(n for n, w in weights.items() if w is not None)
     if earlier is not None and not args.no_test:
         print(f"the figures of its earlier test ({Path(args.out) / TEST}; "

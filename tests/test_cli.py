@@ -593,8 +593,15 @@ def test_a_finished_run_resumed_with_nothing_to_do_reuses_its_earlier_test(tmp_p
     assert tests() == 2 * tested and made[1:] == [handed, done, *shown, made[-1]]
     assert made[-1].startswith(f"results in {out}/ (") and made[-1].endswith(", test.json)")
     assert json.loads((out / "test.json").read_text()) == json.loads(saved)
+    assert main(run + ["--resume", "--select-tasks", "4"]) == 0  # the end's choice redone
+    redone = capsys.readouterr().out.splitlines()
+    assert redone[2] == (f"the run in {out}/ had already completed its 2 generations: what "
+                         f"it hands back chosen again on --select-tasks 4 (a larger "
+                         f"--generations continues it)")
+    assert tests() == 3 * tested  # and tested
+    assert json.loads((out / "result.json").read_text())["select_tasks"] == 4
     assert main(run[:2] + ["--generations", "3"] + run[4:] + ["--resume"]) == 0
-    assert tests() == 3 * tested  # a generation more: tested anew
+    assert tests() == 4 * tested  # a generation more: tested anew
     assert capsys.readouterr().out.splitlines()[-1].startswith(f"results written to {out}/")
 
 

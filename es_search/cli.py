@@ -269,7 +269,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
     from .spec import load_run
     from .lock import held
-    path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to])
+    path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to or "torchscript"])
     result = load_run(args.out)
     with held(args.out, "export it"):  # of the run's answer, not of a run going on
         print(result.export(path, args.to, args.which))

@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a run's policy (observation normalisation, network, action "
                     "mapping) as TorchScript or ONNX (extra export).")
     export.add_argument("out", metavar="RUN_DIR")
-    export.add_argument("--to", choices=("torchscript", "onnx"), default="torchscript")
+    export.add_argument("--to", choices=("torchscript", "onnx"),
+                        help="default: as --out ends (.onnx), else torchscript")
     export.add_argument("--out", dest="file", metavar="FILE",
                         help="default: RUN_DIR/policy.pt (.onnx)")
     export.add_argument("--which", choices=("chosen", "best", "center"), default="chosen",

@@ -145,19 +145,22 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
         if len(got) != len(expected) or not all(
                 np.allclose(e, g, rtol=1e-6, atol=1e-9, equal_nan=True)
                 for e, g in zip(expected, got)):
-            failed = f" ({got[0]})" if isinstance(got[0], str) else ""
-            raise ValueError(
-                f"{name}: the exported file does not compute what forward() computes on "
-                f"inputs it was not traced with{failed}: forward() takes a path that "
-                f"depends on its inputs (Python control flow, .item(), NumPy, their "
-                f"shapes, a batch of 1 row), which an export freezes; write it with torch "
-                f"operations only, and trace it with a batch of 2 rows or more")
+            raise _frozen(name, f" ({got[0]})" if isinstance(got[0], str) else "")
 
 
-def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None) -> str:
+def _frozen(name: str, detail: str) -> ValueError:
+    return ValueError(
+        f"{name}: the exported file may not compute what forward() computes on inputs it "
+        f"was not traced with{detail}: forward() takes a path that depends on its inputs "
+        f"(Python control flow, .item(), NumPy, their shapes, a batch of 1 row), which an "
+        f"export freezes; write it with torch operations only, and trace it with a batch "
+        f"of 2 rows or more")
+
+
+def export(agent: Agent, path: Any, to: str | None = None, example: Any = None) -> str:
     """Write what ``agent`` acts with to ``path`` as one self-contained file, ``to``
     ``"torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``; extra
-    ``export``); returns the path.
+    ``export``); None: as ``path`` ends (``.onnx``, else TorchScript). Returns the path.
 
     A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (float64 ``(n,
     obs_dim)``) and, when it samples discrete actions, ``seed`` (an int64 scalar tensor:
@@ -183,10 +186,16 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
     >>> actions.tolist() == policy(obs, torch.tensor(0)).tolist()
     True
     """
-    check_choice("to", to, FORMATS)
+    path = os.fspath(path)
+    suffix = os.path.splitext(path)[1]
+    named = next((name for name, end in FORMATS.items() if end == suffix), None)
+    to = check_choice("to", to or named or "torchscript", FORMATS)
+    if named not in (None, to) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ValueError(f"cannot export to {path}: " + (
+            f"a {named} file's name; pass to={named!r}, or a path ending "
+            f"{FORMATS[to]}" if named not in (None, to) else "its folder does not exist"))
     module = policy_module(agent).eval()
     inputs = _inputs(module, agent, example)
-    path = os.fspath(path)
     name = f"exporting {type(agent).__name__}"
     try:
         run = (_write_onnx if to == "onnx" else _write_torchscript)(module, inputs[0], path,
@@ -202,12 +211,16 @@ def export(agent: Agent, path: Any, to: str = "torchscript", example: Any = None
 def _write_torchscript(module: torch.nn.Module, example: tuple, path: str, name: str) -> Any:
     """Trace ``module`` into ``path``; return a function that runs the file."""
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", torch.jit.TracerWarning)
             traced = torch.jit.trace(module, example, check_trace=False)
     except Exception as exc:
         raise ValueError(f"{name}: torch.jit.trace of its forward() failed "
                          f"({type(exc).__name__}: {exc}); write forward() with torch "
                          f"operations on tensors only") from exc
+    frozen = [w for w in caught if issubclass(w.category, torch.jit.TracerWarning)]
+    if frozen:  # a tensor made a Python value (control flow, .item()): the file may differ
+        raise _frozen(name, f" ({str(frozen[0].message).partition('.')[0]})")
     torch.jit.save(traced, path)
     loaded = torch.jit.load(path)
     return torch.no_grad()(lambda given: loaded(*given))

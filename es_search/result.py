@@ -80,11 +80,11 @@ class Result:
         agent.set_weights(weights)
         return agent
 
-    def export(self, path: Any, to: str = "torchscript", which: str = "chosen",
+    def export(self, path: Any, to: str | None = None, which: str = "chosen",
                example: Any = None) -> str:
         """Write the policy of ``which`` weights (``"chosen"``, ``"best"``, ``"center"``)
-        as one self-contained file, ``to="torchscript"`` or ``"onnx"``; returns the path
-        (:func:`es_search.export.export`)."""
+        as one self-contained file, ``to="torchscript"`` or ``"onnx"`` (None: as ``path``
+        ends); returns the path (:func:`es_search.export.export`)."""
         from .export import export
         check_choice("which", which, ("chosen", "best", "center"))
         return export(self._agent_with(f"{which}_weights"), path, to, example)

@@ -217,6 +217,13 @@ class Branching(NoForward):
         return obs * 2 if float(obs.abs().sum()) > 0 else obs - self.w
 
 
+class Clipping(NoForward):
+    obs_dim = 4
+
+    def forward(self, obs):  # a branch the check's inputs (near 0) all take the same way
+        return obs * 2 if float(obs.mean()) < 5 else obs
+
+
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # Branching's, expected
 @pytest.mark.parametrize("to", ["torchscript", pytest.param("onnx", marks=pytest.mark.slow)])
 def test_what_cannot_be_exported_is_refused_saying_why(to, tmp_path):
@@ -231,6 +238,27 @@ def test_what_cannot_be_exported_is_refused_saying_why(to, tmp_path):
     assert not (tmp_path / "c").exists()  # no file that acts otherwise
     with pytest.raises(ValueError, match="to must be one of 'torchscript', 'onnx'"):
         export(Mine(), tmp_path / "d", to="tflite")
+    if to == "torchscript":  # the tracer's own warning: the check's inputs may agree
+        with pytest.raises(ValueError, match="may not compute .* Python float"):
+            export(Clipping(), tmp_path / "e.pt")
+    with pytest.raises(ValueError, match="cannot export to .*: its folder does not exist"):
+        export(Mine(), tmp_path / "nowhere" / "f", to=to, example=torch.zeros(8, 11))
+    other = {"torchscript": "onnx", "onnx": "torchscript"}[to]
+    wrong = tmp_path / ("g.onnx" if to == "torchscript" else "g.pt")
+    with pytest.raises(ValueError, match=f"a {other} file's name; pass to='{other}'"):
+        export(Mine(), wrong, to=to, example=torch.zeros(8, 11))
+    assert not wrong.exists()
+
+
+def test_the_format_follows_the_file_name_unless_given(tmp_path):
+    import zipfile
+    export(Mine(), tmp_path / "policy.pt", example=torch.zeros(8, 11))
+    export(Mine(), tmp_path / "policy.bin", example=torch.zeros(8, 11))
+    assert zipfile.is_zipfile(tmp_path / "policy.pt") and zipfile.is_zipfile(
+        tmp_path / "policy.bin")  # TorchScript: a zip archive
+    pytest.importorskip("onnxruntime")
+    export(Mine(), tmp_path / "policy.onnx", example=torch.zeros(8, 11))
+    assert not zipfile.is_zipfile(tmp_path / "policy.onnx")
 
 
 def test_onnx_without_its_extra_names_it(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from .checks import did_you_mean
 from .extras import require
 from .interrupt import KEPT, watch_parent
 from .pools import is_client
@@ -40,8 +41,9 @@ def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
     if isinstance(backend, str) and backend not in BACKENDS:
         usable = {b for b, cls in BACKENDS.items() if b == "sequential"
                   or not getattr(cls, "uses_threads", False)}
-        known = ", ".join(repr(b) for b in sorted(usable | {"dask", "ray"}))
-        raise ValueError(f"unknown backend {backend!r}: use one of {known}, or None (loky, "
+        known = sorted(usable | {"dask", "ray"})
+        raise ValueError(f"unknown backend {backend!r}{did_you_mean(backend, known)}: use "
+                         f"one of {', '.join(map(repr, known))}, or None (loky, "
                          f"or the backend of an enclosing joblib.parallel_config)")
     active, _ = get_active_backend(prefer="processes")
     chosen = (active if backend is None else backend if not isinstance(backend, str)

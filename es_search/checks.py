@@ -87,7 +87,7 @@ def check_bool(name: str, value: Any) -> bool:
 
 def check_choice(name: str, value: Any, choices: Any, note: str = "") -> Any:
     return check(name, value, isinstance(value, str) and value in choices,
-                 f"one of {', '.join(map(repr, choices))}{note}")
+                 f"one of {', '.join(map(repr, choices))}{note}{did_you_mean(value, choices)}")
 
 
 def check_dict(name: str, value: Any, what: str) -> dict:
@@ -201,8 +201,10 @@ def check_keywords(cls: type, given: Any, owner: str, kind: str, error: type = T
                         f"its {kind}s: {', '.join(known) or 'none'}")
 
 
-def did_you_mean(name: str, known: list[str]) -> str:
-    """`` (did you mean 'CLOSEST'?)``, or "" when no name of ``known`` is close."""
+def did_you_mean(name: Any, known: Any) -> str:
+    """`` (did you mean 'CLOSEST'?)``, or "" when no name of ``known`` is close (case
+    aside: ``'PGPE'`` finds ``'pgpe'``)."""
     import difflib
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    lowered = {str(k).lower(): k for k in known}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1)
+    return f" (did you mean {lowered[close[0]]!r}?)" if isinstance(name, str) and close else ""

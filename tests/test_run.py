@@ -202,6 +202,8 @@ def test_a_score_that_is_not_a_number_names_the_agent():
     ({"seed": -1}, ValueError, "seed must be a non-negative integer"),
     ({"strategy": "nope"}, ValueError, "unknown strategy 'nope'"),
     ({"strategy": "cmaes"}, ValueError, r"unknown strategy 'cmaes' \(did you mean 'cma-es'\?\)"),
+    ({"strategy": "PGPE"}, ValueError, r"unknown strategy 'PGPE' \(did you mean 'pgpe'\?\)"),
+    ({"backend": "lokyy"}, ValueError, r"unknown backend 'lokyy' \(did you mean 'loky'\?\)"),
     ({"out": ""}, ValueError, r"out must be a folder path \(str or pathlib.Path, not empty\), got ''"),
 ])
 def test_bad_arguments_fail_at_the_call(kwargs, error, match):

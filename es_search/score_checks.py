@@ -12,7 +12,7 @@ import torch
 from .agent import Agent, overrides
 from .batched import group_size, has_score_batch
 from .candidates import Candidate
-from .checks import (check_dict, check_int, check_is_agent, check_number,
+from .checks import (check_dict, check_int, check_evolved, check_is_agent, check_number,
                      check_positive_float, check_score_kwargs, check_seed)
 from .errors import literal, render, warn_user
 from .interrupt import TimeLimit, time_limit
@@ -71,6 +71,7 @@ def repeat_and_score(agent: Any, *, seed: int = 0,
     """:func:`check_repeatable`'s answer (a :func:`~es_search.errors.render` template)
     and the starting agent's score."""
     check_is_agent(agent)
+    check_evolved(agent)  # as a run does: an agent with nothing to evolve is refused
     seed = check_seed(seed)
     score_kwargs = check_dict("score_kwargs", score_kwargs, SCORE_KWARGS)
     first = agent.clone()

@@ -515,3 +515,10 @@ class LoopDraws(Vec):
                 loop.add_callback(lambda: (random.random(), done.set()))
                 done.wait(5)
         return -float(((self.x - 1) ** 2).sum()) + random.random()
+
+
+class Parameterless(es_search.Agent):
+    """Nothing to evolve: refused by run() and es-search check alike."""
+
+    def score(self):
+        return 1.0

@@ -371,6 +371,9 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
      "'data'; give its arguments defaults, take them in __init__ (set by --param)"),
     (["check", os.path.join(ROOT, "tests", "agents.py") + ":TakesData"],
      "score_kwargs={} do not fit TakesData.score(data): missing a required argument"),
+    *[([verb, os.path.join(ROOT, "tests", "agents.py") + ":Parameterless"],
+       "Parameterless has no evolved parameters, so there is nothing to search")
+      for verb in ("run", "check")],
     (["run", "cartpole", "-p", "greedy=banana"],
      "cannot build cartpole with -p greedy='banana': greedy must be True or False"),
     (["run", "gym:CartPole-v1", "-p", "crn=yes"], "crn must be True or False, got 'yes'"),

@@ -91,11 +91,16 @@ def select(evaluator: Any, candidates: dict[str, dict | None],
 
 def label(name: str) -> str:
     """``"best"`` -> "the best evaluation", ``"center@40"`` -> "the centre after 40
-    generations"."""
+    generations".
+
+    >>> label("center@1")
+    'the centre after 1 generation'
+    """
     if name == BEST:
         return "the best evaluation"
+    after = name.partition("@")[2]
     return "the final centre" if name == CENTER else \
-        f"the centre after {name.partition('@')[2]} generations"
+        f"the centre after {after} generation{'s' * (after != '1')}"
 
 
 def describe(chosen: str, selection: dict | None) -> str:

@@ -11,10 +11,12 @@ docstring is its ``--help``).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
+from es_search.errors import SettingError, setting_message
 from es_search.extras import require
+from es_search.settings import Settings
 
 
 @dataclass
@@ -36,10 +38,23 @@ class RunArgs:
 
 
 def parse(args_class: type, description: str, argv: Any = None) -> Any:
-    """``args_class`` read from the command line (``argv``: these arguments instead); without
-    the ``scripts`` extra, one line naming it."""
+    """``args_class`` read from the command line (``argv``: these arguments instead), its
+    fields named as ``run()``'s settings checked as ``run()`` checks them; without the
+    ``scripts`` extra, or with a bad setting, one line saying so."""
     try:
         tyro = require("tyro", "scripts")
     except ImportError as exc:
         sys.exit(f"{sys.argv[0]}: {exc}")
-    return tyro.cli(args_class, description=description, args=argv)
+    args = tyro.cli(args_class, description=description, args=argv)
+    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
+    try:
+        Settings(**given)
+    except SettingError as exc:
+        sys.exit(f"{sys.argv[0]}: error: {setting_message(exc, _flag)}")
+    return args
+
+
+def _flag(setting: str, value: Any = None) -> str:
+    """A setting as a script's flag: ``--n-jobs 2``, a switch alone (``--resume``)."""
+    flag = "--" + setting.replace("_", "-")
+    return flag if value in (None, "True") else f"{flag} {value}"

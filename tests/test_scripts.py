@@ -60,3 +60,14 @@ def test_the_scripts_help_shows_each_fields_docstring():
     assert "--seed INT the run's seed: the same seed gives the same run" in text  # RunArgs'
     assert "continue the run saved in --out (default: False)" in text
     assert "--progress, --no-progress show a progress bar (default: True)" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--generations", "0"], "--generations must be an integer >= 1, got 0"),
+    (["--resume"], "--resume continues the run saved in an out folder; pass --out DIR"),
+    (["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
+])
+def test_a_scripts_bad_run_setting_is_one_line_before_any_work(args, message):
+    with pytest.raises(SystemExit) as exited:  # tyro parsed them; run()'s checks refuse
+        run_script("fit_batched.py", *args)
+    assert f": error: {message}" in str(exited.value)

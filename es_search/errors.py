@@ -11,19 +11,12 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 from .pickling import cloudpickle
 
 
-def failed_method(traceback_text: str) -> str:
-    """The user's method a task's traceback failed in: ``score()`` or ``score_batch()``
-    (also when ``Agent.score()`` scored the candidate as a group of one)."""
-    if ", in score_one\n" in traceback_text:
-        return "score_batch() (scoring the candidate alone, a group of one)"
-    return "score_batch()" if traceback_text.startswith("score_batch() raised") else "score()"
-
-
 class ScoreError(RuntimeError):
-    """``score()`` (or ``jitter_weights()``) raised in the task ``generation``, ``index``,
-    ``seed``: ``remote_traceback`` where it ran, ``cause`` (and ``__cause__``) what it
-    raised (pickled, its repr if it cannot be). ``group_end``: ``score_batch()`` failed
-    on candidates ``index`` to ``group_end - 1``, which each score alone. Set where caught:
+    """``method`` (``"Walker.score()"``; raised in it or in ``jitter_weights()``) raised
+    in the task ``generation``, ``index``, ``seed``: ``remote_traceback`` where it ran,
+    ``cause`` (and ``__cause__``) what it raised (pickled, its repr if it cannot be).
+    ``group_end``: ``score_batch()`` failed on candidates ``index`` to ``group_end - 1``,
+    which each score alone. Set where caught:
     ``out``, the run folder; ``evaluate_seed``, the seed of the ``evaluate()`` call whose
     ``weights[index]`` failed (``evaluate_kwargs``: with ``score_kwargs``)."""
 
@@ -31,13 +24,13 @@ class ScoreError(RuntimeError):
     evaluate_seed: int | None = None
     evaluate_kwargs: bool = False
 
-    def __init__(self, agent_class: str, generation: int, index: int, seed: int,
+    def __init__(self, method: str, generation: int, index: int, seed: int,
                  remote_traceback: str, cause: BaseException | None = None,
                  group_end: int | None = None):
-        super().__init__(agent_class, generation, index, seed, remote_traceback, cause,
+        super().__init__(method, generation, index, seed, remote_traceback, cause,
                          group_end)
-        self.agent_class, self.generation, self.index, self.seed = (
-            agent_class, generation, index, seed)
+        self.method, self.generation, self.index, self.seed = (
+            method, generation, index, seed)
         self.remote_traceback, self.group_end = remote_traceback, group_end
         self.cause = self.__cause__ = cause
 
@@ -66,7 +59,7 @@ def score_message(error: ScoreError) -> str:
                       + (".)\n" if e.group_end is not None
                          else ", and replay_task shows the file.)\n"))
     if e.group_end is not None:
-        return (f"{e.agent_class}.score_batch() failed on candidates {i}-{e.group_end - 1} "
+        return (f"{e.method} failed on candidates {i}-{e.group_end - 1} "
                 f"of generation {g} (the first's task seed {e.seed}), though each of them "
                 f"scores alone through score(). Check score_batch() with "
                 f"es_search.check_score_batch(agent), or score one candidate per call "
@@ -85,18 +78,20 @@ def score_message(error: ScoreError) -> str:
                   f"out=<the run's out folder>, generation={g}, index={i})\nor, without an "
                   f"out folder, replay_task(agent, seed=<run seed>, generation={g}, "
                   f"index={i}, center=..., candidate=...).\n")
-    return (f"{e.agent_class}.{failed_method(e.remote_traceback)} failed on {where}.\n"
+    return (f"{e.method} failed on {where}.\n"
             f"Reproduce it in this process (e.g. under a debugger) with\n"
             f"    es_search.replay_task(agent, {replay}{traceback}")
 
 
 class TaskFailure(NamedTuple):
-    """A task whose ``score()`` raised, under ``on_error="worst"`` (scored -inf)."""
+    """A task whose ``method`` (``"Walker.score()"``) raised, under ``on_error="worst"``
+    (scored -inf)."""
 
     generation: int
     index: int
     seed: int
     traceback: str
+    method: str
 
 
 class WorkerError(RuntimeError):

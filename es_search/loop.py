@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from .agent import Agent, overrides, stop_import_at_run
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
-from .errors import ScoreError, WorkerError, failed_method, render, warn_user
+from .errors import ScoreError, WorkerError, render, warn_user
 from .front import Evaluator
 from .folder import RunFolder
 from .pickling import check_agent
@@ -191,7 +191,7 @@ class Warnings:
                       if self.out is not None else "To replay one in this process, run "
                       "with out=DIR (the folder keeps what es_search.replay_task(agent, "
                       "out=DIR, generation=G, index=I) needs)")
-            warn_user(f"{self.agent_name}.{failed_method(first.traceback)} raised on "
+            warn_user(f"{first.method} raised on "
                       f"{count} candidate(s) of generation {first.generation} (the first: "
                       f"candidate {first.index}, task seed {first.seed}); on_error='worst' "
                       f"scored them -inf and the run goes on. The history's 'failures' "

@@ -99,6 +99,9 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     scores: list[Any] = []
     reports: list[Any] = []
     seeds = task_seeds(seed, generation, start, start + len(candidates))
+    method = type(agent).__name__ + (  # what a failure names
+        ".score()" if overrides(agent, "score") or not has_score_batch(agent) else
+        ".score_batch() (scoring the candidate alone, a group of one)")
     with torch.no_grad():
         for offset, candidate in enumerate(candidates):
             index, seed_ = start + offset, seeds[offset]
@@ -109,9 +112,9 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
                 raise located(exc, generation, index, index + 1) from None
             except Exception as exc:
                 if on_error != "worst":
-                    raise ScoreError(type(agent).__name__, generation, index, seed_,
+                    raise ScoreError(method, generation, index, seed_,
                                      traceback.format_exc(), exc) from exc
-                value = TaskFailure(generation, index, seed_, traceback.format_exc())
+                value = TaskFailure(generation, index, seed_, traceback.format_exc(), method)
                 report = None
             scores.append(value)
             reports.append(report)
@@ -210,14 +213,14 @@ def score_groups(agent: Agent, payload: Payload, candidates: Sequence[Candidate]
             reports += alone_reports
             continue
         if on_error != "worst":
-            raise ScoreError(type(agent).__name__, generation, a,
+            raise ScoreError(f"{type(agent).__name__}.score_batch()", generation, a,
                              task_seed(seed, generation, a), batch_trace,
                              batch_error, group_end=b) from batch_error
         note = (f"score_batch() raised on candidates {a}-{b - 1} of generation "
                 f"{generation}, though each of them scores alone through score():\n"
                 f"{batch_trace}")
-        scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note)
-                   for i in range(a, b)]
+        scores += [TaskFailure(generation, i, task_seed(seed, generation, i), note,
+                               f"{type(agent).__name__}.score_batch()") for i in range(a, b)]
         reports += [None] * (b - a)
     return scores, reports
 

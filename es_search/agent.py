@@ -172,11 +172,14 @@ class RunAtImport(BaseException):
 
 
 def stop_import_at_run(frame: Any) -> None:
-    """Raise :class:`RunAtImport` if ``frame`` (``run()``'s caller) is the top level of a
-    file es_search imports (its ``__name__`` is not ``__main__``)."""
-    if frame.f_code.co_name == "<module>" and str(frame.f_globals.get("__name__")).startswith(
-            FILE_MODULES):
-        raise RunAtImport
+    """Raise :class:`RunAtImport` if ``frame`` (``run()``'s caller) runs, at any depth, in
+    the import of a file es_search imports (its ``__name__`` is not ``__main__``): a
+    script's top level, or its ``main()`` called from there."""
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and str(
+                frame.f_globals.get("__name__")).startswith(FILE_MODULES):
+            raise RunAtImport
+        frame = frame.f_back
 
 
 def class_home(cls: type) -> str | None:

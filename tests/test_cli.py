@@ -976,7 +976,11 @@ def test_a_file_that_runs_when_imported_is_imported_up_to_its_run(tmp_path, caps
             def score(self):
                 return -float(((self.w - 1) ** 2).sum())
 
-        es_search.run(Quadratic(), generations=2, n_jobs=1, out="runs/quad", progress=False)
+        def main():  # called unguarded, below
+            es_search.run(Quadratic(), generations=2, n_jobs=1, out="runs/quad",
+                          progress=False)
+
+        main()
     """))
     monkeypatch.chdir(tmp_path)
     import runpy

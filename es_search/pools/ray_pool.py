@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import signal
 import time
 from typing import Any, Callable
 
@@ -36,8 +37,11 @@ class RayPool(ActorPool):
         super().__init__(n_jobs)
         self.ray = require("ray", "ray")
         if not self.ray.is_initialized():  # RAY_ADDRESS (if set) names a running cluster
+            handler = signal.getsignal(signal.SIGTERM)  # the run's: Ctrl-C's way out
             self.ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
                           log_to_driver=False)
+            with contextlib.suppress(ValueError):  # ray.init's exits (no resume hint)
+                signal.signal(signal.SIGTERM, handler)
         self._actor_class = self.ray.remote(num_cpus=1, max_restarts=0,
                                             max_task_retries=0)(self.runner)
         self._ids = itertools.count(1)  # the actors' keys

@@ -185,7 +185,7 @@ class Engine:
                 raise WorkerError(
                     f"lost the connection to the cluster while scoring generation "
                     f"{generation} ({type(exc).__name__}: {exc}); start the scheduler "
-                    f"and its workers again (or use another backend)",
+                    f"and its workers again (or use another backend).",
                     generation, list(range(n))) from exc
         return Scored([-math.inf if isinstance(s, TaskFailure) else s for s in raw],
                       [s for s in raw if isinstance(s, TaskFailure)], reports, shared,

@@ -322,3 +322,23 @@ def test_a_lost_scheduler_is_a_worker_error_that_says_so(cluster, monkeypatch):
                                                         r"\(CommClosedError") as info:
             evaluator.score(1, center, candidates)
     assert info.value.generation == 1 and info.value.indices == [0, 1, 2, 3]
+
+
+@pytest.mark.slow
+def test_a_client_closed_under_the_run_is_a_worker_error_that_says_so(cluster, tmp_path):
+    """The user's own Client closed mid-run (another thread, a notebook cell): es_search's
+    WorkerError with the checkpoint's resume, not Dask's AttributeError."""
+    distributed = pytest.importorskip("distributed")
+    client = distributed.Client(cluster[0])  # its own: the module's stays open
+
+    def close_at_2(record):
+        if record["generation"] == 2:
+            client.close()
+
+    with pytest.raises(es_search.WorkerError, match=r"lost the connection to the cluster "
+                                                    r"while scoring generation 3 \(Connection"
+                                                    r"Error: the Dask client is closed\)"):
+        es_search.run(agents.Vec(), generations=6, population=4, n_jobs=2, backend=client,
+                      progress=False, out=tmp_path, callbacks=[close_at_2],
+                      sequential_fallback=False)
+    assert len((tmp_path / "history.jsonl").read_text().splitlines()) == 3

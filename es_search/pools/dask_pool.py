@@ -54,6 +54,8 @@ class DaskPool(ActorPool):
                              f"(dask worker ADDRESS) first")
 
     def _runners(self) -> list[str]:
+        if self.client.status != "running":  # closed under the run: as a lost scheduler
+            raise ConnectionError(f"the Dask client is {self.client.status}")
         addresses = sorted(set(self.client.nthreads()) - self._gone)  # one small request
         for gone in set(self._actors) - set(addresses):
             self._forget(gone)

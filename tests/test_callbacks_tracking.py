@@ -92,22 +92,26 @@ def test_tensorboard_holds_one_value_per_generation_equal_to_the_history(tmp_pat
     assert json.loads(config)["seed"] == result.config["seed"]
 
 
-@pytest.mark.parametrize("killed", [True, False])
-def test_tensorboard_after_a_resume_logs_each_generation_once(tmp_path, result, killed):
-    first = TensorBoard(tmp_path)
-    start(first, result)
-    if killed:  # generation 2 was checkpointed, then the kill: no on_end
+@pytest.mark.parametrize("first_run", ["killed", "stopped", "not logged"])
+def test_tensorboard_after_a_resume_logs_each_generation_once(tmp_path, result, first_run):
+    if first_run != "not logged":  # else TensorBoard is first turned on at the resume
+        first = TensorBoard(tmp_path)
+        start(first, result)
+    if first_run == "killed":  # generation 2 was checkpointed, then the kill: no on_end
         feed(first, result.history[:2])
         first.close()  # what was flushed stays
-    else:  # stopped (by a rule) after generation 2
+    elif first_run == "stopped":  # stopped (by a rule) after generation 2
         feed(first, result.history[:3])
         first.on_end(result)
     second = TensorBoard(tmp_path)
     start(second, result, done=3)
     feed(second, result.history[3:])
     second.on_end(result)
-    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
-    assert_scalars_match(tmp_path, result.history)
+    files = 1 if first_run == "not logged" else 2
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == files
+    acc = assert_scalars_match(tmp_path, result.history)
+    assert json.loads(acc.Tensors("config")[-1].tensor_proto.string_val[0].decode())[
+        "seed"] == result.config["seed"]
 
 
 def test_tensorboard_new_run_in_the_same_folder_replaces_the_old(tmp_path, result):
@@ -226,6 +230,14 @@ def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tm
     assert metric_steps(client, second.run_id, "best_score") == [
         (h["generation"], h["best_score"]) for h in result.history]
     assert client.get_run(second.run_id).info.status == "FINISHED"
+    third = MLflow(tracking_uri=file_store)  # interrupted, then resumed to its end
+    start(third, result, done=len(result.history), out=out)
+    third.on_error(KeyboardInterrupt())
+    assert "es_search.error" in client.get_run(second.run_id).data.tags
+    start(third, result, done=len(result.history), out=out)
+    third.on_end(result)
+    finished = client.get_run(second.run_id)
+    assert finished.info.status == "FINISHED" and "es_search.error" not in finished.data.tags
     other = MLflow(tracking_uri=file_store)  # a new run into another folder: a new run
     start(other, result, out=tmp_path / "elsewhere")
     assert other.run_id != first.run_id

@@ -126,7 +126,8 @@ class TensorBoard(FileCallback):
     number in the record, a histogram of the finite ``scores``, the config as text. Each
     ``run()`` writes a new event file that begins with a restart marker, so TensorBoard
     drops what an earlier run logged from that step on: a new run replaces the old one,
-    and a resume (which logs its last done generation again) continues it."""
+    and a resume, which logs the run's history again, continues it (whether or not the
+    run was logged before)."""
 
     _OPEN = ("_writer",)
 
@@ -141,11 +142,10 @@ class TensorBoard(FileCallback):
         self.close()
         self._open()
         event_pb2 = _proto("event_pb2")
-        first = info.history[-1]["generation"] if info.history else info.first_generation
+        first = info.history[0]["generation"] if info.history else info.first_generation
         self._write(first, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
-        if not info.history:
-            self._write_config(info.config, first)
-        for record in info.history[-1:]:
+        self._write_config(info.config, first)
+        for record in info.history:
             self._log(record)
         self._writer.flush()
 
@@ -301,6 +301,8 @@ class MLflow(FileCallback):
         reason = getattr(result, "stopped_by", None)
         if reason:
             self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])
+        if "es_search.error" in self.client.get_run(self.run_id).data.tags:
+            self.client.delete_tag(self.run_id, "es_search.error")  # an earlier stop's
         self.client.set_terminated(self.run_id, status="FINISHED")
 
     def on_error(self, error: BaseException) -> None:

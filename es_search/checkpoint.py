@@ -93,7 +93,8 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
     for key in keys:
         a, b = saved.get(key, "<absent>"), current.get(key, "<absent>")
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += differences(a, b, sorted(set(a) | set(b), key=str), f"{prefix}{key}.")
+            out += differences(a, b, sorted(set(a) | set(b), key=lambda k: (
+                k != "name", str(k))), f"{prefix}{key}.")  # a strategy's name first
         elif not _same(a, b):
             out.append(f"{prefix}{key}: {a!r} in the checkpoint, {b!r} now")
     return out

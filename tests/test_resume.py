@@ -74,6 +74,8 @@ def test_checkpoint_written_every_n_generations_and_at_the_end(tmp_path, every, 
     (dict(seed=12), "seed: 11 in the checkpoint, 12 now"),
     (dict(score_kwargs={"a": 1}), "score_kwargs.a"),
     (dict(strategy_options={"reevaluate": True}), "strategy.reevaluate"),
+    (dict(strategy="pgpe"),  # the name first, before the settings that differ with it
+     "configuration differs in strategy.name: 'hill-climb' in the checkpoint, 'pgpe' now;"),
 ])
 def test_resume_refuses_a_changed_config(tmp_path, change, named):
     es_search.run(agents.Vec(), generations=1, n_jobs=1, out=tmp_path, **KW)

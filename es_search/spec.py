@@ -211,7 +211,7 @@ def held_out_figures(agent: Any, weights: dict[str, dict | None], out: Any = Non
     return figures
 
 
-def held_out_test(folder: Any) -> tuple[Any, dict, str]:
+def held_out_test(folder: Any) -> tuple[Any, dict, str | None]:
     """``es-search test``: the run's agent, rebuilt from its spec; the
     :func:`held_out_figures` of its best weights, final centre and what it handed back;
     the name of the latter (None: the run has not ended, its best so far is tested).
@@ -223,7 +223,8 @@ def held_out_test(folder: Any) -> tuple[Any, dict, str]:
         raise OutFolderError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before "
                              f"its first generation")
     with held(run.path, "test it"):  # a run going on changes its weights; test.json stays
-        chosen = run.end().get("chosen", "best") if run.end() else None
+        end = run.end()
+        chosen = end.get("chosen", "best") if end else None
         weights = {"best": run.weights("best"), "center": run.weights("center")}
         if chosen:
             weights.setdefault(chosen, run.weights("chosen"))

@@ -190,10 +190,11 @@ def export(agent: Agent, path: Any, to: str | None = None, example: Any = None) 
     suffix = os.path.splitext(path)[1]
     named = next((name for name, end in FORMATS.items() if end == suffix), None)
     to = check_choice("to", to or named or "torchscript", FORMATS)
-    if named not in (None, to) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise ValueError(f"cannot export to {path}: " + (
-            f"a {named} file's name; pass to={named!r}, or a path ending "
-            f"{FORMATS[to]}" if named not in (None, to) else "its folder does not exist"))
+    if named not in (None, to):
+        raise ValueError(f"cannot export to {path}: a {named} file's name; pass "
+                         f"to={named!r}, or a path ending {FORMATS[to]}")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ValueError(f"cannot export to {path}: its folder does not exist")
     module = policy_module(agent).eval()
     inputs = _inputs(module, agent, example)
     name = f"exporting {type(agent).__name__}"

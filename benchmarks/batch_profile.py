@@ -145,8 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2,
                         help="groups per generation whose loop iterations are counted, "
                              "one per worker")
-    parser.add_argument("--problems", default="pendulum-start,cartpole-start,cartpole-balanced")
+    known = ("pendulum-start", "cartpole-start", "cartpole-balanced")
+    parser.add_argument("--problems", default=",".join(known),
+                        help=f"comma-separated, of {', '.join(known)}")
     args = parser.parse_args(argv)
+    if unknown := set(args.problems.split(",")) - set(known):
+        parser.error(f"--problems: unknown {', '.join(sorted(unknown))}; choose of "
+                     f"{', '.join(known)}")
     torch.set_num_threads(1)
     for name in args.problems.split(","):
         row = profile(name, args.group, args.reps, args.generations, args.workers)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import sys
@@ -125,16 +126,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"| {row['every 1']:.2f} s | {row['every 10']:.2f} s |")
     shutil.rmtree(os.path.dirname(folder), ignore_errors=True)
     if args.out:
-        write(args.out, lines)
+        write(args.out, lines, sys.argv[1:] if argv is None else list(argv))
     return rows
 
 
-def write(out: str, lines: list[str]) -> None:
+def write(out: str, lines: list[str], argv: list[str]) -> None:
     from provenance import commit
     os.makedirs(out, exist_ok=True)
     header = [
         "# Checkpoint cost (benchmarks/checkpoint_cost.py)", "",
-        f"`python benchmarks/checkpoint_cost.py --out {out}` at {commit()}, "
+        f"`python benchmarks/checkpoint_cost.py {shlex.join(argv)}` at {commit()}, "
         f"{time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, torch "
         f"{torch.__version__}, load average {os.getloadavg()[0]:.2f} at the end. An agent of "
         f"n weights with a cheap quadratic score; the same search with no run folder, with "

@@ -7,12 +7,15 @@ The same run (same seed: the same candidates, episodes and results, checked) is 
 with each rule, interleaved, ``--reps`` times: ``claims`` (es_search's rule for tasks of
 2 ms or more: each worker claims tasks one at a time from a shared counter,
 ``es_search.dispatch``), ``capK`` (chunks handed out by the main process, at most K per
-worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``min=X`` (chunks
-of about X seconds, down to one task each, no cap). Measured on 2 cores (2026-11-30,
-3 interleaved reps, medians): LunarLander 40 generations: claims 7.52 s, cap1 7.74 s
+worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``seconds=X``
+(chunks of about X seconds, down to one task each, no cap). Measured on 2 cores,
+3 interleaved reps, medians (figures in the commits' notes, no results file):
+2026-11-30, executor round trips: LunarLander 40 generations: claims 7.52 s, cap1 7.74 s
 (0.972x), cap4 7.69 s (0.978x); Hopper 60 generations: claims 7.51 s, cap1 7.65 s
-(0.981x), cap4 7.94 s (0.946x). Handing out more chunks costs more than it balances
-(each one waits for the main process to get a core); claiming balances without it.
+(0.981x), cap4 7.94 s (0.946x). 2026-12-03, the worker loops (``--rules
+claims,cap1,cap4``, LunarLander, the machine slower): claims 32.99 s, cap1 33.51 s
+(0.984x), cap4 33.85 s (0.975x). Handing out more chunks costs more than it balances;
+claiming balances without it.
 Prints the median wall time and environment steps per second of each rule, and each
 against the first.
 """

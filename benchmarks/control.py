@@ -10,8 +10,9 @@ For each task and seed, each framework trains for the task's wall-time budget wi
 cores (the time of starting workers included), then the policy the run hands back
 (``Result.chosen_agent()``: the best weights, the final centre or a centre kept over the
 run, whichever its end's selection test chose, with its observation statistics) plays
-``--test-episodes`` test episodes (default 100; the README's rows used 20; seeds
-1_000_000, ...; the true reward, no ``reward_offset``). Reported per run: the test mean,
+``--test-episodes`` test episodes (default 100; the MuJoCo and LunarLander rows used
+20, as each row's command says; seeds 1_000_000, ...; the true reward, no
+``reward_offset``). Reported per run: the test mean,
 environment steps, wall time, the time to the target (from the run's start to the first
 centre, of one every 5 generations, that tests at it), and steps per second against this
 machine's ceilings, measured in the same run right after the training: the same policies
@@ -174,8 +175,6 @@ def run_es_search(task: Task, seed: int, args: Args) -> tuple[dict, object]:
 def time_to_target(final, snapped, task: Task, args: Args, n: int) -> float | None:
     """Seconds from the run's start to the first centre of ``snapped.grid`` (one every 5
     generations) that tests at the target on the test episodes; None when none does."""
-    if task.target is None:
-        return None
     from es_search.agent import weights_of
     for seconds, saved in snapped.grid:
         policy = final.clone()
@@ -416,9 +415,11 @@ def main(argv=None) -> int:
                 second = (final_ceiling(final, n, args.ceiling_seconds),
                           run_ceiling(final, snapshots, seed, n, args.ceiling_seconds))
                 row.update(test_mean=float(returns.mean()), test_std=float(returns.std()),
+                           test_episodes=args.test_episodes,
                            ceiling=max(first[0], second[0]),
-                           run_ceiling=max(first[1], second[1]), ceiling_runs=2,
-                           time_to_target=time_to_target(final, snapped, task, args, n))
+                           run_ceiling=max(first[1], second[1]), ceiling_runs=2)
+                if task.target is not None:  # a time to it (None: not reached)
+                    row["time_to_target"] = time_to_target(final, snapped, task, args, n)
                 save(row, load)
             if not args.no_evotorch:
                 load = round(os.getloadavg()[0], 1)

@@ -24,7 +24,7 @@ strategy's ``tell`` or the per-candidate path would keep it) for MS milliseconds
 each generation, so the workers sit idle that long; prints the generation and the
 slowest worker's own time for its group. On this project's 2-core virtual machines a
 worker left idle wakes late and runs its next group slower (two runs, 2026-11-30,
-idle 0 / 20 / 80 ms: the generation 4.4 / 6.5 / 9.2 and 4.1 / 5.0 / 8.6 ms, the
+before the engine's worker loops, figures in that commit's note, idle 0 / 20 / 80 ms: the generation 4.4 / 6.5 / 9.2 and 4.1 / 5.0 / 8.6 ms, the
 slowest worker's own group 4.1 / 4.9 / 7.0 and 3.9 / 4.5 / 4.8 ms; the same group run
 back to back in one process: ~3.6 ms): a short batched generation pays for waking its
 workers, whatever the transport. Time it alone: ``flock /work/coord/bench.lock python ...``.

@@ -6,9 +6,9 @@ targets and README table.
 
 It measures with ``benchmarks/harness/``, then
 judges the targets (``benchmarks/scaling_targets.py``), appends them to
-``scaling.md``, stores them in ``scaling.json`` and, with ``--readme``, replaces the
-table between the README's ``<!-- scaling-table:... -->`` markers
-(``benchmarks/readme_table.py``). ``--render`` measures nothing: it re-renders and
+``scaling.md``, stores them in ``scaling.json`` and, with ``--readme FILE``, replaces a
+summary between FILE's ``<!-- scaling-table:... -->`` markers
+(``benchmarks/readme_table.py``; the project's README has none). ``--render`` measures nothing: it re-renders and
 re-judges a saved run.
 """
 from __future__ import annotations

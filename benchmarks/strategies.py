@@ -50,6 +50,7 @@ import es_search  # noqa: E402
 from es_search.problems.sphere import Rastrigin, Rosenbrock, Sphere  # noqa: E402
 from es_search.seeding import preserved_global_rngs, seed_global_rngs, task_seed  # noqa: E402
 from es_search.strategies import Strategy, make_strategy  # noqa: E402
+from benchmarks import provenance  # noqa: E402
 
 STRATEGY_NAMES = ["hill-climb", "adaptive-hill-climb", "openai-es", "cma-es"]
 METHODS = STRATEGY_NAMES + ["pycma"]
@@ -401,14 +402,16 @@ def targets(results: dict) -> list[tuple[str, str, bool]]:
         out.append(("`adaptive-hill-climb`: f < 1e-8 on sphere-10 in <= 2,500 "
                     "evaluations", fmt_int(adaptive), adaptive is not None
                     and adaptive <= 2500))
-    if results.get("pendulum"):
-        runs = [r for r in results["pendulum"] if r["method"] == "openai-es"]
-        good = sum(r["test_return"] >= -250 for r in runs)
+    pendulum = [r for r in results.get("pendulum") or () if r["method"] == "openai-es"]
+    if pendulum:  # a target of a method not run (--methods) is not shown
+        good = sum(r["test_return"] >= -250 for r in pendulum)
         out.append(("`openai-es`: Pendulum test return >= -250 on >= 3 of 5 seeds",
-                    f"{good}/{len(runs)} seeds", good >= 3 and len(runs) >= 5))
+                    f"{good}/{len(pendulum)} seeds", good >= 3 and len(pendulum) >= 5))
     if results.get("cartpole"):
         for method in STRATEGY_NAMES:
             runs = [r for r in results["cartpole"] if r["method"] == method]
+            if not runs:
+                continue
             solved = sum(r["solved_at"] is not None and r["solved_at"] <= 50 for r in runs)
             out.append((f"`{method}` solves CartPole on >= 4 of 5 seeds within 50 "
                         f"generations", f"{solved}/{len(runs)} seeds",
@@ -459,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
         "pendulum_test_episodes": 20 if args.quick else 100,
         "command": "python benchmarks/strategies.py" + " ".join(
             [""] + (argv if argv is not None else sys.argv[1:])),
+        "commit": provenance.commit(),
     }
     started = time.perf_counter()
     results: dict[str, Any] = {"settings": settings, "black_box": [], "cartpole": [],
@@ -495,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(args.out, "strategies.json"), "w") as fh:
         json.dump(results, fh, indent=1, default=float)
     with open(os.path.join(args.out, "strategies.md"), "w") as fh:
-        fh.write(f"# Strategies benchmark\n\nWritten by `{settings['command']}`.\n\n"
+        fh.write(f"# Strategies benchmark\n\nWritten by `{settings['command']}` at "
+                 f"{settings['commit']}.\n\n"
                  f"{text}\n")
     print(text)
     return 0

@@ -36,6 +36,7 @@ import torch
 from es_search.agent import Agent
 from es_search.candidates import Candidate
 from es_search.front import Evaluator
+from ..provenance import commit
 from .measure import load_average, shared_bytes
 from .schemes import PipeCounter
 from .workloads import BenchAgent, calibrate
@@ -350,7 +351,7 @@ def measure_cluster(backend: Any, client: Any, n: int, mode: str = "full",
         "backend": "Dask" if client is not None else "Ray",
         "n": n, "reps": reps, "mode": mode, "machine": {
             "cpus": joblib.cpu_count(), "python": platform.python_version(),
-            "load_start": load_average()},
+            "load_start": load_average(), "commit": commit()},
         "bytes_source": "Dask: bytes dask.distributed's TCP comms write (TCP.write's "
                         "count) in this process, the scheduler and the workers, less "
                         "what reading the counters writes; loky: this process's "

@@ -148,6 +148,7 @@ def markdown(result: dict) -> str:
     lines = [
         f"# {name} against loky, {n} workers each",
         "",
+        f"Measured at commit {result['machine'].get('commit', '(not recorded)')}. "
         f"Medians of {result['reps']} interleaved generations (fallback off); load "
         f"{result['machine']['load_start']} at the start, {result['machine'].get('load_end')} "
         f"at the end, on {result['machine']['cpus']} cores. Bytes: "

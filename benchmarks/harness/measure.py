@@ -23,6 +23,7 @@ import torch
 from es_search.agent import Agent
 from es_search.candidates import Candidate
 from es_search.front import Evaluator
+from ..provenance import commit
 from .model import path_kind
 from .schemes import PipeCounter, blog_generation, ceiling, joblib_generation
 from .workloads import COST_SECONDS, SIGMA, BenchAgent, calibrate, make_agent
@@ -229,7 +230,7 @@ def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
                     "machine": platform.machine(), "python": platform.python_version(),
                     "torch": torch.__version__, "joblib": joblib.__version__,
                     "start_method": multiprocessing.get_start_method(),
-                    "load_start": load_average()}}
+                    "load_start": load_average(), "commit": commit()}}
     log(f"calibrating on {n_cpus} cores (load {result['machine']['load_start']})")
     loops = {"trivial": 0}
     result["calibration"] = {}

@@ -27,6 +27,7 @@ def fmt(v: Any, digits: int = 2) -> str:
 def _header(result: dict) -> list[str]:
     m = result["machine"]
     return [
+        f"Measured at commit {m.get('commit', '(not recorded)')}. "
         f"Machine: {m['cpus']} cores ({m['processor'] or m['machine']}), Python "
         f"{m['python']}, torch {m['torch']}, joblib {m['joblib']}; load average at start "
         f"{m['load_start']}, at end {m['load_end']}. Mode: {result['mode']}, "

@@ -6,9 +6,10 @@ import subprocess
 
 
 def commit() -> str:
-    """This checkout's short commit hash ("unknown" outside git)."""
+    """This checkout's short commit hash, ``-dirty`` when tracked files differ from it
+    ("unknown" outside git)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+        return subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                               text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

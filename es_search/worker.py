@@ -99,9 +99,6 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     scores: list[Any] = []
     reports: list[Any] = []
     seeds = task_seeds(seed, generation, start, start + len(candidates))
-    method = type(agent).__name__ + (  # what a failure names
-        ".score()" if overrides(agent, "score") or not has_score_batch(agent) else
-        ".score_batch() (scoring the candidate alone, a group of one)")
     with torch.no_grad():
         for offset, candidate in enumerate(candidates):
             index, seed_ = start + offset, seeds[offset]
@@ -112,13 +109,21 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
                 raise located(exc, generation, index, index + 1) from None
             except Exception as exc:
                 if on_error != "worst":
-                    raise ScoreError(method, generation, index, seed_,
+                    raise ScoreError(_alone(agent), generation, index, seed_,
                                      traceback.format_exc(), exc) from exc
-                value = TaskFailure(generation, index, seed_, traceback.format_exc(), method)
+                value = TaskFailure(generation, index, seed_, traceback.format_exc(),
+                                    _alone(agent))
                 report = None
             scores.append(value)
             reports.append(report)
     return scores, reports
+
+
+def _alone(agent: Agent) -> str:
+    """The method a candidate scored alone ran, as its failure names it."""
+    return type(agent).__name__ + (
+        ".score()" if overrides(agent, "score") or not has_score_batch(agent) else
+        ".score_batch() (scoring the candidate alone, a group of one)")
 
 
 def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore:

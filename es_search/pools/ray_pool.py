@@ -37,7 +37,7 @@ class RayPool(ActorPool):
         super().__init__(n_jobs)
         self.ray = require("ray", "ray")
         if not self.ray.is_initialized():  # RAY_ADDRESS (if set) names a running cluster
-            handler = signal.getsignal(signal.SIGTERM)  # the run's: Ctrl-C's way out
+            handler = signal.getsignal(signal.SIGTERM)  # the run's (stops it as Ctrl-C)
             self.ray.init(address=os.environ.get("RAY_ADDRESS"), include_dashboard=False,
                           log_to_driver=False)
             with contextlib.suppress(ValueError):  # ray.init's exits (no resume hint)

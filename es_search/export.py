@@ -44,8 +44,9 @@ class _Policy(torch.nn.Module):
     torch twin of :func:`es_search.problems.gym_policy.mlp_actions`."""
 
     def __init__(self, layers: torch.nn.ModuleList, mean: Any, std: Any, discrete: bool,
-                 start: int, squash: Any, shape: tuple):
+                 start: int, squash: Any, shape: tuple, obs_dtype: str):
         super().__init__()
+        self.obs_dtype = getattr(torch, obs_dtype)  # what the file's ``obs`` input takes
         layers = copy.deepcopy(layers).to(torch.float64).requires_grad_(False)
         self.hidden, self.out, n = layers[:-1], layers[-1], layers[0].in_features
         offset, scale = (0.0, 1.0) if squash is None else squash
@@ -83,13 +84,14 @@ class _Sampler(_Policy):
 
 def mlp_policy(layers: torch.nn.ModuleList, discrete: bool, greedy: bool = True,
                mean: Any = None, std: Any = None, start: int = 0, squash: Any = None,
-               shape: tuple = ()) -> torch.nn.Module:
+               shape: tuple = (), obs_dtype: str = "float64") -> torch.nn.Module:
     """A tanh MLP policy (``layers``: ``torch.nn.Linear``) as an exportable module:
-    observations normalised by ``mean``/``std``, then discrete actions from ``start``
-    (argmax when ``greedy``, else sampled: ``forward(obs, seed)``) or Box actions
-    ``tanh(h) * scale + offset`` for ``squash=(offset, scale)`` (None: raw) in ``shape``."""
+    observations (exported as ``obs_dtype``, computed in float64) normalised by
+    ``mean``/``std``, then discrete actions from ``start`` (argmax when ``greedy``, else
+    sampled: ``forward(obs, seed)``) or Box actions ``tanh(h) * scale + offset`` for
+    ``squash=(offset, scale)`` (None: raw) in ``shape``."""
     cls = _Sampler if discrete and not greedy else _Policy
-    return cls(layers, mean, std, discrete, start, squash, shape)
+    return cls(layers, mean, std, discrete, start, squash, shape, obs_dtype)
 
 
 def policy_module(agent: Agent) -> torch.nn.Module:
@@ -108,9 +110,10 @@ def policy_module(agent: Agent) -> torch.nn.Module:
 def _inputs(module: torch.nn.Module, agent: Agent, example: Any) -> tuple[tuple, tuple]:
     """Inputs to trace ``module`` with, and others (twice the batch, other values) to check
     the file on."""
-    if isinstance(module, _Policy):  # float64 observations (and a sampler's seed)
-        obs = torch.randn(3, module.mean.shape[0], dtype=torch.float64,
-                          generator=torch.Generator().manual_seed(0)) * 3
+    if isinstance(module, _Policy):  # the environment's observations (and a sampler's seed)
+        obs = (torch.randn(3, module.mean.shape[0], dtype=torch.float64,
+                           generator=torch.Generator().manual_seed(0)) * 3
+               ).to(module.obs_dtype)
         example = (obs, torch.tensor(7)) if isinstance(module, _Sampler) else obs
     if example is None and isinstance(getattr(agent, "obs_dim", None), int):
         example = torch.zeros(8, agent.obs_dim)
@@ -162,9 +165,10 @@ def export(agent: Agent, path: Any, to: str | None = None, example: Any = None) 
     ``"torchscript"`` (``torch.jit.load``) or ``"onnx"`` (``onnxruntime``; extra
     ``export``); None: as ``path`` ends (``.onnx``, else TorchScript). Returns the path.
 
-    A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (float64 ``(n,
-    obs_dim)``) and, when it samples discrete actions, ``seed`` (an int64 scalar tensor:
-    one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``;
+    A control policy (:class:`GymPolicy`, the batched ones) takes ``obs`` (``(n,
+    obs_dim)``, as the environment gives them: float32 for CartPole, float64 for MuJoCo's;
+    TorchScript takes either) and, when it samples discrete actions, ``seed`` (an int64
+    scalar tensor: one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``;
     ONNX's output ``actions``). Another agent exports its ``forward()`` traced with
     ``example`` (default: zeros of ``(8, agent.obs_dim)``; ONNX's inputs named as its
     arguments, its output ``output``), refused (ValueError) where the file computes
@@ -176,7 +180,7 @@ def export(agent: Agent, path: Any, to: str | None = None, example: Any = None) 
     >>> agent = GymPolicy("CartPole-v1", hidden=8)          # samples its actions
     >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.pt")
     >>> policy = torch.jit.load(path)                       # no es_search needed
-    >>> obs = torch.zeros(2, 4, dtype=torch.float64)        # 2 observations
+    >>> obs = torch.zeros(2, 4)                             # 2 float32 observations
     >>> policy(obs, torch.tensor(0)).dtype, policy(obs, torch.tensor(0)).shape
     (torch.int64, torch.Size([2]))
     >>> path = export(agent, tempfile.mkdtemp() + "/cartpole.onnx", to="onnx")

@@ -53,14 +53,15 @@ SEED = 123  # the seed a sampling policy is given
 
 
 def recorded(env_id: str, n: int = 1000) -> np.ndarray:
-    """``n`` observations of random-action episodes of ``env_id``."""
+    """``n`` observations of random-action episodes of ``env_id``, as it gives them
+    (float32 for CartPole, float64 for Hopper: what an exported policy takes)."""
     import gymnasium as gym
     env = gym.make(env_id)
     env.action_space.seed(0)
     obs, _ = env.reset(seed=0)
     seen = []
     while len(seen) < n:
-        seen.append(np.asarray(obs, dtype=np.float64).reshape(-1))
+        seen.append(np.asarray(obs).reshape(-1))
         obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             obs, _ = env.reset()
@@ -80,11 +81,12 @@ class Draws:
 
 def gym_actions(agent: GymPolicy, obs: np.ndarray, u: np.ndarray) -> np.ndarray:
     act = agent.actor(agent._numpy_layers(), Draws(u))
-    return np.array([act(x) for x in obs])
+    return np.array([act(agent.flat_observation(x)) for x in obs])
 
 
 def batched_actions(agent, obs: np.ndarray, u: np.ndarray) -> np.ndarray:
-    logits = agent.forward_numpy(agent.stacked_layers(own_params(agent)), obs)
+    logits = agent.forward_numpy(agent.stacked_layers(own_params(agent)),
+                                 obs.astype(np.float64))
     return agent.actions(logits, None if agent.greedy or not agent.discrete else u)
 
 

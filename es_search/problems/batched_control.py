@@ -58,6 +58,7 @@ class BatchedPolicy(ControlPolicy):
     ``score()``, the same scores, slower). Subclasses set the environment."""
 
     obs_dim = act_dim = 0
+    obs_dtype = "float32"  # gymnasium's CartPole-v1 and Pendulum-v1
     test_episodes = 100
 
     def __init__(self, hidden: int = 0, episodes: int = 3, max_steps: int | None = None,

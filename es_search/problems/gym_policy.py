@@ -61,6 +61,7 @@ class ControlPolicy(Agent):
     _action_start = 0  # the first discrete action (gymnasium's Discrete.start)
     _squash = None  # (offset, scale) of bounded Box actions: tanh(h) * scale + offset
     _action_shape: tuple = ()
+    obs_dtype = "float64"  # the environment's observations: what an exported policy takes
     test_episodes = 20
     default_config = {"generations": 40, "population": 16, "sigma": 0.5,
                       "strategy_options": {"reevaluate": True}}
@@ -103,7 +104,8 @@ class ControlPolicy(Agent):
         return mlp_policy(self.layers, self.discrete, self.greedy,
                           self.obs_mean if normalized else None,
                           self.obs_std if normalized else None, self._action_start,
-                          self._squash, () if self.discrete else tuple(self._action_shape))
+                          self._squash, () if self.discrete else tuple(self._action_shape),
+                          self.obs_dtype)
 
 
 class GymPolicy(ControlPolicy):
@@ -178,6 +180,8 @@ class GymPolicy(ControlPolicy):
         import gymnasium as gym
         obs_space, space = env.observation_space, env.action_space
         self._obs_space = None if isinstance(obs_space, gym.spaces.Box) else obs_space
+        if self._obs_space is None:  # else flattened by the user: float64
+            self.obs_dtype = np.dtype(obs_space.dtype).name
         try:
             self.obs_dim = int(gym.spaces.flatdim(obs_space))
         except (ValueError, NotImplementedError, TypeError):

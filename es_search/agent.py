@@ -33,10 +33,13 @@ class Agent(torch.nn.Module):
     Before each candidate's ``jitter_weights()`` and ``score()``, es_search seeds
     ``random``, NumPy and torch with the task's seed and sets ``self.task_seed`` to it
     (None outside a run); ``self.generation_seed`` is the same for a whole generation.
+    ``self.selecting`` is True in the end's selection test (``Result.chosen``): a score
+    shaped for the search (a bonus removed, rewards clipped) returns what the user tests.
     """
 
     task_seed: int | None = None
     generation_seed: int | None = None
+    selecting: bool = False
 
     #: candidates per ``score_batch()`` call (0: one ``score()`` call each)
     score_batch_size: int = 32

@@ -18,6 +18,9 @@ import torch
 from .checks import check_int
 from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words, spawned
 
+#: the generation of the end's selection test's tasks (:mod:`es_search.selection`)
+SELECTION_GENERATION = 2 ** 32 - 1
+
 
 def task_seed(seed: int, generation: int, index: int) -> int:
     """The 64-bit seed of candidate ``index`` of ``generation`` in a run seeded ``seed``.

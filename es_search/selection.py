@@ -19,8 +19,7 @@ import numpy as np
 import torch
 
 from .scores import same_score
-
-SELECTION_GENERATION = 2 ** 32 - 1
+from .seeding import SELECTION_GENERATION
 SELECT_TASKS = 16
 SNAPSHOTS = 8  # centres kept over a run: 4 to 8 once it is 8 generations long
 BEST, CENTER = "best", "center"
@@ -105,7 +104,8 @@ def label(name: str) -> str:
 
 def describe(chosen: str, selection: dict | None) -> str:
     """One line for a person: what the run hands back, and the others' figures: means of
-    ``score()`` (a shaped score, e.g. Hopper's without its alive bonus, is not a return).
+    ``score()`` as the selection test runs it (``Agent.selecting``: the built-ins' true
+    returns, not the search's shaped scores).
 
     >>> print(describe("center", {"best": {"mean": 76.0, "std": 94.0, "n": 16},
     ...                           "center": {"mean": 294.0, "std": 3.0, "n": 16}}))

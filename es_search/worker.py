@@ -24,7 +24,8 @@ from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
 from .pickling import cloudpickle
 from .scores import NotAScore, as_score
-from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
+from .seeding import (SELECTION_GENERATION, seed_global_rngs, stream_seed, task_seed,
+                      task_seeds)
 
 
 class Payload(NamedTuple):
@@ -61,6 +62,7 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
     seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
     seeds["task_seed"] = seed_
     seeds["generation_seed"] = generation_seed(seed, generation)
+    seeds["selecting"] = generation == SELECTION_GENERATION
     grad = torch.is_grad_enabled()  # no_grad() costs ~2 us: only when needed
     if grad:
         torch.set_grad_enabled(False)
@@ -77,6 +79,7 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
         if grad:
             torch.set_grad_enabled(True)
         seeds["task_seed"] = seeds["generation_seed"] = None
+        seeds["selecting"] = False
 
 
 def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
@@ -158,6 +161,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     if built_here:  # one at a time, in the agent
         params = stack_built(agent, payload, candidates, seed, generation, start)
     agent.generation_seed = generation_seed(seed, generation)
+    agent.selecting = generation == SELECTION_GENERATION
     try:
         with torch.no_grad():
             seed_global_rngs(seeds[0])
@@ -168,7 +172,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
             values = agent.score_batch(params, seeds, **payload.score_kwargs)
             return as_scores(values, len(seeds), agent), agent.task_report()
     finally:
-        agent.generation_seed = None
+        agent.generation_seed, agent.selecting = None, False
 
 
 def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,

@@ -382,6 +382,8 @@ def test_reward_offset_changes_the_score_not_the_test_returns():
     assert offset.score() == pytest.approx(base.score() - 30.0)
     assert np.array_equal(offset.returns(3, seed=1), base.returns(3, seed=1))
     assert len(base.returns(3, seed=1)) == 3
+    offset.selecting = True  # the end's selection test: what the user tests, unshaped
+    assert offset.score() == base.score()
 
 
 def test_reward_clip_clips_each_step_in_the_score_not_the_test_returns():
@@ -396,6 +398,8 @@ def test_reward_clip_clips_each_step_in_the_score_not_the_test_returns():
     assert loose.score() == base.score() < -30.0  # nothing to clip: the same score
     assert -45.0 <= clipped.score() < -15.0  # each step in [-1, 0], then -0.5
     assert clipped.score() > base.score() - 15.0
+    clipped.selecting = True
+    assert clipped.score() == base.score()
     assert np.array_equal(clipped.returns(3, seed=1), base.returns(3, seed=1))
     assert load_problem("bipedalwalker")().reward_clip == 1.0
 

@@ -134,6 +134,31 @@ def test_the_same_answer_for_any_n_jobs(n_jobs):
     assert same_weights(one.chosen_weights, many.chosen_weights)
 
 
+class Shaped(es_search.Agent):
+    """A search score below 100, a true one (the selection test's) above it."""
+
+    def __init__(self, batch: int = 0):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(2))
+        self.score_batch_size = batch
+
+    def score(self):
+        return 1000.0 * self.selecting + float(torch.randn(())) - float(self.w.abs().sum())
+
+    def score_batch(self, params, seeds):
+        return [1000.0 * self.selecting + float(np.random.default_rng(s).normal())
+                - float(w.abs().sum()) for s, w in zip(seeds, params["w"])]
+
+
+@pytest.mark.parametrize("n_jobs, batch", [(1, 0), (2, 0), (1, 4)])
+def test_the_selection_test_scores_with_selecting_on_and_the_search_off(n_jobs, batch):
+    result = _run(Shaped(batch), n_jobs=n_jobs, sequential_fallback=False)
+    assert max(s for h in result.history for s in h["scores"]) < 100  # the search's
+    assert len(result.selection) > 1
+    assert all(f["mean"] > 900 for f in result.selection.values())  # the test's
+    assert Shaped().selecting is False
+
+
 def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
     agent = Risky()
     result = _run(agent, out=tmp_path)

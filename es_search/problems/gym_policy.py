@@ -121,7 +121,7 @@ class GymPolicy(ControlPolicy):
     - ``max_steps``: cut episodes short. ``env_kwargs``: ``gymnasium.make``'s keywords.
     - ``reward_offset`` (added to each reward: -1 removes Hopper's alive bonus) and
       ``reward_clip`` (each reward clipped to ``[-c, c]`` first) shape the search's score,
-      never :meth:`returns`.
+      never :meth:`returns` nor the end's selection test (``selecting``).
     - ``normalize``: ``"off"`` (False); ``"fixed"`` (True): statistics of ``norm_episodes``
       random-action episodes from ``norm_seed``; ``"running"``: of every observation
       scored so far, merged after each generation. They are buffers, saved with the weights.
@@ -255,9 +255,11 @@ class GymPolicy(ControlPolicy):
         return act
 
     def episode_return(self, seed: int | None, record: bool = False,
-                       seeded_actions: bool | None = None, whole: bool = False) -> float:
-        """One episode's return. ``record``: a ``score()``'s episode, rewards shaped
-        (``reward_clip``, ``reward_offset``), steps and observations into its report.
+                       seeded_actions: bool | None = None, whole: bool = False,
+                       shaped: bool = False) -> float:
+        """One episode's return. ``record``: a ``score()``'s episode, steps and
+        observations into its report. ``shaped``: rewards shaped (``reward_clip``,
+        ``reward_offset``).
         ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
         ``crn``). ``whole``: no ``max_steps`` where the environment has a time limit."""
         if self._env is None:
@@ -267,7 +269,7 @@ class GymPolicy(ControlPolicy):
         act = self.actor(self._numpy_layers(),
                          np.random.default_rng(seed) if seeded and self.discrete else None)
         keep = record and self.normalize == "running"
-        clip, offset = (self.reward_clip, self.reward_offset) if record else (None, 0.0)
+        clip, offset = (self.reward_clip, self.reward_offset) if shaped else (None, 0.0)
         seen: list = []
         limit = self.max_steps or math.inf
         if whole and getattr(env.spec, "max_episode_steps", None):
@@ -300,7 +302,7 @@ class GymPolicy(ControlPolicy):
     def score(self, **kwargs) -> float:
         self._report = {"steps": 0, "obs": Moments.empty(self.obs_dim)
                         if self.normalize == "running" else None}
-        return float(np.mean([self.episode_return(s, record=True)
+        return float(np.mean([self.episode_return(s, record=True, shaped=not self.selecting)
                               for s in self.episode_seeds()]))
 
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:

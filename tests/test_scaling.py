@@ -260,13 +260,13 @@ def test_amdahl_fit_recovers_the_serial_fraction():
     rows = [{"cost": "1ms", "size": 10, "pop": 64, "n": n, "paths": ["parallel"],
              "speedup": 1 / (f + (1 - f) / n), "task_s": 1e-3,
              "engine_s": 64e-3 * (f + (1 - f) / n)} for n in (2, 4, 8)]
-    model = fit_models(rows, ceil)
+    model = fit_models(rows, ceil, None)
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
     # a machine that gives n processes only 90% each: the engine's own fraction remains
     slow = {n: {"efficiency": 1.0 if n == 1 else 0.9} for n in (1, 2, 4, 8)}
     for r in rows:
         r["speedup"] *= 0.9
-    model = fit_models(rows, slow)
+    model = fit_models(rows, slow, None)
     assert model["amdahl_serial_fraction"]["1ms"] == pytest.approx(f)
 
 
@@ -301,6 +301,10 @@ def test_benchmark_runs_end_to_end(tmp_path, capsys):
     assert {r["n"] for r in result["rows"]} == set(range(1, min(n_cpus, 8) + 1)) or \
         max(r["n"] for r in result["rows"]) == n_cpus
     assert all(r["engine_s"] > 0 and r["blog_s"] > 0 for r in result["rows"])
+    if n_cpus > 1:  # the overhead model's costs, measured on trivial scores in the workers
+        over = result["overheads"]
+        assert [k for k, _ in over["points"]] == [1, 8, 32] and over["n"] == n_cpus
+        assert result["model"]["overhead_per_task_s"] == over["per_task_s"] > 0
     assert (lib / "scaling.png").stat().st_size > 1000
     # benchmarks/scaling.py judges the targets of that run and rewrites the README
     readme = tmp_path / "README.md"

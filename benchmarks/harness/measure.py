@@ -10,6 +10,7 @@ measurements, which :func:`benchmarks.harness.model.analyse` turns into figures.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import platform
@@ -144,6 +145,29 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
     return out
 
 
+def measure_overheads(n: int, reps: int) -> dict:
+    """The engine's own cost on ``n`` workers, ``T = a + h ceil(P / n)`` per generation:
+    trivial scores of a 10-parameter agent sent to the workers (no in-process fallback)
+    at populations ``n``, ``8 n`` and ``32 n``, taking turns generation by generation; the
+    median of ``reps`` generations each (after one warm one), fitted by least squares."""
+    agent = make_agent("trivial", 10, {"trivial": 0})
+    pops = (n, 8 * n, 32 * n)
+    times: dict[int, list[float]] = {pop: [] for pop in pops}
+    with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as ev:
+        center, generation = ev.local.get_flat(), 0
+        for rep in range(reps + 1):
+            for pop in pops:
+                center = moved(center)
+                seconds = _time(lambda: ev.score(generation, center,
+                                                 [Candidate("jitter", SIGMA)] * pop))[0]
+                generation += 1
+                if rep:
+                    times[pop].append(seconds)
+    points = [(math.ceil(pop / n), statistics.median(times[pop])) for pop in pops]
+    h, a = np.polyfit([k for k, _ in points], [t for _, t in points], 1)
+    return {"n": n, "per_generation_s": float(a), "per_task_s": float(h), "points": points}
+
+
 def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
     """Bytes through the pipe per candidate on the parallel path (fallback off), with one
     chunk per worker (the comparison across sizes) and with the engine's own chunking
@@ -262,6 +286,9 @@ def measure(mode: str = "quick", n_values: Iterable[int] | None = None,
     result["ceiling"] = {n: max(first[n], again[n], key=lambda c: c["efficiency"])
                          for n in n_values}
     result["rows"] = rows
+    if n_top > 1:
+        log(f"the engine's overheads on {n_top} workers (trivial scores)")
+        result["overheads"] = measure_overheads(n_top, max(5, reps))
     n_payload = 2 if n_cpus >= 2 else 1
     sizes = sorted({size for _, size, _ in grid} | {10, 10**4, 10**6}) if mode != "tiny" \
         else [10, 10**3]

@@ -44,9 +44,10 @@ def derive(rows: list[dict], ceil: dict[int, dict]) -> None:
             r[f"{name}_overhead_us"] = (n * r[f"{name}_s"] - t1) / r["pop"] * 1e6
 
 
-def fit_models(rows: list[dict], ceil: dict[int, dict]) -> dict:
-    """Amdahl's serial fraction (scores >= 1 ms) and a per-generation + per-task
-    overhead model, both from the engine's parallel generations."""
+def fit_models(rows: list[dict], ceil: dict[int, dict], overheads: dict | None) -> dict:
+    """Amdahl's serial fraction (scores >= 1 ms), from the engine's parallel generations,
+    and the overhead model's per-generation and per-task costs, measured directly
+    (``overheads``: :func:`benchmarks.harness.measure.measure_overheads`)."""
     par = [r for r in rows if r["n"] > 1 and r["paths"] and
            all(p == "parallel" for p in r["paths"])]
     # Amdahl: 1/S = f + (1 - f)/n  <=>  1/S - 1/n = f (1 - 1/n), with S the speedup
@@ -63,20 +64,13 @@ def fit_models(rows: list[dict], ceil: dict[int, dict]) -> dict:
         if pts:
             f = sum(x * y for x, y in pts) / sum(x * x for x, _ in pts)
             amdahl[cost] = min(1.0, max(0.0, f))
-    # overhead model: T(n) = ceil(P/n) t / c(n) + a + h ceil(P/n)
-    xs, ys = [], []
-    for r in par:
-        k = math.ceil(r["pop"] / r["n"])
-        xs.append(k)
-        ys.append(r["engine_s"] - k * r["task_s"] / ceil[r["n"]]["efficiency"])
+    # overhead model: T(n) = ceil(P/n) t / c(n) + a + h ceil(P/n), a and h measured on
+    # trivial scores (fitted on the scored generations, they drown in 1% of 10 ms tasks)
     a = h = None
-    if len(set(xs)) >= 2:
-        h, a = np.polyfit(np.array(xs, float), np.array(ys, float), 1)
-        a, h = max(0.0, float(a)), max(0.0, float(h))
-    elif xs:
-        a, h = max(0.0, statistics.mean(ys)), 0.0
+    if overheads:
+        a, h = overheads["per_generation_s"], overheads["per_task_s"]
     return {"amdahl_serial_fraction": amdahl, "overhead_per_generation_s": a,
-            "overhead_per_task_s": h, "points": len(xs)}
+            "overhead_per_task_s": h, "points": len((overheads or {}).get("points", ()))}
 
 
 def predict(rows: list[dict], model: dict, cores: Sequence[int] = (16, 64, 256)) -> list[dict]:
@@ -105,6 +99,6 @@ def predict(rows: list[dict], model: dict, cores: Sequence[int] = (16, 64, 256))
 def analyse(result: dict) -> dict:
     """Derive each row's figures, fit the models and predict, in ``result``; returns it."""
     derive(result["rows"], result["ceiling"])
-    result["model"] = fit_models(result["rows"], result["ceiling"])
+    result["model"] = fit_models(result["rows"], result["ceiling"], result.get("overheads"))
     result["predictions"] = predict(result["rows"], result["model"])
     return result

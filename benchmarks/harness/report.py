@@ -93,12 +93,12 @@ def _rows(result: dict) -> list[str]:
 def _model(result: dict) -> list[str]:
     model = result["model"]
     a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
-    lines = ["Model fitted on the engine's parallel generations: Amdahl serial fraction "
-             "(of the speedup relative to the ceiling) "
+    lines = ["Amdahl serial fraction fitted on the engine's parallel generations (of the "
+             "speedup relative to the ceiling): "
              + ", ".join(f"{k} {v:.4f}" for k, v in model["amdahl_serial_fraction"].items())
-             + f"; per-generation overhead {fmt(a and a * 1e3)} ms, "
-             f"per-task overhead {fmt(h and h * 1e6, 1)} us "
-             f"({model['points']} points). Predicted speedup:", "",
+             + f". Overhead model measured on trivial scores sent to the workers: "
+             f"{fmt(a and a * 1e3, 2)} ms per generation, {fmt(h and h * 1e6, 1)} us per "
+             f"task ({_points(result)}). Predicted speedup:", "",
              "| score | pop | ms/task | Amdahl 16 / 64 / 256 cores | overhead model 16 / 64 / "
              "256 cores |", "|---|---|---|---|---|"]
     for p in result["predictions"]:
@@ -106,6 +106,14 @@ def _model(result: dict) -> list[str]:
         ov = " / ".join(fmt(p.get(f"overhead_{c}"), 1) for c in (16, 64, 256))
         lines.append(f"| {p['cost']} | {p['pop']} | {p['task_ms']:.3f} | {am} | {ov} |")
     return lines
+
+
+def _points(result: dict) -> str:
+    over = result.get("overheads")
+    if not over:
+        return "not measured"
+    return f"{over['n']} workers, " + ", ".join(
+        f"{k} tasks each {t * 1e3:.2f} ms" for k, t in over["points"])
 
 
 def _caveat(result: dict) -> list[str]:
@@ -133,9 +141,9 @@ def summary(result: dict) -> str:
     model = result["model"]
     a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
     lines = _header(result)[:1] + [
-        "", f"Overhead model fitted on the engine's parallel generations: "
-        f"{fmt(a and a * 1e3)} ms per generation, {fmt(h and h * 1e6, 1)} us per task "
-        f"({model['points']} points). Predicted speedup, workers capped at the population:",
+        "", f"Overhead model measured on trivial scores sent to the workers: "
+        f"{fmt(a and a * 1e3, 2)} ms per generation, {fmt(h and h * 1e6, 1)} us per task "
+        f"({_points(result)}). Predicted speedup, workers capped at the population:",
         "", "| score | pop | ms/task | 16 / 64 / 256 cores |", "|---|---|---|---|"]
     for p in result["predictions"]:
         ov = " / ".join(fmt(p.get(f"overhead_{c}"), 1) for c in (16, 64, 256))

@@ -165,10 +165,10 @@ class DispatchPolicy:
 
     def choose(self, n: int) -> str:
         """:data:`PARALLEL` or :data:`SEQUENTIAL` for a generation of ``n`` tasks."""
-        if n <= 1 or self.n_workers <= 1:
-            return SEQUENTIAL if n <= 1 or self.fallback else PARALLEL
-        if not self.fallback:
+        if not self.fallback:  # nothing of the user's scores in this process
             return PARALLEL
+        if n <= 1 or self.n_workers <= 1:
+            return SEQUENTIAL
         predicted = {path: self.predict(path, n) for path in (SEQUENTIAL, PARALLEL)}
         if None in predicted.values():
             return PARALLEL  # measure it

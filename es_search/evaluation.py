@@ -98,9 +98,8 @@ class Engine:
         return self.policy.stats()
 
     def __enter__(self) -> "Engine":
-        if self.settings.repeat_check:
-            warn_if_unrepeatable(self.local, self.seed, self.score_kwargs,
-                                 self.settings.task_timeout)
+        if self.settings.repeat_check and self.settings.fallback:  # in this process
+            warn_if_unrepeatable(self.local, self.seed, self.score_kwargs)
         # a process's first seeding, building and drawing cost ~5 ms: not a generation's
         self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
         with preserved_global_rngs():

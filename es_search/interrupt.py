@@ -105,31 +105,6 @@ def deferred_sigint() -> Iterator[None]:
             raise received[0]
 
 
-class TimeLimit(BaseException):
-    """:func:`time_limit`'s block ran too long (not an ``Exception``: not swallowed)."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Context manager: raise :class:`TimeLimit` in the block after ``seconds`` (None:
-    no limit). A SIGALRM timer: only in the main thread, without another SIGALRM
-    handler, and where Python code runs (a call stuck in C finishes first)."""
-    if seconds is None or not hasattr(signal, "setitimer") or not _in_main_thread() or \
-            signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
-        yield
-        return
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeLimit(f"over {seconds:g} s")
-
-    with _handling({signal.SIGALRM: expired}):
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-
 # ------------------------------------------------------------ the command: its start and exit
 def _interrupted_while_starting(signum: int, frame: Any) -> None:
     """SIGINT while the command imports its modules: one line and exit status 130."""

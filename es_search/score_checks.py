@@ -15,7 +15,6 @@ from .candidates import Candidate
 from .checks import (check_dict, check_int, check_evolved, check_is_agent, check_number,
                      check_positive_float, check_score_kwargs, check_seed)
 from .errors import literal, render, warn_user
-from .interrupt import TimeLimit, time_limit
 from .pickling import cloudpickle
 from .scores import NotAScore, same_score
 from .seeding import preserved_global_rngs, task_seed
@@ -45,20 +44,12 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     return problem and render(problem)
 
 
-def warn_if_unrepeatable(agent: Any, seed: int, score_kwargs: Mapping[str, Any] | None,
-                         task_timeout: float | None) -> None:
-    """Warn when :func:`check_repeatable` finds a problem, within 3 x ``task_timeout``
-    (an error is left to the first task, which names its seed)."""
-    limit = None if task_timeout is None else 3 * task_timeout
+def warn_if_unrepeatable(agent: Any, seed: int,
+                         score_kwargs: Mapping[str, Any] | None) -> None:
+    """Warn when :func:`check_repeatable` finds a problem (an error is left to the first
+    task, which names its seed)."""
     try:
-        with time_limit(limit):
-            problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
-    except TimeLimit:
-        warn_user(f"the repeat check (the starting agent scored twice in this process, "
-                  f"before the workers start) ran over 3 x {{task_timeout}} = {limit:g} s "
-                  f"and was stopped; the run's own tasks are bounded by {{task_timeout}} in "
-                  f"the workers ({{repeat_check=False}} skips the check)", template=True)
-        return
+        problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
     except Exception:  # noqa: BLE001 - the first task reports it, with its seed
         return
     if problem:

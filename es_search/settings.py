@@ -140,8 +140,10 @@ class Settings:
         "(default 1; less often while writing takes over 5% of the run's time); a kill -9 "
         "then redoes the generations since the last one on {resume}", metavar="N")
     repeat_check: bool = setting(True, None, "first score the starting agent twice under "
-                                  "one task seed (a warning when the scores differ: the "
-                                  "run would depend on {n_jobs}; default: on)")
+                                  "one task seed in this process (a warning when the scores "
+                                  "differ: the run would depend on {n_jobs}; default: on, "
+                                  "unless {task_timeout} or {sequential_fallback=False} keep "
+                                  "scores out of this process)")
     select_tasks: int = setting(
         SELECT_TASKS, partial(check_int, minimum=0), f"at the end, score the best weights, "
         f"the final centre and the centres kept over the run on N fresh tasks each and hand "
@@ -164,8 +166,8 @@ class Settings:
 
     @property
     def fallback(self) -> bool:
-        """Whether a generation may be scored in this process (a task timeout only
-        works in a worker)."""
+        """Whether scores may run in this process (a generation, the repeat check): not
+        under a task timeout, which only works in a worker."""
         return self.sequential_fallback and self.task_timeout is None
 
     def config(self, agent: Any, strategy: Any, spec: Any) -> dict:

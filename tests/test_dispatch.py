@@ -144,6 +144,7 @@ def test_one_cold_measurement_does_not_flip_a_persistent_change():
 def test_no_fallback_means_always_parallel():
     policy = started(task=1e-6, fallback=False)
     assert policy.choose(16) == PARALLEL
+    assert policy.choose(1) == PARALLEL  # a run's starting agent too: none in this process
 
 
 def test_a_sleeping_agent_is_scored_by_the_workers_every_generation():

@@ -188,25 +188,3 @@ def test_outside_es_search_a_fork_keeps_the_programs_handler():
     finally:
         signal.signal(signal.SIGTERM, previous)
 
-
-def test_time_limit_interrupts_python_code_and_restores_sigalrm():
-    import signal
-    import time
-
-    from es_search.interrupt import TimeLimit, time_limit
-    before = signal.getsignal(signal.SIGALRM)
-    began = time.monotonic()
-    with pytest.raises(TimeLimit):
-        with time_limit(0.2):
-            time.sleep(10)
-    assert time.monotonic() - began < 5
-    assert signal.getsignal(signal.SIGALRM) == before
-    with time_limit(None):  # no limit
-        time.sleep(0.01)
-    own = signal.signal(signal.SIGALRM, lambda *_: None)  # the program's own: kept
-    try:
-        with time_limit(0.01):
-            time.sleep(0.05)
-        assert signal.getsignal(signal.SIGALRM) is not None
-    finally:
-        signal.signal(signal.SIGALRM, own)

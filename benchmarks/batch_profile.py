@@ -46,7 +46,7 @@ from es_search import worker  # noqa: E402
 from es_search.batched import candidate_rngs  # noqa: E402
 from es_search.candidates import Candidate, build_group  # noqa: E402
 from benchmarks.harness.batching import CASES, centre, make_agent  # noqa: E402
-from es_search.seeding import task_seeds  # noqa: E402
+from es_search.seeding import single_torch_thread, task_seeds  # noqa: E402
 
 
 def best(fn, reps: int = 5, inner: int = 3) -> float:
@@ -84,7 +84,7 @@ def profile(name: str, group: int, reps: int, generations: int = 10,
     payload = worker.Payload(center, {}, None)
     seed, generation = 0, 3
     seeds = task_seeds(seed, generation, 0, group)
-    with torch.no_grad(), worker.single_torch_thread():
+    with torch.no_grad(), single_torch_thread():
         params = build_group(batched, center, candidates, seeds, seed, generation)
         row = {
             "task_seeds": best(lambda: task_seeds(seed, generation, 0, group), reps, 20),

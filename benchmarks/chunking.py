@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import es_search  # noqa: E402
 from es_search import dispatch  # noqa: E402
-from es_search.backends import LocalPool  # noqa: E402
 from es_search.dispatch import ChunkPolicy  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
 
@@ -44,14 +43,14 @@ def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, l
     ChunkPolicy.IMBALANCE_FROM = 0.0  # the chunk rules cut whatever the shares
     dispatch.AVAILABLE = rule == "claims"  # es_search's rule on loky
     if rule == "claims":
-        LocalPool.max_chunks_per_worker = 4
+        ChunkPolicy.MAX_CHUNKS_PER_WORKER = 4
         ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
         ChunkPolicy.IMBALANCE_FROM = AUTO_IMBALANCE_FROM
     elif rule.startswith("cap"):  # at most K chunks per worker, of about 5 ms or more
-        LocalPool.max_chunks_per_worker = int(rule[3:])
+        ChunkPolicy.MAX_CHUNKS_PER_WORKER = int(rule[3:])
         ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
     else:  # chunks of about X seconds, down to one task each
-        LocalPool.max_chunks_per_worker = None
+        ChunkPolicy.MAX_CHUNKS_PER_WORKER = None
         ChunkPolicy.MIN_CHUNK_SECONDS = float(rule.split("=")[1])
     began = time.perf_counter()
     result = es_search.run(cls(), generations=generations, population=config["population"],

@@ -50,7 +50,8 @@ GROUP = 32
 
 def serve(conn) -> None:
     """A worker's loop: (centre, candidates, seed, generation, start) -> scores."""
-    from es_search.worker import Payload, score_groups, single_torch_thread
+    from es_search.seeding import single_torch_thread
+    from es_search.worker import Payload, score_groups
     agent = Pendulum(score_batch_size=GROUP)
     while True:
         message = conn.recv()

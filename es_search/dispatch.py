@@ -28,8 +28,8 @@ from typing import Any, Callable, ClassVar, Sequence
 
 from . import backends
 from .candidates import Candidate, take_vectors
-from .worker import (Payload, cached_payload, group_bounds, score_tasks, single_torch_thread,
-                     worker_agent)
+from .seeding import single_torch_thread
+from .worker import Payload, cached_payload, group_bounds, score_tasks, worker_agent
 
 try:
     import fcntl
@@ -74,11 +74,13 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a
     :class:`DispatchPolicy` measured (``measured``); ``evolved``, ``group``: the agent's
-    values and group size; ``cap``: chunks per worker at most (None: any)."""
+    values and group size."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
-    cap: int | None = None
+
+    #: chunks per worker in one round at most (None: any); each costs a hand-out
+    MAX_CHUNKS_PER_WORKER: ClassVar[int | None] = 4
 
     #: tasks at least this long (seconds) are taken as the workers come free (claimed,
     #: or several chunks per worker): uneven episodes or a slowed core hold less back
@@ -101,14 +103,16 @@ class ChunkPolicy:
 
     def count(self, n: int, measured: Any) -> int:
         """Chunks for ``n`` candidates, a multiple of the workers: one per worker or, for long
-        tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``cap`` per worker at most."""
+        tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``MAX_CHUNKS_PER_WORKER``
+        per worker at most."""
         task, uneven = measured.task_seconds, measured.imbalance
         if task is None or task < self.BALANCE_FROM or uneven is None \
                 or uneven < self.IMBALANCE_FROM:
             return measured.n_workers
         per_worker = max(1, n // measured.n_workers)
         count = max(1, min(per_worker, int(per_worker * task / self.MIN_CHUNK_SECONDS)))
-        return measured.n_workers * (count if self.cap is None else min(count, self.cap))
+        cap = self.MAX_CHUNKS_PER_WORKER
+        return measured.n_workers * (count if cap is None else min(count, cap))
 
     def bounds(self, n: int, measured: Any) -> list[tuple[int, int]]:
         return chunk_bounds(n, self.count(n, measured), self.group)

@@ -27,12 +27,11 @@ from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbala
                        in_index_order, run_claimed, score_blocks)
 from .errors import TaskFailure, WorkerError, warn_user
 from .interrupt import sigterm_as_interrupt
-from .pickling import check_score_kwargs_pickle, cloudpickle
+from .pickling import check_agent, check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
-from .seeding import preserved_global_rngs
+from .seeding import in_process_tasks, preserved_global_rngs
 from .settings import Settings
-from .worker import (Payload, has_hooks, run_task, score_tasks, single_torch_thread,
-                     skeleton_bytes, warm_chunk)
+from .worker import Payload, has_hooks, run_task, score_tasks, skeleton_bytes, warm_chunk
 
 __all__ = ["Engine", "Scored"]
 
@@ -70,6 +69,7 @@ class Engine:
                                 sequential_fallback=sequential_fallback,
                                 repeat_check=repeat_check)
         self.settings = settings
+        check_agent(agent, workers=settings.n_jobs != 1)  # before it is copied
         self.seed, self.score_kwargs = settings.seed, settings.score_kwargs
         self.backend = _backends.prepare(settings.backend, settings.n_jobs)
         self.max_workers: int | None = None  # run(): no more than a generation's tasks
@@ -122,7 +122,7 @@ class Engine:
             if not self.pool.local:  # the workers keep or derive centres
                 from .pools.centres import CentreHistory
                 self._centres = CentreHistory()
-            self.chunking = replace(self.chunking, cap=self.pool.max_chunks_per_worker,
+            self.chunking = replace(self.chunking,
                                     claims=self.pool.claims and dispatch.AVAILABLE)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
@@ -201,7 +201,7 @@ class Engine:
                     candidates: list[Candidate]) -> tuple[list[Any], list[Any]]:
         began = time.perf_counter()
         try:
-            with preserved_global_rngs(), single_torch_thread():
+            with in_process_tasks():
                 result = score_tasks(self.local, payload, candidates, self.seed,
                                      generation, 0, self.settings.on_error)
         finally:
@@ -267,7 +267,7 @@ class Engine:
         if candidate.kind == "vector":  # nothing drawn: the global RNGs are not touched
             self.local.set_flat(candidate.vector)
         else:
-            with preserved_global_rngs(), single_torch_thread():
+            with in_process_tasks():
                 run_task(self.local, Payload(np.asarray(center), self.score_kwargs),
                          candidate, self.seed, generation, index, score=False)
         flat = self.local.get_flat()

@@ -15,7 +15,6 @@ from .checks import check, check_int
 from .errors import ScoreError, WorkerError, render, warn_user
 from .front import Evaluator
 from .folder import RunFolder
-from .pickling import check_agent
 from .result import Result
 from .search import Search
 from .seeding import kept_global_rngs
@@ -74,7 +73,6 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
         agent = spec.build_agent(settings.score_kwargs)
         population, sigma = spec.population, spec.sigma
         strategy, strategy_options = spec.strategy, spec.strategy_options
-    check_agent(agent, workers=settings.n_jobs != 1)  # before the evaluator copies it
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
     strategy = strategy_from(strategy, population, sigma, strategy_options)
     if spec is None and settings.out:  # what es-search test and --resume rebuild

@@ -10,8 +10,8 @@ from .agent import Agent
 from .candidates import Candidate
 from .checks import check, check_int, check_is_agent, check_seed
 from .folder import CHECKPOINT, RunDir
-from .seeding import preserved_global_rngs
-from .worker import Payload, run_task, single_torch_thread
+from .seeding import in_process_tasks
+from .worker import Payload, run_task
 
 
 def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
@@ -97,7 +97,7 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     copy = agent.clone()
     center = copy.get_flat() if center is None else np.asarray(center, dtype=np.float64)
     payload = Payload(center, dict(score_kwargs or {}), shared)
-    with preserved_global_rngs(), single_torch_thread():
+    with in_process_tasks():
         value, _ = run_task(copy, payload, candidate, seed, generation, index)
     return (value, copy) if return_agent else value
 

@@ -17,9 +17,9 @@ from .checks import (check_dict, check_int, check_evolved, check_is_agent, check
 from .errors import literal, render, warn_user
 from .pickling import cloudpickle
 from .scores import NotAScore, same_score
-from .seeding import preserved_global_rngs, task_seed
+from .seeding import in_process_tasks, task_seed
 from .settings import SCORE_KWARGS, recorded
-from .worker import Payload, run_group, run_task, score_alone, single_torch_thread
+from .worker import Payload, run_group, run_task, score_alone
 
 
 class UnrepeatableScoreWarning(RuntimeWarning):
@@ -104,7 +104,7 @@ def _payload(agent: Agent, score_kwargs: Mapping[str, Any]) -> Payload:
 def _repeat(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple[float, Any]]:
     """(score, report) of ``times`` runs of task ``(seed, -1, 0)``, as a run scores it."""
     payload, center = _payload(agent, score_kwargs), Candidate("center")
-    with preserved_global_rngs(), single_torch_thread():
+    with in_process_tasks():
         if group_size(agent):  # as the run scores it: score_batch, here a group of one
             return [(values[0], report) for values, report in (
                 run_group(agent, payload, [center], seed, -1, 0) for _ in range(times))]
@@ -162,7 +162,7 @@ def check_score_batch(agent: Agent, *, population: int = 8, sigma: float = 0.1,
                f"groups of {half} and {population - half}": [(0, half), (half, population)],
                "groups of one": [(i, i + 1) for i in range(population)]}
     scored: dict[str, list[float]] = {}
-    with preserved_global_rngs():
+    with in_process_tasks():  # as the workers score them
         for layout, bounds in layouts.items():
             scored[layout] = []
             for a, b in bounds:

@@ -163,6 +163,29 @@ def preserved_global_rngs() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Context manager: torch uses one intra-op thread inside the block, as every scoring
+    task does, in a worker or in this process: reductions are summed in the same order
+    whatever the path. The count is the process's: the block holds the process's state
+    lock, so a run in another thread cannot set it back meanwhile."""
+    with PROCESS_LOCK:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def in_process_tasks() -> Iterator[None]:
+    """Context manager around tasks scored or built in the caller's process as a worker
+    would: :func:`preserved_global_rngs` and :func:`single_torch_thread`."""
+    with preserved_global_rngs(), single_torch_thread():
+        yield
+
+
 #: ``random``'s module-level functions: the bound methods of its one shared Random
 _RANDOM_FUNCTIONS = tuple(name for name, f in vars(random).items()
                           if isinstance(getattr(f, "__self__", None), random.Random))

@@ -5,19 +5,17 @@ stripped), unpickled once per worker process and cached with its payload."""
 from __future__ import annotations
 
 import collections
-import contextlib
 import copy
 import functools
 import os
 import traceback
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
 
 from . import backends as _backends
 from . import candidates as _candidates
-from . import seeding
 from .agent import Agent, overrides
 from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate
@@ -51,6 +49,16 @@ def has_hooks(agent: Any) -> bool:
     return any(overrides(agent, name) for name in _HOOKS)
 
 
+def _set_task(agent: Agent, seed_of_task: int | None, seed: int = 0,
+              generation: int | None = None) -> None:
+    """The agent's per-task attributes (:class:`Agent`): ``task_seed``, and
+    ``generation_seed`` and ``selecting`` of ``generation`` (None: outside a task), set
+    as plain attributes (``nn.Module.__setattr__`` costs ~1 us each)."""
+    agent.__dict__.update(
+        task_seed=seed_of_task, selecting=generation == SELECTION_GENERATION,
+        generation_seed=None if generation is None else generation_seed(seed, generation))
+
+
 def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
              generation: int, index: int, *, score: bool = True,
              seed_of_task: int | None = None) -> tuple[float, Any]:
@@ -59,10 +67,7 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
     with its task seed (``seed_of_task``, if the caller computed it) and not restored:
     ``(score, agent.task_report())``, or ``(nan, None)`` with ``score=False`` (a rebuild)."""
     seed_ = task_seed(seed, generation, index) if seed_of_task is None else seed_of_task
-    seeds = agent.__dict__  # plain attributes: nn.Module.__setattr__ costs ~1 us each
-    seeds["task_seed"] = seed_
-    seeds["generation_seed"] = generation_seed(seed, generation)
-    seeds["selecting"] = generation == SELECTION_GENERATION
+    _set_task(agent, seed_, seed, generation)
     grad = torch.is_grad_enabled()  # no_grad() costs ~2 us: only when needed
     if grad:
         torch.set_grad_enabled(False)
@@ -78,8 +83,7 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
     finally:
         if grad:
             torch.set_grad_enabled(True)
-        seeds["task_seed"] = seeds["generation_seed"] = None
-        seeds["selecting"] = False
+        _set_task(agent, None)
 
 
 def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
@@ -160,8 +164,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
     built_here = params is None
     if built_here:  # one at a time, in the agent
         params = stack_built(agent, payload, candidates, seed, generation, start)
-    agent.generation_seed = generation_seed(seed, generation)
-    agent.selecting = generation == SELECTION_GENERATION
+    _set_task(agent, None, seed, generation)
     try:
         with torch.no_grad():
             seed_global_rngs(seeds[0])
@@ -172,7 +175,7 @@ def run_group(agent: Agent, payload: Payload, candidates: Sequence[Candidate], s
             values = agent.score_batch(params, seeds, **payload.score_kwargs)
             return as_scores(values, len(seeds), agent), agent.task_report()
     finally:
-        agent.generation_seed, agent.selecting = None, False
+        _set_task(agent, None)
 
 
 def stack_built(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
@@ -317,18 +320,3 @@ def warm_chunk(token: str, skeleton: Any) -> int:
     with _backends.CHUNK_LOCK:
         worker_agent(token, skeleton)
     return os.getpid()
-
-
-@contextlib.contextmanager
-def single_torch_thread() -> Iterator[None]:
-    """Context manager: torch uses one intra-op thread inside the block, as every scoring
-    task does, in a worker or in this process: reductions are summed in the same order
-    whatever the path. The count is the process's: the block holds the process's state
-    lock, so a run in another thread cannot set it back meanwhile."""
-    with seeding.PROCESS_LOCK:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)

@@ -250,7 +250,8 @@ class Mixed(es_search.Agent):
 @pytest.mark.parametrize("jitter", [(0.5, 1e-3, 2.0), (0.3,) * 3])
 def test_a_group_is_built_bit_for_bit_as_each_candidate_alone(agent, jitter):
     from es_search.candidates import Candidate, build_group
-    from es_search.worker import Payload, run_task, single_torch_thread
+    from es_search.seeding import single_torch_thread
+    from es_search.worker import Payload, run_task
     agent.set_flat(agent.get_flat() + np.linspace(-1, 1, agent.num_evolved()))
     center = agent.get_flat()  # exact in every dtype, so the check below can be exact
     scale = np.linspace(0.1, 2, center.size)

@@ -154,7 +154,7 @@ def test_torch_runs_on_one_thread_until_the_block_ends_whatever_other_threads_do
     """torch's thread count is the process's: a second thread's block waits, so it
     cannot set the count back in the middle of the first one's tasks."""
     import threading
-    from es_search.worker import single_torch_thread
+    from es_search.seeding import single_torch_thread
     entered, done = threading.Event(), threading.Event()
 
     def other():

@@ -224,11 +224,12 @@ def measured(task, workers=2, uneven=0.5):
 
 
 def test_chunk_count_cuts_long_tasks_finer_and_respects_the_pool_cap():
-    policy, capped = ChunkPolicy(), ChunkPolicy(cap=4)
+    policy, capped = ChunkPolicy(), ChunkPolicy()
+    policy.MAX_CHUNKS_PER_WORKER = None
     assert policy.count(16, measured(None)) == 2  # nothing measured yet
     assert policy.count(16, measured(0.001)) == 2  # short: one per worker
     assert policy.count(16, measured(0.05)) == 16  # long: one task a chunk
-    assert capped.count(16, measured(0.05)) == 8  # Dask/Ray/joblib cap
+    assert capped.count(16, measured(0.05)) == 8  # 4 chunks per worker at most
     assert policy.count(64, measured(0.0025, 4)) == 32  # ~5 ms chunks
     assert policy.count(3, measured(0.05)) == 2  # never more than tasks
     assert capped.count(16, measured(0.05, uneven=None)) == 2  # shares unmeasured

@@ -1,6 +1,8 @@
 """Agents that cannot be copied or sent to workers are named before any work."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import es_search
@@ -25,6 +27,8 @@ def test_unpicklable_agent_is_named_before_any_work(tmp_path, make, attribute, n
                       **KW)
     assert attribute in str(info.value)
     assert not (tmp_path / "run").exists()  # refused before anything ran
+    with pytest.raises(es_search.UnpicklableAgentError, match=re.escape(attribute)):
+        es_search.evaluate(make(tmp_path), [{}], n_jobs=n_jobs)  # its front door too
 
 
 # ----------------------------------------------------------------- unpicklable score_kwargs

@@ -15,8 +15,7 @@ class Pool:
     """Where the parallel path runs a generation's chunks; one per ``Evaluator``, which
     reads what it can do from class attributes: ``local`` (this machine's processes,
     payloads as files in ``files``; else ``put`` takes a recipe: :mod:`.centres`),
-    ``claims`` (the workers can claim tasks from a counter in ``files``),
-    ``max_chunks_per_worker`` (in one round).
+    ``claims`` (the workers can claim tasks from a counter in ``files``).
 
     ``put(name, value)``: a payload (bytes or an array) for the chunks; returns what to
     pass in their arguments; a later ``put`` of the name replaces it.
@@ -29,7 +28,6 @@ class Pool:
     n_workers = 1
     local = False
     claims = False
-    max_chunks_per_worker: int | None = 4
 
     def abort(self) -> None:
         """Stop the running chunks now (Ctrl-C)."""

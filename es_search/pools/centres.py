@@ -19,10 +19,10 @@ def derive_center(token: str, skeleton: Any, base: np.ndarray, candidate: Any, s
                   generation: int, index: int) -> np.ndarray:
     """In a worker: candidate ``index`` of ``generation`` built around ``base``, flat,
     exactly as :meth:`es_search.evaluation.Evaluator.rebuild` built it."""
-    from ..seeding import preserved_global_rngs
-    from ..worker import Payload, run_task, single_torch_thread, worker_agent
+    from ..seeding import in_process_tasks
+    from ..worker import Payload, run_task, worker_agent
     agent = worker_agent(token, skeleton)
-    with preserved_global_rngs(), single_torch_thread():
+    with in_process_tasks():
         run_task(agent, Payload(np.asarray(base), {}), candidate, seed, generation, index,
                  score=False)
     return agent.get_flat()

@@ -26,7 +26,8 @@ from .problems import BUILTINS, load_problem, problem_defaults
 from .selection import describe, label
 from .settings import DOCUMENTED, Settings
 from .loop import run
-from .spec import RunSpec, TestScoresError
+from .held_out import TestScoresError
+from .spec import RunSpec
 from .strategies import DEFAULT, STRATEGIES
 
 __all__ = ["main", "build_parser", "flag_term", "resume_command", "UsageError"]
@@ -145,7 +146,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     left, whose end and test are the earlier ones unless ``retested``: its end's
     selection done again with another ``--select-tasks``)."""
     from .folder import CHOSEN_WEIGHTS, TEST, RunDir
-    from .spec import held_out_figures
+    from .held_out import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
@@ -253,7 +254,7 @@ def _tested(name: str) -> str:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .spec import held_out_test
+    from .held_out import held_out_test
     agent, figures, chosen = held_out_test(args.out)
     if chosen is None:
         print(f"{args.out}: an unfinished run (resume it to finish); its best so far:")

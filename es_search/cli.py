@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench
-from .cli_parser import UsageError, build_parser, callbacks_from_args, flag_term
+from .cli_parser import RESUMED, UsageError, build_parser, callbacks_from_args, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
                      render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
@@ -116,7 +116,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .folder import RunDir
     from .pools.dask_pool import scheduler_client
 
+    own = RunDir(args.out).config if args.resume and args.out else {}  # the run's
+    for name in RESUMED:  # not given again: the run's own, else the default
+        if getattr(args, name) is None:
+            setattr(args, name, own.get(name, getattr(Settings, name)))
     settings = {setting.name: getattr(args, setting.name) for setting in DOCUMENTED}
+    if own.get("score_kwargs"):  # a run started in Python: no flag gives them again
+        settings["score_kwargs"] = RunDir(args.out).score_kwargs(own["score_kwargs"])
     if args.scheduler is not None:
         if args.backend not in (None, "dask"):
             raise UsageError(f"--scheduler is a dask scheduler; it cannot be used with "

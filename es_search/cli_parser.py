@@ -65,6 +65,11 @@ def flag_term(parser: argparse.ArgumentParser) -> Callable[..., str]:
     return term
 
 
+#: settings that config.json records and a resume keeps unless given again (None when not
+#: given: ``cli`` fills them in)
+RESUMED = ("checkpoint_every", "select_tasks")
+
+
 def _add_settings(parser: argparse.ArgumentParser) -> None:
     """A flag per documented setting, its help's settings written as this parser's flags."""
     actions = []
@@ -76,11 +81,13 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
                 else "store_true"
         elif setting.default is not None:
             options.setdefault("type", type(setting.default))
+        default = None if setting.name in RESUMED else setting.default
         actions.append(parser.add_argument("--" + setting.name.replace("_", "-"),
-                                           default=setting.default, **options))
+                                           default=default, **options))
     term = flag_term(parser)
     for action, setting in zip(actions, DOCUMENTED):
-        action.help = render(setting.metadata["help"], term).replace("%", "%%")  # argparse's
+        own = "; with --resume, the run's own" if setting.name in RESUMED else ""
+        action.help = render(setting.metadata["help"] + own, term).replace("%", "%%")
 
 
 def _add_problem(parser: argparse.ArgumentParser, resume: str = "") -> None:

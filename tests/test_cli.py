@@ -808,6 +808,19 @@ def test_resume_takes_every_setting_not_given_again_from_the_run(tmp_path, capsy
     assert "seed: 1 in the checkpoint, 2 now" in capsys.readouterr().err
 
 
+def test_resume_keeps_the_runs_select_tasks_and_checkpoint_every(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    common = ["run", "sphere", "--n-jobs", "1", "--no-progress", "--no-test", "--out", out]
+    assert main([*common, "--generations", "2", "--select-tasks", "3",
+                 "--checkpoint-every", "2"]) == 0
+    assert main([*common, "--generations", "3", "--resume"]) == 0  # neither given again
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["select_tasks"], config["checkpoint_every"]) == (3, 2)
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["select_tasks"] == 3
+    assert main([*common, "--generations", "4", "--resume", "--select-tasks", "5"]) == 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["select_tasks"] == 5
+
+
 def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
     from compare import claim
     out = tmp_path / "run"
@@ -1027,3 +1040,33 @@ def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monk
         assert main(["run", spelling, "--out", "runs/w", "--resume", "--generations",
                      generations, "--n-jobs", "1", "--no-progress", "--no-test"]) == 0
         assert f"after {generations} generations" in capsys.readouterr().out
+
+
+
+def test_a_python_run_with_score_kwargs_resumes_from_the_command_line(tmp_path, monkeypatch,
+                                                                        capsys):
+    """The command has no flag for score_kwargs: a resume takes the run's own, saved in
+    its folder (it was refused as a changed configuration)."""
+    (tmp_path / "target_mod.py").write_text(textwrap.dedent("""
+        import torch, es_search
+
+        class Aim(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(3))
+
+            def score(self, target):
+                return -float(((self.w - target) ** 2).sum())
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "target_mod", raising=False)
+    import es_search
+    from target_mod import Aim
+    kw = dict(n_jobs=1, progress=False, score_kwargs={"target": 0.5})
+    full = es_search.run(Aim(), generations=3, **kw)
+    es_search.run(Aim(), generations=2, out="runs/a", **kw)
+    assert main(["run", "target_mod.py:Aim", "--out", "runs/a", "--resume", "--generations",
+                 "3", "--n-jobs", "1", "--no-progress", "--no-test"]) == 0
+    assert [h["best_score"] for h in read_history(tmp_path / "runs/a/history.jsonl")] == \
+        [h["best_score"] for h in full.history]

@@ -21,8 +21,8 @@ from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, p
                      render, setting_message, worker_message)
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .checks import keyword_parameters
-from .problems import BUILTINS, load_problem, problem_defaults
+from .checks import check_int, keyword_parameters
+from .problems import BUILTINS, load_problem, problem_defaults, resolve_spec
 from .selection import describe, label
 from .settings import DOCUMENTED, Settings
 from .loop import run
@@ -117,6 +117,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .pools.dask_pool import scheduler_client
 
     own = RunDir(args.out).config if args.resume and args.out else {}  # the run's
+    if args.problem is None:  # es-search run --resume --out DIR
+        if not own.get("spec"):
+            raise UsageError("es-search run: error: the following arguments are required: "
+                             "problem (left out only with --resume --out DIR of a run)")
+        args.problem = resolve_spec(own["spec"]["problem"], own["spec"]["cwd"])
     for name in RESUMED:  # not given again: the run's own, else the default
         if getattr(args, name) is None:
             setattr(args, name, own.get(name, getattr(Settings, name)))
@@ -204,10 +209,13 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from .agent import has_score_batch, overrides
+    from .pickling import check_agent
     from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
 
+    check_int("population", args.population, 2, " (candidates scored in groups)")
     spec = RunSpec.of(vars(args))
     agent = spec.build_agent({})
+    check_agent(agent, workers=True)  # as a run on workers does
     problem, start = repeat_and_score(agent, seed=args.seed)  # as a run's repeat check
     if not problem and not math.isfinite(start):
         problem = (f"{type(agent).__name__}'s score is {start} for the starting agent: not "

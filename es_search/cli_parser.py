@@ -91,10 +91,12 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_problem(parser: argparse.ArgumentParser, resume: str = "") -> None:
-    """PROBLEM and its constructor arguments, ``-p NAME=VALUE``."""
-    parser.add_argument("problem", help="a built-in name (es-search list), gym:ENV_ID (any "
-                                        "gymnasium environment), module:Class or "
-                                        "path/to/file.py:Class")
+    """PROBLEM (with ``resume``: optional, the run's own) and its constructor arguments,
+    ``-p NAME=VALUE``."""
+    parser.add_argument("problem", nargs="?" if resume else None,
+                        help="a built-in name (es-search list), gym:ENV_ID (any gymnasium "
+                             "environment), module:Class or path/to/file.py:Class" +
+                             ("; with --resume, the run's own if left out" if resume else ""))
     parser.add_argument("-p", "--param", dest="params", action=_Params, default={},
                         const="work=100", metavar="NAME=VALUE",
                         help="constructor argument of the agent (repeatable)" + resume)

@@ -67,7 +67,8 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
             check(name, arguments[name], arguments[name] == default, "set by the RunSpec "
                   "given, not beside it", f"give it to the RunSpec: RunSpec(..., {name}=...)")
         arguments.update(generations=spec.generations, seed=spec.seed)
-    check_int("generations", arguments["generations"], 1)  # a run's: required
+    check_int("generations", arguments["generations"], 1,  # a run's: required
+              " (required: how many generations the run lasts)")
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
     if spec is not None:  # checked: now its agent (an environment, a dataset...)
         agent = spec.build_agent(settings.score_kwargs)

@@ -15,7 +15,7 @@ from .candidates import Candidate
 from .checks import (check_dict, check_int, check_evolved, check_is_agent, check_number,
                      check_positive_float, check_score_kwargs, check_seed)
 from .errors import literal, render, warn_user
-from .pickling import cloudpickle
+from .pickling import check_agent, cloudpickle
 from .scores import NotAScore, same_score
 from .seeding import in_process_tasks, task_seed
 from .settings import SCORE_KWARGS, recorded
@@ -40,6 +40,7 @@ def check_repeatable(agent: Any, *, seed: int = 0,
     """Score a copy of ``agent`` twice as the task ``(seed, -1, 0)``: None when the
     scores and ``task_report()`` agree bit for bit, else a message saying what differed
     and how to fix it. The global RNGs are kept; what ``score()`` raises propagates."""
+    check_agent(agent, workers=True)  # as a run does: named, not pickle's TypeError
     problem = repeat_and_score(agent, seed=seed, score_kwargs=score_kwargs)[0]
     return problem and render(problem)
 

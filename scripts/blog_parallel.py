@@ -45,4 +45,5 @@ def main(argv=None) -> list[float]:
 
 
 if __name__ == "__main__":
-    main()
+    from run_args import script_main  # scripts/run_args.py: bad input in one line
+    script_main(main)

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import torch
 
 import es_search
-from run_args import RunArgs, parse  # scripts/run_args.py: --seed, --n-jobs, --out, ...
+from es_search.checks import check_int
+from run_args import RunArgs, parse, script_main  # scripts/run_args.py: --seed, --out, ...
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Regressor(es_search.Agent):
 
 def main(argv=None) -> float:
     args = parse_args(argv)
+    check_int("points", args.points, 4, " (a quarter of them are held out)")
     x, y, x_test, y_test = make_data(args.points, args.seed)  # the run's seed makes the data
     torch.manual_seed(args.seed)  # the starting weights
     agent = Regressor(x, y, args.hidden, args.score_batch_size)
@@ -106,4 +108,4 @@ def main(argv=None) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    script_main(main)

@@ -7,12 +7,14 @@ docstring is its ``--help``).
         generations: int = 40     # --generations N; the string under a field is its help
 
     args = parse(Args, "what the script does", argv)
+
+and runs its ``main`` with :func:`script_main`: bad input said in one line, not a traceback.
 """
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Callable
 
 from es_search.errors import SettingError, setting_message
 from es_search.extras import require
@@ -52,6 +54,18 @@ def parse(args_class: type, description: str, argv: Any = None) -> Any:
     except SettingError as exc:
         sys.exit(f"{sys.argv[0]}: error: {setting_message(exc, _flag)}")
     return args
+
+
+def script_main(main: Callable[[], Any]) -> None:
+    """A script's entry point: ``main()``, with es_search's refusal of bad input (a value,
+    a setting, an out folder: ValueError, TypeError) said in one line in the flags'
+    terms (``--resume``, not ``resume=True``), exit status 2."""
+    try:
+        main()
+    except (ValueError, TypeError) as exc:
+        text = setting_message(exc, _flag) if isinstance(exc, SettingError) else str(exc)
+        print(f"{sys.argv[0]}: error: {text}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _flag(setting: str, value: Any = None) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 
 import es_search
 from es_search.problems import GymPolicy
-from run_args import RunArgs, parse  # scripts/run_args.py: --seed, --n-jobs, --out, ...
+from run_args import RunArgs, parse, script_main  # scripts/run_args.py: --seed, --out, ...
 
 
 @dataclass
@@ -56,4 +56,4 @@ def main(argv=None) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    script_main(main)

@@ -55,6 +55,10 @@ def test_a_bad_callback_is_refused_before_any_work():
     with pytest.raises(TypeError, match="strategy_options must be a dict of the "
                                         "strategy's own options .*got 'x'"):
         es_search.run(Quadratic(), generations=2, strategy_options="x", **KW)
+    for wrong in (lambda: None, lambda record, extra: None):  # must take the record
+        with pytest.raises(TypeError, match=r"callbacks\[0\] .* must take one argument"):
+            es_search.run(Quadratic(), generations=2, callbacks=[wrong], **KW)
+    es_search.run(Quadratic(), generations=2, callbacks=[len, lambda *a, **k: None], **KW)
 
 
 def test_a_misspelled_hook_is_refused_at_the_call():

@@ -410,7 +410,8 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
                                "pass the run's --out DIR)"),
     (["test", "/"], "no run folder at / (a folder with a config.json"),
     (["test", "/etc/passwd"], "no run folder at /etc/passwd (a folder with a config.json"),
-    (["check", "blog", "--population", "0"], "--population must be an integer >= 1, got 0"),
+    (["check", "blog", "--population", "1"],
+     "--population must be an integer >= 2 (candidates scored in groups), got 1"),
     (["check", "nope"], "unknown problem 'nope'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
@@ -819,6 +820,12 @@ def test_resume_keeps_the_runs_select_tasks_and_checkpoint_every(tmp_path, capsy
     assert json.loads((tmp_path / "run" / "result.json").read_text())["select_tasks"] == 3
     assert main([*common, "--generations", "4", "--resume", "--select-tasks", "5"]) == 0
     assert json.loads((tmp_path / "run" / "config.json").read_text())["select_tasks"] == 5
+    bare = ["run", "--n-jobs", "1", "--no-progress", "--no-test", "--out", out]
+    assert main([*bare, "--resume", "--generations", "5"]) == 0  # the run's own problem
+    assert len(read_history(tmp_path / "run" / "history.jsonl")) == 5
+    capsys.readouterr()
+    assert main(bare) == 2
+    assert "required: problem (left out only with --resume" in capsys.readouterr().err
 
 
 def test_testing_a_run_that_goes_on_is_refused(tmp_path, capsys):
@@ -1012,6 +1019,45 @@ def test_a_file_that_runs_when_imported_is_imported_up_to_its_run(tmp_path, caps
     assert files() == saved  # not run again
     from es_search import load_run
     assert type(load_run("runs/quad").chosen_agent()).__name__ == "Quadratic"  # rebuilt
+
+
+def test_a_script_that_parses_its_arguments_at_import_is_imported_without_them(
+        tmp_path, capsys, monkeypatch):
+    """es_search imports the script for its class with no arguments (it read es-search's
+    own, ``test runs/p``, and exited with its usage); one that needs some says so."""
+    script = tmp_path / "parsing.py"
+    script.write_text(textwrap.dedent("""
+        import argparse, torch, es_search
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--generations", type=int, default=2)
+        args = parser.parse_args()
+
+        class Pol(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(2))
+
+            def score(self):
+                return -float(((self.w - 1) ** 2).sum())
+
+        if __name__ == "__main__":
+            es_search.run(Pol(), generations=args.generations, n_jobs=1, out="runs/p",
+                          progress=False)
+    """))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["parsing.py", "--generations", "3"])
+    import runpy
+    runpy.run_path(str(script), run_name="__main__")
+    monkeypatch.setattr(sys, "argv", ["es-search", "test", "runs/p"])  # as the command has
+    capsys.readouterr()
+    assert main(["test", "runs/p"]) == 0
+    assert "Pol defines no test figures" in capsys.readouterr().out
+    needs = tmp_path / "needs.py"
+    needs.write_text(script.read_text().replace("default=2", "required=True"))
+    assert main(["run", "needs.py:Pol", "--generations", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "importing needs.py exited (2)" in err and "if __name__ == '__main__':" in err
 
 
 def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monkeypatch,

@@ -29,6 +29,8 @@ def test_unpicklable_agent_is_named_before_any_work(tmp_path, make, attribute, n
     assert not (tmp_path / "run").exists()  # refused before anything ran
     with pytest.raises(es_search.UnpicklableAgentError, match=re.escape(attribute)):
         es_search.evaluate(make(tmp_path), [{}], n_jobs=n_jobs)  # its front door too
+    with pytest.raises(es_search.UnpicklableAgentError, match=re.escape(attribute)):
+        es_search.check_repeatable(make(tmp_path))
 
 
 # ----------------------------------------------------------------- unpicklable score_kwargs

@@ -71,3 +71,23 @@ def test_a_scripts_bad_run_setting_is_one_line_before_any_work(args, message):
     with pytest.raises(SystemExit) as exited:  # tyro parsed them; run()'s checks refuse
         run_script("fit_batched.py", *args)
     assert f": error: {message}" in str(exited.value)
+
+
+@pytest.mark.parametrize("script, args, message", [
+    ("train_cartpole.py", ["--hidden", "-1"], "--hidden must be an integer >= 0 (units of "
+                                               "one tanh hidden layer; 0: a linear policy)"),
+    ("fit_batched.py", ["--points", "0"], "--points must be an integer >= 4"),
+    ("blog_parallel.py", ["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
+])
+def test_a_scripts_bad_input_found_in_its_run_is_one_line_exit_2(script, args, message):
+    """What es_search refuses once the script runs (the agent's arguments, the out
+    folder) is said as the command line names it, without a traceback."""
+    import subprocess
+    if script == "train_cartpole.py":
+        pytest.importorskip("gymnasium")
+    done = subprocess.run([sys.executable, os.path.join(SCRIPTS, script), *args],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.path.dirname(SCRIPTS)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1
+    assert lines[0].startswith(f"{os.path.join(SCRIPTS, script)}: error: {message}")

@@ -12,6 +12,7 @@ warning). Callbacks are not checkpointed: pass them again when resuming.
 from __future__ import annotations
 
 import difflib
+import inspect
 import numbers
 import sys
 from dataclasses import dataclass, field
@@ -151,6 +152,14 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
         if isinstance(cb, Callback) or any(hasattr(cb, m) for m in HOOKS):
             wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
         elif callable(cb):
+            try:  # a builtin may not say what it takes: it is tried at the first generation
+                inspect.signature(cb).bind({})
+            except TypeError:
+                raise TypeError(f"callbacks[{i}] ({getattr(cb, '__qualname__', cb)!r}) "
+                                f"must take one argument, the generation's record (a "
+                                f"dict): def callback(record): ...") from None
+            except ValueError:
+                pass
             wrapped.append(FunctionCallback(cb))
         else:
             raise TypeError(f"callbacks must be callables taking the generation's record "

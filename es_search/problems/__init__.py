@@ -63,13 +63,20 @@ def _import_file(path: str) -> Any:
         raise ProblemError(f"cannot import {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    argv, sys.argv = sys.argv, [path]  # as if run bare: not es-search's own arguments
     try:
         spec.loader.exec_module(module)
     except RunAtImport:  # a script's unguarded run(): what it defines above the call
         pass
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # SystemExit: e.g. its argparse's error
         del sys.modules[name]
-        raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        what = f"exited ({exc})" if isinstance(exc, SystemExit) else \
+            f"failed: {type(exc).__name__}: {exc}"
+        raise ProblemError(f"importing {path} {what}; es_search runs the file without "
+                           f"arguments to find its classes: put what a run needs under "
+                           f"if __name__ == '__main__':") from exc
+    finally:
+        sys.argv = argv
     cloudpickle.register_pickle_by_value(module)  # workers cannot import it by name
     return module
 

@@ -69,6 +69,8 @@ class ControlPolicy(Agent):
     def _settings(self, hidden: Any, episodes: Any, max_steps: Any, greedy: Any) -> None:
         """Check the settings every control policy has (before any environment is made)."""
         if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
+            hidden = check_int("hidden", hidden, 0, " (units of one tanh hidden layer; 0: "
+                               "a linear policy)")
             hidden = (hidden,) if hidden else ()
         if isinstance(hidden, str) or not isinstance(hidden, Iterable):
             raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "

@@ -146,26 +146,36 @@ def measure_block(cost: str, size: int, pop: int, n: int, reps: int, loops: dict
 
 
 def measure_overheads(n: int, reps: int) -> dict:
-    """The engine's own cost on ``n`` workers, ``T = a + h ceil(P / n)`` per generation:
-    trivial scores of a 10-parameter agent sent to the workers (no in-process fallback)
-    at populations ``n``, ``8 n`` and ``32 n``, taking turns generation by generation; the
-    median of ``reps`` generations each (after one warm one), fitted by least squares."""
+    """What the workers add to scoring, ``T = a + ceil(P / n) (t + h)`` per generation
+    of ``P`` tasks of ``t`` seconds on ``n`` workers: trivial scores of a 10-parameter
+    agent sent to the workers (no in-process fallback) and scored in this process, at
+    populations ``n``, ``8 n`` and ``32 n``, all taking turns generation by generation;
+    the median of ``reps`` generations each (after one warm one), fitted by least
+    squares: ``a`` the workers' intercept, ``h`` their slope less this process's per
+    task (the task's own cost, ``t``, counted in the model already)."""
     agent = make_agent("trivial", 10, {"trivial": 0})
     pops = (n, 8 * n, 32 * n)
-    times: dict[int, list[float]] = {pop: [] for pop in pops}
-    with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as ev:
-        center, generation = ev.local.get_flat(), 0
+    times: dict[tuple, list[float]] = {(w, pop): [] for w in (1, n) for pop in pops}
+    with Evaluator(agent, seed=0, n_jobs=n, sequential_fallback=False) as many, \
+            Evaluator(agent, seed=0, n_jobs=1) as one:
+        center, generation = many.local.get_flat(), 0
         for rep in range(reps + 1):
             for pop in pops:
                 center = moved(center)
-                seconds = _time(lambda: ev.score(generation, center,
-                                                 [Candidate("jitter", SIGMA)] * pop))[0]
+                for w, ev in ((n, many), (1, one)):
+                    seconds = _time(lambda: ev.score(generation, center,
+                                                     [Candidate("jitter", SIGMA)] * pop))[0]
+                    if rep:
+                        times[w, pop].append(seconds)
                 generation += 1
-                if rep:
-                    times[pop].append(seconds)
-    points = [(math.ceil(pop / n), statistics.median(times[pop])) for pop in pops]
-    h, a = np.polyfit([k for k, _ in points], [t for _, t in points], 1)
-    return {"n": n, "per_generation_s": float(a), "per_task_s": float(h), "points": points}
+    ks = [math.ceil(pop / n) for pop in pops]
+    fits = {w: np.polyfit(ks, [statistics.median(times[w, pop]) for pop in pops], 1)
+            for w in (1, n)}
+    (slope, a), task = fits[n], fits[1][0] / n  # in this process: n tasks per k
+    return {"n": n, "per_generation_s": float(a), "per_task_s": float(slope - task),
+            "task_s": float(task),
+            "points": [(k, statistics.median(times[n, pop]), statistics.median(times[1, pop]))
+                       for k, pop in zip(ks, pops)]}
 
 
 def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:

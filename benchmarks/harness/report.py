@@ -112,8 +112,9 @@ def _points(result: dict) -> str:
     over = result.get("overheads")
     if not over:
         return "not measured"
-    return f"{over['n']} workers, " + ", ".join(
-        f"{k} tasks each {t * 1e3:.2f} ms" for k, t in over["points"])
+    return (f"{over['n']} workers, {over['task_s'] * 1e6:.1f} us a task in this process; "
+            + ", ".join(f"{k} tasks each: {t * 1e3:.2f} ms, {one * 1e3:.2f} ms here"
+                        for k, t, one in over["points"]))
 
 
 def _caveat(result: dict) -> list[str]:

@@ -245,9 +245,10 @@ class LocalPool(Pool):
 
 
 def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
-              max_workers: int | None = None) -> Pool | None:
-    """The pool ``choice`` names, or None for a single worker (score in this process);
-    on this machine at most ``max_workers`` processes (a run's largest generation)."""
+              max_workers: int | None = None, here: bool = True) -> Pool | None:
+    """The pool ``choice`` names, or None for a single worker when scores may run in this
+    process (``here``); on this machine at most ``max_workers`` processes (a run's
+    largest generation)."""
     kind, n_jobs = choice
     if kind == "ray":
         from .pools.ray_pool import RayPool
@@ -255,6 +256,6 @@ def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
     if kind not in (None, "loky", "multiprocessing"):
         from .pools.dask_pool import DaskPool
         return DaskPool(kind, n_jobs)
-    n_workers = min(n_jobs, max_workers or n_jobs)
-    return None if kind is None or n_workers <= 1 else LocalPool(kind, n_workers,
-                                                                 task_timeout)
+    n_workers = max(1, min(n_jobs, max_workers or n_jobs))
+    return None if kind is None or n_workers == 1 and here else LocalPool(kind, n_workers,
+                                                                         task_timeout)

@@ -22,7 +22,7 @@ from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, p
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .checks import check_int, keyword_parameters
-from .problems import BUILTINS, load_problem, problem_defaults, resolve_spec
+from .problems import BUILTINS, load_problem, problem_defaults
 from .selection import describe, label
 from .settings import DOCUMENTED, Settings
 from .loop import run
@@ -117,11 +117,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .pools.dask_pool import scheduler_client
 
     own = RunDir(args.out).config if args.resume and args.out else {}  # the run's
-    if args.problem is None:  # es-search run --resume --out DIR
+    if args.problem is None:  # es-search run --resume --out DIR: the run's own
         if not own.get("spec"):
-            raise UsageError("es-search run: error: the following arguments are required: "
-                             "problem (left out only with --resume --out DIR of a run)")
-        args.problem = resolve_spec(own["spec"]["problem"], own["spec"]["cwd"])
+            raise UsageError(
+                "es-search run: error: the following arguments are required: problem" + (
+                    f" ({args.out} holds a run started in Python whose agent its config "
+                    f"cannot rebuild: name its class, FILE.py:CLASS)" if own else
+                    " (left out only with --resume --out DIR of a run)"))
+        args.problem, args.cwd = own["spec"]["problem"], own["spec"]["cwd"]
     for name in RESUMED:  # not given again: the run's own, else the default
         if getattr(args, name) is None:
             setattr(args, name, own.get(name, getattr(Settings, name)))

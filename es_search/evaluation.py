@@ -98,7 +98,7 @@ class Engine:
         return self.policy.stats()
 
     def __enter__(self) -> "Engine":
-        if self.settings.repeat_check and self.settings.fallback:  # in this process
+        if self.settings.repeat_check and (self.settings.fallback or self.backend[0] is None):
             warn_if_unrepeatable(self.local, self.seed, self.score_kwargs)
         # a process's first seeding, building and drawing cost ~5 ms: not a generation's
         self.rebuild(-1, self.local.get_flat(), Candidate("center"), 0)
@@ -115,7 +115,7 @@ class Engine:
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
             self.pool = _backends.open_pool(self.backend, self.settings.task_timeout,
-                                            self.max_workers)
+                                            self.max_workers, self.settings.fallback)
             if self.pool is None:
                 return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers

@@ -32,7 +32,8 @@ class ScoreBatchMismatch(ValueError):
 
 
 #: attributes of every ``nn.Module`` (torch's bookkeeping) and es_search's per-task seeds
-_INTERNAL = frozenset(vars(torch.nn.Module())) | {"task_seed", "generation_seed"}
+_INTERNAL = frozenset(vars(torch.nn.Module())) | {"task_seed", "generation_seed",
+                                                  "selecting"}
 
 
 def check_repeatable(agent: Any, *, seed: int = 0,

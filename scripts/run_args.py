@@ -16,7 +16,9 @@ import sys
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
+from es_search.checkpoint import CheckpointError
 from es_search.errors import SettingError, setting_message
+from es_search.lock import OutFolderError
 from es_search.extras import require
 from es_search.settings import Settings
 
@@ -57,12 +59,12 @@ def parse(args_class: type, description: str, argv: Any = None) -> Any:
 
 
 def script_main(main: Callable[[], Any]) -> None:
-    """A script's entry point: ``main()``, with es_search's refusal of bad input (a value,
-    a setting, an out folder: ValueError, TypeError) said in one line in the flags'
-    terms (``--resume``, not ``resume=True``), exit status 2."""
+    """A script's entry point: ``main()``, with es_search's refusal of bad input (a
+    setting or value, an out folder, a checkpoint) said in one line in the flags' terms
+    (``--resume``, not ``resume=True``), exit status 2; anything else keeps its traceback."""
     try:
         main()
-    except (ValueError, TypeError) as exc:
+    except (SettingError, OutFolderError, CheckpointError) as exc:
         text = setting_message(exc, _flag) if isinstance(exc, SettingError) else str(exc)
         print(f"{sys.argv[0]}: error: {text}", file=sys.stderr)
         sys.exit(2)

@@ -1,5 +1,7 @@
 """The callback protocol (es_search.callbacks.base): on_start / on_generation / on_end,
 plain callables, stopping a run that then resumes as if never stopped."""
+import functools
+
 import pytest
 
 import es_search
@@ -59,6 +61,18 @@ def test_a_bad_callback_is_refused_before_any_work():
         with pytest.raises(TypeError, match=r"callbacks\[0\] .* must take one argument"):
             es_search.run(Quadratic(), generations=2, callbacks=[wrong], **KW)
     es_search.run(Quadratic(), generations=2, callbacks=[len, lambda *a, **k: None], **KW)
+
+    def logged(fn):  # a decorator that supplies the second argument
+        @functools.wraps(fn)
+        def wrapper(record):
+            return fn(record, [])
+        return wrapper
+
+    @logged
+    def with_sink(record, sink):
+        sink.append(record)
+
+    es_search.run(Quadratic(), generations=2, callbacks=[with_sink], **KW)
 
 
 def test_a_misspelled_hook_is_refused_at_the_call():

@@ -1057,7 +1057,7 @@ def test_a_script_that_parses_its_arguments_at_import_is_imported_without_them(
     needs.write_text(script.read_text().replace("default=2", "required=True"))
     assert main(["run", "needs.py:Pol", "--generations", "1"]) == 2
     err = capsys.readouterr().err
-    assert "importing needs.py exited (2)" in err and "if __name__ == '__main__':" in err
+    assert "importing needs.py exited (sys.exit(2))" in err and "if __name__ ==" in err
 
 
 def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monkeypatch,

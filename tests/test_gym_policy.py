@@ -361,6 +361,9 @@ def test_common_random_numbers_share_episode_seeds_within_a_generation():
     assert seeds[101][1] != seeds[202][1]
     crn.generation_seed = None  # outside the engine: the task seed
     assert crn.episode_seeds() == [202, 203]
+    crn.generation_seed, crn.selecting = 77, True  # the end's test: each task its own
+    assert crn.episode_seeds() == [202, 203]
+    crn.selecting = False
     # same generation, same weights: the same score whatever the task seed, even with
     # sampled actions (they come from generators seeded by the episode seeds)
     crn.set_flat(np.random.default_rng(0).normal(0, 1, crn.num_evolved()))

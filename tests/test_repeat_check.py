@@ -170,6 +170,11 @@ def test_run_warns_at_the_start_once_and_repeat_check_false_skips_it():
     (warning,) = unrepeatable_warnings(caught)  # once, not per generation
     assert "Counts is not repeatable" in str(warning.message)
     assert warning.filename == __file__  # shown at the user's line
+    with warnings.catch_warnings(record=True) as caught:  # scored here all the same
+        warnings.simplefilter("always")
+        es_search.run(Counts(), generations=1, population=4, n_jobs=1, progress=False,
+                      sequential_fallback=False)
+    assert len(unrepeatable_warnings(caught)) == 1
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         es_search.run(Counts(), generations=1, population=4, n_jobs=1, progress=False,

@@ -91,6 +91,28 @@ def test_under_task_timeout_nothing_is_scored_in_this_process(tmp_path):
     assert time.monotonic() - began < 25  # not a 30 s score
 
 
+class Pid(es_search.Agent):
+    """Scores the process it runs in."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = __import__("torch").nn.Parameter(__import__("torch").zeros(2))
+
+    def score(self):
+        return float(__import__("os").getpid())
+
+
+def test_under_task_timeout_a_generation_of_one_task_has_a_worker_of_its_own():
+    """No more workers than a generation's tasks, but at least one: with a task timeout
+    nothing is scored in this process, where nothing could stop it."""
+    import os
+    result = es_search.run(Pid(), generations=2, population=1, strategy="hill-climb",
+                           strategy_options={"reevaluate": False}, n_jobs=2, task_timeout=60,
+                           select_tasks=0, progress=False)
+    scores = {s for h in result.history for s in h["scores"]}
+    assert scores and os.getpid() not in scores
+
+
 def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
     agent = agents.Hangs(task_seed(SEED, 0, 1))
     with pytest.raises(es_search.WorkerError, match="task_timeout=1.0") as info:

@@ -86,6 +86,8 @@ def predict(rows: list[dict], model: dict, cores: Sequence[int] = (16, 64, 256))
         row = {"cost": cost, "pop": top, "task_ms": t * 1e3}
         f = model["amdahl_serial_fraction"].get(cost)
         a, h = model["overhead_per_generation_s"], model["overhead_per_task_s"]
+        if a is not None:  # a cost measured below 0 (noise) predicts as none
+            a, h = max(a, 0.0), max(h, 0.0)
         for c in cores:
             w = min(c, top)  # no more tasks than candidates run at once
             row[f"amdahl_{c}"] = None if f is None else 1 / (f + (1 - f) / w)

@@ -153,7 +153,7 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
             wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
         elif callable(cb):
             try:  # a builtin may not say what it takes: it is tried at the first generation
-                inspect.signature(cb).bind({})
+                inspect.signature(cb, follow_wrapped=False).bind({})
             except TypeError:
                 raise TypeError(f"callbacks[{i}] ({getattr(cb, '__qualname__', cb)!r}) "
                                 f"must take one argument, the generation's record (a "

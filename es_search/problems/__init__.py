@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 from typing import Any
 
 from ..agent import FILE_MODULES, Agent, RunAtImport
@@ -51,6 +52,9 @@ class ProblemError(ValueError):
     """A problem spec that cannot be loaded; the message says why."""
 
 
+_ARGV_LOCK = threading.RLock()
+
+
 def _import_file(path: str) -> Any:
     if not os.path.isfile(path):
         raise ProblemError(f"no such file: {path}")
@@ -62,21 +66,23 @@ def _import_file(path: str) -> Any:
     if spec is None or spec.loader is None:
         raise ProblemError(f"cannot import {path} as a Python module")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    argv, sys.argv = sys.argv, [path]  # as if run bare: not es-search's own arguments
-    try:
-        spec.loader.exec_module(module)
-    except RunAtImport:  # a script's unguarded run(): what it defines above the call
-        pass
-    except (Exception, SystemExit) as exc:  # SystemExit: e.g. its argparse's error
-        del sys.modules[name]
-        what = f"exited ({exc})" if isinstance(exc, SystemExit) else \
-            f"failed: {type(exc).__name__}: {exc}"
-        raise ProblemError(f"importing {path} {what}; es_search runs the file without "
-                           f"arguments to find its classes: put what a run needs under "
-                           f"if __name__ == '__main__':") from exc
-    finally:
-        sys.argv = argv
+    with _ARGV_LOCK:  # one file at a time: each thread restores the arguments it found
+        sys.modules[name] = module
+        argv, sys.argv = sys.argv, [path]  # as if run bare: not es-search's own arguments
+        try:
+            spec.loader.exec_module(module)
+        except RunAtImport:  # a script's unguarded run(): what it defines above the call
+            pass
+        except (Exception, SystemExit) as exc:
+            del sys.modules[name]
+            raise ProblemError(f"importing {path} failed: {type(exc).__name__}: {exc}" if
+                               isinstance(exc, Exception) else
+                               f"importing {path} exited (sys.exit({exc.code!r})): es_search "
+                               f"runs the file without arguments to find its classes; put "
+                               f"what a run needs, its argument parsing too, under "
+                               f"if __name__ == '__main__':") from exc
+        finally:
+            sys.argv = argv
     cloudpickle.register_pickle_by_value(module)  # workers cannot import it by name
     return module
 

@@ -55,7 +55,8 @@ class BatchedPolicy(ControlPolicy):
     """A tanh MLP policy scored by its mean return over ``episodes`` episodes, a group of
     candidates per ``score_batch()`` call; ``hidden``, ``max_steps``, ``greedy`` as
     :class:`GymPolicy`'s. ``score_batch_size``: candidates per call (0: one by one through
-    ``score()``, the same scores, slower). Subclasses set the environment."""
+    ``score()``, the same scores, slower). Subclasses set the environment (and
+    ``obs_dtype``, its observations' dtype, what an exported policy takes)."""
 
     obs_dim = act_dim = 0
     obs_dtype = "float32"  # gymnasium's CartPole-v1 and Pendulum-v1

@@ -298,7 +298,7 @@ class GymPolicy(ControlPolicy):
     def episode_seeds(self) -> list[int]:
         """The seeds of the episodes ``score()`` plays now."""
         base = self.generation_seed if self.crn and self.generation_seed is not None \
-            else self.task_seed
+            and not self.selecting else self.task_seed  # the selection's tasks: each its own
         return [(base or 0) % _SEED_SPAN + k for k in range(self.episodes)]
 
     def score(self, **kwargs) -> float:

@@ -9,7 +9,6 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 import weakref
 from concurrent.futures import BrokenExecutor
 from typing import Any, Callable, NamedTuple, Sequence
@@ -207,17 +206,15 @@ class LocalPool(Pool):
                    done: dict | None = None, timeout: float | None = None) -> list:
         done = {} if done is None else done
         todo = [i for i in range(len(args_list)) if i not in done]
-        rounds = -(-len(todo) // self.n_workers)  # chunks one worker runs in turn
-        deadline = None if timeout is None else time.monotonic() + timeout * rounds
         try:
             if self._loops is None:
                 self._executor = self._workers()
                 self._loops = Loops(self._executor, self.n_workers, self.files.folder)
-            self._loops.run(fn, args_list, todo, done, deadline)
+            self._loops.run(fn, args_list, todo, done, timeout)  # each chunk timed
         except BaseException as exc:  # answers may be on their way: the workers go
             self.abort()  # fresh ones for a retry
             if isinstance(exc, TimeoutError):
-                raise TimeoutError(f"a chunk ran over {timeout} s") from None
+                raise
             if isinstance(exc, (EOFError, OSError, RuntimeError)) and \
                     not isinstance(exc, BrokenExecutor):  # a lost worker
                 raise BrokenExecutor(f"{type(exc).__name__}: {exc}") from exc

@@ -74,10 +74,12 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a
     :class:`DispatchPolicy` measured (``measured``); ``evolved``, ``group``: the agent's
-    values and group size."""
+    values and group size; ``timed``: under a task timeout, a task (a group) a chunk,
+    each timed on its own."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
+    timed: bool = False
 
     #: chunks per worker in one round at most (None: any); each costs a hand-out
     MAX_CHUNKS_PER_WORKER: ClassVar[int | None] = 4
@@ -106,6 +108,8 @@ class ChunkPolicy:
         tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``MAX_CHUNKS_PER_WORKER``
         per worker at most."""
         task, uneven = measured.task_seconds, measured.imbalance
+        if self.timed:
+            return n
         if task is None or task < self.BALANCE_FROM or uneven is None \
                 or uneven < self.IMBALANCE_FROM:
             return measured.n_workers

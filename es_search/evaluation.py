@@ -77,7 +77,8 @@ class Engine:
         self.local.task_seed = None
         self.hooks = has_hooks(agent)
         # a bad score_batch_size fails here, before any worker starts
-        self.chunking = ChunkPolicy(agent.num_evolved(), group_size(agent))
+        self.chunking = ChunkPolicy(agent.num_evolved(), group_size(agent),
+                                    timed=settings.task_timeout is not None)
         check_score_kwargs(agent, settings.score_kwargs)
         check_score_kwargs_pickle(settings.score_kwargs, workers=settings.n_jobs != 1,
                                   saved=settings.out is not None)
@@ -239,13 +240,23 @@ class Engine:
             bounds = self.chunking.bounds(n, self.policy)
             args = [(*head, candidates[a:b], a, [(a, b)], None, self.seed, generation, *tail)
                     for a, b in bounds]
-            timeout = (None if self.settings.task_timeout is None else  # joblib's: a chunk's
-                       self.settings.task_timeout * max(b - a for a, b in bounds))
+            timeout = (None if self.settings.task_timeout is None else  # a chunk's: a task's,
+                       self.settings.task_timeout * max(b - a for a, b in bounds))  # a group's
             done: dict[int, Any] = {}
+
+            def chunks() -> list:
+                try:
+                    return pool.run_chunks(score_blocks, args, done, timeout)
+                except TimeoutError as exc:  # the pool timed each chunk: name its tasks
+                    late = getattr(exc, "late", None)
+                    if late:
+                        exc.args = (candidates_named(
+                            [i for k in late for i in range(*bounds[k])]),)
+                    raise
+
             results = self._retrying(
-                lambda: pool.run_chunks(score_blocks, args, done, timeout), generation,
-                lambda: [i for k, (a, b) in enumerate(bounds) if k not in done
-                         for i in range(a, b)])
+                chunks, generation, lambda: [i for k, (a, b) in enumerate(bounds)
+                                             if k not in done for i in range(a, b)])
             scores, reports = in_index_order([blocks for blocks, _ in results], n)
             seconds = [s for _, s in results]
             uneven = imbalance(bounds, seconds, n, self.n_workers)
@@ -276,11 +287,12 @@ class Engine:
         return flat
 
 
-def ranges(indices: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+def candidates_named(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"candidates 0-2, 5"``, ``[3]`` as ``"candidate 3"``."""
     runs = [[i for _, i in run] for _, run in
             itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return "candidate" + "s" * (len(indices) != 1) + " " + ", ".join(
+        str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
@@ -297,12 +309,13 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
             error = exc
         timed_out = not isinstance(error, BrokenExecutor)
         first_line = str(error).partition("\n")[0]
-        what = (f"a task ran over task_timeout={task_timeout} s per score()" if timed_out
+        what = (f"a task ran over task_timeout={task_timeout} s per score() ({first_line})"
+                if timed_out
                 else f"a worker process died ({type(error).__name__}: {first_line})")
         where = ("starting the workers" if start else
-                 f"generation {generation}: candidates {ranges(lost())}")
+                 f"generation {generation}: {candidates_named(lost())}")
         if attempt < max_retries:
-            again = "starting them" if start else f"scoring candidates {ranges(lost())}"
+            again = "starting them" if start else f"scoring {candidates_named(lost())}"
             warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
                       f"seeds (retry {attempt + 1} of {max_retries})")
             continue

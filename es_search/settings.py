@@ -120,7 +120,8 @@ class Settings:
                                 "(default 2)")
     task_timeout: float | None = setting(
         None, check_positive_float, "seconds one score() may take in a worker (default: no "
-        "limit); a worker over time is killed, as a dead one", type=float)
+        "limit; with it, tasks are handed out one at a time); a worker over time is "
+        "killed, as a dead one", type=float)
     sequential_fallback: bool = setting(
         True, None, "score a generation in this process when that is faster than a round "
         "trip to the workers (the same scores); {sequential_fallback=False} keeps every "

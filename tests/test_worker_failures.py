@@ -119,6 +119,7 @@ def test_a_hanging_task_is_stopped_by_task_timeout(tmp_path):
         es_search.run(agent, generations=2, n_jobs=2, task_timeout=1.0, max_retries=0,
                       out=tmp_path, **KW)
     assert "needs a larger task_timeout" in str(info.value)
+    assert "per score() (candidate 1)" in str(info.value)  # that one, not its neighbours
     assert "killed for memory" not in str(info.value)  # that is for dead workers
     assert checkpoint.load(tmp_path / CHECKPOINT)["generation"] == 0
 

@@ -89,23 +89,29 @@ class Loops:
                 os.unlink(address)
 
     def run(self, fn: Callable[..., Any], args_list: Sequence[tuple], todo: Sequence[int],
-            done: dict, deadline: float | None) -> None:
+            done: dict, timeout: float | None) -> None:
         """``fn(*args_list[i])`` for each ``i`` in ``todo``, handed out in order to the
         loops as they come free, each answer into ``done[i]``; ``EOFError`` or
-        ``OSError``: a worker died; ``TimeoutError``: past ``deadline``."""
+        ``OSError``: a worker died; ``TimeoutError``: a chunk ran over ``timeout`` s from
+        its hand-out (``.late``: which)."""
         queue = collections.deque(todo)
-        idle, busy = list(self.conns), {}
+        idle, busy = list(self.conns), {}  # busy: connection -> (chunk, handed out at)
         while queue or busy:
             while queue and idle:
                 conn, i = idle.pop(0), queue.popleft()
                 conn.send_bytes(_dumps((fn, args_list[i])))
-                busy[conn] = i
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait(list(busy), left)
-            if not ready:
-                raise TimeoutError("past the deadline")
+                busy[conn] = i, time.monotonic()
+            first = min(t for _, t in busy.values())
+            ready = wait(list(busy), None if timeout is None else
+                         max(0.0, first + timeout - time.monotonic()))
+            late = [i for i, t in busy.values() if not ready and
+                    time.monotonic() - t >= timeout]
+            if late:
+                error = TimeoutError(f"a chunk ran over {timeout:g} s")
+                error.late = late
+                raise error
             for conn in ready:
-                done[busy.pop(conn)] = pickle.loads(conn.recv_bytes())
+                done[busy.pop(conn)[0]] = pickle.loads(conn.recv_bytes())
                 idle.append(conn)
 
     def close(self) -> None:

@@ -104,12 +104,12 @@ class Loops:
             first = min(t for _, t in busy.values())
             ready = wait(list(busy), None if timeout is None else
                          max(0.0, first + timeout - time.monotonic()))
-            late = [i for i, t in busy.values() if not ready and
-                    time.monotonic() - t >= timeout]
-            if late:
-                error = TimeoutError(f"a chunk ran over {timeout:g} s")
-                error.late = late
-                raise error
+            if not ready:  # the oldest chunk's time is up (or nearly: wait again)
+                late = [i for i, t in busy.values() if time.monotonic() - t >= timeout]
+                if late:
+                    error = TimeoutError(f"a chunk ran over {timeout:g} s")
+                    error.late = late
+                    raise error
             for conn in ready:
                 done[busy.pop(conn)[0]] = pickle.loads(conn.recv_bytes())
                 idle.append(conn)

@@ -9,6 +9,7 @@ import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .pickling import cloudpickle
+from .seed_sequences import SELECTION_GENERATION, generation_name
 
 
 class ScoreError(RuntimeError):
@@ -58,9 +59,14 @@ def score_message(error: ScoreError) -> str:
                       "class of your script or notebook; its line numbers are the source's"
                       + (".)\n" if e.group_end is not None
                          else ", and replay_task shows the file.)\n"))
+    if g == SELECTION_GENERATION:  # run()'s end: the search itself is saved
+        return (f"{e.method} failed on task {i} of the end's selection test, which scores "
+                f"the kept policies on fresh tasks (task seed {e.seed}). The search is "
+                f"complete: fix score() and resume the run, or resume it with "
+                f"select_tasks=0 to hand back the best evaluation untested.\n{traceback}")
     if e.group_end is not None:
         return (f"{e.method} failed on candidates {i}-{e.group_end - 1} "
-                f"of generation {g} (the first's task seed {e.seed}), though each of them "
+                f"of {generation_name(g)} (the first's task seed {e.seed}), though each of them "
                 f"scores alone through score(). Check score_batch() with "
                 f"es_search.check_score_batch(agent), or score one candidate per call "
                 f"(score_batch_size=0).\n{traceback}")

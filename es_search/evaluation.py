@@ -29,6 +29,7 @@ from .errors import TaskFailure, WorkerError, warn_user
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_agent, check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
+from .seed_sequences import generation_name
 from .seeding import in_process_tasks, preserved_global_rngs
 from .settings import Settings
 from .worker import Payload, has_hooks, run_task, score_tasks, skeleton_bytes, warm_chunk
@@ -313,7 +314,7 @@ def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | No
                 if timed_out
                 else f"a worker process died ({type(error).__name__}: {first_line})")
         where = ("starting the workers" if start else
-                 f"generation {generation}: {candidates_named(lost())}")
+                 f"{generation_name(generation)}: {candidates_named(lost())}")
         if attempt < max_retries:
             again = "starting them" if start else f"scoring {candidates_named(lost())}"
             warn_user(f"{where}: {what}; {again} again on fresh workers with the same "

@@ -75,8 +75,9 @@ def select(evaluator: Any, candidates: dict[str, dict | None],
     scored: dict[str, list] = {}
     for name, weights in kept.items():
         scored[name] = evaluator.evaluate([weights] * tasks, SELECTION_GENERATION)
-        if len(scored) == 1 < tasks and all(same_score(s, scored[name][0])
-                                            for s in scored[name]):
+        first = scored[name][0]  # failed tasks (-inf, on_error="worst") say nothing of it
+        if len(scored) == 1 < tasks and math.isfinite(first) and all(
+                same_score(s, first) for s in scored[name]):
             return BEST, None  # the score ignores its task seed: the search ranked it exactly
     with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
         selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}

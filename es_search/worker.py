@@ -20,6 +20,7 @@ from .agent import Agent, overrides
 from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate
 from .errors import ScoreError, TaskFailure
+from .seed_sequences import generation_name
 from .pickling import cloudpickle
 from .scores import NotAScore, as_score
 from .seeding import (SELECTION_GENERATION, seed_global_rngs, stream_seed, task_seed,
@@ -137,7 +138,7 @@ def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore
     """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named."""
     tasks = f"candidate {start}" if stop - start == 1 else f"candidates {start}-{stop - 1}"
     start_agent = ": the starting agent" if generation < 0 else ""
-    return NotAScore(f"{exc} ({tasks} of generation {generation}{start_agent})")
+    return NotAScore(f"{exc} ({tasks} of {generation_name(generation)}{start_agent})")
 
 
 # --------------------------------------------------------------------- batched scoring

@@ -218,7 +218,7 @@ def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tm
     out = tmp_path / "run"
     first = MLflow(tracking_uri=file_store)
     start(first, result, out=out)
-    feed(first, result.history[:2])  # generation 2 checkpointed, then the kill
+    feed(first, result.history[:5])  # generation 2 checkpointed, 3-4 logged, then the kill
     copy = pickle.loads(pickle.dumps(first))  # what another process would hold
     assert copy._client is None and copy.run_id == first.run_id
     second = MLflow(tracking_uri=file_store)
@@ -230,6 +230,8 @@ def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tm
     assert metric_steps(client, second.run_id, "best_score") == [
         (h["generation"], h["best_score"]) for h in result.history]
     assert client.get_run(second.run_id).info.status == "FINISHED"
+    assert result.stopped_by is None
+    client.set_tag(second.run_id, "es_search.stopped_by", "a rule, before a resume")
     third = MLflow(tracking_uri=file_store)  # interrupted, then resumed to its end
     start(third, result, done=len(result.history), out=out)
     third.on_error(KeyboardInterrupt())
@@ -238,6 +240,7 @@ def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tm
     third.on_end(result)
     finished = client.get_run(second.run_id)
     assert finished.info.status == "FINISHED" and "es_search.error" not in finished.data.tags
+    assert "es_search.stopped_by" not in finished.data.tags  # the stop was not this end's
     other = MLflow(tracking_uri=file_store)  # a new run into another folder: a new run
     start(other, result, out=tmp_path / "elsewhere")
     assert other.run_id != first.run_id

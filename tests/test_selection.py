@@ -159,6 +159,27 @@ def test_the_selection_test_scores_with_selecting_on_and_the_search_off(n_jobs, 
     assert Shaped().selecting is False
 
 
+class FailsItsTest(Risky):
+    """A score that raises in the end's selection test only."""
+
+    def score(self):
+        if self.selecting:
+            raise RuntimeError("no test environment")
+        return super().score()
+
+
+def test_a_selection_test_that_fails_is_named_as_such_or_shown_failed():
+    with pytest.raises(es_search.ScoreError) as info:
+        _run(FailsItsTest())
+    message = str(info.value)
+    assert "failed on task 0 of the end's selection test" in message
+    assert "select_tasks=0" in message and "4294967295" not in message
+    result = _run(FailsItsTest(), on_error="worst")  # every test task failed: shown so,
+    assert result.selection is not None  # not taken for a score that ignores its seed
+    assert all(f["mean"] == -float("inf") for f in result.selection.values())
+    assert result.chosen == "best"
+
+
 def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
     agent = Risky()
     result = _run(agent, out=tmp_path)

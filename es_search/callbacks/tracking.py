@@ -256,6 +256,7 @@ class MLflow(FileCallback):
         self.tags = dict(tags or {})
         self.run_id: str | None = None  # the MLflow run being logged
         self._client: Any = None
+        self._done = -1  # generations logged before this run's start
 
     @property
     def client(self) -> Any:
@@ -267,7 +268,7 @@ class MLflow(FileCallback):
         return self._client
 
     def on_start(self, info: RunInfo) -> None:
-        self.run_id, done = None, -1
+        self.run_id, done = None, -1  # done: the last generation logged before
         if info.history and info.out is not None:  # a resume: the run of the same out folder
             runs = self.client.search_runs(
                 [self._experiment_id()], filter_string=f"tags.`{OUT_KEY_TAG}` = "
@@ -281,11 +282,13 @@ class MLflow(FileCallback):
             logged = self.client.get_metric_history(self.run_id, "best_score")
             done = max((m.step for m in logged), default=-1)
         self._log([r for r in info.history if r["generation"] > done])
+        self._done = done  # generations after the last checkpoint, logged before a kill
 
     def on_generation(self, record: dict) -> None:
         if self.run_id is None:  # on_start was not called
             self._create(None)
-        self._log([record])
+        if record["generation"] > self._done:  # scored again after a kill: logged already
+            self._log([record])
 
     def on_end(self, result: Any) -> None:
         if self.run_id is None:
@@ -301,8 +304,10 @@ class MLflow(FileCallback):
         reason = getattr(result, "stopped_by", None)
         if reason:
             self.client.set_tag(self.run_id, "es_search.stopped_by", str(reason)[:5000])
-        if "es_search.error" in self.client.get_run(self.run_id).data.tags:
-            self.client.delete_tag(self.run_id, "es_search.error")  # an earlier stop's
+        tags = self.client.get_run(self.run_id).data.tags
+        for stale in ("es_search.error",) + (() if reason else ("es_search.stopped_by",)):
+            if stale in tags:  # an earlier stop's
+                self.client.delete_tag(self.run_id, stale)
         self.client.set_terminated(self.run_id, status="FINISHED")
 
     def on_error(self, error: BaseException) -> None:

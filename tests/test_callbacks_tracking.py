@@ -247,9 +247,17 @@ def test_mlflow_resume_continues_the_same_run_once_per_generation(file_store, tm
 
 
 def test_mlflow_tracking_uri_default_and_bad_input(monkeypatch, tmp_path):
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
-    assert MLflow().tracking_uri == "http://tracking.example:5000"
+    import socket
+    with socket.socket() as server:  # a server that answers (its port, at least)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+        assert MLflow().tracking_uri == f"http://127.0.0.1:{port}"
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(ValueError, match=f"tracking_uri http://127.0.0.1:{port}: no server "
+                                         f"answers there"):
+        MLflow(tracking_uri=f"http://127.0.0.1:{port}")  # at the call: not minutes later
     monkeypatch.chdir(tmp_path)
     assert MLflow().tracking_uri == (tmp_path / "mlruns").resolve().as_uri()
     assert MLflow(tracking_uri="sqlite:///x.db").tracking_uri == "sqlite:///x.db"

@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import tempfile
+import urllib.parse
 import time
 from importlib import import_module
 from pathlib import Path
@@ -224,6 +225,21 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, str]:
     return flat
 
 
+def _check_reachable(uri: str) -> None:
+    """An http(s) tracking server that refuses connections, now (MLflow itself retries
+    for minutes, then fails inside the run)."""
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=10).close()
+    except OSError as exc:
+        raise ValueError(f"MLflow tracking_uri {uri}: no server answers there "
+                         f"({type(exc).__name__}: {exc}); start it, or pass another "
+                         f"tracking_uri (or $MLFLOW_TRACKING_URI)") from None
+
+
 class MLflow(FileCallback):
     """Track the run in MLflow through ``MlflowClient`` (no global active run is touched):
     the config as params, each generation's numbers as metrics at step = generation, and
@@ -253,6 +269,7 @@ class MLflow(FileCallback):
             else tracking_uri
         self.tracking_uri = uri if isinstance(uri, str) and _SCHEME.match(uri) else \
             Path(uri).resolve().as_uri()
+        _check_reachable(self.tracking_uri)
         self.tags = dict(tags or {})
         self.run_id: str | None = None  # the MLflow run being logged
         self._client: Any = None

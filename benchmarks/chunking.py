@@ -14,8 +14,9 @@ worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``seconds=X
 (0.972x), cap4 7.69 s (0.978x); Hopper 60 generations: claims 7.51 s, cap1 7.65 s
 (0.981x), cap4 7.94 s (0.946x). 2026-12-03, the worker loops (``--rules
 claims,cap1,cap4``, LunarLander, the machine slower): claims 32.99 s, cap1 33.51 s
-(0.984x), cap4 33.85 s (0.975x). Handing out more chunks costs more than it balances;
-claiming balances without it.
+(0.984x), cap4 33.85 s (0.975x); ``--rules claims,seconds=0.005`` (one rep): claims
+32.85 s, seconds=0.005 36.52 s (0.90x). Handing out more chunks costs more than it
+balances, over the worker loops too; claiming balances without it.
 Prints the median wall time and environment steps per second of each rule, and each
 against the first.
 """
@@ -66,11 +67,12 @@ def rule_list(text: str) -> list[str]:
     rules = text.split(",")
     for rule in rules:
         try:
-            if rule != "claims":
-                int(rule[3:]) if rule.startswith("cap") else float(rule.split("=")[1])
+            if rule != "claims" and not (int(rule[3:]) if rule.startswith("cap") else
+                                         float(rule.split("=")[1])) > 0:
+                raise ValueError
         except (ValueError, IndexError):
             raise argparse.ArgumentTypeError(
-                f"{rule!r} is not a rule: claims, capK or seconds=X") from None
+                f"{rule!r} is not a rule: claims, capK or seconds=X (K, X > 0)") from None
     return rules
 
 

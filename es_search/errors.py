@@ -3,13 +3,32 @@ messages, and warnings pointed at the user's code."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import warnings
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 from .pickling import cloudpickle
-from .seed_sequences import SELECTION_GENERATION, generation_name
+from .seed_sequences import SELECTION_GENERATION
+
+
+def generation_name(generation: int) -> str:
+    """A generation as a message names it: ``"generation 3"``, or the selection test's."""
+    return "the end's selection test" if generation == SELECTION_GENERATION else \
+        f"generation {generation}"
+
+
+def candidates_named(indices: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"candidates 0-2, 5"``, ``[3]`` as ``"candidate 3"``.
+
+    >>> candidates_named([0, 1, 2, 5]), candidates_named(range(3, 4))
+    ('candidates 0-2, 5', 'candidate 3')
+    """
+    runs = [[i for _, i in run] for _, run in
+            itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
+    return "candidate" + "s" * (len(indices) != 1) + " " + ", ".join(
+        str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 class ScoreError(RuntimeError):
@@ -65,7 +84,7 @@ def score_message(error: ScoreError) -> str:
                 f"complete: fix score() and resume the run, or resume it with "
                 f"select_tasks=0 to hand back the best evaluation untested.\n{traceback}")
     if e.group_end is not None:
-        return (f"{e.method} failed on candidates {i}-{e.group_end - 1} "
+        return (f"{e.method} failed on {candidates_named(range(i, e.group_end))} "
                 f"of {generation_name(g)} (the first's task seed {e.seed}), though each of them "
                 f"scores alone through score(). Check score_batch() with "
                 f"es_search.check_score_batch(agent), or score one candidate per call "

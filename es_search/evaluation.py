@@ -5,7 +5,6 @@ rebuilds a winner's weights from its seed."""
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 import os
 import time
@@ -25,11 +24,10 @@ from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
-from .errors import TaskFailure, WorkerError, warn_user
+from .errors import TaskFailure, WorkerError, candidates_named, generation_name, warn_user
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_agent, check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
-from .seed_sequences import generation_name
 from .seeding import in_process_tasks, preserved_global_rngs
 from .settings import Settings
 from .worker import Payload, has_hooks, run_task, score_tasks, skeleton_bytes, warm_chunk
@@ -286,14 +284,6 @@ class Engine:
         if self._centres is not None:
             self._centres.note_rebuilt(generation, center, candidate, index, flat)
         return flat
-
-
-def candidates_named(indices: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` as ``"candidates 0-2, 5"``, ``[3]`` as ``"candidate 3"``."""
-    runs = [[i for _, i in run] for _, run in
-            itertools.groupby(enumerate(indices), lambda pair: pair[1] - pair[0])]
-    return "candidate" + "s" * (len(indices) != 1) + " " + ", ".join(
-        str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,

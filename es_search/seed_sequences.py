@@ -12,12 +12,6 @@ import numpy as np
 #: no search reaches
 SELECTION_GENERATION = 2 ** 32 - 1
 
-
-def generation_name(generation: int) -> str:
-    """A generation as a message names it: ``"generation 3"``, or the selection test's."""
-    return "the end's selection test" if generation == SELECTION_GENERATION else \
-        f"generation {generation}"
-
 MASK32 = 0xFFFF_FFFF
 
 # numpy.random.SeedSequence's hash constants (numpy/random/bit_generator.pyx)

@@ -16,8 +16,7 @@ import numpy as np
 import torch
 
 from .checks import check_int
-from .seed_sequences import (MASK32, SELECTION_GENERATION, as_uint64,  # noqa: F401
-                             seed_sequence_words, seed_words, spawned)
+from .seed_sequences import MASK32, as_uint64, seed_sequence_words, seed_words, spawned
 
 
 def task_seed(seed: int, generation: int, index: int) -> int:

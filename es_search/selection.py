@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .scores import same_score
-from .seeding import SELECTION_GENERATION
+from .seed_sequences import SELECTION_GENERATION
 SELECT_TASKS = 16
 SNAPSHOTS = 8  # centres kept over a run: 4 to 8 once it is 8 generations long
 BEST, CENTER = "best", "center"

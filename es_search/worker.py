@@ -19,12 +19,11 @@ from . import candidates as _candidates
 from .agent import Agent, overrides
 from .batched import as_scores, group_size, has_score_batch
 from .candidates import Candidate
-from .errors import ScoreError, TaskFailure
-from .seed_sequences import generation_name
+from .errors import ScoreError, TaskFailure, candidates_named, generation_name
 from .pickling import cloudpickle
 from .scores import NotAScore, as_score
-from .seeding import (SELECTION_GENERATION, seed_global_rngs, stream_seed, task_seed,
-                      task_seeds)
+from .seed_sequences import SELECTION_GENERATION
+from .seeding import seed_global_rngs, stream_seed, task_seed, task_seeds
 
 
 class Payload(NamedTuple):
@@ -136,9 +135,9 @@ def _alone(agent: Agent) -> str:
 
 def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore:
     """``exc`` with the tasks it came from (``[start, stop)`` of ``generation``) named."""
-    tasks = f"candidate {start}" if stop - start == 1 else f"candidates {start}-{stop - 1}"
     start_agent = ": the starting agent" if generation < 0 else ""
-    return NotAScore(f"{exc} ({tasks} of {generation_name(generation)}{start_agent})")
+    return NotAScore(f"{exc} ({candidates_named(range(start, stop))} of "
+                     f"{generation_name(generation)}{start_agent})")
 
 
 # --------------------------------------------------------------------- batched scoring

@@ -551,9 +551,13 @@ def _populations(history):
     return runs
 
 
-def test_cma_es_without_restarts_keeps_its_population():
-    result = _restart_run(None, 150)
-    assert {len(r["scores"]) for r in result.history} == {8}
+@pytest.mark.parametrize("options", [{"options": {"tolfun": 1e-2}},
+                                     {"options": {"maxfevals": 100}}, {"max_restarts": 3}])
+def test_cma_es_refuses_stopping_options_without_restarts(options):
+    # without restarts pycma's stop() is never consulted: they would do nothing
+    with pytest.raises(ValueError, match=r"apply to restarts only .* restarts='ipop'"):
+        CMAES(sigma=0.5, **options)
+    CMAES(sigma=0.5, restarts="ipop", **options)  # with restarts they are what they say
 
 
 def test_ipop_doubles_the_population_when_pycma_stops():

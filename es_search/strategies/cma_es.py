@@ -42,6 +42,10 @@ def _global_randn(*shape: int) -> np.ndarray:
     return _RNG.standard_normal(shape)
 
 
+#: pycma's stopping criteria (with every ``tol...`` option): read by its ``stop()``,
+#: which only restarts consult
+_STOPS = {"ftarget", "maxfevals", "maxiter", "timeout", "termination_callback"}
+
 _PICKLE_EVERY = 64  # generations between pickled states: a reused state's longest replay
 
 
@@ -116,9 +120,10 @@ class CMAES(Strategy):
     ``population`` defaults to pycma's ``4 + floor(3 ln n)``; ``sigma`` is pycma's
     ``sigma0``; ``options``, further pycma options (``cma.CMAOptions()``), e.g.
     ``{"CMA_diagonal": True}`` for many weights. Without restarts pycma's stopping
-    criteria are not applied. With ``restarts="ipop"`` or ``"bipop"`` (at most
-    ``max_restarts``), when pycma's ``stop()`` reports a criterion (``tolfun``, ``tolx``,
-    ...), the next generation starts a fresh pycma run from the starting point, as
+    criteria are not applied (and refused: end a run early with a callback). With
+    ``restarts="ipop"`` or ``"bipop"`` (at most ``max_restarts``, default 9), when
+    pycma's ``stop()`` reports a criterion (``tolfun``, ``tolx``, ...), the next
+    generation starts a fresh pycma run from the starting point, as
     pycma's ``fmin`` does:
 
     - IPOP (Auger & Hansen 2005): ``lambda = lambda_0 * 2^restarts``, the same ``sigma``;
@@ -149,7 +154,7 @@ class CMAES(Strategy):
 
     def __init__(self, population: int | None = None, sigma: float = 0.1,
                  options: Mapping[str, Any] | None = None, restarts: str | None = None,
-                 max_restarts: int = 9):
+                 max_restarts: int | None = None):
         self.population = check_int("population", population, 2, none_ok=True)
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.options = check_dict("options", options, "a dict of pycma options")
@@ -163,7 +168,14 @@ class CMAES(Strategy):
             raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
         self.restarts = None if restarts is None else check_choice(
             "restarts", restarts, ("ipop", "bipop"), " or None (no restarts)")
-        self.max_restarts = check_int("max_restarts", max_restarts, 0)
+        self.max_restarts = check_int("max_restarts", 9 if max_restarts is None
+                                      else max_restarts, 0)
+        unused = [k for k in self.options if k in _STOPS or k.startswith("tol")] + (
+            ["max_restarts"] if max_restarts is not None else [])
+        if self.restarts is None and unused:
+            raise ValueError(f"{unused} apply to restarts only (pycma's stop() is not "
+                             f"consulted without them): add restarts='ipop' or 'bipop', "
+                             f"or end the run early with a callback (e.g. StopAtScore)")
 
     def _new_es(self, x0: np.ndarray, sigma: float, seed: int, popsize: int | None = None,
                 maxiter: float | None = None) -> Any:

@@ -16,18 +16,23 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import bench
+from .agent import has_score_batch, overrides
 from .cli_parser import RESUMED, UsageError, build_parser, callbacks_from_args, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
                      render, setting_message, worker_message)
+from .folder import CHOSEN_WEIGHTS, TEST, RunDir
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .checks import check_int, keyword_parameters
+from .lock import held
+from .pickling import check_agent
 from .problems import BUILTINS, load_problem, problem_defaults
+from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
 from .selection import describe, label
 from .settings import DOCUMENTED, Settings
 from .loop import run
-from .held_out import TestScoresError
-from .spec import RunSpec
+from .held_out import TestScoresError, held_out_figures, held_out_test
+from .spec import RunSpec, load_run
 from .strategies import DEFAULT, STRATEGIES
 
 __all__ = ["main", "build_parser", "flag_term", "resume_command", "UsageError"]
@@ -113,7 +118,6 @@ def _problem_text(spec: str) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .folder import RunDir
     from .pools.dask_pool import scheduler_client
 
     own = RunDir(args.out).config if args.resume and args.out else {}  # the run's
@@ -159,8 +163,6 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     """Print ``result`` and test it (``done_before``: a resumed run with no generation
     left, whose end and test are the earlier ones unless ``retested``: its end's
     selection done again with another ``--select-tasks``)."""
-    from .folder import CHOSEN_WEIGHTS, TEST, RunDir
-    from .held_out import held_out_figures
     searched = result.history[-1]["seconds"] if result.history else 0.0
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
@@ -211,10 +213,6 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .agent import has_score_batch, overrides
-    from .pickling import check_agent
-    from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
-
     check_int("population", args.population, 2, " (candidates scored in groups)")
     spec = RunSpec.of(vars(args))
     agent = spec.build_agent({})
@@ -271,7 +269,6 @@ def _tested(name: str) -> str:
 
 
 def _cmd_test(args: argparse.Namespace) -> int:
-    from .held_out import held_out_test
     agent, figures, chosen = held_out_test(args.out)
     if chosen is None:
         print(f"{args.out}: an unfinished run (resume it to finish); its best so far:")
@@ -285,8 +282,6 @@ def _cmd_test(args: argparse.Namespace) -> int:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
-    from .spec import load_run
-    from .lock import held
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to or "torchscript"])
     result = load_run(args.out)
     with held(args.out, "export it"):  # of the run's answer, not of a run going on

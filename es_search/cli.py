@@ -248,18 +248,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _print_test(figures: dict, chosen: str) -> None:
     """A line per tested agent (``{name: figures}``: the best, the final centre, an
     earlier centre handed back); names with the same figures share a line."""
-    lines: list[list[str]] = []  # names, grouped by figures
+    lines: dict[str, list[str]] = {}  # the first name with some figures -> all those names
     for name in figures:
-        group = next((g for g in lines if figures[g[0]] == figures[name]), None)
-        if group:
-            group.append(name)
-        else:
-            lines.append([name])
-    for first, *also in lines:
+        first = next((n for n in lines if figures[n] == figures[name]), name)
+        lines.setdefault(first, []).append(name)
+    for first, names in lines.items():
         text = ", ".join(f"{key} {value:.6g}" if isinstance(value, float)
                          else f"{key} {value}" for key, value in figures[first].items())
-        notes = [f"also {_tested(n)}" for n in also] + (
-            ["handed back"] if chosen in (first, *also) else [])
+        notes = [f"also {_tested(n)}" for n in names[1:]] + (
+            ["handed back"] if chosen in names else [])
         print(f"test of {_tested(first)}" + (f" ({'; '.join(notes)})" if notes else "")
               + f", outside the search: {text}")
 

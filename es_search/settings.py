@@ -21,9 +21,6 @@ from .selection import SELECT_TASKS, SELECTION_GENERATION
 #: what ``score_kwargs`` must be
 SCORE_KWARGS = "a dict of keyword arguments for score()"
 
-#: the key that marks a value :func:`recorded` replaced by its digest
-DIGEST = "__digest__"
-
 
 def recorded(value: Any) -> Any:
     """``value`` as the run's config records it: tensors and arrays (in lists, tuples
@@ -46,7 +43,7 @@ def recorded(value: Any) -> Any:
         kind, dtype, data = "numpy.ndarray", value.dtype.str, np.ascontiguousarray(value).tobytes()
     else:
         return value
-    return {DIGEST: kind, "shape": list(value.shape), "dtype": dtype,
+    return {"__digest__": kind, "shape": list(value.shape), "dtype": dtype,
             "sha256": hashlib.sha256(data).hexdigest()}
 
 

@@ -9,11 +9,13 @@ import os
 import platform
 import statistics
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
 from .agent import Agent
+from .files import check_writable
 
 COSTS_MS = (0, 1, 10)
 
@@ -107,9 +109,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .files import check_writable
     try:
         n_values = [int(x) for x in args.n_jobs.split(",")] if args.n_jobs else None
     except ValueError:

@@ -103,8 +103,6 @@ def _add_problem(parser: argparse.ArgumentParser, resume: str = "") -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    verbs: dict = {}  # the verbs' own parsers, by name
-
     def error(self, message: str) -> None:  # one line, exit 2, no traceback
         raise UsageError(f"{self.prog}: {message}")
 
@@ -114,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                      description="Evolution-strategies search of PyTorch agents on all cores.")
     parser.add_argument("--version", action="version", version=f"es_search {__version__}")
     verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
-    parser.verbs = verbs.choices
+    parser.verbs = verbs.choices  # the verbs' own parsers, by name
 
     own = "; with --resume, the run's own"
     run = verbs.add_parser("run", help="optimise a problem", description="Optimise PROBLEM.")

@@ -207,8 +207,7 @@ class Warnings:
 
 def interrupted(exc: BaseException, out: Any, completed: int) -> None:
     """Add to ``exc`` (Ctrl-C, SIGTERM) a note: what was saved and how to continue."""
-    note = f"es_search: interrupted after {completed} completed generation(s)" + (
+    exc.add_note(f"es_search: interrupted after {completed} completed generation(s)" + (
         "; nothing was saved (pass out=DIR to checkpoint a run)." if out is None else
         f", all saved in {out}; continue with run(..., out={str(out)!r}, resume=True) "
-        f"and the same settings.")
-    exc.add_note(note)
+        f"and the same settings."))

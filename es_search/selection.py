@@ -82,8 +82,7 @@ def select(evaluator: Any, candidates: dict[str, dict | None],
     with np.errstate(invalid="ignore"):  # a failed task's -inf: the std is NaN
         selection = {name: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
                      for name, v in scored.items()}
-    # not finite (a task failed, or scored inf): never chosen over a finite one, as in the
-    # search; of equal means the first (best, final centre, the kept centres latest first)
+    # a mean not finite (a failed task, an inf) never beats a finite one; of equals, the first
     chosen = max(selection, key=lambda name: selection[name]["mean"]
                  if math.isfinite(selection[name]["mean"]) else -math.inf)
     return chosen, selection

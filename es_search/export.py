@@ -144,11 +144,12 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
         try:
             got = _outputs(run(given))
         except Exception as exc:  # noqa: BLE001 - e.g. a batch size frozen at export
-            got = [f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"]
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise _frozen(name, f" ({type(exc).__name__}: {first})") from None
         if len(got) != len(expected) or not all(
                 np.allclose(e, g, rtol=1e-6, atol=1e-9, equal_nan=True)
                 for e, g in zip(expected, got)):
-            raise _frozen(name, f" ({got[0]})" if isinstance(got[0], str) else "")
+            raise _frozen(name, "")
 
 
 def _frozen(name: str, detail: str) -> ValueError:

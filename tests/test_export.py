@@ -252,6 +252,20 @@ def test_what_cannot_be_exported_is_refused_saying_why(to, tmp_path):
     assert not wrong.exists()
 
 
+def test_a_file_that_fails_on_the_check_inputs_is_refused_and_removed(tmp_path, monkeypatch):
+    import es_search.export as export_module
+    write = export_module._write_torchscript
+
+    def failing_beyond_its_example(module, example, path, name):  # a batch size frozen
+        run = write(module, example, path, name)
+        return lambda given: run(given) if given[0].shape == example[0].shape else \
+            torch.zeros(2, 3).view(5)
+    monkeypatch.setattr(export_module, "_write_torchscript", failing_beyond_its_example)
+    with pytest.raises(ValueError, match=r"may not compute .* \(RuntimeError: shape '\[5\]'"):
+        export(Mine(), tmp_path / "a.pt", example=torch.zeros(8, 11))
+    assert not (tmp_path / "a.pt").exists()
+
+
 def test_the_format_follows_the_file_name_unless_given(tmp_path):
     import zipfile
     export(Mine(), tmp_path / "policy.pt", example=torch.zeros(8, 11))

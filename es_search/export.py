@@ -139,9 +139,9 @@ def _check_same(module: torch.nn.Module, run: Any, inputs: tuple[tuple, tuple],
     """Refuse a file (``run``) that does not compute what ``module`` does on ``inputs``."""
     import numpy as np
     for given in inputs:
-        with torch.no_grad():
-            expected = _outputs(module(*given))
-        try:
+        try:  # forward() itself may take only the example's batch size
+            with torch.no_grad():
+                expected = _outputs(module(*given))
             got = _outputs(run(given))
         except Exception as exc:  # noqa: BLE001 - e.g. a batch size frozen at export
             first = (str(exc).strip().splitlines() or [""])[0]

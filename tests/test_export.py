@@ -226,6 +226,13 @@ class Clipping(NoForward):
         return obs * 2 if float(obs.mean()) < 5 else obs
 
 
+class EightRows(NoForward):
+    obs_dim = 4
+
+    def forward(self, obs):  # takes a batch of 8 rows only
+        return obs.reshape(8, 2, 2).sum(-1) + self.w[:2]
+
+
 @pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")  # Branching's, expected
 @pytest.mark.parametrize("to", ["torchscript", pytest.param("onnx", marks=pytest.mark.slow)])
 def test_what_cannot_be_exported_is_refused_saying_why(to, tmp_path):
@@ -238,6 +245,9 @@ def test_what_cannot_be_exported_is_refused_saying_why(to, tmp_path):
     with pytest.raises(ValueError, match="exporting Branching"):
         export(Branching(), tmp_path / "c", to=to)
     assert not (tmp_path / "c").exists()  # no file that acts otherwise
+    with pytest.raises(ValueError, match=r"may not compute .* \(RuntimeError: shape '\[8, 2"):
+        export(EightRows(), tmp_path / "h", to=to)
+    assert not (tmp_path / "h").exists()
     with pytest.raises(ValueError, match="to must be one of 'torchscript', 'onnx'"):
         export(Mine(), tmp_path / "d", to="tflite")
     if to == "torchscript":  # the tracer's own warning: the check's inputs may agree

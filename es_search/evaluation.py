@@ -265,12 +265,6 @@ class Engine:
                               busiest=busiest, imbalance=uneven)
         return scores, reports
 
-    def _retrying(self, call: Callable[[], Any], generation: int | None,
-                  lost: Callable[[], list[int]]) -> Any:
-        """The one way every call to the workers is made (:func:`retrying`)."""
-        return retrying(call, self.settings.max_retries, self.settings.task_timeout,
-                        generation, lost)
-
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,
                 index: int) -> np.ndarray:
         """Candidate ``index``'s flat weights, built as its worker built them."""
@@ -285,38 +279,38 @@ class Engine:
             self._centres.note_rebuilt(generation, center, candidate, index, flat)
         return flat
 
-
-def retrying(call: Callable[[], Any], max_retries: int, task_timeout: float | None,
-             generation: int | None, lost: Callable[[], list[int]]) -> Any:
-    """``call()``, made again on fresh workers with the same task seeds when a worker is
-    lost or a chunk runs over its time, ``max_retries`` times at most; then a
-    :class:`WorkerError`. ``lost()``: the candidates not scored (``generation`` None:
-    the workers' start-up)."""
-    start = generation is None
-    for attempt in range(max_retries + 1):
-        try:
-            return call()
-        except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
-            error = exc
-        timed_out = not isinstance(error, BrokenExecutor)
-        first_line = str(error).partition("\n")[0]
-        what = (f"a task ran over task_timeout={task_timeout} s per score() ({first_line})"
-                if timed_out
-                else f"a worker process died ({type(error).__name__}: {first_line})")
-        where = ("starting the workers" if start else
-                 f"{generation_name(generation)}: {candidates_named(lost())}")
-        if attempt < max_retries:
-            again = "starting them" if start else f"scoring {candidates_named(lost())}"
-            warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
-                      f"seeds (retry {attempt + 1} of {max_retries})")
-            continue
-        why = ("A score() that takes longer needs a larger task_timeout (or none); one "
-               "that hangs can be stopped under a debugger" if timed_out else
-               "A worker that dies is often killed for memory (the kernel's OOM killer) "
-               "or crashed in native code")
-        replay = "" if start else ("; replay one of these tasks in this process with "
-                                   "es_search.replay_task to see it")
-        raise WorkerError(
-            f"{where} {'failed' if start else 'could not be scored'}: {what}, "
-            f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
-            -1 if start else generation, lost()) from error
+    def _retrying(self, call: Callable[[], Any], generation: int | None,
+                  lost: Callable[[], list[int]]) -> Any:
+        """The one way every call to the workers is made: ``call()``, made again on fresh
+        workers with the same task seeds when a worker is lost or a chunk runs over its
+        time, ``max_retries`` times at most; then a :class:`WorkerError`. ``lost()``: the
+        candidates not scored (``generation`` None: the workers' start-up)."""
+        max_retries, task_timeout = self.settings.max_retries, self.settings.task_timeout
+        start = generation is None
+        for attempt in range(max_retries + 1):
+            try:
+                return call()
+            except (BrokenExecutor, TimeoutError) as exc:  # a worker lost, a chunk over time
+                error = exc
+            timed_out = not isinstance(error, BrokenExecutor)
+            first_line = str(error).partition("\n")[0]
+            what = (f"a task ran over task_timeout={task_timeout} s per score() ({first_line})"
+                    if timed_out
+                    else f"a worker process died ({type(error).__name__}: {first_line})")
+            where = ("starting the workers" if start else
+                     f"{generation_name(generation)}: {candidates_named(lost())}")
+            if attempt < max_retries:
+                again = "starting them" if start else f"scoring {candidates_named(lost())}"
+                warn_user(f"{where}: {what}; {again} again on fresh workers with the same "
+                          f"seeds (retry {attempt + 1} of {max_retries})")
+                continue
+            why = ("A score() that takes longer needs a larger task_timeout (or none); one "
+                   "that hangs can be stopped under a debugger" if timed_out else
+                   "A worker that dies is often killed for memory (the kernel's OOM killer) "
+                   "or crashed in native code")
+            replay = "" if start else ("; replay one of these tasks in this process with "
+                                       "es_search.replay_task to see it")
+            raise WorkerError(
+                f"{where} {'failed' if start else 'could not be scored'}: {what}, "
+                f"{attempt + 1} time(s) (max_retries={max_retries}). {why}{replay}.",
+                -1 if start else generation, lost()) from error

@@ -213,10 +213,8 @@ class LocalPool(Pool):
             self._loops.run(fn, args_list, todo, done, timeout)  # each chunk timed
         except BaseException as exc:  # answers may be on their way: the workers go
             self.abort()  # fresh ones for a retry
-            if isinstance(exc, TimeoutError):
-                raise
-            if isinstance(exc, (EOFError, OSError, RuntimeError)) and \
-                    not isinstance(exc, BrokenExecutor):  # a lost worker
+            if isinstance(exc, (EOFError, OSError, RuntimeError)) and not isinstance(
+                    exc, (BrokenExecutor, TimeoutError)):  # a lost worker (not a late chunk)
                 raise BrokenExecutor(f"{type(exc).__name__}: {exc}") from exc
             raise
         return in_order(done, len(args_list))

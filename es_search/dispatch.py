@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar, Sequence
 from . import backends
 from .candidates import Candidate, take_vectors
 from .seeding import single_torch_thread
-from .worker import Payload, cached_payload, group_bounds, score_tasks, worker_agent
+from .worker import cached_payload, group_bounds, score_tasks, worker_agent
 
 try:
     import fcntl
@@ -270,7 +270,7 @@ def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
         with backends.CHUNK_LOCK:  # one call at a time per process
             began = time.perf_counter()
             agent = worker_agent(token, skeleton)
-            payload = Payload(*cached_payload(token, center, score_kwargs, shared))
+            payload = cached_payload(token, center, score_kwargs, shared)
             candidates = take_vectors(candidates, backends.load(vectors))
             with single_torch_thread(), warnings.catch_warnings():
                 # the centre may be a read-only memory map; set_flat only reads it

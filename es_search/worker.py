@@ -291,11 +291,10 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
     return run["agent"]
 
 
-def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any
-                   ) -> tuple[Any, Mapping[str, Any], Any]:
-    """``worker.Payload``'s fields behind what the pool's ``put`` returned, for the run
-    ``token`` (after :func:`worker_agent`): the ``score_kwargs`` loaded once per run, the
-    others once per generation (a reference names a file written once)."""
+def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any) -> Payload:
+    """The :class:`Payload` behind what the pool's ``put`` returned, for the run ``token``
+    (after :func:`worker_agent`): the ``score_kwargs`` loaded once per run, the others
+    once per generation (a reference names a file written once)."""
     run = _RUNS[token]
     if isinstance(center, _backends.FileRef):
         center = _loaded(run, "center", center, lambda: _backends.load(center))
@@ -304,7 +303,7 @@ def cached_payload(token: str, center: Any, score_kwargs: Any, shared: Any
     if shared is not None:
         shared = _loaded(run, "shared", shared,
                          lambda: cloudpickle.loads(_backends.load(shared)))
-    return center, kwargs, shared
+    return Payload(center, kwargs, shared)
 
 
 def _loaded(run: dict[str, Any], name: str, key: Any, load: Callable[[], Any]) -> Any:

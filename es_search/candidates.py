@@ -7,6 +7,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 import numpy as np
 import torch
 
+from .agent import overrides
 from .seeding import generators, stream_seed, stream_seeds
 
 #: the kinds of candidate a strategy may ask for
@@ -147,8 +148,6 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
     leading dimension, bit for bit what :func:`build` loads into ``agent`` for each (the
     same operations on tensors of the same shapes), or None where only :func:`build` can;
     ``agent`` is left holding the centre, the global RNGs untouched."""
-    from .agent import overrides
-
     def default(name: str) -> bool:  # neither the class nor the instance overrides it
         return not overrides(agent, name) and name not in vars(agent)
 

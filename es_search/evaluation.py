@@ -17,12 +17,11 @@ import numpy as np
 import torch
 
 from . import backends as _backends
-from . import dispatch
 from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_is_agent, check_score_kwargs
-from .dispatch import (PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
+from .dispatch import (AVAILABLE, PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
 from .errors import TaskFailure, WorkerError, candidates_named, generation_name, warn_user
 from .interrupt import sigterm_as_interrupt
@@ -122,8 +121,7 @@ class Engine:
             if not self.pool.local:  # the workers keep or derive centres
                 from .pools.centres import CentreHistory
                 self._centres = CentreHistory()
-            self.chunking = replace(self.chunking,
-                                    claims=self.pool.claims and dispatch.AVAILABLE)
+            self.chunking = replace(self.chunking, claims=self.pool.claims and AVAILABLE)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))

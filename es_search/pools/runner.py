@@ -133,28 +133,21 @@ class Tracker:
         to send as values even if a recipe would do (after a mismatch)."""
         held = self.held.setdefault(runner, set())
         sends: list[tuple] = []
-
-        def ensure(p: Parcel) -> None:
-            if p.id in held:
-                return
-            if p.recipe is not None and p.id not in whole and all(
-                    d.id in held for d in p.recipe[1] if isinstance(d, Parcel)):
-                fn, rargs = p.recipe
-                sends.append((p.id, "recipe", fn,
-                              tuple(Ref(a.id) if isinstance(a, Parcel) else a
-                                    for a in rargs), p.crc))
-                p.recipes_sent += 1
-            else:
-                sends.append((p.id, "value", encode(p.value)))
-                p.values_sent += 1
-            held.add(p.id)
-
         out = []
-        for a in args:
-            if isinstance(a, Parcel):
-                ensure(a)
-                a = Ref(a.id)
-            out.append(a)
+        for p in args:
+            if isinstance(p, Parcel) and p.id not in held:
+                if p.recipe is not None and p.id not in whole and all(
+                        d.id in held for d in p.recipe[1] if isinstance(d, Parcel)):
+                    fn, rargs = p.recipe
+                    sends.append((p.id, "recipe", fn,
+                                  tuple(Ref(a.id) if isinstance(a, Parcel) else a
+                                        for a in rargs), p.crc))
+                    p.recipes_sent += 1
+                else:
+                    sends.append((p.id, "value", encode(p.value)))
+                    p.values_sent += 1
+                held.add(p.id)
+            out.append(Ref(p.id) if isinstance(p, Parcel) else p)
         forget = sorted(held & self.dropped)
         held.difference_update(forget)
         return out, sends, forget

@@ -241,9 +241,8 @@ class LocalPool(Pool):
 
 def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
               max_workers: int | None = None, here: bool = True) -> Pool | None:
-    """The pool ``choice`` names, or None for a single worker when scores may run in this
-    process (``here``); on this machine at most ``max_workers`` processes (a run's
-    largest generation)."""
+    """The pool ``choice`` names, or None for one worker where scores may run here (``here``);
+    on this machine at most ``max_workers`` processes (a run's largest generation)."""
     kind, n_jobs = choice
     if kind == "ray":
         from .pools.ray_pool import RayPool

@@ -97,9 +97,8 @@ _LAST_NOISE: list = [None, None]
 
 def noise_streams(seed: int, generation: int, keys: Sequence[int]
                   ) -> dict[int, np.random.Generator]:
-    """For each distinct key, a fresh generator whose ``standard_normal(size)`` is
-    ``noise(seed, generation, key, size)``, all seeded at once (~14 us a key otherwise).
-    Draw once from each."""
+    """For each distinct key, a fresh generator whose one ``standard_normal(size)`` draw is
+    ``noise(seed, generation, key, size)``, all seeded at once (~14 us a key otherwise)."""
     distinct = list(dict.fromkeys(int(k) for k in keys))
     return dict(zip(distinct, generators(stream_seeds(seed, (1, generation), distinct))))
 

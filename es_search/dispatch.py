@@ -72,10 +72,9 @@ def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: in
 
 @dataclass
 class ChunkPolicy:
-    """How a parallel generation is handed to the workers, from what a
-    :class:`DispatchPolicy` measured (``measured``); ``evolved``, ``group``: the agent's
-    values and group size; ``timed``: under a task timeout, a task (a group) a chunk,
-    each timed on its own."""
+    """How a parallel generation is handed to the workers, from what a :class:`DispatchPolicy`
+    measured (``measured``); ``evolved``, ``group``: the agent's values and group size;
+    ``timed``: under a task timeout, one task (a group) a chunk, each timed on its own."""
     evolved: int = 0
     group: int = 0
     claims: bool = False

@@ -1,7 +1,6 @@
-"""The evaluation engine, main side: candidates go to the workers as seeds (with the
-agent's skeleton and the generation's payload, put once in the pool), scores come back;
-where and how a generation runs, :mod:`es_search.dispatch` decides. The main process
-rebuilds a winner's weights from its seed."""
+"""The evaluation engine, main side: candidates go to the workers as seeds (with the agent's
+skeleton and the generation's payload, put once in the pool), scores come back, on the path
+:mod:`es_search.dispatch` chooses; winners' weights are rebuilt here from their seeds."""
 from __future__ import annotations
 
 import copy
@@ -157,8 +156,7 @@ class Engine:
     # ------------------------------------------------------------------ scoring
     def score(self, generation: int, center: np.ndarray,
               candidates: Sequence[Candidate]) -> Scored:
-        """Score ``candidates``, each built from ``center`` under its task seed
-        ``(seed, generation, index)``."""
+        """Score ``candidates``, built from ``center`` under task seeds (seed, generation, i)."""
         if not self._open:
             raise RuntimeError(
                 "this Evaluator is not open: use it as a context manager, `with "
@@ -189,8 +187,7 @@ class Engine:
                       {**self.stats, "path": path, "seconds": time.perf_counter() - began})
 
     def shared_state(self) -> dict | None:
-        """A snapshot of the agent's shared state (None: it has none): what the tasks of
-        the next :meth:`score` call load."""
+        """A copy of the agent's shared state (None: none), which the next :meth:`score` loads."""
         if not self.hooks:
             return None
         return copy.deepcopy(dict(self.local.shared_state())) or None

@@ -22,9 +22,8 @@ class OutFolderError(ValueError):
 
 def acquire(path: Any) -> Any:
     """Create the folder ``path`` if needed and take its lock; return the open lock file
-    (:func:`release` gives it back). :class:`OutFolderError` when the folder cannot be
-    written, or another run holds the lock (a flock refuses a second one in this process
-    too)."""
+    (:func:`release` gives it back); an :class:`OutFolderError` when the folder cannot be
+    written or another run, even in this process (a flock), holds the lock."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "

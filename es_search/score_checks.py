@@ -114,8 +114,7 @@ def _repeat(agent: Any, seed: int, score_kwargs: dict, times: int) -> list[tuple
 
 
 def _digest(value: Any) -> bytes | None:
-    """A digest that equal values share (tensors by ``settings.recorded``); None when
-    ``value`` cannot be pickled."""
+    """A digest equal values share (tensors by ``settings.recorded``); None if unpicklable."""
     try:
         return hashlib.sha256(cloudpickle.dumps(recorded(value))).digest()
     except Exception:  # noqa: BLE001 - an unpicklable value is not compared

@@ -103,9 +103,8 @@ class _Precomputed(np.random.bit_generator.ISpawnableSeedSequence):
 
 
 def seed_global_rngs(seed: int) -> None:
-    """Seed Python's ``random``, NumPy's global RNG and torch's CPU generator
-    (``torch.default_generator.manual_seed``: ``torch.manual_seed`` also queues a lazy
-    CUDA seed and costs ~100x more)."""
+    """Seed Python's ``random``, NumPy's global RNG and torch's CPU generator (not by
+    ``torch.manual_seed``, which also queues a lazy CUDA seed and costs ~100x more)."""
     random.seed(seed)
     np.random.seed(seed & MASK32)
     torch.default_generator.manual_seed(seed)

@@ -43,8 +43,7 @@ class Pool:
 
 
 def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """True when two arrays hold the same values bit for bit (``-0.0`` is not ``0.0``,
-    a NaN equals the same NaN)."""
+    """Same shape, dtype and bits (``-0.0`` is not ``0.0``, a NaN equals the same NaN)."""
     def raw(x: np.ndarray) -> np.ndarray:  # a view of its bytes, no copy when contiguous
         return np.ascontiguousarray(x).reshape(-1).view(np.uint8)
     return a.shape == b.shape and a.dtype == b.dtype and (a is b or np.array_equal(raw(a),

@@ -124,8 +124,7 @@ class DaskPool(ActorPool):
 
 async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
                    on_loop: bool = False) -> Any:
-    """``Runner.run(*args)`` on the actor ``actor_key`` at ``address``; ``WorkerLost`` if
-    the worker died."""
+    """``Runner.run(*args)`` on actor ``actor_key`` at ``address``; ``WorkerLost`` if it died."""
     from distributed.protocol import to_serialize
     try:
         answer = await rpc(address).actor_execute(

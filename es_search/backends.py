@@ -18,8 +18,8 @@ import numpy as np
 from .checks import did_you_mean
 from .extras import require
 from .interrupt import KEPT, watch_parent
-from .pools import is_client
 from .pools.base import Pool, in_order, same_bytes
+from .pools.dask_pool import get_client, is_client
 from .pools.loops import Loops
 from .seeding import fresh_in_forked_child
 
@@ -33,7 +33,6 @@ def prepare(backend: Any, n_jobs: int) -> tuple[Any, int]:
         require("ray", "ray")
         return "ray", n_jobs
     if backend == "dask" or is_client(backend):
-        from .pools.dask_pool import get_client
         get_client(backend)  # a clear error now if there is no client
         return backend, n_jobs
     from joblib.parallel import BACKENDS, get_active_backend

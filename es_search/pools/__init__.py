@@ -6,14 +6,7 @@ process, payloads sent to each worker once (:mod:`.runner`) or derived there
 from __future__ import annotations
 
 from concurrent.futures import BrokenExecutor
-from typing import Any
 
 
 class WorkerLost(BrokenExecutor):
     """A worker process (or node) left the cluster while it held chunks."""
-
-
-def is_client(backend: Any) -> bool:
-    """True for a ``distributed.Client`` (without importing distributed)."""
-    return any(c.__module__.startswith("distributed") and c.__name__ == "Client"
-               for c in type(backend).__mro__)

@@ -17,9 +17,16 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..extras import require
-from . import WorkerLost, base, is_client
+from . import WorkerLost, base
 from .base import ActorPool
 from .runner import Runner
+
+
+def is_client(backend: Any) -> bool:
+    """True for a ``distributed.Client`` (without importing distributed)."""
+    return any(c.__module__.startswith("distributed") and c.__name__ == "Client"
+               for c in type(backend).__mro__)
+
 
 def get_client(backend: Any = "dask") -> Any:
     """The Client for ``backend`` (``"dask"``: the active one; or a Client)."""

@@ -103,9 +103,8 @@ class ChunkPolicy:
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 
     def count(self, n: int, measured: Any) -> int:
-        """Chunks for ``n`` candidates, a multiple of the workers: one per worker or, for long
-        tasks and uneven shares, of ``MIN_CHUNK_SECONDS`` or more, ``MAX_CHUNKS_PER_WORKER``
-        per worker at most."""
+        """Chunks for ``n`` candidates: one per worker or, for long tasks and uneven shares,
+        up to ``MAX_CHUNKS_PER_WORKER`` per worker of ``MIN_CHUNK_SECONDS`` or more."""
         task, uneven = measured.task_seconds, measured.imbalance
         if self.timed:
             return n

@@ -1,4 +1,4 @@
-"""Files written safely: atomic replacement, JSON with non-finite floats, history lines."""
+"""Files written safely: atomic replacement, JSON with non-finite floats."""
 from __future__ import annotations
 
 import json

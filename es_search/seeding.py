@@ -119,8 +119,7 @@ def fresh_in_forked_child(namespace: dict, name: str, make: Any) -> None:
 
 
 #: held while a block uses the process's global RNGs or torch's thread count: runs in two
-#: threads take turns a batch at a time (re-entrant: a score() may start a run); fresh in
-#: a forked child, so looked up at each use (``seeding.PROCESS_LOCK``)
+#: threads take turns a batch at a time (re-entrant: a score() may start a run)
 PROCESS_LOCK = threading.RLock()
 fresh_in_forked_child(globals(), "PROCESS_LOCK", threading.RLock)
 #: ``[depth, state]``: how many blocks that keep the caller's global RNGs are open, and

@@ -18,7 +18,7 @@ DERIVE_FROM = 1 << 16
 def derive_center(token: str, skeleton: Any, base: np.ndarray, candidate: Any, seed: int,
                   generation: int, index: int) -> np.ndarray:
     """In a worker: candidate ``index`` of ``generation`` built around ``base``, flat,
-    exactly as :meth:`es_search.evaluation.Evaluator.rebuild` built it."""
+    exactly as :meth:`es_search.evaluation.Engine.rebuild` built it."""
     from ..seeding import in_process_tasks
     from ..worker import Payload, run_task, worker_agent
     agent = worker_agent(token, skeleton)

@@ -51,9 +51,8 @@ def has_hooks(agent: Any) -> bool:
 
 def _set_task(agent: Agent, seed_of_task: int | None, seed: int = 0,
               generation: int | None = None) -> None:
-    """The agent's per-task attributes (:class:`Agent`): ``task_seed``, and
-    ``generation_seed`` and ``selecting`` of ``generation`` (None: outside a task), set
-    as plain attributes (``nn.Module.__setattr__`` costs ~1 us each)."""
+    """Set ``task_seed`` and, from ``generation`` (None: outside a task), ``generation_seed``
+    and ``selecting`` in the agent's ``__dict__`` (``nn.Module.__setattr__`` costs ~1 us each)."""
     agent.__dict__.update(
         task_seed=seed_of_task, selecting=generation == SELECTION_GENERATION,
         generation_seed=None if generation is None else generation_seed(seed, generation))

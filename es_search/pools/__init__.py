@@ -1,7 +1,6 @@
-"""Worker pools: the loop each local worker runs (:mod:`.loops`), and the pools on
-clusters, Dask (:mod:`.dask_pool`) and Ray (:mod:`.ray_pool`): one actor per worker
-process, payloads sent to each worker once (:mod:`.runner`) or derived there
-(:mod:`.centres`), a lost worker's chunks scored again as on loky (:class:`WorkerLost`).
+"""Worker pools: the loop each local worker runs (:mod:`.loops`), and the cluster pools,
+Dask's (:mod:`.dask_pool`) and Ray's (:mod:`.ray_pool`), with the actors' runners and
+payloads (:mod:`.runner`, :mod:`.centres`) and the error of a lost worker (:class:`WorkerLost`).
 """
 from __future__ import annotations
 

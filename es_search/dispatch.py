@@ -253,10 +253,9 @@ def _claim(fd: int) -> int:
 
 
 def score_blocks(token: str, skeleton: Any, center: Any, shared: Any,
-                 candidates: Sequence[Candidate], first: int,
-                 todo: Sequence[tuple[int, int]], claims: str | None, seed: int,
-                 generation: int, score_kwargs: Any, on_error: str = "raise",
-                 vectors: Any = None) -> tuple[list[tuple], float]:
+                 candidates: Sequence[Candidate], first: int, todo: Sequence[tuple[int, int]],
+                 claims: str | None, seed: int, generation: int, score_kwargs: Any,
+                 on_error: str, vectors: Any) -> tuple[list[tuple], float]:
     """A worker's call: the blocks ``todo`` (``candidates`` from index ``first`` on) in
     turn or, with ``claims`` (the counter file), ``todo[k]`` for each ``k`` it claims.
     Returns ``[(start, scores, reports, error), ...]`` (what a block raises ends the call:

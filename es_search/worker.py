@@ -85,9 +85,8 @@ def run_task(agent: Agent, payload: Payload, candidate: Candidate, seed: int,
         _set_task(agent, None)
 
 
-def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
-                seed: int, generation: int, start: int,
-                on_error: str = "raise") -> tuple[list[Any], list[Any]]:
+def score_tasks(agent: Agent, payload: Payload, candidates: Sequence[Candidate], seed: int,
+                generation: int, start: int, on_error: str) -> tuple[list[Any], list[Any]]:
     """The scores and reports of ``candidates`` (indices ``start``, ``start + 1``, ...)
     on ``agent``, in order; batched agents a group at a time (:func:`score_groups`). A
     task that raises stops with a :class:`ScoreError`, or with ``on_error="worst"``

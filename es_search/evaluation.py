@@ -117,11 +117,11 @@ class Engine:
             if self.pool is None:
                 return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers
-            if not self.pool.local:  # the workers keep or derive centres
-                from .pools.centres import CentreHistory
-                self._centres = CentreHistory()
             self.chunking = replace(self.chunking, claims=self.pool.claims and AVAILABLE)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
+            if not self.pool.local:  # the workers keep or derive centres
+                from .pools.centres import CentreHistory
+                self._centres = CentreHistory(self.pool, self._token, self._skeleton, self.seed)
             self._kwargs = None if not self.score_kwargs else self.pool.put(
                 "score_kwargs", cloudpickle.dumps(dict(self.score_kwargs)))
             # import everything, cache the agent: a round reaches each worker once
@@ -211,11 +211,10 @@ class Engine:
         n = len(candidates)
         began = time.perf_counter()
         pool = self.pool
-        if self._centres is not None:  # the workers keep centres, or derive them
-            center = self._centres.put(pool, payload.center, self._token, self._skeleton,
-                                       self.seed)
-        else:
-            center = pool.put("center", np.ascontiguousarray(payload.center))
+        if self._centres is None:  # a file, rewritten when the centre changes
+            center = pool.put("center", payload.center)
+        else:  # the workers keep centres, or derive them
+            center = self._centres.put(payload.center)
         shared = None if payload.shared is None else pool.put(
             "shared", cloudpickle.dumps(payload.shared))
         candidates, flat = share_vectors(candidates)  # e.g. PGPE's scales: once a generation

@@ -29,19 +29,19 @@ def derive_center(token: str, skeleton: Any, base: np.ndarray, candidate: Any, s
 
 
 class CentreHistory:
-    """The main process's memory of the last centre sent and what was rebuilt from it."""
+    """The last centre sent to ``pool`` and the candidates rebuilt from it (main process)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: Any, token: str, skeleton: Any, seed: int) -> None:
+        self.pool, self.token, self.skeleton, self.seed = pool, token, skeleton, seed
         self.parcel: Any = None  # the centre parcel the workers hold
         self.center: np.ndarray | None = None
         self.rebuilt: list[tuple[int, Any, np.ndarray]] = []  # (index, candidate, flat)
         self.rebuilt_generation: int | None = None  # the generation they belong to
         self.reused = self.derived = self.whole = 0
 
-    def put(self, pool: Any, center: np.ndarray, token: str,
-            skeleton: Any, seed: int) -> Any:
-        """The parcel for ``center`` on ``pool``: the one sent before if equal, a
-        derived one if ``center`` is a candidate rebuilt from it, else the value."""
+    def put(self, center: np.ndarray) -> Any:
+        """The parcel for ``center``: the one sent before if equal, a derived one if
+        ``center`` is a candidate rebuilt from it, else the value."""
         center = np.ascontiguousarray(center)
         if self.center is not None and same_bytes(center, self.center):
             self.reused += 1
@@ -50,12 +50,12 @@ class CentreHistory:
         if center.nbytes >= DERIVE_FROM and self.parcel is not None:
             for index, candidate, flat in self.rebuilt:
                 if same_bytes(center, flat):
-                    recipe = (derive_center, (token, skeleton, self.parcel, candidate, seed,
-                                              self.rebuilt_generation, index))
+                    recipe = (derive_center, (self.token, self.skeleton, self.parcel, candidate,
+                                              self.seed, self.rebuilt_generation, index))
                     break
         self.whole += recipe is None
         self.derived += recipe is not None
-        self.parcel = pool.put("center", center, recipe=recipe)
+        self.parcel = self.pool.put("center", center, recipe=recipe)
         # a copy: a caller that changed its array in place must not look unchanged
         self.center, self.rebuilt = center.copy(), []
         return self.parcel

@@ -1,8 +1,7 @@
 """A pool on a Ray cluster: one :class:`~.runner.Runner` actor (``num_cpus=1``) per CPU
 of the cluster. Ray never restarts an actor nor retries its calls (a lost actor is the
-engine's to handle, as on loky); a chunk over its time has its actor killed. A parcel
-over :data:`OBJECT_STORE_FROM` bytes goes through Ray's object store (fetched once per
-node).
+engine's to handle, as on loky); a chunk over its time has its actor killed. Parcels over
+:data:`OBJECT_STORE_FROM` bytes go through Ray's object store (fetched once per node).
 """
 from __future__ import annotations
 

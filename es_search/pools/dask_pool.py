@@ -129,8 +129,7 @@ class DaskPool(ActorPool):
         self._actors = {}  # releasing the actors' futures ends them
 
 
-async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple,
-                   on_loop: bool = False) -> Any:
+async def _execute(rpc: Any, address: str, actor_key: Any, args: tuple, on_loop: bool) -> Any:
     """``Runner.run(*args)`` on actor ``actor_key`` at ``address``; ``WorkerLost`` if it died."""
     from distributed.protocol import to_serialize
     try:

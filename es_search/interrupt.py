@@ -153,12 +153,11 @@ def watch_parent() -> None:
 
 @contextlib.contextmanager
 def sigint_blocked() -> Iterator[None]:
-    """Context manager: SIGINT blocked in this thread while the block runs, so that the
-    processes it starts (a pool's workers; and those that a thread it starts, loky's
-    manager, starts later) inherit the mask and a terminal's Ctrl-C, which goes to the
-    whole process group, reaches this process only; it stops them (a worker interrupted
-    while Python imports printed a page of tracebacks). A SIGINT meanwhile is delivered
-    at the block's end. As loky starts its resource tracker (bpo-33613)."""
+    """Context manager: SIGINT blocked in this thread during the block. The processes it
+    starts (a pool's workers, and those loky's manager thread starts later) inherit the mask,
+    so a terminal's Ctrl-C, sent to the whole process group, reaches only this process, which
+    stops them (a worker interrupted while importing printed pages of tracebacks). A SIGINT
+    meanwhile comes at the block's end (as loky starts its resource tracker: bpo-33613)."""
     if not hasattr(signal, "pthread_sigmask"):  # Windows: no process groups' Ctrl-C
         yield
         return

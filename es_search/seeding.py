@@ -161,9 +161,8 @@ def preserved_global_rngs() -> Iterator[None]:
 @contextlib.contextmanager
 def single_torch_thread() -> Iterator[None]:
     """Context manager: torch uses one intra-op thread inside the block, as every scoring
-    task does, in a worker or in this process: reductions are summed in the same order
-    whatever the path. The count is the process's: the block holds the process's state
-    lock, so a run in another thread cannot set it back meanwhile."""
+    task does (in a worker or here), so reductions sum in the same order whatever the path.
+    The count is process-wide: the block holds ``PROCESS_LOCK`` against other threads' runs."""
     with PROCESS_LOCK:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)

@@ -141,9 +141,8 @@ def located(exc: NotAScore, generation: int, start: int, stop: int) -> NotAScore
 # --------------------------------------------------------------------- batched scoring
 def group_bounds(n: int, size: int) -> list[tuple[int, int]]:
     """The groups of ``n`` candidates scored ``size`` at a time: ``(start, stop)`` cut at
-    multiples of ``size``, a remainder of at most ``size // 4`` (often a re-evaluated
-    parent) joining the last group; on ``n`` and ``size`` only, so a candidate has the
-    same neighbours on any backend."""
+    multiples of ``size``, a remainder of at most ``size // 4`` (often a re-evaluated parent)
+    joining the last group; from ``n`` and ``size`` alone, so the same on any backend."""
     cuts = list(range(0, n, max(size, 1))) + [n]
     if len(cuts) > 2 and n - cuts[-2] <= size // 4:
         del cuts[-2]

@@ -19,8 +19,9 @@ from .checks import did_you_mean
 from .extras import require
 from .interrupt import KEPT, watch_parent
 from .pools.base import Pool, in_order, same_bytes
-from .pools.dask_pool import get_client, is_client
+from .pools.dask_pool import DaskPool, get_client, is_client
 from .pools.loops import Loops
+from .pools.ray_pool import RayPool
 from .seeding import fresh_in_forked_child
 
 
@@ -244,10 +245,8 @@ def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
     on this machine at most ``max_workers`` processes (a run's largest generation)."""
     kind, n_jobs = choice
     if kind == "ray":
-        from .pools.ray_pool import RayPool
         return RayPool(n_jobs)
     if kind not in (None, "loky", "multiprocessing"):
-        from .pools.dask_pool import DaskPool
         return DaskPool(kind, n_jobs)
     n_workers = max(1, min(n_jobs, max_workers or n_jobs))
     return None if kind is None or n_workers == 1 and here else LocalPool(kind, n_workers,

@@ -138,10 +138,9 @@ class Engine:
             self.close()
             raise
 
-    def __exit__(self, exc_type: Any, *exc_info: object) -> None:
-        if (exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-                and self.pool is not None):  # Ctrl-C: kill running tasks now
-            self.pool.abort()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, *tb: object) -> None:
+        if isinstance(exc, KeyboardInterrupt) and self.pool is not None:
+            self.pool.abort()  # Ctrl-C: kill running tasks now
         self.close()
 
     def close(self) -> None:
@@ -241,10 +240,9 @@ class Engine:
                 try:
                     return pool.run_chunks(score_blocks, args, done, timeout)
                 except TimeoutError as exc:  # the pool timed each chunk: name its tasks
-                    late = getattr(exc, "late", None)
-                    if late:
+                    if getattr(exc, "late", None):  # local pools' (the chunks late)
                         exc.args = (candidates_named(
-                            [i for k in late for i in range(*bounds[k])]),)
+                            [i for k in exc.late for i in range(*bounds[k])]),)
                     raise
 
             results = self._retrying(

@@ -40,13 +40,11 @@ def generation_seed(seed: int, generation: int) -> int:
     return stream_seed(seed, 2, generation + 1)
 
 
-_HOOKS = ("task_report", "merge_reports", "shared_state", "load_shared_state")
-
-
 def has_hooks(agent: Any) -> bool:
     """Whether ``agent`` overrides a shared-statistics hook of :class:`Agent` (else the
     engine skips reports, merges and shared state)."""
-    return any(overrides(agent, name) for name in _HOOKS)
+    return any(overrides(agent, name) for name in ("task_report", "merge_reports",
+                                                     "shared_state", "load_shared_state"))
 
 
 def _set_task(agent: Agent, seed_of_task: int | None, seed: int = 0,

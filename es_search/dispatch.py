@@ -301,10 +301,8 @@ def in_index_order(parts: Sequence[Sequence[tuple]], n: int) -> tuple[list[Any],
     return scores, [r for b in blocks for r in b[2]]
 
 
-def run_claimed(pool: Any, candidates: Sequence[Candidate], unit: int, head: tuple,
-                tail: tuple,
-                retrying: Callable[[Callable[[], list], Callable[[], list[int]]], list]
-                ) -> tuple[list[Any], list[Any], list[float]]:
+def run_claimed(pool: Any, candidates: Sequence[Candidate], unit: int, head: tuple, tail: tuple,
+                retrying: Callable[..., list]) -> tuple[list[Any], list[Any], list[float]]:
     """One :func:`score_blocks` call per worker of the local ``pool`` (``head``, ``tail``:
     its arguments around the candidates and the counter file), claiming blocks of
     ``unit`` candidates, those a dead worker did not return again (``retrying(call,

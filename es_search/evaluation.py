@@ -173,7 +173,7 @@ class Engine:
             try:
                 raw, reports = self._score_parallel(generation, payload, candidates)
             except OSError as exc:
-                if self.pool is None or self.pool.local:
+                if self.pool.local:
                     raise
                 # a cluster pool lost its scheduler (Dask's CommClosedError) or network
                 raise WorkerError(

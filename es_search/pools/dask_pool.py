@@ -174,7 +174,7 @@ def scheduler_client(address: str | None) -> Iterator[None]:
     if thread.is_alive():
         raise ValueError(f"no dask scheduler answered at {address} within "
                          f"{SCHEDULER_TIMEOUT:g} s{hint}")
-    if isinstance(error, (OSError, TimeoutError)):
+    if isinstance(error, OSError):  # TimeoutError included
         raise ValueError(f"cannot reach the dask scheduler at {address}: {error}") from None
     if error is not None:
         raise ValueError(f"{address} did not answer as a dask scheduler "

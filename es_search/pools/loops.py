@@ -101,9 +101,8 @@ class Loops:
                 conn, i = idle.pop(0), queue.popleft()
                 conn.send_bytes(_dumps((fn, args_list[i])))
                 busy[conn] = i, time.monotonic()
-            first = min(t for _, t in busy.values())
-            ready = wait(list(busy), None if timeout is None else
-                         max(0.0, first + timeout - time.monotonic()))
+            ready = wait(list(busy), None if timeout is None else max(
+                0.0, min(t for _, t in busy.values()) + timeout - time.monotonic()))
             if not ready:  # the oldest chunk's time is up (or nearly: wait again)
                 late = [i for i, t in busy.values() if time.monotonic() - t >= timeout]
                 if late:

@@ -4,7 +4,6 @@ way to the workers, pickled once per run as a skeleton (its evolved parameters
 stripped), unpickled once per worker process and cached with its payload."""
 from __future__ import annotations
 
-import collections
 import copy
 import functools
 import os
@@ -258,7 +257,7 @@ def skeleton_bytes(agent: Agent) -> bytes:
 
 
 #: token -> the run's agent and loaded payload, in this worker process (the last few runs)
-_RUNS: "collections.OrderedDict[str, dict[str, Any]]" = collections.OrderedDict()
+_RUNS: dict[str, dict[str, Any]] = {}
 _CACHED_RUNS = 4
 
 
@@ -282,7 +281,7 @@ def worker_agent(token: str, skeleton: Any) -> Agent:
             p.data = torch.empty_strided(p.shape, stride, dtype=p.dtype)
         run = _RUNS[token] = {"agent": agent}
         while len(_RUNS) > _CACHED_RUNS:
-            _RUNS.popitem(last=False)
+            del _RUNS[next(iter(_RUNS))]  # the oldest
     return run["agent"]
 
 

@@ -153,8 +153,7 @@ class SharedFiles:
 
 
 # --------------------------------------------------------------------- pools
-# one chunk at a time per process (a chunk seeds the process-wide random generators);
-# read it as backends.CHUNK_LOCK at each use: a forked child gets a fresh one
+# one chunk at a time per process (chunks seed the global RNGs); read as backends.CHUNK_LOCK
 CHUNK_LOCK = threading.Lock()
 fresh_in_forked_child(globals(), "CHUNK_LOCK", threading.Lock)
 

@@ -177,14 +177,10 @@ def build_group(agent: Any, center: np.ndarray, candidates: Sequence[Candidate],
                 last = (c.key, stream.standard_normal(center.size) if stream is not None
                         else noise(seed, generation, c.key, center.size))
             np.add(center, _step(c, last[1]), out=rows[row])
-        rows_t = torch.from_numpy(rows)
         index = torch.tensor(flat)
-        offset = 0
-        for name, p in evolved:
-            size = p.numel()
-            params[name][index] = (rows_t[:, offset:offset + size]
-                                   .reshape((len(flat),) + p.shape).to(p.dtype))
-            offset += size
+        sizes = [p.numel() for _, p in evolved]  # each parameter's columns of the rows
+        for (name, p), part in zip(evolved, torch.from_numpy(rows).split(sizes, dim=1)):
+            params[name][index] = part.reshape((len(flat),) + p.shape).to(p.dtype)
     if "jitter" in kinds:
         _jitter_rows(params, evolved, candidates, seeds)
     return params

@@ -82,11 +82,9 @@ class DaskPool(ActorPool):
         while pending and time.monotonic() < deadline:
             if self._actors:
                 deadline = min(deadline, time.monotonic() + 5)
-            try:
+            with contextlib.suppress(TimeoutError):
                 distributed.wait(list(pending.values()), timeout=0.5,
                                  return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                pass
             listed = set(self.client.nthreads())
             for address in [a for a, f in pending.items() if f.done() or a not in listed]:
                 self._take(address, pending.pop(address))

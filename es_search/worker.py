@@ -102,8 +102,7 @@ def score_alone(agent: Agent, payload: Payload, candidates: Sequence[Candidate],
     reports: list[Any] = []
     seeds = task_seeds(seed, generation, start, start + len(candidates))
     with torch.no_grad():
-        for offset, candidate in enumerate(candidates):
-            index, seed_ = start + offset, seeds[offset]
+        for index, (candidate, seed_) in enumerate(zip(candidates, seeds), start):
             try:
                 value, report = run_task(agent, payload, candidate, seed, generation, index,
                                          seed_of_task=seed_)

@@ -56,7 +56,10 @@ class BatchedPolicy(ControlPolicy):
     candidates per ``score_batch()`` call; ``hidden``, ``max_steps``, ``greedy`` as
     :class:`GymPolicy`'s. ``score_batch_size``: candidates per call (0: one by one through
     ``score()``, the same scores, slower). Subclasses set the environment (and
-    ``obs_dtype``, its observations' dtype, what an exported policy takes)."""
+    ``obs_dtype``, its observations' dtype, what an exported policy takes) and write
+    ``run_columns(layers, starts, uniforms, limit)``: the returns of the columns starting
+    at ``starts`` (state, column), the steps of the whole vectorised environment and
+    those of alive episodes."""
 
     obs_dim = act_dim = 0
     obs_dtype = "float32"  # gymnasium's CartPole-v1 and Pendulum-v1
@@ -73,7 +76,6 @@ class BatchedPolicy(ControlPolicy):
         self.steps = 0  # environment steps of alive episodes in the last score_batch()
         self.iterations = 0  # steps of the whole vectorised environment in the last one
 
-    # ------------------------------------------------------------------ the policy
     def stacked_layers(self, params, columns: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """``(weight, bias)`` per layer, float64, stacked: ``(n, out, in)``, ``(n, out)``;
         each row repeated ``columns`` times in a row (one per episode)."""
@@ -91,7 +93,6 @@ class BatchedPolicy(ControlPolicy):
         actions = mlp_actions(logits, self.discrete, uniforms, squash=self._squash)
         return actions if self.discrete else actions[:, 0]
 
-    # ------------------------------------------------------------------ scoring
     def score_batch(self, params, seeds, **kwargs) -> np.ndarray:
         return self.episode_returns(params, seeds).mean(axis=1)
 
@@ -105,13 +106,11 @@ class BatchedPolicy(ControlPolicy):
         dims = len(self.start_high)
         u = np.concatenate([rng.random((episodes, dims)) for rng in streams])
         starts = (-self.start_high + (self.start_high - -self.start_high) * u).T
-        uniforms = None
-        if self.discrete and not self.greedy:
-            uniforms = np.concatenate([rng.random((episodes, limit)) for rng in streams])
+        uniforms = None if not self.discrete or self.greedy else np.concatenate(
+            [rng.random((episodes, limit)) for rng in streams])
         returns, self.iterations, self.steps = self.run_columns(layers, starts, uniforms, limit)
         return returns.reshape(n, episodes)
 
-    # ------------------------------------------------------------------ testing
     def returns(self, episodes: int = 100, seed: int = 0) -> np.ndarray:
         """The returns of whole episodes ``seed``, ``seed + 1``, ...: episode ``s`` starts
         where gymnasium's ``reset(seed=s)`` does and samples its actions (unless ``greedy``)
@@ -121,16 +120,10 @@ class BatchedPolicy(ControlPolicy):
         seeds = range(int(seed), int(seed) + episodes)
         starts = np.stack([np.random.default_rng(s).uniform(-self.start_high, self.start_high)
                            for s in seeds], axis=1)
-        uniforms = None
-        if self.discrete and not self.greedy:
-            uniforms = np.stack([np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,)))
-                                 .random(limit) for s in seeds])
+        uniforms = None if not self.discrete or self.greedy else np.stack(
+            [np.random.default_rng(np.random.SeedSequence(s, spawn_key=(1,))).random(limit)
+             for s in seeds])
         return self.run_columns(layers, starts, uniforms, limit)[0]
-
-    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
-        """The returns of columns starting at ``starts`` (state, column), the steps of the
-        whole vectorised environment and those of alive episodes."""
-        raise NotImplementedError
 
 
 class CartPole(BatchedPolicy):
@@ -204,7 +197,7 @@ class Pendulum(BatchedPolicy):
     def __init__(self, hidden: int = 16, episodes: int = 1, **kwargs):
         super().__init__(hidden=hidden, episodes=episodes, **kwargs)
 
-    def run_columns(self, layers, starts, uniforms, limit) -> np.ndarray:
+    def run_columns(self, layers, starts, uniforms, limit) -> tuple[np.ndarray, int, int]:
         returns = PendulumBatch(starts).run(
             lambda obs: self.actions(self.forward_numpy(layers, obs), None), limit)
         return returns, limit, limit * starts.shape[1]

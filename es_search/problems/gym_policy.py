@@ -236,7 +236,6 @@ class GymPolicy(ControlPolicy):
     def __getstate__(self):  # the environment is rebuilt where the agent lands
         return {**self.__dict__, "_env": None, "_report": None}
 
-    # ------------------------------------------------------------------ acting
     def _numpy_layers(self):
         return [(l.weight.detach().numpy().astype(np.float64),
                  l.bias.detach().numpy().astype(np.float64)) for l in self.layers]
@@ -259,11 +258,10 @@ class GymPolicy(ControlPolicy):
     def episode_return(self, seed: int | None, record: bool = False,
                        seeded_actions: bool | None = None, whole: bool = False,
                        shaped: bool = False) -> float:
-        """One episode's return. ``record``: a ``score()``'s episode, steps and
-        observations into its report. ``shaped``: rewards shaped (``reward_clip``,
-        ``reward_offset``).
-        ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with
-        ``crn``). ``whole``: no ``max_steps`` where the environment has a time limit."""
+        """One episode's return. ``record``: a ``score()``'s episode, steps and observations
+        into its report. ``shaped``: rewards shaped (``reward_clip``, ``reward_offset``).
+        ``seeded_actions``: sampled from a generator seeded ``seed`` (default: with ``crn``).
+        ``whole``: no ``max_steps`` where the environment has a time limit."""
         if self._env is None:
             self._env = self.make_env()
         env = self._env
@@ -313,7 +311,6 @@ class GymPolicy(ControlPolicy):
         return np.array([self.episode_return(seed + k, seeded_actions=True, whole=True)
                          for k in range(int(episodes))])
 
-    # ------------------------------------------------------------------ shared statistics
     def task_report(self) -> dict | None:
         """The last ``score()``'s steps and, when running, its observations' Moments."""
         return self._report

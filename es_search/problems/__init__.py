@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from ..agent import FILE_MODULES, Agent, RunAtImport
-from ..checks import did_you_mean
+from ..checks import check_keywords, did_you_mean
 from ..pickling import cloudpickle
 from .function import Function
 from .gym_policy import GymPolicy
@@ -180,7 +180,6 @@ def load_problem(spec: str, folder: str | None = None) -> type[Agent]:
 def build_problem(cls: type, params: dict, seed: int = 0, spec: str = "") -> Agent:
     """``cls(**params)``, its random initial weights from ``seed`` (the caller's RNGs
     are left as they were); ``spec``: how it was named, for messages."""
-    from ..checks import check_keywords
     from ..seeding import build_seeded
     spec = spec or cls.__qualname__
     check_keywords(cls, params, spec, "parameter", ProblemError, " (-p NAME=VALUE)")

@@ -26,9 +26,8 @@ def load_split(split: str, split_seed: int = 0) -> tuple[torch.Tensor, torch.Ten
         digits = datasets.load_digits()
         x = digits.data.astype(np.float32) / 16.0
         y = digits.target.astype(np.int64)
-        parts = model_selection.train_test_split(x, y, test_size=0.25, stratify=y,
-                                                 random_state=split_seed)
-        x_train, x_test, y_train, y_test = parts
+        x_train, x_test, y_train, y_test = model_selection.train_test_split(
+            x, y, test_size=0.25, stratify=y, random_state=split_seed)
         _DATA[("train", split_seed)] = (torch.from_numpy(x_train), torch.from_numpy(y_train))
         _DATA[("test", split_seed)] = (torch.from_numpy(x_test), torch.from_numpy(y_test))
     return _DATA[key]

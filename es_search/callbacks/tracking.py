@@ -1,6 +1,5 @@
-"""Tracking callbacks: the run's history logged as it goes. :class:`CSV` (a file, one row
-per generation), :class:`TensorBoard` (TensorBoard's own record format, no TensorFlow;
-extra ``tensorboard``) and :class:`MLflow` (through ``MlflowClient``; extra ``mlflow``)."""
+"""Tracking callbacks, the run's history logged as it goes: :class:`CSV`, :class:`TensorBoard`
+(no TensorFlow needed; extra ``tensorboard``) and :class:`MLflow` (extra ``mlflow``)."""
 from __future__ import annotations
 
 import csv

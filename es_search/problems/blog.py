@@ -23,9 +23,7 @@ class BlogAgent(Agent):
     def __init__(self, w=(1.0, 1.0, 1.0), work: int = 1000):
         super().__init__()
         self.work = check_int("work", work, 0)
-        self.fc1 = torch.nn.Linear(3, 1)
-        self.fc1.weight.requires_grad = False
-        self.fc1.bias.requires_grad = False
+        self.fc1 = torch.nn.Linear(3, 1).requires_grad_(False)
         self.set_weights({"fc1.weight": torch.tensor([list(w)], dtype=torch.float32)})
 
     def evolved_parameters(self):

@@ -1,5 +1,4 @@
-"""Built-in gymnasium control tasks: :class:`GymPolicy` with tuned defaults
-(benchmarks/README.md)."""
+"""Built-in gymnasium control tasks: GymPolicy with tuned defaults (see benchmarks/README.md)."""
 from __future__ import annotations
 
 from .gym_policy import GymPolicy

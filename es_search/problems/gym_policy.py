@@ -172,8 +172,7 @@ class GymPolicy(ControlPolicy):
         if self.normalize == "fixed":
             buffers["obs_mean"], buffers["obs_std"] = self._random_action_statistics(
                 norm_episodes, int(norm_seed))
-        for name in _RUNNING_BUFFERS if self.normalize == "running" else ("obs_mean",
-                                                                              "obs_std"):
+        for name in _RUNNING_BUFFERS if self.normalize == "running" else ("obs_mean", "obs_std"):
             self.register_buffer(name, torch.as_tensor(buffers[name], dtype=torch.float64))
         self._env = None
         self._report: dict | None = None

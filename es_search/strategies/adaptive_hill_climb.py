@@ -59,10 +59,9 @@ class AdaptiveHillClimb(Climber):
             target_success = 1.0 / (5.0 + math.sqrt(self.population) / 2.0)
         self.target_success = check_number("target_success", target_success,
                                            "a number in (0, 1)", lambda v: 0.0 < v < 1.0)
-        self.min_sigma = None if min_sigma is None else check_positive_float(
-            "min_sigma", min_sigma)
-        self.max_sigma = None if max_sigma is None else check_positive_float(
-            "max_sigma", max_sigma)
+        self.min_sigma, self.max_sigma = (
+            None if value is None else check_positive_float(name, value)
+            for name, value in (("min_sigma", min_sigma), ("max_sigma", max_sigma)))
         if (self.min_sigma or 0.0) > (self.max_sigma or math.inf):
             raise ValueError(f"min_sigma ({self.min_sigma}) must not exceed max_sigma "
                              f"({self.max_sigma})")

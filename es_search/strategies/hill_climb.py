@@ -37,7 +37,6 @@ class Climber(Strategy):
         return max(self.population + (self.reevaluate is not False), self.initial_evaluations)
 
     def init_from(self, center: np.ndarray, scores: Sequence[float], seed: int) -> Any:
-        """``"auto"`` re-evaluates when the starting agent's two scores differ."""
         reevaluate = self.reevaluate
         if reevaluate == "auto":
             reevaluate = len(scores) > 1 and not same_score(scores[0], scores[1])

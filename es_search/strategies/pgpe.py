@@ -71,10 +71,9 @@ class PGPE(Antithetic):
                  stdev_max_change: float = 0.2):
         self.population = even_population(self.name, population)
         self.initial_sigma = check_positive_float("sigma", sigma)
-        self.step_size = None if step_size is None else check_positive_float(
-            "step_size", step_size)
-        self.max_speed = None if max_speed is None else check_positive_float(
-            "max_speed", max_speed)
+        self.step_size, self.max_speed = (
+            None if value is None else check_positive_float(name, value)
+            for name, value in (("step_size", step_size), ("max_speed", max_speed)))
         self.momentum = check_number("momentum", momentum, "a number in [0, 1]",
                                      lambda v: 0.0 <= v <= 1.0)
         self.stdev_lr = check_positive_float("stdev_lr", stdev_lr)

@@ -90,10 +90,7 @@ class CSV(FileCallback):
     def load(self) -> list[dict]:
         """The records in the file (numbers, lists and non-finite floats restored)."""
         with open(self.path, newline="") as f:
-            rows = list(csv.reader(f))
-        if not rows:
-            return []
-        header, *body = rows
+            header, *body = list(csv.reader(f)) or [[]]  # an empty file: no records
         return [{k: _parse(v) for k, v in zip(header, row)} for row in body]
 
     def _open(self, mode: str) -> None:

@@ -168,8 +168,8 @@ class CMAES(Strategy):
             raise ValueError(f"unknown pycma options {unknown}{hints}; see cma.CMAOptions()")
         self.restarts = None if restarts is None else check_choice(
             "restarts", restarts, ("ipop", "bipop"), " or None (no restarts)")
-        self.max_restarts = check_int("max_restarts", 9 if max_restarts is None
-                                      else max_restarts, 0)
+        self.max_restarts = None if self.restarts is None else check_int(  # as config() keeps it
+            "max_restarts", 9 if max_restarts is None else max_restarts, 0)
         unused = [k for k in self.options if k in _STOPS or k.startswith("tol")] + (
             ["max_restarts"] if max_restarts is not None else [])
         if self.restarts is None and unused:

@@ -9,6 +9,8 @@ import textwrap
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
+
 from .agent import Agent, overrides, stop_import_at_run
 from .callbacks.base import ProgressBar, RunInfo, as_callbacks
 from .checks import check, check_int
@@ -159,8 +161,9 @@ def _on_error(callbacks: list, error: BaseException) -> None:
 
 def _call_all(callbacks: list, method: str, argument: Any) -> list:
     """``callback.<method>(argument)`` for each callback that has the method, in order;
-    the callbacks whose call returned a true value."""
-    return [cb for cb in callbacks if hasattr(cb, method) and _call(cb, method, argument)]
+    the callbacks whose call returned True (a bool: a logging lambda's count stops nothing)."""
+    return [cb for cb in callbacks if hasattr(cb, method)
+            and ((said := _call(cb, method, argument)) is True or said is np.True_)]
 
 
 def _call(callback: Any, method: str, argument: Any) -> Any:

@@ -183,6 +183,15 @@ def test_plain_callables_keep_working():
     assert math.isfinite(result.best_score)
 
 
+@pytest.mark.parametrize("said, stops", [(True, True), (np.True_, True), (1, False),
+                                         ("stop", False), (872, False), (False, False)])
+def test_only_true_stops_a_run(said, stops):
+    # a logging lambda returns what it wrote (file.write's count): that is no stop
+    result = evolve(4, callbacks=[lambda r: said if r["generation"] == 1 else None])
+    assert result.generations == (2 if stops else 4)
+    assert (result.stopped_by is not None) == stops
+
+
 @pytest.mark.skipif(not hasattr(BaseException, "add_note"), reason="Python >= 3.11")
 def test_an_error_in_a_callback_names_it_and_keeps_what_was_done(tmp_path):
     def breaks(record):

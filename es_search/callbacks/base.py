@@ -1,10 +1,10 @@
 """The callback protocol: everything that happens beside the search is a callback.
 
 A callback is a callable taking each generation's record (:mod:`es_search.record`),
-returning something true to stop the run, or an object with any of the methods of
-:class:`Callback`: ``on_start(info)`` once, before the first generation it runs (also on a
+returning True to stop the run (any other value goes on), or an object with any of the
+methods of :class:`Callback`: ``on_start(info)`` once, before the first generation it runs (also on a
 resume); ``on_generation(record)`` after every generation, once the run folder holds it
-(``record`` is a :class:`Generation`; a true return stops the run, which then resumes to
+(``record`` is a :class:`Generation`; returning True stops the run, which then resumes to
 equal an uninterrupted one); ``on_end(result)`` once, with the :class:`~es_search.Result`,
 or ``on_error(error)`` instead when the run raises (an ``on_error`` that raises becomes a
 warning). Callbacks are not checkpointed: pass them again when resuming.
@@ -121,8 +121,8 @@ class FunctionCallback(Callback):
     def __init__(self, fn: Callable[[dict], Any]):
         self.fn = fn
 
-    def on_generation(self, record: dict) -> bool | None:
-        return bool(self.fn(record))
+    def on_generation(self, record: dict) -> Any:
+        return self.fn(record)
 
     def __repr__(self) -> str:
         name = getattr(self.fn, "__qualname__", None)  # a function: its name, no address

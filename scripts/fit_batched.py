@@ -81,6 +81,7 @@ class Regressor(es_search.Agent):
 def main(argv=None) -> float:
     args = parse_args(argv)
     check_int("points", args.points, 4, " (a quarter of them are held out)")
+    check_int("hidden", args.hidden, 1, " (units of the network's tanh layer)")
     x, y, x_test, y_test = make_data(args.points, args.seed)  # the run's seed makes the data
     torch.manual_seed(args.seed)  # the starting weights
     agent = Regressor(x, y, args.hidden, args.score_batch_size)

@@ -43,18 +43,14 @@ class RunArgs:
 
 def parse(args_class: type, description: str, argv: Any = None) -> Any:
     """``args_class`` read from the command line (``argv``: these arguments instead), its
-    fields named as ``run()``'s settings checked as ``run()`` checks them; without the
-    ``scripts`` extra, or with a bad setting, one line saying so."""
+    fields named as ``run()``'s settings checked as ``run()`` checks them (a SettingError,
+    which :func:`script_main` says in one line); without the ``scripts`` extra, one line."""
     try:
         tyro = require("tyro", "scripts")
     except ImportError as exc:
         sys.exit(f"{sys.argv[0]}: {exc}")
     args = tyro.cli(args_class, description=description, args=argv)
-    given = {f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)}
-    try:
-        Settings(**given)
-    except SettingError as exc:
-        sys.exit(f"{sys.argv[0]}: error: {setting_message(exc, _flag)}")
+    Settings(**{f.name: getattr(args, f.name) for f in fields(Settings) if hasattr(args, f.name)})
     return args
 
 

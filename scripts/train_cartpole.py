@@ -47,11 +47,11 @@ def main(argv=None) -> float:
     # the run's answer: of the best evaluation and the centres kept over the run, the one
     # that scored best on fresh episodes at the end (result.chosen names it)
     answer = result.chosen_agent()
-    returns = [answer.episode_return(seed=10_000 + k) for k in range(args.test_episodes)]
-    test_return = float(np.mean(returns)) if returns else float("nan")
+    returns = answer.returns(args.test_episodes, seed=10_000)  # seeded: the same each time
+    test_return = float(np.mean(returns)) if len(returns) else float("nan")
     print(f"best search score {result.best_score:.1f}; handed back: {result.chosen}"
           + (f"; test return over {len(returns)} new episodes: {test_return:.1f} (max 500)"
-             if returns else ""))
+             if len(returns) else ""))
     return test_return
 
 

@@ -67,16 +67,20 @@ def test_the_scripts_help_shows_each_fields_docstring():
     (["--resume"], "--resume continues the run saved in an out folder; pass --out DIR"),
     (["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
 ])
-def test_a_scripts_bad_run_setting_is_one_line_before_any_work(args, message):
-    with pytest.raises(SystemExit) as exited:  # tyro parsed them; run()'s checks refuse
+def test_a_scripts_bad_run_setting_is_refused_before_any_work(args, message):
+    from es_search.errors import SettingError, setting_message
+    from run_args import _flag
+    with pytest.raises(SettingError) as refused:  # tyro parsed them; run()'s checks refuse
         run_script("fit_batched.py", *args)
-    assert f": error: {message}" in str(exited.value)
+    assert setting_message(refused.value, _flag).startswith(message)
 
 
 @pytest.mark.parametrize("script, args, message", [
     ("train_cartpole.py", ["--hidden", "-1"], "--hidden must be an integer >= 0 (units of "
                                                "one tanh hidden layer; 0: a linear policy)"),
     ("fit_batched.py", ["--points", "0"], "--points must be an integer >= 4"),
+    ("fit_batched.py", ["--generations", "0"], "--generations must be an integer >= 1"),
+    ("fit_batched.py", ["--hidden", "0"], "--hidden must be an integer >= 1"),
     ("blog_parallel.py", ["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
 ])
 def test_a_scripts_bad_input_found_in_its_run_is_one_line_exit_2(script, args, message):

@@ -102,7 +102,8 @@ def score_message(error: ScoreError) -> str:
         replay = (f"out={e.out!r}, generation={g}, index={i})\n" if e.out else
                   f"out=<the run's out folder>, generation={g}, index={i})\nor, without an "
                   f"out folder, replay_task(agent, seed=<run seed>, generation={g}, "
-                  f"index={i}, center=..., candidate=...).\n")
+                  f"index={i}, center=error.failures.center,\n"
+                  f"    candidate=error.failures.candidates[{i}]) (error: this ScoreError).\n")
     return (f"{e.method} failed on {where}.\n"
             f"Reproduce it in this process (e.g. under a debugger) with\n"
             f"    es_search.replay_task(agent, {replay}{traceback}")

@@ -46,6 +46,13 @@ def test_score_error_names_the_task_chains_and_replays(tmp_path, n_jobs):
         es_search.run(agents.Raises({seed}), generations=3, n_jobs=n_jobs, **KW)
     assert "replay_task(agent, out=<the run's out folder>, generation=1, index=3)\nor, " \
            "without an out folder, replay_task(agent, seed=<run seed>" in str(no_out.value)
+    error = no_out.value  # the message's call, as it reads: the same failure, same weights
+    assert f"candidate=error.failures.candidates[{error.index}])" in str(error)
+    with pytest.raises(ValueError) as replayed_here:
+        es_search.replay_task(agents.Raises({seed}), seed=SEED, generation=1, index=3,
+                              center=error.failures.center,
+                              candidate=error.failures.candidates[3])
+    assert str(replayed_here.value) == str(err.__cause__)
     with pytest.raises(ValueError) as replayed:  # unwrapped, for a debugger
         es_search.replay_task(agents.Raises({seed}), out=tmp_path, generation=1, index=3)
     assert str(replayed.value) == str(err.__cause__)  # the same weights, too

@@ -200,6 +200,22 @@ def test_an_evaluator_scores_only_while_open(n_jobs):
         evaluator.evaluate(weights)
 
 
+def test_an_evaluator_under_on_error_worst_warns_once_with_the_traceback():
+    import warnings
+    from agents import Raises
+    from es_search.seeding import task_seed
+    agent = Raises({task_seed(0, 0, 1), task_seed(0, 1, 0)})
+    weights = [{"x": torch.zeros(4, dtype=torch.float64)}] * 3
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with es_search.Evaluator(agent, n_jobs=1, on_error="worst") as evaluator:
+            scores, again = evaluator.evaluate(weights, 0), evaluator.evaluate(weights, 1)
+    assert scores[1] == again[0] == float("-inf") and scores[0] > float("-inf")
+    said = [str(w.message) for w in caught if "on_error='worst'" in str(w.message)]
+    assert len(said) == 1 and "raised on 1 of 3 weights dicts of generation 0 (the " \
+        "first: weights[1]" in said[0] and "ValueError: boom" in said[0]
+
+
 @pytest.mark.slow
 def test_the_evaluate_calls_benchmark_runs_and_checks_its_scores():
     """benchmarks/evaluate_calls.py times both kinds of call on the same weights and

@@ -88,6 +88,7 @@ class Engine:
         self._open = False  # between __enter__ and close()
         self.n_workers = 1
         self.startup_seconds = 0.0
+        self._warned = False  # of a score() that raised under on_error="worst"
         self.worker_pids: set[int] = set()
         self.policy = DispatchPolicy(1, settings.fallback)
 
@@ -181,8 +182,20 @@ class Engine:
                     f"{generation} ({type(exc).__name__}: {exc}); start the scheduler "
                     f"and its workers again (or use another backend).",
                     generation, list(range(n))) from exc
+        failures = [s for s in raw if isinstance(s, TaskFailure)]
+        if failures and not self._warned:  # on_error="worst"
+            self._warned, first = True, failures[0]
+            out = self.settings.out
+            replay = "run with out=DIR, or see help(es_search.replay_task)" if out is None \
+                else f"es_search.replay_task(agent, out={str(out)!r}, " \
+                     f"generation={first.generation}, index={first.index})"
+            warn_user(f"{first.method} raised on {len(failures)} candidate(s) of "
+                      f"{generation_name(generation)} (the first: candidate {first.index}, "
+                      f"task seed {first.seed}); on_error='worst' scored them -inf (said once "
+                      f"per run or Evaluator; the history's 'failures' counts them). To replay "
+                      f"one in this process: {replay}. First traceback:\n{first.traceback}")
         return Scored([-math.inf if isinstance(s, TaskFailure) else s for s in raw],
-                      [s for s in raw if isinstance(s, TaskFailure)], reports, shared,
+                      failures, reports, shared,
                       {**self.stats, "path": path, "seconds": time.perf_counter() - began})
 
     def shared_state(self) -> dict | None:

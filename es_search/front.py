@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 from .agent import Agent
 from .candidates import Candidate
 from .checks import check_int
-from .errors import ScoreError, warn_user
+from .errors import ScoreError
 from .evaluation import Engine
 
 __all__ = ["Evaluator", "evaluate"]
@@ -19,7 +19,6 @@ class Evaluator(Engine):
     :meth:`evaluate`, which scores weight dicts."""
 
     _base: dict | None = None  # what evaluate() loads weights over (set at its first call)
-    _warned = False  # of a score() that raised under on_error="worst" (once, as run() does)
 
     def evaluate(self, weights: Sequence[Mapping[str, Any]],
                  generation: int = 0) -> list[float]:
@@ -64,17 +63,10 @@ class Evaluator(Engine):
         if not candidates:
             return []
         try:
-            scored = self.score(generation, self._center, candidates)
+            return self.score(generation, self._center, candidates).scores
         except ScoreError as exc:  # no run folder: its message replays weights[index]
             exc.evaluate_seed, exc.evaluate_kwargs = self.seed, bool(self.score_kwargs)
             raise
-        if scored.failures and not self._warned:
-            self._warned, first = True, scored.failures[0]
-            warn_user(f"{first.method} raised on {len(scored.failures)} of {len(candidates)} "
-                      f"weights dicts of generation {generation} (the first: weights"
-                      f"[{first.index}], task seed {first.seed}); on_error='worst' scored them "
-                      f"-inf (warned once per Evaluator). First traceback:\n{first.traceback}")
-        return scored.scores
 
 
 def evaluate(agent: Agent, weights: Sequence[Mapping[str, Any]], *, n_jobs: int | None = -1,

@@ -106,7 +106,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                 search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
                 config["resolved"] = strategy.resolved(search.state)
-            callbacks += [Warnings(type(agent).__name__, settings.out), bar, *user_callbacks]
+            callbacks += [Warnings(type(agent).__name__), bar, *user_callbacks]
             _call_all(callbacks, "on_start", RunInfo(
                 config, settings.out, settings.generations, search.next_generation,
                 list(search.history), start_agent, start))
@@ -177,30 +177,15 @@ def _call(callback: Any, method: str, argument: Any) -> Any:
 
 
 class Warnings:
-    """A run's callback: warns, once per run each, of tolerated failures
-    (``on_error="worst"``) and of non-finite scores."""
+    """A run's callback: warns, once per run, of non-finite scores (failures under
+    ``on_error="worst"``: the engine warns of them)."""
 
-    def __init__(self, agent_name: str, out: Any):
-        self.agent_name, self.out = agent_name, out
-        self.warned: set[str] = set()
+    def __init__(self, agent_name: str):
+        self.agent_name, self.warned = agent_name, False
 
     def on_generation(self, record: Any) -> None:
-        if record.failures and "failures" not in self.warned:
-            self.warned.add("failures")
-            first, count = record.failures.detail[0], len(record.failures.detail)
-            replay = (f"Replay one with es_search.replay_task(agent, out={str(self.out)!r}, "
-                      f"generation={first.generation}, index={first.index})"
-                      if self.out is not None else "To replay one in this process, run "
-                      "with out=DIR (the folder keeps what es_search.replay_task(agent, "
-                      "out=DIR, generation=G, index=I) needs)")
-            warn_user(f"{first.method} raised on "
-                      f"{count} candidate(s) of generation {first.generation} (the first: "
-                      f"candidate {first.index}, task seed {first.seed}); on_error='worst' "
-                      f"scored them -inf and the run goes on. The history's 'failures' "
-                      f"counts them per generation (this warning is given once per run). "
-                      f"{replay}. First traceback:\n{first.traceback}")
-        if record["nonfinite"] and "nonfinite" not in self.warned:
-            self.warned.add("nonfinite")
+        if record["nonfinite"] and not self.warned:
+            self.warned = True
             warn_user(
                 f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
                 f"{record['generation']} non-finite (NaN or inf); such candidates are never "

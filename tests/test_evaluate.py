@@ -212,8 +212,8 @@ def test_an_evaluator_under_on_error_worst_warns_once_with_the_traceback():
             scores, again = evaluator.evaluate(weights, 0), evaluator.evaluate(weights, 1)
     assert scores[1] == again[0] == float("-inf") and scores[0] > float("-inf")
     said = [str(w.message) for w in caught if "on_error='worst'" in str(w.message)]
-    assert len(said) == 1 and "raised on 1 of 3 weights dicts of generation 0 (the " \
-        "first: weights[1]" in said[0] and "ValueError: boom" in said[0]
+    assert len(said) == 1 and "raised on 1 candidate(s) of generation 0 (the first: " \
+        "candidate 1" in said[0] and "ValueError: boom" in said[0]
 
 
 @pytest.mark.slow

@@ -88,7 +88,7 @@ class Engine:
         self._open = False  # between __enter__ and close()
         self.n_workers = 1
         self.startup_seconds = 0.0
-        self._warned = False  # of a score() that raised under on_error="worst"
+        self._warned: set[str] = set()  # what _warn_once has said
         self.worker_pids: set[int] = set()
         self.policy = DispatchPolicy(1, settings.fallback)
 
@@ -183,20 +183,33 @@ class Engine:
                     f"and its workers again (or use another backend).",
                     generation, list(range(n))) from exc
         failures = [s for s in raw if isinstance(s, TaskFailure)]
-        if failures and not self._warned:  # on_error="worst"
-            self._warned, first = True, failures[0]
-            out = self.settings.out
+        scores = [-math.inf if isinstance(s, TaskFailure) else s for s in raw]
+        self._warn_once(generation, failures, sum(not math.isfinite(s) for s in scores)
+                        - len(failures))
+        return Scored(scores, failures, reports, shared,
+                      {**self.stats, "path": path, "seconds": time.perf_counter() - began})
+
+    def _warn_once(self, generation: int, failures: list, nonfinite: int) -> None:
+        """Warn, once per run or Evaluator each, of scores that were not finite and of
+        ``score()`` calls that raised under ``on_error="worst"`` (both scored -inf)."""
+        where = "the starting agent's evaluation" if generation < 0 else \
+            generation_name(generation)
+        if nonfinite and "nonfinite" not in self._warned:
+            self._warned.add("nonfinite")
+            warn_user(f"{type(self.local).__name__} scored {nonfinite} time(s) non-finite (NaN "
+                      f"or inf) in {where}; such candidates are never kept. The history's "
+                      f"'nonfinite' counts them per generation (said once per run).")
+        if failures and "failures" not in self._warned:
+            self._warned.add("failures")
+            first, out = failures[0], self.settings.out
             replay = "run with out=DIR, or see help(es_search.replay_task)" if out is None \
                 else f"es_search.replay_task(agent, out={str(out)!r}, " \
                      f"generation={first.generation}, index={first.index})"
-            warn_user(f"{first.method} raised on {len(failures)} candidate(s) of "
-                      f"{generation_name(generation)} (the first: candidate {first.index}, "
-                      f"task seed {first.seed}); on_error='worst' scored them -inf (said once "
-                      f"per run or Evaluator; the history's 'failures' counts them). To replay "
-                      f"one in this process: {replay}. First traceback:\n{first.traceback}")
-        return Scored([-math.inf if isinstance(s, TaskFailure) else s for s in raw],
-                      failures, reports, shared,
-                      {**self.stats, "path": path, "seconds": time.perf_counter() - began})
+            warn_user(f"{first.method} raised on {len(failures)} candidate(s) of {where} (the "
+                      f"first: candidate {first.index}, task seed {first.seed}); on_error="
+                      f"'worst' scored them -inf (said once per run; the history's 'failures' "
+                      f"counts them). To replay one in this process: {replay}. First "
+                      f"traceback:\n{first.traceback}")
 
     def shared_state(self) -> dict | None:
         """A copy of the agent's shared state (None: none), which the next :meth:`score` loads."""

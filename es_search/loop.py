@@ -106,7 +106,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                 search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
                 config["resolved"] = strategy.resolved(search.state)
-            callbacks += [Warnings(type(agent).__name__), bar, *user_callbacks]
+            callbacks += [bar, *user_callbacks]
             _call_all(callbacks, "on_start", RunInfo(
                 config, settings.out, settings.generations, search.next_generation,
                 list(search.history), start_agent, start))
@@ -174,23 +174,6 @@ def _call(callback: Any, method: str, argument: Any) -> Any:
     except Exception as exc:
         exc.add_note(f"es_search: raised by the callback {callback!r} in {method}()")
         raise
-
-
-class Warnings:
-    """A run's callback: warns, once per run, of non-finite scores (failures under
-    ``on_error="worst"``: the engine warns of them)."""
-
-    def __init__(self, agent_name: str):
-        self.agent_name, self.warned = agent_name, False
-
-    def on_generation(self, record: Any) -> None:
-        if record["nonfinite"] and not self.warned:
-            self.warned = True
-            warn_user(
-                f"{self.agent_name} scored {record['nonfinite']} candidate(s) of generation "
-                f"{record['generation']} non-finite (NaN or inf); such candidates are never "
-                f"kept. The history's 'nonfinite' counts them per generation (this warning "
-                f"is given once per run).")
 
 
 def interrupted(exc: BaseException, out: Any, completed: int) -> None:

@@ -204,6 +204,13 @@ def test_nonfinite_scores_warn_once_are_counted_and_never_best():
     assert math.isfinite(result.best_score)
 
 
+def test_a_starting_agent_that_scores_nan_is_named_in_the_warning():
+    function = es_search.problems.Function(lambda x: math.nan, np.ones(3))
+    with pytest.warns(RuntimeWarning, match=r"Function scored \d+ time\(s\) non-finite "
+                                            r"\(NaN or inf\) in the starting agent's"):
+        es_search.run(function, generations=1, population=4, n_jobs=1, progress=False)
+
+
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
 def test_with_no_finite_score_at_all_the_best_score_is_nan(value):
     """Not +inf (a perfect score, on a minimised function that returns -inf) nor -inf."""

@@ -134,6 +134,7 @@ class Result:
         ax.plot(generations, [h["mean_score"] for h in self.history], label="generation mean",
                 alpha=0.7)
         ax.set(xlabel="generation", ylabel="score")
+        ax.xaxis.get_major_locator().set_params(integer=True)  # no generation 2.5
         ax.legend(loc="lower right")
         ax.grid(alpha=0.3)
         fig.tight_layout()

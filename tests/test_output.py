@@ -57,8 +57,10 @@ def test_result_plot_needs_matplotlib_only(tmp_path):
     import matplotlib
     import matplotlib.pyplot as plt
     backend, open_figures = matplotlib.get_backend(), plt.get_fignums()
-    result.plot(tmp_path / "p.png")
+    figure = result.plot(tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 1000
+    ticks = figure.axes[0].get_xticks()  # generations are whole numbers: so are the ticks
+    assert len(ticks) > 1 and all(float(t).is_integer() for t in ticks)
     with pytest.raises(FileNotFoundError):  # a figure that could not be saved
         result.plot(tmp_path / "no-such-folder" / "p.png")
     assert (matplotlib.get_backend(), plt.get_fignums()) == (backend, open_figures)

@@ -66,6 +66,7 @@ def test_the_scripts_help_shows_each_fields_docstring():
     (["--generations", "0"], "--generations must be an integer >= 1, got 0"),
     (["--resume"], "--resume continues the run saved in an out folder; pass --out DIR"),
     (["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
+    (["--hidden", "0"], "--hidden must be an integer >= 1"),
 ])
 def test_a_scripts_bad_run_setting_is_refused_before_any_work(args, message):
     from es_search.errors import SettingError, setting_message
@@ -79,8 +80,6 @@ def test_a_scripts_bad_run_setting_is_refused_before_any_work(args, message):
     ("train_cartpole.py", ["--hidden", "-1"], "--hidden must be an integer >= 0 (units of "
                                                "one tanh hidden layer; 0: a linear policy)"),
     ("fit_batched.py", ["--points", "0"], "--points must be an integer >= 4"),
-    ("fit_batched.py", ["--generations", "0"], "--generations must be an integer >= 1"),
-    ("fit_batched.py", ["--hidden", "0"], "--hidden must be an integer >= 1"),
     ("blog_parallel.py", ["--n-jobs", "0"], "--n-jobs must be an integer other than 0"),
 ])
 def test_a_scripts_bad_input_found_in_its_run_is_one_line_exit_2(script, args, message):

@@ -170,9 +170,9 @@ def export(agent: Agent, path: Any, to: str | None = None, example: Any = None) 
     obs_dim)`` of flat observations in the environment's dtype (float32 for CartPole,
     float64 for MuJoCo's; TorchScript takes either; one observation:
     ``obs.reshape(1, -1)``) and, when it samples discrete actions, ``seed`` (an int64
-    scalar tensor: one per step); it returns ``n`` actions (int64, or float64 ``(n, *action_shape)``;
-    ONNX's output ``actions``). Another agent exports its ``forward()`` traced with
-    ``example`` (default: zeros of ``(8, agent.obs_dim)``; ONNX's inputs named as its
+    scalar tensor: one per step); it returns ``n`` actions (int64, or float64 ``(n,
+    *action_shape)``; ONNX's output ``actions``). Another agent exports its ``forward()``
+    traced with ``example`` (default: zeros of ``(8, agent.obs_dim)``; ONNX's inputs named as its
     arguments, its output ``output``), refused (ValueError) where the file computes
     otherwise.
 

@@ -2,12 +2,13 @@
 
 A callback is a callable taking each generation's record (:mod:`es_search.record`),
 returning True to stop the run (any other value goes on), or an object with any of the
-methods of :class:`Callback`: ``on_start(info)`` once, before the first generation it runs (also on a
-resume); ``on_generation(record)`` after every generation, once the run folder holds it
-(``record`` is a :class:`Generation`; returning True stops the run, which then resumes to
-equal an uninterrupted one); ``on_end(result)`` once, with the :class:`~es_search.Result`,
-or ``on_error(error)`` instead when the run raises (an ``on_error`` that raises becomes a
-warning). Callbacks are not checkpointed: pass them again when resuming.
+methods of :class:`Callback`: ``on_start(info)`` once, before the first generation it runs
+(also on a resume); ``on_generation(record)`` after every generation, once the run folder
+holds it (``record`` is a :class:`Generation`; returning True stops the run, which then
+resumes to equal an uninterrupted one); ``on_end(result)`` once, with the
+:class:`~es_search.Result`, or ``on_error(error)`` instead when the run raises (an
+``on_error`` that raises becomes a warning). Callbacks are not checkpointed: pass them
+again when resuming.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from . import checkpoint as _checkpoint
 from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
-from .lock import LOCK, OutFolderError, acquire, release  # noqa: F401 - LOCK: its name
+from .lock import LOCK, OutFolderError, acquire, release
 from .settings import Settings
 
 CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
@@ -33,6 +33,7 @@ PLOT = "plot.png"
 TEST = "test.json"  # es-search run and test
 AT_THE_END = (RESULT, CENTER_WEIGHTS, CHOSEN_WEIGHTS, PLOT, TEST,
               "policy.pt", "policy.onnx")  # es-search export's (FORMATS), of the answer
+OWN = (CONFIG, HISTORY, CHECKPOINT, BEST_WEIGHTS, FAILURES, SCORE_KWARGS, LOCK, *AT_THE_END)
 
 
 class RunDir:
@@ -52,6 +53,12 @@ class RunDir:
     @property
     def config(self) -> dict:
         return self._json(CONFIG)
+
+    def owns(self, path: Any) -> str | None:
+        """The name of the folder's own file (or folder) that ``path`` is or lies in."""
+        path = Path(path).expanduser().resolve()
+        return next((name for name in OWN if (self.path / name).resolve() in
+                     (path, *path.parents)), None)
 
     def end(self) -> dict:
         """``result.json``, written at the run's end, or {}."""

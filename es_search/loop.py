@@ -72,6 +72,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     check_int("generations", arguments["generations"], 1,  # a run's: required
               " (required: how many generations the run lasts)")
     settings = Settings(**{setting.name: arguments[setting.name] for setting in fields(Settings)})
+    user_callbacks = as_callbacks(callbacks, settings.out)
     if spec is not None:  # checked: now its agent (an environment, a dataset...)
         agent = spec.build_agent(settings.score_kwargs)
         population, sigma = spec.population, spec.sigma
@@ -89,7 +90,6 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                   f"{strategy.name or type(strategy).__name__} moves every evolved value by "
                   f"its own noise, so your jitter_weights() is not used. Choose a hill "
                   f"climber, or override evolved_parameters() to choose what evolves.")
-    user_callbacks = as_callbacks(callbacks)
     start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
     folder = RunFolder(settings, config) if settings.out else None
     bar, search = ProgressBar(settings.progress), None

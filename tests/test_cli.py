@@ -421,6 +421,24 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_csv_onto_a_file_of_the_run_folder_is_refused_before_any_work(tmp_path, capsys):
+    """--csv DIR/history.jsonl replaced the run's history with a CSV (a resume then failed)."""
+    out = tmp_path / "run"
+    flags = ["--generations", "2", "--no-progress", "--no-test", "--n-jobs", "1"]
+    assert main(["run", "sphere", *flags, "--out", str(out)]) == 0
+    files = {p: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    for name, again in (("history.jsonl", "--resume"), ("config.json", "--overwrite"),
+                        ("failures/generation-0.csv", "--resume")):
+        assert main(["run", "sphere", *flags, "--out", str(out), again,
+                     "--csv", str(out / name)]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"es-search: error: CSV({str(out / name)!r}) would write over the run "
+                       f"folder's own {name.split('/')[0]} (in {out}): give it a file of its "
+                       f"own\n")
+        assert {p: p.read_bytes() for p in out.iterdir() if p.is_file()} == files
+
+
 def test_true_and_false_are_read_as_a_shell_user_writes_them(tmp_path):
     """-p greedy=false was the string 'false', which the policy read as True."""
     def scores(*params):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from ..agent import weights_of
+from ..folder import RunDir
 
 HOOKS = ("on_start", "on_generation", "on_end", "on_error")
 #: seconds between redraws of the progress bar when stderr is a file, not a terminal
@@ -130,8 +131,9 @@ class FunctionCallback(Callback):
         return f"FunctionCallback({name if isinstance(name, str) else repr(self.fn)})"
 
 
-def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
-    """Check and wrap ``callbacks`` (at the call, before any work)."""
+def as_callbacks(callbacks: Iterable[Any], out: Any = None) -> list[Callback]:
+    """Check and wrap ``callbacks`` (at the call, before any work); none may write over a
+    file of the run folder ``out``."""
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = [callbacks]
     if isinstance(callbacks, (str, bytes)) or not hasattr(callbacks, "__iter__"):
@@ -150,6 +152,11 @@ def as_callbacks(callbacks: Iterable[Any]) -> list[Callback]:
                 raise TypeError(f"callbacks[{i}] ({type(cb).__name__}) defines {name}(), "
                                 f"which a run never calls (did you mean {close[0]!r}?); "
                                 f"the hooks are {', '.join(HOOKS)}")
+        path = getattr(cb, "path", None) if isinstance(cb, FileCallback) else None
+        own = out is not None and path is not None and RunDir(out).owns(path)
+        if own:
+            raise ValueError(f"{cb!r} would write over the run folder's own {own} (in "
+                             f"{out}): give it a file of its own")
         if isinstance(cb, Callback) or any(hasattr(cb, m) for m in HOOKS):
             wrapped.append(cb)  # duck-typed: missing methods are skipped by the run
         elif callable(cb):

@@ -78,11 +78,8 @@ def score_message(error: ScoreError) -> str:
                       "class of your script or notebook; its line numbers are the source's"
                       + (".)\n" if e.group_end is not None
                          else ", and replay_task shows the file.)\n"))
-    if g == SELECTION_GENERATION:  # run()'s end: the search itself is saved
-        return (f"{e.method} failed on task {i} of the end's selection test, which scores "
-                f"the kept policies on fresh tasks (task seed {e.seed}). The search is "
-                f"complete: fix score() and resume the run, or resume it with "
-                f"select_tasks=0 to hand back the best evaluation untested.\n{traceback}")
+    if g == SELECTION_GENERATION:  # run()'s end: the search is complete
+        return f"{selection_failure(e.method, i, e.seed, e.out)}\n{traceback}"
     if e.group_end is not None:
         return (f"{e.method} failed on {candidates_named(range(i, e.group_end))} "
                 f"of {generation_name(g)} (the first's task seed {e.seed}), though each of them "
@@ -107,6 +104,22 @@ def score_message(error: ScoreError) -> str:
     return (f"{e.method} failed on {where}.\n"
             f"Reproduce it in this process (e.g. under a debugger) with\n"
             f"    es_search.replay_task(agent, {replay}{traceback}")
+
+
+def selection_failure(method: str, index: int, seed: int, out: Any,
+                      failed: int | None = None) -> str:
+    """What a ``score()`` that raised on task ``index`` of the end's selection test says (of
+    a run saved in ``out``); ``failed``: the policy's tasks that raised under
+    ``on_error="worst"``, which scored them -inf and lets the run end (None: it stopped)."""
+    tolerated, again = (f"; on_error='worst' scored the {failed} failed task(s) of this "
+                        f"policy -inf (said once per run)", " with another select_tasks to "
+                        "test again") if failed else ("", "")
+    saved = (f"resume the run{again}, or resume it" if out else
+             "run it again (pass out=DIR to keep the search), or run it")
+    return (f"{method} failed on task {index} of the end's selection test, which scores the "
+            f"kept policies on fresh tasks (task seed {seed}){tolerated}. The search is "
+            f"complete{'' if out else ' but not saved'}: fix score() and {saved} with "
+            f"select_tasks=0 to hand back the best evaluation untested.")
 
 
 class TaskFailure(NamedTuple):

@@ -22,10 +22,12 @@ from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .dispatch import (AVAILABLE, PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
-from .errors import TaskFailure, WorkerError, candidates_named, generation_name, warn_user
+from .errors import (TaskFailure, WorkerError, candidates_named, generation_name,
+                     selection_failure, warn_user)
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_agent, check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
+from .seed_sequences import SELECTION_GENERATION
 from .seeding import in_process_tasks, preserved_global_rngs
 from .settings import Settings
 from .worker import Payload, has_hooks, run_task, score_tasks, skeleton_bytes, warm_chunk
@@ -202,6 +204,10 @@ class Engine:
         if failures and "failures" not in self._warned:
             self._warned.add("failures")
             first, out = failures[0], self.settings.out
+            if generation == SELECTION_GENERATION:  # no history, nothing to replay
+                return warn_user(selection_failure(first.method, first.index, first.seed, out,
+                                                   len(failures))
+                                 + f" First traceback:\n{first.traceback}")
             replay = "run with out=DIR, or see help(es_search.replay_task)" if out is None \
                 else f"es_search.replay_task(agent, out={str(out)!r}, " \
                      f"generation={first.generation}, index={first.index})"

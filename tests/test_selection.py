@@ -180,6 +180,29 @@ def test_a_selection_test_that_fails_is_named_as_such_or_shown_failed():
     assert result.chosen == "best"
 
 
+def test_a_tolerated_failure_of_the_selection_test_warns_what_holds_for_it(tmp_path,
+                                                                          monkeypatch):
+    """The warning spoke of the history's 'failures' and of replay_task(out=...,
+    generation=4294967295), neither of which holds for the selection test."""
+    with pytest.warns(RuntimeWarning) as caught:
+        _run(FailsItsTest(), on_error="worst", out=tmp_path)
+    message = str(caught[0].message)
+    assert message.startswith("FailsItsTest.score() failed on task 0 of the end's selection "
+                              "test, which scores the kept policies on fresh tasks")
+    assert "the 8 failed task(s) of this policy -inf" in message
+    assert "resume the run with another select_tasks to test again, or resume it with " \
+           "select_tasks=0" in message
+    assert "'failures'" not in message and "replay_task" not in message
+    monkeypatch.setattr(FailsItsTest, "score", Risky.score)  # fixed: as the warning says,
+    again = _run(FailsItsTest(), on_error="worst", out=tmp_path, resume=True)  # not tested
+    assert all(f["mean"] == -float("inf") for f in again.selection.values())
+    again = _run(FailsItsTest(), out=tmp_path, resume=True, select_tasks=4)  # tested again
+    assert all(f["n"] == 4 and f["mean"] > -float("inf") for f in again.selection.values())
+    with pytest.warns(RuntimeWarning, match="complete but not saved: fix score"):
+        monkeypatch.undo()
+        _run(FailsItsTest(), on_error="worst")
+
+
 def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
     agent = Risky()
     result = _run(agent, out=tmp_path)

@@ -149,5 +149,11 @@ def test_a_function_can_be_maximised_and_checks_its_input():
     result = es_search.run(Function(lambda x: float(x.sum()), [1.0, 2.0]), generations=1,
                            n_jobs=1, progress=False)
     with pytest.raises(TypeError, match="x_of takes a weights dict \\(result.best_weights "
-                                        "or result.center_weights\\), got Result"):
+                                        "or result.center_weights\\) of a Function run, "
+                                        "{'x': tensor}, got Result"):
         Function.x_of(result)
+    for weights, got in (({"w": torch.zeros(2)}, "{'w': Tensor}"),  # was a KeyError
+                         ({"x": np.zeros(2), "y": 1}, "{'x': ndarray, 'y': int}")):
+        with pytest.raises(TypeError) as info:
+            Function.x_of(weights)
+        assert str(info.value).endswith(f"of a Function run, {{'x': tensor}}, got {got}")

@@ -60,7 +60,10 @@ class Function(Agent):
     @staticmethod
     def x_of(weights: Mapping[str, Any]) -> np.ndarray:
         """The vector in a weights dict (``result.best_weights``, ``center_weights``)."""
-        if not isinstance(weights, Mapping):
+        if not isinstance(weights, Mapping) or not torch.is_tensor(weights.get("x")):
+            got = "{" + ", ".join(f"{k!r}: {type(v).__name__}" for k, v in weights.items()) \
+                + "}" if isinstance(weights, Mapping) else type(weights).__name__
             raise TypeError(f"x_of takes a weights dict (result.best_weights or "
-                            f"result.center_weights), got {type(weights).__name__}")
+                            f"result.center_weights) of a Function run, {{'x': tensor}}, "
+                            f"got {got}")
         return weights["x"].detach().numpy().copy()

@@ -78,10 +78,10 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
         population, sigma = spec.population, spec.sigma
         strategy, strategy_options = spec.strategy, spec.strategy_options
     evaluator = Evaluator(agent, settings=settings)  # checks the agent, its score_kwargs
-    strategy = strategy_from(strategy, population, sigma, strategy_options)
+    strategy = strategy_from(strategy, population, sigma, strategy_options).sized(
+        agent.num_evolved())
     if spec is None and settings.out:  # what es-search test and --resume rebuild
         spec = RunSpec.describing(agent, strategy, settings.generations, settings.seed)
-    strategy.check_size(agent.num_evolved())
     # no more workers than the largest generation (n_jobs=-1 on 64 cores, 16 tasks)
     evaluator.max_workers = strategy.max_tasks(agent.num_evolved())
     if overrides(agent, "jitter_weights") and not strategy.uses_jitter_weights:

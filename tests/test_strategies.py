@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import math
 import pickle
 
@@ -387,6 +388,26 @@ def test_cma_es_on_one_weight_is_refused_at_the_call(tmp_path):
         es_search.run(Sphere(dim=1), generations=3, strategy="cma-es", n_jobs=1,
                       progress=False, out=tmp_path / "run", callbacks=[calls.append])
     assert not calls and not (tmp_path / "run").exists()  # before any work
+
+
+def test_cma_es_records_the_population_pycma_chose(tmp_path):
+    """config said population None, which the run's spec then rebuilt as the problem's
+    population (sphere's 16), not pycma's 4 + floor(3 ln n): its resume was refused."""
+    from es_search.spec import RunSpec
+    options = dict(strategy="cma-es", n_jobs=1, progress=False, select_tasks=0)
+    first = es_search.run(Sphere(dim=10), generations=2, out=tmp_path, **options)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["strategy"]["population"] == config["spec"]["population"] == \
+        len(first.history[0]["scores"]) == 10
+    spec = dataclasses.replace(RunSpec.load(tmp_path), generations=3)  # rebuilt, resumed
+    resumed = es_search.run(spec, n_jobs=1, progress=False, select_tasks=0, out=tmp_path,
+                            resume=True)
+    whole = es_search.run(Sphere(dim=10), generations=3, **options)
+    assert [r["scores"] for r in resumed.history] == [r["scores"] for r in whole.history]
+    mine = CMAES()  # an instance given is left as it was
+    assert es_search.run(Sphere(dim=10), generations=1, strategy=mine, n_jobs=1,
+                         progress=False).config["strategy"]["population"] == 10
+    assert mine.population is None
 
 
 def test_cma_es_all_non_finite_generation_keeps_the_state():

@@ -38,8 +38,11 @@ class Strategy(ABC):
         included; None: no bound): a run starts no more worker processes than that."""
         return max(self.population, self.initial_evaluations)
 
-    def check_size(self, n: int) -> None:
-        """A ValueError when it cannot search ``n`` values (``run()`` asks before work)."""
+    def sized(self, n: int) -> Strategy:
+        """This strategy for ``n`` evolved values, what depends on ``n`` decided (as its
+        ``config()`` records it); a ValueError when it cannot search them (``run()`` asks
+        before work)."""
+        return self
 
     @abstractmethod
     def init(self, center: np.ndarray, center_score: float, seed: int) -> Any:

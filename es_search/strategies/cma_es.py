@@ -1,6 +1,7 @@
 """CMA-ES through pycma's ask/tell (optional extra ``cma``), seeded by es_search."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -190,16 +191,20 @@ class CMAES(Strategy):
 
     def max_tasks(self, n: int) -> int | None:
         """pycma's population; None with restarts (IPOP and BIPOP grow it)."""
-        return None if self.restarts else self.population or 4 + int(3 * math.log(n))
+        return None if self.restarts else self.sized(n).population
 
-    def check_size(self, n: int) -> None:
+    def sized(self, n: int) -> CMAES:
+        """With pycma's population for ``n`` values, ``4 + floor(3 ln n)``, if none given."""
         if n < 2:
             raise ValueError("cma-es needs at least 2 evolved values (pycma's limit); "
                              "use adaptive-hill-climb for a single one")
+        sized = copy.copy(self)
+        sized.population = self.population or 4 + int(3 * math.log(n))
+        return sized
 
     def init(self, center: np.ndarray, center_score: float, seed: int) -> CMAESState:
         center = np.array(center, dtype=np.float64)
-        self.check_size(center.size)
+        self.sized(center.size)  # refuses a size pycma cannot search
         es = self._new_es(center, self.initial_sigma, stream_seed(seed, _STREAM))
         state = CMAESState(pickle.dumps(es, protocol=5), np.array(es.mean, dtype=np.float64),
                            float(es.sigma), int(seed))

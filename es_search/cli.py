@@ -23,7 +23,7 @@ from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, p
 from .folder import CHOSEN_WEIGHTS, TEST, RunDir
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
-from .checks import check_int, keyword_parameters
+from .checks import check_int, did_you_mean, keyword_parameters
 from .lock import held
 from .pickling import check_agent
 from .problems import BUILTINS, load_problem, problem_defaults
@@ -41,6 +41,11 @@ __all__ = ["main", "build_parser", "flag_term", "resume_command", "UsageError"]
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.problem in STRATEGIES and args.problem not in BUILTINS:
         print(_strategy_text(args.problem))
+    elif args.problem and re.fullmatch(r"[\w-]+", args.problem) and args.problem not in \
+            BUILTINS and did_you_mean(args.problem, STRATEGIES):  # a strategy misspelt
+        raise UsageError(f"unknown problem or strategy {args.problem!r}"
+                         f"{did_you_mean(args.problem, [*BUILTINS, *STRATEGIES])}; es-search "
+                         f"list names them all")
     elif args.problem:
         print(_problem_text(args.problem))
     else:

@@ -396,6 +396,9 @@ def test_a_reader_that_leaves_during_the_test_loses_no_file(tmp_path):
     (["run", "sphere", "-p", "optimum=1e400"], "optimum must be a finite number, got inf"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["list", "gym:Nope-v0"], "unknown gymnasium environment id 'Nope-v0'"),
+    (["list", "pgp"], "unknown problem or strategy 'pgp' (did you mean 'pgpe'?); es-search "
+                      "list names them all"),
+    (["list", "PGPE"], "unknown problem or strategy 'PGPE' (did you mean 'pgpe'?)"),  # hopper
     (["run", "sphere", "--csv", "/proc/x/y.csv"],
      "CSV path '/proc/x/y.csv' cannot be written: no file can be created in '/proc'"),
     (["run", "sphere", "--tensorboard", "/proc/x"],

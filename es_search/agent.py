@@ -199,6 +199,11 @@ def class_home(cls: type) -> str | None:
     return where
 
 
+def class_path(cls: type) -> str:
+    """``cls`` as a run's config names it: its :func:`class_home` (else module), its name."""
+    return f"{class_home(cls) or cls.__module__}.{cls.__qualname__}"
+
+
 def plain(value: Any, depth: int = 0) -> bool:
     """Whether JSON keeps ``value`` (short lists and str-keyed dicts, 3 levels deep)."""
     if value is None or isinstance(value, (bool, int, float, str)):

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from . import checkpoint as _checkpoint
+from .agent import class_path
 from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
@@ -73,9 +74,8 @@ class RunDir:
         """Refuse an agent other than the run's (class path ``recorded``, ``n`` values)."""
         if not recorded.endswith("." + type(agent).__qualname__) or agent.num_evolved() != n:
             raise ValueError(f"the run in {self.path} evolved {recorded} ({n} evolved "
-                             f"values); the agent given is {type(agent).__module__}."
-                             f"{type(agent).__qualname__} ({agent.num_evolved()}): pass an "
-                             f"agent built as the run's was")
+                             f"values); the agent given is {class_path(type(agent))} "
+                             f"({agent.num_evolved()}): pass an agent built as the run's was")
 
     def generations(self) -> int | None:
         """How many generations the run recorded, or None when it holds no run (a

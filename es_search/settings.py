@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from .agent import class_home, plain
+from .agent import class_path, plain
 from .checks import (check, check_bool, check_choice, check_dict, check_int, check_n_jobs,
                      check_path, check_positive_float, check_seed)
 from .selection import SELECT_TASKS, SELECTION_GENERATION
@@ -173,8 +173,7 @@ class Settings:
         from .batched import group_size  # candidates per score_batch() call (0: none)
         return {
             "spec": spec and asdict(spec),
-            "agent": f"{class_home(type(agent)) or type(agent).__module__}."
-                     f"{type(agent).__qualname__}",  # the script run's by its file
+            "agent": class_path(type(agent)),  # the script run's by its file
             "strategy": strategy.config(),
             "generations": self.generations,
             "seed": self.seed,

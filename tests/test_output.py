@@ -361,6 +361,24 @@ def test_a_saved_run_loads_as_its_result(tmp_path):
         es_search.Result.load(tmp_path / "nothing")
 
 
+def test_a_wrong_agent_is_named_as_the_run_names_its_own(tmp_path):
+    """The run's class was named by its file (.../mine.py.Flaky), the one given by the
+    module es_search loaded the file as (es_search_user_mine.Noisy)."""
+    from es_search.problems import load_problem
+    path = tmp_path / "mine.py"
+    path.write_text("import torch, es_search\n\n\nclass Flaky(es_search.Agent):\n"
+                    "    def __init__(self):\n        super().__init__()\n"
+                    "        self.w = torch.nn.Parameter(torch.zeros(3))\n\n"
+                    "    def score(self):\n        return 0.0\n\n\nclass Noisy(Flaky):\n"
+                    "    pass\n")
+    flaky, noisy = (load_problem(f"{path}:{name}") for name in ("Flaky", "Noisy"))
+    es_search.run(flaky(), generations=1, n_jobs=1, progress=False, out=tmp_path / "run")
+    with pytest.raises(ValueError) as info:
+        es_search.Result.load(tmp_path / "run", noisy())
+    assert f"evolved {path}.Flaky (3 evolved values); the agent given is {path}.Noisy (3): " \
+           f"pass an agent built as the run's was" in str(info.value)
+
+
 def test_an_unended_runs_centre_carries_the_shared_state_of_its_checkpoint(tmp_path):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):

@@ -410,6 +410,19 @@ def test_cma_es_records_the_population_pycma_chose(tmp_path):
     assert mine.population is None
 
 
+def test_pgpe_records_the_step_size_and_speed_it_uses():
+    """config said step_size None and max_speed None, though ClipUp's defaults for the
+    agent's size were what the run used."""
+    result = es_search.run(Sphere(dim=9), generations=2, strategy="pgpe", sigma=0.2,
+                           n_jobs=1, progress=False, select_tasks=0)
+    recorded = result.config["strategy"]
+    assert recorded["max_speed"] == pytest.approx(0.2 * 3 / 15)  # sigma sqrt(n) / 15
+    assert recorded["step_size"] == pytest.approx(recorded["max_speed"] / 2)
+    state = PGPE(sigma=0.2).init(np.zeros(9), 0.0, seed=0)
+    assert (state.max_speed, state.step_size) == (recorded["max_speed"], recorded["step_size"])
+    assert PGPE(step_size=0.3).sized(9).max_speed == 0.6  # EvoTorch's rule when given
+
+
 def test_cma_es_all_non_finite_generation_keeps_the_state():
     strategy = CMAES(population=4, sigma=0.5)
     state = strategy.init(np.zeros(3), 0.0, seed=0)

@@ -1,6 +1,7 @@
 """PGPE (Sehnke et al. 2010) with symmetric sampling, centred ranks and ClipUp."""
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -18,8 +19,8 @@ class PGPEState:
     center: np.ndarray  # mu, the mean of the search distribution
     stdev: np.ndarray  # sigma, one standard deviation per evolved value
     velocity: np.ndarray  # ClipUp's velocity v
-    max_speed: float  # ClipUp's speed limit (resolved at init)
-    step_size: float  # ClipUp's step size alpha (resolved at init)
+    max_speed: float  # ClipUp's speed limit (PGPE.sized's)
+    step_size: float  # ClipUp's step size alpha (PGPE.sized's)
     seed: int  # the run's seed: the noise of a candidate is noise(seed, generation, key)
 
 
@@ -80,16 +81,19 @@ class PGPE(Antithetic):
         self.stdev_max_change = check_number("stdev_max_change", stdev_max_change,
                                              "a number in (0, 1)", lambda v: 0.0 < v < 1.0)
 
+    def sized(self, n: int) -> PGPE:
+        """With ClipUp's ``max_speed`` and ``step_size`` for ``n`` values, if not given."""
+        sized = copy.copy(self)
+        sized.max_speed = self.max_speed or (2.0 * self.step_size if self.step_size else
+                                             self.initial_sigma * math.sqrt(n) / 15.0)
+        sized.step_size = self.step_size or sized.max_speed / 2.0
+        return sized
+
     def init(self, center: np.ndarray, center_score: float, seed: int) -> PGPEState:
-        center = np.array(center, dtype=np.float64)
-        max_speed = self.max_speed
-        if max_speed is None:
-            max_speed = (2.0 * self.step_size if self.step_size is not None else
-                         self.initial_sigma * math.sqrt(center.size) / 15.0)
-        step_size = self.step_size if self.step_size is not None else max_speed / 2.0
+        center, sized = np.array(center, dtype=np.float64), self.sized(np.size(center))
         return PGPEState(center, np.full(center.size, self.initial_sigma),
-                         np.zeros_like(center), float(max_speed), float(step_size),
-                         int(seed))
+                         np.zeros_like(center), float(sized.max_speed),
+                         float(sized.step_size), int(seed))
 
     def ask(self, state: PGPEState, generation: int) -> list[Candidate]:
         # one stdev array for all candidates: it pickles once per chunk of tasks

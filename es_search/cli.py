@@ -19,7 +19,7 @@ from . import bench
 from .agent import has_score_batch, overrides
 from .cli_parser import RESUMED, UsageError, build_parser, callbacks_from_args, flag_term
 from .errors import (ScoreError, SettingError, WorkerError, one_line_warnings, python_term,
-                     render, setting_message, worker_message)
+                     render, score_message, setting_message, worker_message)
 from .folder import CHOSEN_WEIGHTS, TEST, RunDir
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
@@ -349,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             silence_stdout()
         text = (setting_message(exc, term) if isinstance(exc, SettingError)  # --n-jobs
                 else worker_message(exc, f":\n  {resume_command(argv)}")
-                if isinstance(exc, WorkerError) else str(exc))
+                if isinstance(exc, WorkerError) else score_message(exc, term)
+                if isinstance(exc, ScoreError) else str(exc))
         print(text if text.startswith("es-search") else f"es-search: error: {text}",
               file=sys.stderr)  # argparse's own: "es-search run: error: ..."
         return 2 if bad_input else 1

@@ -68,9 +68,15 @@ class ScoreError(RuntimeError):
         return type(self), args, {**self.__dict__, "cause": cause}
 
 
-def score_message(error: ScoreError) -> str:
+def python_term(setting: str, value: Any = None) -> str:
+    """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
+    return setting if value is None else f"{setting}={value}"
+
+
+def score_message(error: ScoreError, term: Callable[..., str] = python_term) -> str:
     """What a :class:`ScoreError` says: the task that failed, how to replay it in this
-    process (from the run folder, or an ``evaluate()`` call's weights), its traceback."""
+    process (from the run folder, or an ``evaluate()`` call's weights), its traceback;
+    settings written by ``term``."""
     e, g, i = error, error.generation, error.index
     traceback = f"Original traceback:\n{e.remote_traceback}"
     if '"<dynamic-code>"' in e.remote_traceback:
@@ -79,7 +85,7 @@ def score_message(error: ScoreError) -> str:
                       + (".)\n" if e.group_end is not None
                          else ", and replay_task shows the file.)\n"))
     if g == SELECTION_GENERATION:  # run()'s end: the search is complete
-        return f"{selection_failure(e.method, i, e.seed, e.out)}\n{traceback}"
+        return f"{render(selection_failure(e.method, i, e.seed, e.out), term)}\n{traceback}"
     if e.group_end is not None:
         return (f"{e.method} failed on {candidates_named(range(i, e.group_end))} "
                 f"of {generation_name(g)} (the first's task seed {e.seed}), though each of them "
@@ -109,17 +115,18 @@ def score_message(error: ScoreError) -> str:
 def selection_failure(method: str, index: int, seed: int, out: Any,
                       failed: int | None = None) -> str:
     """What a ``score()`` that raised on task ``index`` of the end's selection test says (of
-    a run saved in ``out``); ``failed``: the policy's tasks that raised under
-    ``on_error="worst"``, which scored them -inf and lets the run end (None: it stopped)."""
-    tolerated, again = (f"; on_error='worst' scored the {failed} failed task(s) of this "
-                        f"policy -inf (said once per run)", " with another select_tasks to "
-                        "test again") if failed else ("", "")
+    a run saved in ``out``), a :func:`render` template; ``failed``: the policy's tasks that
+    raised under ``on_error="worst"``, which scored them -inf and lets the run end (None:
+    it stopped)."""
+    tolerated, again = (f"; {{on_error='worst'}} scored the {failed} failed task(s) of this "
+                        f"policy -inf (said once per run)", " with another {select_tasks} "
+                        "to test again") if failed else ("", "")
     saved = (f"resume the run{again}, or resume it" if out else
-             "run it again (pass out=DIR to keep the search), or run it")
-    return (f"{method} failed on task {index} of the end's selection test, which scores the "
-            f"kept policies on fresh tasks (task seed {seed}){tolerated}. The search is "
-            f"complete{'' if out else ' but not saved'}: fix score() and {saved} with "
-            f"select_tasks=0 to hand back the best evaluation untested.")
+             "run it again ({out=DIR} keeps the search), or run it")
+    return (f"{literal(method)} failed on task {index} of the end's selection test, which "
+            f"scores the kept policies on fresh tasks (task seed {seed}){tolerated}. The "
+            f"search is complete{'' if out else ' but not saved'}: fix score() and {saved} "
+            f"with {{select_tasks=0}} to hand back the best evaluation untested.")
 
 
 class TaskFailure(NamedTuple):
@@ -159,11 +166,6 @@ def worker_message(error: WorkerError, resume: str | None = None) -> str:
     before = f" (generations before {error.generation})" if error.generation >= 0 else ""
     return (f"{message} The checkpoint in {error.out}{before} is intact: after fixing the "
             f"cause, continue with" + (resume or f" run(..., out={error.out!r}, resume=True)."))
-
-
-def python_term(setting: str, value: Any = None) -> str:
-    """A setting as ``run()`` takes it: ``n_jobs``, or ``n_jobs=-1`` with a value."""
-    return setting if value is None else f"{setting}={value}"
 
 
 class _Terms(dict):

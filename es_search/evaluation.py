@@ -23,7 +23,7 @@ from .checks import check_evolved, check_is_agent, check_score_kwargs
 from .dispatch import (AVAILABLE, PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
                        in_index_order, run_claimed, score_blocks)
 from .errors import (TaskFailure, WorkerError, candidates_named, generation_name,
-                     selection_failure, warn_user)
+                     literal, selection_failure, warn_user)
 from .interrupt import sigterm_as_interrupt
 from .pickling import check_agent, check_score_kwargs_pickle, cloudpickle
 from .score_checks import warn_if_unrepeatable
@@ -207,7 +207,8 @@ class Engine:
             if generation == SELECTION_GENERATION:  # no history, nothing to replay
                 return warn_user(selection_failure(first.method, first.index, first.seed, out,
                                                    len(failures))
-                                 + f" First traceback:\n{first.traceback}")
+                                 + f" First traceback:\n{literal(first.traceback)}",
+                                 template=True)
             replay = "run with out=DIR, or see help(es_search.replay_task)" if out is None \
                 else f"es_search.replay_task(agent, out={str(out)!r}, " \
                      f"generation={first.generation}, index={first.index})"

@@ -203,6 +203,19 @@ def test_a_tolerated_failure_of_the_selection_test_warns_what_holds_for_it(tmp_p
         _run(FailsItsTest(), on_error="worst")
 
 
+def test_the_command_says_the_selection_tests_settings_as_its_flags(tmp_path, capsys):
+    """es-search run said 'resume it with select_tasks=0', a setting it has as a flag."""
+    from es_search.cli import main
+    run = ["run", "test_selection:FailsItsTest", "--generations", "2", "--strategy", "ars",
+           "--population", "4", "--n-jobs", "1", "--no-progress", "--no-test"]
+    assert main([*run, "--out", str(tmp_path)]) == 1
+    assert "The search is complete: fix score() and resume the run, or resume it with " \
+           "--select-tasks 0 to hand back" in capsys.readouterr().err
+    assert main(run) == 1
+    assert "run it again (--out DIR keeps the search), or run it with --select-tasks 0" in \
+        capsys.readouterr().err
+
+
 def test_the_run_folder_holds_the_answer_and_a_resume_keeps_it(tmp_path, monkeypatch):
     agent = Risky()
     result = _run(agent, out=tmp_path)

@@ -16,7 +16,11 @@ worker, of about 5 ms or more; ``cap1`` is one chunk per worker) and ``seconds=X
 claims,cap1,cap4``, LunarLander, the machine slower): claims 32.99 s, cap1 33.51 s
 (0.984x), cap4 33.85 s (0.975x); ``--rules claims,seconds=0.005`` (one rep): claims
 32.85 s, seconds=0.005 36.52 s (0.90x). Handing out more chunks costs more than it
-balances, over the worker loops too; claiming balances without it.
+balances, over the worker loops too; claiming balances without it. Later that day (its
+chunk rules switched claims off again; 20 generations, 5 reps on a loaded VM, reps from
+6.4 to 17.7 s): cap1 9.53 s, cap4 7.30 s, claims 10.03 s: under a load, handing out
+chunks as workers come free balances too. es_search's pools that cannot claim, the
+clusters', deal their chunks out in turn, up front: they get ``cap1``.
 Prints the median wall time and environment steps per second of each rule, and each
 against the first.
 """
@@ -31,28 +35,34 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import es_search  # noqa: E402
-from es_search import dispatch  # noqa: E402
 from es_search.dispatch import ChunkPolicy  # noqa: E402
 from es_search.problems import load_problem  # noqa: E402
 
-AUTO_IMBALANCE_FROM = ChunkPolicy.IMBALANCE_FROM
+CLAIM_UNIT, COUNT = ChunkPolicy.claim_unit, ChunkPolicy.count  # es_search's own rule
+
+
+def chunk_rule(cap: int | None, seconds: float):
+    """``ChunkPolicy.count`` for a chunk rule: tasks of 2 ms or more in chunks of about
+    ``seconds`` or more, at most ``cap`` per worker (None: any), down to one task each."""
+    def count(self, n: int, measured) -> int:
+        task = measured.task_seconds
+        if task is None or task < ChunkPolicy.BALANCE_FROM:
+            return measured.n_workers
+        per_worker = max(1, n // measured.n_workers)
+        k = max(1, min(per_worker, int(per_worker * task / seconds)))
+        return measured.n_workers * (k if cap is None else min(k, cap))
+    return count
 
 
 def one_run(task: str, generations: int, seed: int, rule: str) -> tuple[float, list, int]:
     cls = load_problem(task)
     config = dict(cls.default_config)
-    ChunkPolicy.IMBALANCE_FROM = 0.0  # the chunk rules cut whatever the shares
-    dispatch.AVAILABLE = rule == "claims"  # es_search's rule on loky
-    if rule == "claims":
-        ChunkPolicy.MAX_CHUNKS_PER_WORKER = 4
-        ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
-        ChunkPolicy.IMBALANCE_FROM = AUTO_IMBALANCE_FROM
-    elif rule.startswith("cap"):  # at most K chunks per worker, of about 5 ms or more
-        ChunkPolicy.MAX_CHUNKS_PER_WORKER = int(rule[3:])
-        ChunkPolicy.MIN_CHUNK_SECONDS = 0.005
-    else:  # chunks of about X seconds, down to one task each
-        ChunkPolicy.MAX_CHUNKS_PER_WORKER = None
-        ChunkPolicy.MIN_CHUNK_SECONDS = float(rule.split("=")[1])
+    if rule == "claims":  # es_search's rule on loky
+        ChunkPolicy.claim_unit, ChunkPolicy.count = CLAIM_UNIT, COUNT
+    else:  # no claims: chunks handed out by the main process
+        ChunkPolicy.claim_unit = lambda self, measured: 0
+        ChunkPolicy.count = chunk_rule(int(rule[3:]), 0.005) if rule.startswith("cap") \
+            else chunk_rule(None, float(rule.split("=")[1]))
     began = time.perf_counter()
     result = es_search.run(cls(), generations=generations, population=config["population"],
                            sigma=config["sigma"], strategy=config.get("strategy"),

@@ -13,7 +13,6 @@ winner (twice as many after each try it loses).
 """
 from __future__ import annotations
 
-import bisect
 import collections
 import functools
 import itertools
@@ -51,50 +50,24 @@ def chunk_bounds(n: int, parts: int, group: int = 0) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(firsts, firsts[1:]) if a < b]
 
 
-def imbalance(bounds: Sequence[tuple[int, int]], seconds: Sequence[float], n: int,
-              workers: int) -> float:
-    """How much longer the busiest of ``workers`` shares (:func:`chunk_bounds` of the
-    ``n`` tasks) ran than the average share, from the seconds of the chunks ``bounds``
-    that ran (each counted in the share where it starts).
-
-    >>> imbalance([(0, 4), (4, 8)], [1.0, 3.0], 8, 2)  # one share took 3 s, the mean 2 s
-    0.5
-    >>> imbalance([(0, 2), (2, 4), (4, 6), (6, 8)], [0.5, 0.5, 0.5, 0.5], 8, 2)
-    0.0
-    """
-    stops = [stop for _, stop in chunk_bounds(n, workers)]
-    sums = [0.0] * len(stops)
-    for (start, _), s in zip(bounds, seconds):
-        sums[bisect.bisect_right(stops, start)] += s
-    mean = sum(sums) / len(sums)
-    return max(sums) / mean - 1.0 if mean > 0 else 0.0
-
-
 @dataclass
 class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a :class:`DispatchPolicy`
-    measured (``measured``); ``evolved``, ``group``: the agent's values and group size;
-    ``timed``: under a task timeout, one task (a group) a chunk, each timed on its own."""
+    measured (``measured``): long tasks claimed where the pool can (``claims``: the local
+    workers), else one chunk per worker (a cluster pool deals its chunks out in turn: more
+    of them would not balance); ``timed``: under a task timeout, one task (a group) a
+    chunk, each timed on its own. ``evolved``, ``group``: the agent's values and group size."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
     timed: bool = False
 
-    #: chunks per worker in one round at most (None: any); each costs a hand-out
-    MAX_CHUNKS_PER_WORKER: ClassVar[int | None] = 4
-
-    #: tasks at least this long (seconds) are taken as the workers come free (claimed,
-    #: or several chunks per worker): uneven episodes or a slowed core hold less back
+    #: tasks at least this long (seconds) are claimed as the workers come free: uneven
+    #: episodes or a slowed core hold less back
     BALANCE_FROM: ClassVar[float] = 0.002
     #: agents this large claim tasks two at a time: an antithetic pair's noise (~1 ms per
     #: 10^5 values) is drawn once; smaller ones one at a time
     CLAIM_PAIRS_FROM: ClassVar[int] = 100_000
-    #: a chunk lasts at least about this long (each chunk costs a round trip) ...
-    MIN_CHUNK_SECONDS: ClassVar[float] = 0.005
-    #: ... and generations are cut finer only when the busiest worker's share ran this
-    #: much longer than the average (finer chunks cost 4-9% with even 10 ms tasks on 2
-    #: cores; LunarLander's and Hopper's shares differ by ~5%: benchmarks/chunking.py)
-    IMBALANCE_FROM: ClassVar[float] = 0.10
 
     def claim_unit(self, measured: Any) -> int:
         """Tasks a worker claims at a time (a whole group when batched); 0: chunks."""
@@ -103,18 +76,8 @@ class ChunkPolicy:
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 
     def count(self, n: int, measured: Any) -> int:
-        """Chunks for ``n`` candidates: one per worker or, for long tasks and uneven shares,
-        up to ``MAX_CHUNKS_PER_WORKER`` per worker of ``MIN_CHUNK_SECONDS`` or more."""
-        task, uneven = measured.task_seconds, measured.imbalance
-        if self.timed:
-            return n
-        if task is None or task < self.BALANCE_FROM or uneven is None \
-                or uneven < self.IMBALANCE_FROM:
-            return measured.n_workers
-        per_worker = max(1, n // measured.n_workers)
-        count = max(1, min(per_worker, int(per_worker * task / self.MIN_CHUNK_SECONDS)))
-        cap = self.MAX_CHUNKS_PER_WORKER
-        return measured.n_workers * (count if cap is None else min(count, cap))
+        """Chunks for ``n`` candidates: one per worker, or one per task when timed."""
+        return n if self.timed else measured.n_workers
 
     def bounds(self, n: int, measured: Any) -> list[tuple[int, int]]:
         return chunk_bounds(n, self.count(n, measured), self.group)
@@ -150,8 +113,8 @@ class DispatchPolicy:
 
     @property
     def imbalance(self) -> float | None:
-        """How much longer the busiest worker's share of a generation ran than the
-        average (0.1: 10%), median of the last ``WINDOW`` parallel generations."""
+        """How much longer the longest call of a parallel generation (a worker's share;
+        timed, a task) ran than the average (0.1: 10%), median of the last ``WINDOW``."""
         return statistics.median(self._imbalance) if self._imbalance else None
 
     @property

@@ -20,7 +20,7 @@ from .agent import Agent
 from .batched import group_size
 from .candidates import Candidate, share_vectors
 from .checks import check_evolved, check_is_agent, check_score_kwargs
-from .dispatch import (AVAILABLE, PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy, imbalance,
+from .dispatch import (AVAILABLE, PARALLEL, SEQUENTIAL, ChunkPolicy, DispatchPolicy,
                        in_index_order, run_claimed, score_blocks)
 from .errors import (TaskFailure, WorkerError, candidates_named, generation_name,
                      literal, selection_failure, warn_user)
@@ -260,7 +260,6 @@ class Engine:
             scores, reports, seconds = run_claimed(
                 pool, candidates, unit, head, (self.seed, generation, *tail),
                 lambda call, lost: self._retrying(call, generation, lost))
-            uneven = max(seconds) / (sum(seconds) / len(seconds)) - 1.0
         else:
             bounds = self.chunking.bounds(n, self.policy)
             args = [(*head, candidates[a:b], a, [(a, b)], None, self.seed, generation, *tail)
@@ -283,11 +282,11 @@ class Engine:
                                              if k not in done for i in range(a, b)])
             scores, reports = in_index_order([blocks for blocks, _ in results], n)
             seconds = [s for _, s in results]
-            uneven = imbalance(bounds, seconds, n, self.n_workers)
-        # with several chunks per worker, the busiest worker ran about its share of them
+        # with several chunks per worker (timed), the busiest ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)
         self.policy.completed(PARALLEL, n, time.perf_counter() - began, busy=sum(seconds),
-                              busiest=busiest, imbalance=uneven)
+                              busiest=busiest,
+                              imbalance=max(seconds) / (sum(seconds) / len(seconds)) - 1.0)
         return scores, reports
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,

@@ -174,74 +174,20 @@ def test_the_path_does_not_change_the_scores():
     assert here == there
 
 
-class UnevenSleeper(es_search.Agent):
-    """The centre (all zeros) sleeps 9.5 ms, any other candidate 0.5 ms (5 ms on
-    average); the score depends on weights only."""
-
-    def __init__(self):
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(3), requires_grad=False)
-
-    def score(self):
-        time.sleep(0.0095 if bool((self.w == 0).all()) else 0.0005)
-        return -float((self.w - 1).pow(2).sum())
-
-
-def test_uneven_shares_are_cut_into_several_chunks_per_worker_with_the_same_scores():
-    # the first worker's share (8 centres, 76 ms) is 19x the second's (8 x 0.5 ms): an
-    # imbalance of 0.9, far above the threshold even when a loaded machine adds to both
-    candidates = [es_search.Candidate("center")] * 8 + [es_search.Candidate("jitter", 0.3)] * 8
-    with Evaluator(UnevenSleeper(), seed=4, n_jobs=1) as ev:
-        center = ev.local.get_flat()
-        reference = [ev.score(g, center, candidates).scores for g in range(2)]
-    with Evaluator(UnevenSleeper(), seed=4, n_jobs=2, sequential_fallback=False) as ev:
-        assert ev.chunking.count(16, ev.policy) == 2  # nothing measured: one per worker
-        first = ev.score(0, center, candidates).scores
-        assert ev.policy.imbalance > ChunkPolicy.IMBALANCE_FROM
-        # 5 ms tasks, uneven: several per worker (four; more when a load slows the tasks)
-        assert ev.chunking.count(16, ev.policy) > 2
-        assert ev.chunking.count(3, ev.policy) == 2  # never more chunks than candidates
-        second = ev.score(1, center, candidates).scores
-    assert [first, second] == reference
-
-
-def test_even_shares_of_long_tasks_stay_one_chunk_per_worker():
-    """Finer chunks cost time of their own (the main process handles each one on the
-    workers' cores): shares that take as long as each other are not cut finer."""
-    candidates = [es_search.Candidate("jitter", 0.3)] * 16
-    with Evaluator(Sleeper(0.02), seed=4, n_jobs=2, sequential_fallback=False) as ev:
-        center = ev.local.get_flat()
-        for g in range(3):
-            ev.score(g, center, candidates)
-        # 8 x 20 ms of sleep each: a loaded machine must delay one share by 16 ms to fail
-        assert ev.policy.imbalance < ChunkPolicy.IMBALANCE_FROM
-        assert ev.chunking.count(16, ev.policy) == 2
-
-
-def measured(task, workers=2, uneven=0.5):
+def measured(task, workers=2):
     """What a DispatchPolicy measured, as the chunk policy reads it."""
-    return SimpleNamespace(n_workers=workers, task_seconds=task, imbalance=uneven)
+    return SimpleNamespace(n_workers=workers, task_seconds=task)
 
 
-def test_chunk_count_cuts_long_tasks_finer_and_respects_the_pool_cap():
-    policy, capped = ChunkPolicy(), ChunkPolicy()
-    policy.MAX_CHUNKS_PER_WORKER = None
+def test_a_generation_goes_as_one_chunk_per_worker_or_one_task_a_chunk_when_timed():
+    policy = ChunkPolicy()
     assert policy.count(16, measured(None)) == 2  # nothing measured yet
-    assert policy.count(16, measured(0.001)) == 2  # short: one per worker
-    assert policy.count(16, measured(0.05)) == 16  # long: one task a chunk
-    assert capped.count(16, measured(0.05)) == 8  # 4 chunks per worker at most
-    assert policy.count(64, measured(0.0025, 4)) == 32  # ~5 ms chunks
-    assert policy.count(3, measured(0.05)) == 2  # never more than tasks
-    assert capped.count(16, measured(0.05, uneven=None)) == 2  # shares unmeasured
-    assert capped.count(16, measured(0.05, uneven=0.05)) == 2  # even shares
-    assert capped.count(16, measured(0.05, uneven=0.15)) == 8  # uneven shares
-    for n in range(1, 40):
-        for task in (0.0025, 0.004, 0.01, 0.1):
-            count = policy.count(n, measured(task, 3))
-            assert count % 3 == 0 and 3 <= count <= max(3, n)
+    assert policy.count(16, measured(0.05)) == 2  # long tasks too (claimed, where pools can)
+    assert policy.bounds(3, measured(0.05, 4)) == [(0, 1), (1, 2), (2, 3)]  # never more than tasks
+    assert ChunkPolicy(timed=True).count(16, measured(0.05)) == 16  # each task timed alone
     # batched: chunks are whole groups of 4
-    assert ChunkPolicy(group=4).bounds(16, measured(0.05)) == [(0, 4), (4, 8), (8, 12),
-                                                               (12, 16)]
+    assert ChunkPolicy(group=4, timed=True).bounds(16, measured(0.05)) == [
+        (0, 4), (4, 8), (8, 12), (12, 16)]
 
 
 def test_claims_take_long_tasks_one_two_or_a_group_at_a_time():

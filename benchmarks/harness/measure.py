@@ -180,9 +180,9 @@ def measure_overheads(n: int, reps: int) -> dict:
 
 def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
     """Bytes through the pipe per candidate on the parallel path (fallback off), with one
-    chunk per worker (the comparison across sizes) and with the engine's own chunking
-    (tasks of 2 ms or more, such as building a 10^6-parameter candidate, are cut into
-    several chunks per worker: each chunk adds its own few hundred bytes)."""
+    chunk per worker (the comparison across sizes) and with the engine's own hand-out
+    (tasks of 2 ms or more, such as building a 10^6-parameter candidate, are claimed: each
+    worker's call carries the whole generation's candidates)."""
     out = []
     for size in sizes:
         agent = BenchAgent(size=size)

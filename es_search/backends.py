@@ -175,9 +175,8 @@ class LocalPool(Pool):
 
     local = True
 
-    def __init__(self, kind: str, n_workers: int, task_timeout: float | None = None):
+    def __init__(self, kind: str, n_workers: int):
         self.kind, self.n_workers = kind, n_workers
-        self.claims = task_timeout is None  # claimed tasks are not timed: chunks are
         self.files = SharedFiles()
         self._executor: Any = None
         self._loops: Loops | None = None
@@ -238,8 +237,8 @@ class LocalPool(Pool):
         self.files.close()
 
 
-def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
-              max_workers: int | None = None, here: bool = True) -> Pool | None:
+def open_pool(choice: tuple[Any, int], max_workers: int | None = None,
+              here: bool = True) -> Pool | None:
     """The pool ``choice`` names, or None for one worker where scores may run here (``here``);
     on this machine at most ``max_workers`` processes (a run's largest generation)."""
     kind, n_jobs = choice
@@ -248,5 +247,4 @@ def open_pool(choice: tuple[Any, int], task_timeout: float | None = None,
     if kind not in (None, "loky", "multiprocessing"):
         return DaskPool(kind, n_jobs)
     n_workers = max(1, min(n_jobs, max_workers or n_jobs))
-    return None if kind is None or n_workers == 1 and here else LocalPool(kind, n_workers,
-                                                                         task_timeout)
+    return None if kind is None or n_workers == 1 and here else LocalPool(kind, n_workers)

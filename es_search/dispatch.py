@@ -55,8 +55,8 @@ class ChunkPolicy:
     """How a parallel generation is handed to the workers, from what a :class:`DispatchPolicy`
     measured (``measured``): long tasks claimed where the pool can (``claims``: the local
     workers), else one chunk per worker (a cluster pool deals its chunks out in turn: more
-    of them would not balance); ``timed``: under a task timeout, one task (a group) a
-    chunk, each timed on its own. ``evolved``, ``group``: the agent's values and group size."""
+    would not balance); ``timed`` (a task timeout): one task (a group) a chunk, each timed,
+    none claimed. ``evolved``, ``group``: the agent's values and group size."""
     evolved: int = 0
     group: int = 0
     claims: bool = False
@@ -71,7 +71,7 @@ class ChunkPolicy:
 
     def claim_unit(self, measured: Any) -> int:
         """Tasks a worker claims at a time (a whole group when batched); 0: chunks."""
-        if not self.claims or (measured.task_seconds or 0) < self.BALANCE_FROM:
+        if not self.claims or self.timed or (measured.task_seconds or 0) < self.BALANCE_FROM:
             return 0
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 

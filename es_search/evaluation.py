@@ -115,12 +115,12 @@ class Engine:
         # a SIGTERM while workers run takes the Ctrl-C way: workers killed, not orphaned
         self._sigterm = sigterm_as_interrupt().__enter__()
         try:
-            self.pool = _backends.open_pool(self.backend, self.settings.task_timeout,
-                                            self.max_workers, self.settings.fallback)
+            self.pool = _backends.open_pool(self.backend, self.max_workers,
+                                            self.settings.fallback)
             if self.pool is None:
                 return self.close()
             self.n_workers = self.policy.n_workers = self.pool.n_workers
-            self.chunking = replace(self.chunking, claims=self.pool.claims and AVAILABLE)
+            self.chunking = replace(self.chunking, claims=self.pool.local and AVAILABLE)
             self._skeleton = self.pool.put("skeleton", skeleton_bytes(self.local))
             if not self.pool.local:  # the workers keep or derive centres
                 from .pools.centres import CentreHistory

@@ -198,6 +198,8 @@ def test_claims_take_long_tasks_one_two_or_a_group_at_a_time():
     assert ChunkPolicy(evolved=10**6, claims=True).claim_unit(measured(0.05)) == 2  # pairs
     assert ChunkPolicy(evolved=10**6, group=8, claims=True).claim_unit(measured(0.05)) == 8
     assert ChunkPolicy(evolved=10).claim_unit(measured(0.05)) == 0  # a pool without claims
+    # under a task timeout, tasks go in chunks, each timed: never claimed
+    assert ChunkPolicy(evolved=10, claims=True, timed=True).claim_unit(measured(0.05)) == 0
 
 
 def test_a_cheap_start_score_does_not_send_costly_builds_back_to_this_process():

@@ -13,9 +13,9 @@ from .runner import Mismatch, Parcel, Tracker
 
 class Pool:
     """Where the parallel path runs a generation's chunks; one per ``Evaluator``, which
-    reads what it can do from class attributes: ``local`` (this machine's processes,
-    payloads as files in ``files``; else ``put`` takes a recipe: :mod:`.centres`),
-    ``claims`` (the workers can claim tasks from a counter in ``files``).
+    reads what it can do from ``local``: this machine's processes, payloads as files in
+    ``files``, where the workers can claim tasks from a counter; else ``put`` takes a
+    recipe (:mod:`.centres`).
 
     ``put(name, value)``: a payload (bytes or an array) for the chunks; returns what to
     pass in their arguments; a later ``put`` of the name replaces it.
@@ -27,7 +27,6 @@ class Pool:
 
     n_workers = 1
     local = False
-    claims = False
 
     def abort(self) -> None:
         """Stop the running chunks now (Ctrl-C)."""

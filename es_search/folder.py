@@ -95,7 +95,7 @@ class RunDir:
                                  f"written by es_search.run(..., out=DIR) or es-search run "
                                  f"--out DIR")
         saved = _checkpoint.load(self.path / CHECKPOINT)
-        if not saved["history_lines"]:
+        if not saved["generation"]:
             raise OutFolderError(f"{self.path} holds no run to load: it stopped before its "
                                  f"first generation (start it again: it may be replaced)")
         return self.with_history(saved)
@@ -117,8 +117,8 @@ class RunDir:
 
     def with_history(self, saved: dict) -> dict:
         """Checkpoint ``saved`` with its ``history`` (and raw ``history_text``): the first
-        ``history_lines`` of ``history.jsonl``, checked against its ``history_sha256``."""
-        path, lines = self.path / HISTORY, saved["history_lines"]
+        ``generation`` lines of ``history.jsonl``, checked against its ``history_sha256``."""
+        path, lines = self.path / HISTORY, saved["generation"]
         try:
             with open(path, "rb") as f:
                 raw = [f.readline() for _ in range(lines)]
@@ -182,7 +182,6 @@ class RunFolder(RunDir):
         self._lock: Any = acquire(self.path)
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
-        self.history_lines = 0
         try:
             done = self.generations()
             if not (settings.resume or settings.overwrite) and done is not None:
@@ -229,7 +228,6 @@ class RunFolder(RunDir):
             text = "".join(self.saved["history_text"])
             atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
             self._digest = hashlib.sha256(text.encode())
-            self.history_lines = self.saved["history_lines"]
         self._history = open(self.path / HISTORY, "a" if self.saved else "w")
 
     def on_start(self, info: Any) -> None:
@@ -254,7 +252,6 @@ class RunFolder(RunDir):
             self._history.flush()
             os.fsync(self._history.fileno())
             self._digest.update(line.encode())
-            self.history_lines += 1
             # best_weights.pt goes with the checkpoint: both as of the same generation
             self._weights_due |= record.improved
             self._put_aside(record)
@@ -297,10 +294,10 @@ class RunFolder(RunDir):
             release(handle)
 
     def _put_aside(self, outcome: Any) -> None:
-        """The checkpoint as of ``outcome``, to write now or later; it holds the count and
-        SHA-256 of the history lines before it, not the history."""
-        self._pending = {**outcome.checkpoint, "history_lines": self.history_lines,
-                         "history_sha256": self._digest.hexdigest(), "config": self._config,
+        """The checkpoint as of ``outcome``, to write now or later; it holds the SHA-256
+        of the history lines before it (as many as its generation), not the history."""
+        self._pending = {**outcome.checkpoint, "history_sha256": self._digest.hexdigest(),
+                         "config": self._config,
                          # the agent's shared state may change in place before it is written
                          "shared": copy.deepcopy(outcome.checkpoint["shared"])}, outcome
 

@@ -108,10 +108,10 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                 config["resolved"] = strategy.resolved(search.state)
             callbacks += [bar, *user_callbacks]
             _call_all(callbacks, "on_start", RunInfo(
-                config, settings.out, settings.generations, search.next_generation,
+                config, settings.out, settings.generations, len(search.history),
                 list(search.history), start_agent, start))
             stop: list = []  # the callbacks whose on_generation() said stop
-            while search.next_generation < settings.generations and not stop:
+            while len(search.history) < settings.generations and not stop:
                 stop = _call_all(callbacks, "on_generation", search.step())
             stopped_by = (getattr(stop[0], "reason", None) or f"{stop[0]!r} returned True"
                           ) if stop else None

@@ -35,8 +35,7 @@ class Search:
         self.best_shared: dict | None = None
         self.evaluations = 0
         self.counters: dict[str, float] = {}
-        self.history: list[dict] = []
-        self.next_generation = 0
+        self.history: list[dict] = []  # one record per generation done
         self._zero = time.perf_counter()  # the clock at 0 seconds (summed over resumes)
 
     def start(self, seed: int) -> Generation:
@@ -63,7 +62,6 @@ class Search:
         self.counters = dict(saved["counters"])
         self.snapshots = saved["snapshots"]
         self.history = list(saved["history"])
-        self.next_generation = saved["generation"]
         self._zero -= self.history[-1]["seconds"] if self.history else 0.0
         if saved["shared"]:
             self.evaluator.local.load_shared_state(saved["shared"])
@@ -73,13 +71,13 @@ class Search:
                  scored: Scored | None = None) -> Generation:
         """The outcome the callbacks get, with the tasks of ``asked`` (generation, centre,
         candidates) that ``scored`` tolerated (``on_error="worst"``); its ``checkpoint``:
-        what continuing before ``next_generation`` needs (the run folder adds the
-        history's line count and digest, and the config)."""
+        what continuing after the history's generations needs (the run folder adds the
+        history's digest, and the config)."""
         evaluator = self.evaluator
         failures = Failures(*asked, [f.index for f in scored.failures], scored.failures,
                             scored.shared) if scored and scored.failures else None
         checkpoint = {
-            "generation": self.next_generation, "strategy": self.strategy,
+            "generation": len(self.history), "strategy": self.strategy,
             "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
             "evaluations": self.evaluations, "counters": dict(self.counters),
             "best_shared": self.best_shared, "snapshots": copy.copy(self.snapshots),
@@ -88,8 +86,8 @@ class Search:
         return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
 
     def step(self) -> Generation:
-        """Run generation ``next_generation``; its outcome."""
-        generation = self.next_generation
+        """Run the next generation (``len(history)``); its outcome."""
+        generation = len(self.history)
         strategy, evaluator = self.strategy, self.evaluator
         center = strategy.center(self.state)
         candidates = strategy.ask(self.state, generation)
@@ -117,8 +115,7 @@ class Search:
             evaluations=self.evaluations, seconds=time.perf_counter() - self._zero,
             counters=self.counters)
         self.history.append(record)
-        self.next_generation = generation + 1
-        self.snapshots.add(self.next_generation, self.center_weights)
+        self.snapshots.add(generation + 1, self.center_weights)
         return self._outcome(record, improved, (generation, center, candidates), scored)
 
     def best_weights(self) -> dict:

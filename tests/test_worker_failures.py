@@ -71,7 +71,7 @@ def test_a_worker_that_always_dies_gives_a_clear_error_and_keeps_the_checkpoint(
     assert "resume=True" in message and str(tmp_path) in message
     assert info.value.generation == 1 and 2 in info.value.indices
     ckpt = checkpoint.load(tmp_path / CHECKPOINT)
-    assert ckpt["generation"] == 1 and ckpt["history_lines"] == 1
+    assert ckpt["generation"] == 1
     assert len(read_history(tmp_path / "history.jsonl")) == 1
     assert (tmp_path / "failures" / "generation-1.pkl").exists()
 

@@ -138,10 +138,9 @@ class TensorBoard(FileCallback):
     def on_start(self, info: RunInfo) -> None:
         self.close()
         self._open()
-        event_pb2 = _proto("event_pb2")
-        first = info.history[0]["generation"] if info.history else info.first_generation
-        self._write(first, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
-        self._write_config(info.config, first)
+        event_pb2 = _proto("event_pb2")  # at step 0: the history is logged from its start
+        self._write(0, session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))
+        self._write_config(info.config)
         for record in info.history:
             self._log(record)
         self._writer.flush()
@@ -182,7 +181,7 @@ class TensorBoard(FileCallback):
             values.append(summary_pb2.Summary.Value(tag="scores", histo=histogram))
         self._write(record["generation"], summary=summary_pb2.Summary(value=values))
 
-    def _write_config(self, config: dict, step: int) -> None:
+    def _write_config(self, config: dict) -> None:
         """The config as indented JSON, for TensorBoard's text plugin."""
         summary_pb2, tensor_pb2 = _proto("summary_pb2"), _proto("tensor_pb2")
         shape = _proto("tensor_shape_pb2").TensorShapeProto
@@ -193,7 +192,7 @@ class TensorBoard(FileCallback):
         metadata = summary_pb2.SummaryMetadata(
             plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="text"))
         value = summary_pb2.Summary.Value(tag="config", metadata=metadata, tensor=tensor)
-        self._write(step, summary=summary_pb2.Summary(value=[value]))
+        self._write(0, summary=summary_pb2.Summary(value=[value]))
 
     def __repr__(self) -> str:
         return f"TensorBoard({str(self.log_dir)!r})"

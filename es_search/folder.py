@@ -18,7 +18,7 @@ from .agent import class_path
 from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
-from .lock import LOCK, OutFolderError, acquire, release
+from .lock import LOCK, OutFolderError, acquire
 from .settings import Settings
 
 CONFIG = "config.json"  # the run's spec (es_search.spec) and what run() recorded
@@ -179,7 +179,7 @@ class RunFolder(RunDir):
         self._weights_due = False  # the best improved since best_weights.pt was written
         self._started, self._generations = 0.0, 0  # since this call of run() started
         self._writing = 0.0  # seconds spent writing checkpoints since then
-        self._lock: Any = acquire(self.path)
+        self._lock = acquire(self.path)  # the open lock file: closed, released
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
         try:
@@ -289,9 +289,7 @@ class RunFolder(RunDir):
     def close(self) -> None:
         if self._history is not None:
             self._history.close()
-        if self._lock is not None:
-            handle, self._lock = self._lock, None
-            release(handle)
+        self._lock.close()
 
     def _put_aside(self, outcome: Any) -> None:
         """The checkpoint as of ``outcome``, to write now or later; it holds the SHA-256

@@ -22,7 +22,7 @@ class OutFolderError(ValueError):
 
 def acquire(path: Any) -> Any:
     """Create the folder ``path`` if needed and take its lock; return the open lock file
-    (:func:`release` gives it back); an :class:`OutFolderError` when the folder cannot be
+    (closing it gives the lock back); an :class:`OutFolderError` when the folder cannot be
     written or another run, even in this process (a flock), holds the lock."""
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -52,11 +52,6 @@ def acquire(path: Any) -> Any:
     return handle
 
 
-def release(handle: Any) -> None:
-    """Give back the lock :func:`acquire` took."""
-    handle.close()
-
-
 @contextlib.contextmanager
 def held(path: Any, what: str) -> Iterator[None]:
     """The lock of the run folder ``path`` while a reader writes in it (``what`` it does:
@@ -65,7 +60,5 @@ def held(path: Any, what: str) -> Iterator[None]:
         handle = acquire(path)
     except OutFolderError as exc:
         raise OutFolderError(f"{exc} ({what} once the run has ended)") from None
-    try:
+    with handle:
         yield
-    finally:
-        release(handle)

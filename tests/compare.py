@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from es_search.files import from_json
-from es_search.lock import acquire, release
+from es_search.lock import acquire
 
 
 def read_history(path):
@@ -32,8 +32,5 @@ def same_weights(a, b):
 @contextlib.contextmanager
 def claim(path):
     """The folder ``path``, locked while the block runs, as a run writing it holds it."""
-    key = acquire(path)
-    try:
+    with acquire(path):
         yield Path(path)
-    finally:
-        release(key)

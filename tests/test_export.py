@@ -314,13 +314,13 @@ def test_the_export_verb_writes_a_run_folders_policy(tmp_path, capsys):
                                batched_actions(result.best_agent(), obs, None), atol=1e-5)
     assert main(["export", str(tmp_path / "nowhere")]) == 2
     assert not (tmp_path / "nowhere").exists()
-    from es_search.lock import acquire, release
+    from es_search.lock import acquire
     key = acquire(out)  # as a run going on in it holds it (another thread here)
     thread = threading.Thread(target=lambda: codes.append(main(["export", str(out)])))
     codes: list = []
     thread.start()
     thread.join()
-    release(key)
+    key.close()
     assert codes == [2] and "(export it once the run has ended)" in capsys.readouterr().err
     assert main(["run", "pendulum", "--generations", "3", "--population", "4", "--n-jobs",
                  "1", "--no-progress", "--no-test", "--out", str(out), "--resume"]) == 0

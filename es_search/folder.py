@@ -162,19 +162,19 @@ class HoldsARun(OutFolderError, SettingError):
 class RunFolder(RunDir):
     """Writes one run into ``settings.out``, as a callback.
 
-    Opening it takes the folder's lock, refuses to replace a run unless ``resume`` or
+    It holds the folder's lock; :meth:`open` refuses to replace a run unless ``resume`` or
     ``overwrite`` and, with ``resume``, reads the checkpoint (``saved``) and checks it
-    against ``config``. Nothing is written before the run scores or fails: a run that
-    fails at its start leaves the run it would replace or continue whole. A checkpoint is
-    written every ``checkpoint_every`` generations unless writing them has taken more than
-    ``SHARE`` of the run's time (and ``FLOOR`` seconds): a costly one is then thinned out.
+    against ``config``. Nothing is written before the run scores or fails: a run that fails
+    at its start leaves the run it would replace or continue whole. A checkpoint is written
+    every ``checkpoint_every`` generations unless writing them has taken more than ``SHARE``
+    of the run's time (and ``FLOOR`` seconds): a costly one is then thinned out.
     """
 
     SHARE, FLOOR = 0.05, 1.0
 
     def __init__(self, settings: Settings, config: dict):
         super().__init__(settings.out)
-        self._config, self._score_kwargs = config, settings.score_kwargs  # what it writes
+        self._config, self._settings = config, settings  # what it writes
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
         self._weights_due = False  # the best improved since best_weights.pt was written
         self._started, self._generations = 0.0, 0  # since this call of run() started
@@ -182,21 +182,18 @@ class RunFolder(RunDir):
         self._lock = acquire(self.path)  # the open lock file: closed, released
         self._history: Any = None
         self._digest = hashlib.sha256()  # of the history lines the folder holds
-        try:
-            done = self.generations()
-            if not (settings.resume or settings.overwrite) and done is not None:
-                raise HoldsARun("out", str(self.path), f"holds a run already ({done} "
-                                f"generation(s) in {HISTORY})", "continue it with "
-                                "{resume=True}, replace it with {overwrite=True}, or choose "
-                                "another out folder", got=False)
-            self.saved = self._load(config) if settings.resume else None
-        except BaseException:
-            self.close()
-            raise
+        self.saved: dict | None = None
 
-    def _load(self, config: dict) -> dict | None:
-        """The checkpoint, checked against ``config`` and the history file."""
-        if not (self.path / CHECKPOINT).exists():
+    def open(self) -> dict | None:
+        """The checkpoint the run continues (``saved``; None: it starts), checked against
+        the config and the history file; a run neither resumed nor replaced is refused."""
+        done, config, settings = self.generations(), self._config, self._settings
+        if not (settings.resume or settings.overwrite) and done is not None:
+            raise HoldsARun("out", str(self.path), f"holds a run already ({done} "
+                            f"generation(s) in {HISTORY})", "continue it with "
+                            "{resume=True}, replace it with {overwrite=True}, or choose "
+                            "another out folder", got=False)
+        if not settings.resume or not (self.path / CHECKPOINT).exists():
             return None
         saved = _checkpoint.load(self.path / CHECKPOINT)
         _checkpoint.check_resumable(saved["config"], config, str(self.path))
@@ -208,7 +205,8 @@ class RunFolder(RunDir):
                                f"{saved['generation']} the run in {self.path} has already "
                                f"completed", f"resume it with {{generations}} >= "
                                f"{saved['generation']}", got=False)
-        return self.with_history(saved)
+        self.saved = self.with_history(saved)
+        return self.saved
 
     def _begin(self) -> None:
         """The run's first write."""
@@ -221,8 +219,8 @@ class RunFolder(RunDir):
                 (self.path / name).unlink(missing_ok=True)
             for generation in self.failure_generations():
                 self.failure_path(generation).unlink()
-        if self._score_kwargs and not (self.path / SCORE_KWARGS).exists():
-            _checkpoint.save(self.path / SCORE_KWARGS, dict(self._score_kwargs))
+        if self._settings.score_kwargs and not (self.path / SCORE_KWARGS).exists():
+            _checkpoint.save(self.path / SCORE_KWARGS, dict(self._settings.score_kwargs))
         dump_json(self.path / CONFIG, self._config)
         if self.saved:  # history.jsonl as of the checkpoint (replaced atomically)
             text = "".join(self.saved["history_text"])

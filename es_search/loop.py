@@ -91,19 +91,19 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                   f"its own noise, so your jitter_weights() is not used. Choose a hill "
                   f"climber, or override evolved_parameters() to choose what evolves.")
     start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
-    folder = RunFolder(settings, config) if settings.out else None
+    folder = RunFolder(settings, config) if settings.out else None  # its lock taken
     bar, search = ProgressBar(settings.progress), None
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
-    ended, scoring = None, True
-    if folder and folder.saved and folder.saved["generation"] >= settings.generations:
-        ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
-        scoring = not ended and settings.select_tasks > 0  # else no workers to start
     try:
+        saved = folder.open() if folder else None  # closed by the finally if refused
+        ended, scoring = None, True
+        if saved and saved["generation"] >= settings.generations:
+            ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
+            scoring = not ended and settings.select_tasks > 0  # else no workers to start
         # the caller's RNGs saved once, not around every generation's tasks
         with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():
             search = Search(strategy, evaluator)
-            start = search.resume(folder.saved) if folder and folder.saved else \
-                search.start(settings.seed)
+            start = search.resume(saved) if saved else search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
                 config["resolved"] = strategy.resolved(search.state)
             callbacks += [bar, *user_callbacks]

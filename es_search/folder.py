@@ -314,11 +314,10 @@ class RunFolder(RunDir):
         atomic_write(self.path / name, lambda f: torch.save(weights, f))
 
     def _save_failures(self, failures: Any) -> None:
-        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs."""
+        """What ``replay_task(agent, out=out, generation=g, index=i)`` needs but config.json."""
         if failures is None:
             return
         self._begin()
         path = self.failure_path(failures.generation)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _checkpoint.save(path, {**failures._asdict(), "seed": self._config["seed"],
-                                "score_kwargs": self._config["score_kwargs"]})
+        _checkpoint.save(path, failures._asdict())

@@ -15,8 +15,8 @@ from .worker import Payload, run_task
 
 
 def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
-    """What defines task ``(generation, index)`` of the run in ``run``: its failure
-    record, else the checkpoint when it would run that generation next."""
+    """What defines task ``(generation, index)`` of the run in ``run`` beside its config:
+    its failure record, else the checkpoint when it would run that generation next."""
     if run.failure_path(generation).exists():
         task = checkpoint.load(run.failure_path(generation))
     elif (run.path / CHECKPOINT).exists():
@@ -28,9 +28,8 @@ def _from_run_dir(run: RunDir, generation: int, index: int) -> dict:
                 f"a replay needs for the generation its checkpoint would run next "
                 f"({saved['generation']}) and for generations with failed candidates "
                 f"({stored}). Pass seed=, center= and candidate= instead")
-        strategy, state, config = saved["strategy"], saved["state"], saved["config"]
+        strategy, state = saved["strategy"], saved["state"]
         task = {"center": strategy.center(state), "candidates": strategy.ask(state, generation),
-                "seed": config["seed"], "score_kwargs": config["score_kwargs"],
                 "shared": saved["shared"]}
     else:
         raise FileNotFoundError(
@@ -77,12 +76,12 @@ def replay_task(agent: Agent, *, generation: int, index: int, out: Any = None,
     shared = None
     if out is not None:
         run = RunDir(out)
-        task = _from_run_dir(run, generation, index)
-        seed, center, shared = task["seed"], task["center"], task["shared"]
+        task, config = _from_run_dir(run, generation, index), run.config
+        seed, center, shared = config["seed"], task["center"], task["shared"]
         candidate = task["candidates"][index]
-        run.check_agent(agent, run.config.get("agent", "another agent"), np.size(center))
+        run.check_agent(agent, config["agent"], np.size(center))
         if score_kwargs is None:
-            score_kwargs = run.score_kwargs(task["score_kwargs"])
+            score_kwargs = run.score_kwargs(config["score_kwargs"])
     elif seed is None:
         raise TypeError("replay_task needs out= (a run folder) or seed= (the run's seed) "
                         "to know the task's seed")

@@ -3,7 +3,6 @@ every reader opens it, and :class:`RunFolder`, the callback that writes it as th
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 import os
@@ -293,9 +292,7 @@ class RunFolder(RunDir):
         """The checkpoint as of ``outcome``, to write now or later; it holds the SHA-256
         of the history lines before it (as many as its generation), not the history."""
         self._pending = {**outcome.checkpoint, "history_sha256": self._digest.hexdigest(),
-                         "config": self._config,
-                         # the agent's shared state may change in place before it is written
-                         "shared": copy.deepcopy(outcome.checkpoint["shared"])}, outcome
+                         "config": self._config}, outcome
 
     def save_pending(self) -> None:
         """Write the checkpoint a sparse ``checkpoint_every`` left for later, if any."""

@@ -71,8 +71,8 @@ class Search:
                  scored: Scored | None = None) -> Generation:
         """The outcome the callbacks get, with the tasks of ``asked`` (generation, centre,
         candidates) that ``scored`` tolerated (``on_error="worst"``); its ``checkpoint``:
-        what continuing after the history's generations needs (the run folder adds the
-        history's digest, and the config)."""
+        what continuing after the history's generations needs, as of now (the shared state
+        a copy, as the tasks get it; the run folder adds the history's digest, the config)."""
         evaluator = self.evaluator
         failures = Failures(*asked, [f.index for f in scored.failures], scored.failures,
                             scored.shared) if scored and scored.failures else None
@@ -81,7 +81,7 @@ class Search:
             "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
             "evaluations": self.evaluations, "counters": dict(self.counters),
             "best_shared": self.best_shared, "snapshots": copy.copy(self.snapshots),
-            "shared": dict(evaluator.local.shared_state()) if evaluator.hooks else None}
+            "shared": evaluator.shared_state()}
         stats = evaluator.stats if scored is None else scored.stats
         return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
 

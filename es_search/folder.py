@@ -175,7 +175,6 @@ class RunFolder(RunDir):
         super().__init__(settings.out)
         self._config, self._settings = config, settings  # what it writes
         self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
-        self._weights_due = False  # the best improved since best_weights.pt was written
         self._started, self._generations = 0.0, 0  # since this call of run() started
         self._writing = 0.0  # seconds spent writing checkpoints since then
         self._lock = acquire(self.path)  # the open lock file: closed, released
@@ -234,7 +233,6 @@ class RunFolder(RunDir):
         if self.saved:  # best_weights.pt as of the checkpoint (a crash may leave a later one)
             self._save_weights(BEST_WEIGHTS, info.start.best_weights())
         else:  # the starting agent, the best so far
-            self._weights_due = True
             self._put_aside(info.start)
             self.save_pending()
 
@@ -249,8 +247,6 @@ class RunFolder(RunDir):
             self._history.flush()
             os.fsync(self._history.fileno())
             self._digest.update(line.encode())
-            # best_weights.pt goes with the checkpoint: both as of the same generation
-            self._weights_due |= record.improved
             self._put_aside(record)
             done = record["generation"] + 1
             if done % self._config["checkpoint_every"] == 0 and self._writing <= max(
@@ -295,14 +291,13 @@ class RunFolder(RunDir):
                          "config": self._config}, outcome
 
     def save_pending(self) -> None:
-        """Write the checkpoint a sparse ``checkpoint_every`` left for later, if any."""
+        """Write the checkpoint a sparse ``checkpoint_every`` left for later, if any, and
+        best_weights.pt with it (both as of the same generation)."""
         if self._pending is None:
             return
         (data, outcome), began = self._pending, time.perf_counter()
         with deferred_sigint():
-            if self._weights_due:
-                self._save_weights(BEST_WEIGHTS, outcome.best_weights())
-                self._weights_due = False
+            self._save_weights(BEST_WEIGHTS, outcome.best_weights())
             _checkpoint.save(self.path / CHECKPOINT, data)
             self._pending = None
         self._writing += time.perf_counter() - began

@@ -174,7 +174,7 @@ class RunFolder(RunDir):
     def __init__(self, settings: Settings, config: dict):
         super().__init__(settings.out)
         self._config, self._settings = config, settings  # what it writes
-        self._pending: tuple | None = None  # (checkpoint, outcome) not written yet
+        self._pending: dict | None = None  # the checkpoint not written yet
         self._started, self._generations = 0.0, 0  # since this call of run() started
         self._writing = 0.0  # seconds spent writing checkpoints since then
         self._lock = acquire(self.path)  # the open lock file: closed, released
@@ -288,16 +288,16 @@ class RunFolder(RunDir):
         """The checkpoint as of ``outcome``, to write now or later; it holds the SHA-256
         of the history lines before it (as many as its generation), not the history."""
         self._pending = {**outcome.checkpoint, "history_sha256": self._digest.hexdigest(),
-                         "config": self._config}, outcome
+                         "config": self._config}
 
     def save_pending(self) -> None:
         """Write the checkpoint a sparse ``checkpoint_every`` left for later, if any, and
         best_weights.pt with it (both as of the same generation)."""
         if self._pending is None:
             return
-        (data, outcome), began = self._pending, time.perf_counter()
+        data, began = self._pending, time.perf_counter()
         with deferred_sigint():
-            self._save_weights(BEST_WEIGHTS, outcome.best_weights())
+            self._save_weights(BEST_WEIGHTS, data["best_weights"])
             _checkpoint.save(self.path / CHECKPOINT, data)
             self._pending = None
         self._writing += time.perf_counter() - began

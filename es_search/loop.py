@@ -117,7 +117,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                           ) if stop else None
             if folder:  # the whole search saved before its end's selection scores
                 folder.save_pending()
-            candidates = {BEST: search.best_weights(), CENTER: search.center_weights(),
+            candidates = {BEST: search.best, CENTER: search.center_weights(),
                           **search.snapshot_weights()}
             chosen, selection = ended or select(evaluator, candidates,
                                                 settings.select_tasks)

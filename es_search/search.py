@@ -31,8 +31,7 @@ class Search:
         self.snapshots = Snapshots()
         self.state: Any = None
         self.best_score = float("nan")
-        self.best_flat: np.ndarray | None = None
-        self.best_shared: dict | None = None
+        self.best: dict | None = None  # its weights (and the shared state scored with)
         self.evaluations = 0
         self.counters: dict[str, float] = {}
         self.history: list[dict] = []  # one record per generation done
@@ -50,15 +49,14 @@ class Search:
         # a non-finite start never counts as the best: NaN until a finite score comes
         first = scored.scores[0]
         self.best_score = first if math.isfinite(first) else math.nan
-        self.best_flat, self.best_shared = center, scored.shared
+        self.best = weights_of(self.evaluator.local, center, scored.shared)
         self._merge(scored)
         return self._outcome({}, True, (-1, center, candidates), scored)
 
     def resume(self, saved: dict) -> Generation:
         """Continue from a checkpoint's contents; the outcome (no record)."""
         self.state, self.evaluations = saved["state"], saved["evaluations"]
-        self.best_score, self.best_flat = saved["best_score"], saved["best_flat"]
-        self.best_shared = saved["best_shared"]
+        self.best_score, self.best = saved["best_score"], saved["best_weights"]
         self.counters = dict(saved["counters"])
         self.snapshots = saved["snapshots"]
         self.history = list(saved["history"])
@@ -78,12 +76,12 @@ class Search:
                             scored.shared) if scored and scored.failures else None
         checkpoint = {
             "generation": len(self.history), "strategy": self.strategy,
-            "state": self.state, "best_score": self.best_score, "best_flat": self.best_flat,
+            "state": self.state, "best_score": self.best_score, "best_weights": self.best,
             "evaluations": self.evaluations, "counters": dict(self.counters),
-            "best_shared": self.best_shared, "snapshots": copy.copy(self.snapshots),
+            "snapshots": copy.copy(self.snapshots),
             "shared": evaluator.shared_state()}
         stats = evaluator.stats if scored is None else scored.stats
-        return Generation(record, improved, failures, stats, checkpoint, evaluator.local)
+        return Generation(record, improved, failures, stats, checkpoint)
 
     def step(self) -> Generation:
         """Run the next generation (``len(history)``); its outcome."""
@@ -105,9 +103,9 @@ class Search:
         self.state = strategy.tell(self.state, generation, candidates, scores, rebuild)
         top, best = best_index(scores), self.best_score  # best: finite, or NaN (none yet)
         improved = top is not None and (math.isnan(best) or scores[top] > best)
-        if improved:
-            self.best_score, self.best_flat = scores[top], rebuild(top)
-            self.best_shared = scored.shared
+        if improved:  # kept as handed back: a weights dict, made once
+            self.best_score = scores[top]
+            self.best = weights_of(evaluator.local, rebuild(top), scored.shared)
         self._merge(scored)
         record = make_record(
             generation=generation, best_score=self.best_score, scores=scores,
@@ -117,10 +115,6 @@ class Search:
         self.history.append(record)
         self.snapshots.add(generation + 1, self.center_weights)
         return self._outcome(record, improved, (generation, center, candidates), scored)
-
-    def best_weights(self) -> dict:
-        """The best weights, with the shared state they were scored with."""
-        return weights_of(self.evaluator.local, self.best_flat, self.best_shared)
 
     def center_weights(self) -> dict:
         """The strategy's centre now (its mean; a hill climber's parent), with the

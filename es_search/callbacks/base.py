@@ -12,6 +12,7 @@ again when resuming.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import inspect
 import numbers
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
-from ..agent import weights_of
 from ..folder import RunDir
 
 HOOKS = ("on_start", "on_generation", "on_end", "on_error")
@@ -65,15 +65,14 @@ class Generation(dict):
     search's state after it). Keep ``dict(record)``, not the record, past the call."""
 
     def __init__(self, record: dict, improved: bool, failures: Failures | None,
-                 stats: dict, checkpoint: dict, agent: Any):
+                 stats: dict, checkpoint: dict):
         super().__init__(record)
         self.improved, self.failures, self.stats = improved, failures, stats
-        self.checkpoint, self._agent = checkpoint, agent
+        self.checkpoint = checkpoint
 
     def best_weights(self) -> dict:
-        """The best weights, with the shared state they were scored with."""
-        return weights_of(self._agent, self.checkpoint["best_flat"],
-                          self.checkpoint["best_shared"])
+        """The best weights, with the shared state they were scored with (a copy)."""
+        return copy.deepcopy(self.checkpoint["best_weights"])
 
 
 class Callback:

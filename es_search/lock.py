@@ -2,10 +2,9 @@
 kernel releases it when the process dies, however it dies."""
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 try:
     import fcntl
@@ -52,13 +51,10 @@ def acquire(path: Any) -> Any:
     return handle
 
 
-@contextlib.contextmanager
-def held(path: Any, what: str) -> Iterator[None]:
-    """The lock of the run folder ``path`` while a reader writes in it (``what`` it does:
-    "test it"); refused while a run goes on in it."""
+def held(path: Any, what: str) -> Any:
+    """The lock of the run folder ``path`` for a reader that writes in it (``what`` it
+    does: "test it"), held in a ``with`` block; refused while a run goes on in it."""
     try:
-        handle = acquire(path)
+        return acquire(path)
     except OutFolderError as exc:
         raise OutFolderError(f"{exc} ({what} once the run has ended)") from None
-    with handle:
-        yield

@@ -168,7 +168,7 @@ def _print_run(args: argparse.Namespace, result: Any, elapsed: float,
     """Print ``result`` and test it (``done_before``: a resumed run with no generation
     left, whose end and test are the earlier ones unless ``retested``: its end's
     selection done again with another ``--select-tasks``)."""
-    searched = result.history[-1]["seconds"] if result.history else 0.0
+    searched = result.history[-1]["seconds"]  # a run has done a generation at least
     print(f"{args.problem}: best score {result.best_score + 0.0:.6g} after "  # -0.0 reads 0
           f"{result.generations} generation{'s' if result.generations != 1 else ''}, "
           f"{result.evaluations} evaluations in {searched:.1f} s of search "

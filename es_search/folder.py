@@ -261,14 +261,12 @@ class RunFolder(RunDir):
         self.save_pending()
 
     def on_end(self, result: Any) -> None:
-        self.save_pending()
         self._save_weights(CENTER_WEIGHTS, result.center_weights)
         self._save_weights(CHOSEN_WEIGHTS, result.chosen_weights)
-        seconds = result.history[-1]["seconds"] if result.history else 0.0  # searching
         dump_json(self.path / RESULT, {  # last: the end is whole once it is there
             "best_score": result.best_score, "evaluations": result.evaluations,
-            "generations": result.generations, "seconds": seconds, "seed": result.seed,
-            "stopped_by": result.stopped_by, "chosen": result.chosen,
+            "generations": result.generations, "seconds": result.history[-1]["seconds"],
+            "seed": result.seed, "stopped_by": result.stopped_by, "chosen": result.chosen,
             "selection": result.selection, "select_tasks": self._config["select_tasks"]})
         if self._generations or not (self.path / PLOT).exists():  # else: it shows this
             with contextlib.suppress(ImportError):  # matplotlib is an extra

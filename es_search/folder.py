@@ -178,8 +178,7 @@ class RunFolder(RunDir):
         self._started, self._generations = 0.0, 0  # since this call of run() started
         self._writing = 0.0  # seconds spent writing checkpoints since then
         self._lock = acquire(self.path)  # the open lock file: closed, released
-        self._history: Any = None
-        self._digest = hashlib.sha256()  # of the history lines the folder holds
+        self._history: Any = None  # history.jsonl, open from the run's first write
         self.saved: dict | None = None
 
     def open(self) -> dict | None:
@@ -220,11 +219,11 @@ class RunFolder(RunDir):
         if self._settings.score_kwargs and not (self.path / SCORE_KWARGS).exists():
             _checkpoint.save(self.path / SCORE_KWARGS, dict(self._settings.score_kwargs))
         dump_json(self.path / CONFIG, self._config)
-        if self.saved:  # history.jsonl as of the checkpoint (replaced atomically)
-            text = "".join(self.saved["history_text"])
-            atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
-            self._digest = hashlib.sha256(text.encode())
-        self._history = open(self.path / HISTORY, "a" if self.saved else "w")
+        # history.jsonl as of the checkpoint (a new run's: empty), replaced atomically
+        text = "".join(self.saved["history_text"]) if self.saved else ""
+        atomic_write(self.path / HISTORY, lambda f: f.write(text), mode="w")
+        self._digest = hashlib.sha256(text.encode())  # of the history lines the folder holds
+        self._history = open(self.path / HISTORY, "a")
 
     def on_start(self, info: Any) -> None:
         self._begin()  # config.json with what the start decided

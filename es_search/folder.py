@@ -271,11 +271,6 @@ class RunFolder(RunDir):
             with contextlib.suppress(ImportError):  # matplotlib is an extra
                 result.plot(self.path / PLOT)
 
-    def selection(self, tasks: int) -> tuple[str, dict | None] | None:
-        """``(chosen, selection)`` of the run's end when its test had ``tasks`` tasks."""
-        end = self.end()
-        return (end["chosen"], end["selection"]) if end.get("select_tasks") == tasks else None
-
     def close(self) -> None:
         if self._history is not None:
             self._history.close()

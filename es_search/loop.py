@@ -96,9 +96,11 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
     try:
         saved = folder.open() if folder else None  # closed by the finally if refused
-        ended, scoring = None, True
+        ended, scoring = None, True  # ended: a finished run's (chosen, selection), reused
         if saved and saved["generation"] >= settings.generations:
-            ended = folder.selection(settings.select_tasks)  # (chosen, selection) or None
+            end = folder.end()  # reused when its test had as many tasks
+            if end.get("select_tasks") == settings.select_tasks:
+                ended = end["chosen"], end["selection"]
             scoring = not ended and settings.select_tasks > 0  # else no workers to start
         # the caller's RNGs saved once, not around every generation's tasks
         with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():

@@ -92,7 +92,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                   f"climber, or override evolved_parameters() to choose what evolves.")
     start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
     folder = RunFolder(settings, config) if settings.out else None  # its lock taken
-    bar, search = ProgressBar(settings.progress), None
+    bar, search = ProgressBar(settings.progress), Search(strategy, evaluator)
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
     try:
         saved = folder.open() if folder else None  # closed by the finally if refused
@@ -104,7 +104,6 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
             scoring = not ended and settings.select_tasks > 0  # else no workers to start
         # the caller's RNGs saved once, not around every generation's tasks
         with kept_global_rngs(), evaluator if scoring else contextlib.nullcontext():
-            search = Search(strategy, evaluator)
             start = search.resume(saved) if saved else search.start(settings.seed)
             if strategy.resolved(search.state):  # e.g. reevaluate="auto", decided
                 config["resolved"] = strategy.resolved(search.state)
@@ -135,7 +134,7 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
         if isinstance(exc, (ScoreError, WorkerError)):
             exc.out = "" if settings.out is None else str(settings.out)  # for its message
         elif isinstance(exc, KeyboardInterrupt):
-            interrupted(exc, settings.out, len(search.history) if search is not None else 0)
+            interrupted(exc, settings.out, len(search.history))
         raise
     finally:
         bar.close()

@@ -35,12 +35,12 @@ class Search:
         self.evaluations = 0
         self.counters: dict[str, float] = {}
         self.history: list[dict] = []  # one record per generation done
-        self._zero = time.perf_counter()  # the clock at 0 seconds (summed over resumes)
 
     def start(self, seed: int) -> Generation:
         """Score the starting agent (generation -1, as often as the strategy's
         ``initial_evaluations``, each under its own task seed) and initialise the
         strategy; the outcome (no record)."""
+        self._zero = time.perf_counter()  # the clock at 0 seconds (summed over resumes)
         center = self.evaluator.local.get_flat()
         candidates = [Candidate("center")] * self.strategy.initial_evaluations
         scored = self._score(-1, center, candidates)
@@ -60,7 +60,7 @@ class Search:
         self.counters = dict(saved["counters"])
         self.snapshots = saved["snapshots"]
         self.history = list(saved["history"])
-        self._zero -= self.history[-1]["seconds"] if self.history else 0.0
+        self._zero = time.perf_counter() - (self.history[-1]["seconds"] if self.history else 0.0)
         if saved["shared"]:
             self.evaluator.local.load_shared_state(saved["shared"])
         return self._outcome({}, False)

@@ -18,7 +18,7 @@ from .files import atomic_write
 from .pickling import cloudpickle
 
 MAGIC = b"ES_SEARCH_CKPT\x00\x01"
-VERSION = 2  # 2: the kept centres as weight dicts
+VERSION = 3  # 2: the kept centres as weight dicts; 3: the best as one, history_lines gone
 _HEADER = struct.Struct("<16sIQ32s")  # magic, version, payload length, sha256
 
 

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     found = cycles(graph)
     print(f"import cycles: {len(found)}" + "".join(f"\n  {' <-> '.join(c)}" for c in found))
     print(f"error and warning code: {error_total} of {code_total} code lines, "
-          f"{100 * error_total / code_total:.1f}% (target < 12%)")
+          f"{100 * error_total / code_total:.2f}% (target < 12%)")
     readme = root.parent / "README.md"
     if readme.is_file():
         print(f"README.md: {readme.stat().st_size:,} bytes (target <= 25,000)")

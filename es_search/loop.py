@@ -91,8 +91,8 @@ def run(agent: Agent | RunSpec, *, generations: int | None = None,
                   f"its own noise, so your jitter_weights() is not used. Choose a hill "
                   f"climber, or override evolved_parameters() to choose what evolves.")
     start_agent, config = agent.clone(), settings.config(agent, strategy, spec)
+    bar, search = ProgressBar(settings.progress), Search(strategy, evaluator)  # no tqdm yet
     folder = RunFolder(settings, config) if settings.out else None  # its lock taken
-    bar, search = ProgressBar(settings.progress), Search(strategy, evaluator)
     callbacks: list = [folder] if folder else []  # on_error: a failure of the start too
     try:
         saved = folder.open() if folder else None  # closed by the finally if refused

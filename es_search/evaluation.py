@@ -201,8 +201,9 @@ class Engine:
             warn_user(f"{type(self.local).__name__} scored {nonfinite} time(s) non-finite (NaN "
                       f"or inf) in {where}; such candidates are never kept. The history's "
                       f"'nonfinite' counts them per generation (said once per run).")
-        if failures and "failures" not in self._warned:
-            self._warned.add("failures")
+        kind = "selection" if generation == SELECTION_GENERATION else "failures"
+        if failures and kind not in self._warned:  # the selection's: its own words, once
+            self._warned.add(kind)
             first, out = failures[0], self.settings.out
             if generation == SELECTION_GENERATION:  # no history, nothing to replay
                 return warn_user(selection_failure(first.method, first.index, first.seed, out,

@@ -203,6 +203,24 @@ def test_a_tolerated_failure_of_the_selection_test_warns_what_holds_for_it(tmp_p
         _run(FailsItsTest(), on_error="worst")
 
 
+class FailsSometimes(Risky):
+    """A score that raises on a third of its tasks, in the search and in the test."""
+
+    def score(self):
+        if self.task_seed % 3 == 0:
+            raise RuntimeError("an unlucky task")
+        return super().score()
+
+
+def test_failures_in_the_search_do_not_hide_the_selection_tests():
+    """One warning for both, said once per run: the selection test's went unsaid."""
+    with pytest.warns(RuntimeWarning) as caught:
+        _run(FailsSometimes(), on_error="worst")
+    said = [str(w.message) for w in caught]
+    assert sum("of generation" in m or "starting agent" in m for m in said) == 1
+    assert sum("of the end's selection test" in m for m in said) == 1
+
+
 def test_the_command_says_the_selection_tests_settings_as_its_flags(tmp_path, capsys):
     """es-search run said 'resume it with select_tasks=0', a setting it has as a flag."""
     from es_search.cli import main

@@ -205,7 +205,7 @@ class Engine:
         if failures and kind not in self._warned:  # the selection's: its own words, once
             self._warned.add(kind)
             first, out = failures[0], self.settings.out
-            if generation == SELECTION_GENERATION:  # no history, nothing to replay
+            if kind == "selection":  # no history, nothing to replay
                 return warn_user(selection_failure(first.method, first.index, first.seed, out,
                                                    len(failures))
                                  + f" First traceback:\n{literal(first.traceback)}",

@@ -221,7 +221,8 @@ def callbacks_from_args(args: Any) -> list:
     if args.min_delta is not None and args.patience is None:
         raise ValueError("--min-delta goes with --patience N (generations without an "
                          "improvement of more than DELTA); add --patience")
-    from .callbacks import CSV, EarlyStopping, MaxTime, MLflow, StopAtScore, TensorBoard
+    from .callbacks import (CSV, EarlyStopping, MaxTime, MLflow, StopAtScore, TensorBoard,
+                            as_callbacks)
     callbacks: list = []
     if args.tensorboard is not None:
         callbacks.append(TensorBoard(args.tensorboard))
@@ -235,4 +236,4 @@ def callbacks_from_args(args: Any) -> list:
         callbacks.append(EarlyStopping(args.patience, args.min_delta or 0.0))
     if args.max_time is not None:
         callbacks.append(MaxTime(args.max_time))
-    return callbacks
+    return as_callbacks(callbacks, args.out)

@@ -440,6 +440,10 @@ def test_csv_onto_a_file_of_the_run_folder_is_refused_before_any_work(tmp_path, 
                        f"folder's own {name.split('/')[0]} (in {out}): give it a file of its "
                        f"own\n")
         assert {p: p.read_bytes() for p in out.iterdir() if p.is_file()} == files
+    empty = tmp_path / "empty"  # refused before --resume says it starts a new run there
+    assert main(["run", "sphere", *flags, "--out", str(empty), "--resume",
+                 "--csv", str(empty / "history.jsonl")]) == 2
+    assert capsys.readouterr().out == "" and not empty.exists()
 
 
 def test_true_and_false_are_read_as_a_shell_user_writes_them(tmp_path):

@@ -99,7 +99,6 @@ class DispatchPolicy:
                       for path in (SEQUENTIAL, PARALLEL)}
         self._overhead = collections.deque(maxlen=self.WINDOW)  # seconds per parallel round
         self._hint: float | None = None  # seconds of a single task (see ``completed``)
-        self._imbalance = collections.deque(maxlen=self.WINDOW)  # of parallel generations
         self._run = 0  # generations in a row on ``last``
         self._interval = {SEQUENTIAL: self.REPROBE_EVERY, PARALLEL: self.REPROBE_EVERY}
         self._reprobing: str | None = None
@@ -110,12 +109,6 @@ class DispatchPolicy:
     def task_seconds(self) -> float | None:
         times = list(self._task[SEQUENTIAL]) + list(self._task[PARALLEL])
         return statistics.median(times) if times else None
-
-    @property
-    def imbalance(self) -> float | None:
-        """How much longer the longest call of a parallel generation (a worker's share;
-        timed, a task) ran than the average (0.1: 10%), median of the last ``WINDOW``."""
-        return statistics.median(self._imbalance) if self._imbalance else None
 
     @property
     def overhead_seconds(self) -> float | None:
@@ -160,7 +153,7 @@ class DispatchPolicy:
         return best
 
     def completed(self, path: str, n: int, wall: float, busy: float | None = None,
-                  busiest: float | None = None, imbalance: float | None = None) -> None:
+                  busiest: float | None = None) -> None:
         """Report ``n`` tasks done on ``path`` in ``wall`` seconds (``busy``: the workers'
         seconds; ``busiest``: the largest chunk's). A single task here (usually a centre,
         no build) is only a hint, used while no generation has been timed."""
@@ -175,8 +168,6 @@ class DispatchPolicy:
                 self._overhead.clear()  # a re-probe after a while here: those are stale
             self._task[PARALLEL].append((wall if busy is None else busy) / n)
             self.overhead(max(0.0, wall - (busiest if busiest is not None else wall)))
-            if imbalance is not None:
-                self._imbalance.append(imbalance)
         if n > 1 or path == PARALLEL:
             self._run = self._run + 1 if path == self.last else 1
             self.counts[path] += 1
@@ -189,7 +180,6 @@ class DispatchPolicy:
     def stats(self) -> dict[str, Any]:
         """What the engine's ``stats`` show."""
         return {"task_seconds": self.task_seconds, "overhead_seconds": self.overhead_seconds,
-                "imbalance": self.imbalance,
                 "last_path": self.last, "parallel_generations": self.counts[PARALLEL],
                 "sequential_generations": self.counts[SEQUENTIAL]}
 

@@ -286,8 +286,7 @@ class Engine:
         # with several chunks per worker (timed), the busiest ran about its share of them
         busiest = max(max(seconds), sum(seconds) / self.n_workers)
         self.policy.completed(PARALLEL, n, time.perf_counter() - began, busy=sum(seconds),
-                              busiest=busiest,
-                              imbalance=max(seconds) / (sum(seconds) / len(seconds)) - 1.0)
+                              busiest=busiest)
         return scores, reports
 
     def rebuild(self, generation: int, center: np.ndarray, candidate: Candidate,

@@ -24,7 +24,7 @@ from .folder import CHOSEN_WEIGHTS, TEST, RunDir
 from .interrupt import (Terminated, end_command_start, release_workers, sigterm_as_interrupt,
                         silence_stdout)
 from .checks import check_int, did_you_mean, keyword_parameters
-from .lock import held
+from .lock import acquire
 from .pickling import check_agent
 from .problems import BUILTINS, load_problem, problem_defaults
 from .score_checks import ScoreBatchMismatch, check_score_batch, repeat_and_score
@@ -286,7 +286,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     from .export import FORMATS
     path = args.file or os.path.join(args.out, "policy" + FORMATS[args.to or "torchscript"])
     result = load_run(args.out)
-    with held(args.out, "export it"):  # of the run's answer, not of a run going on
+    with acquire(args.out, "export it"):  # of the run's answer, not of a run going on
         print(result.export(path, args.to, args.which))
     return 0
 

@@ -9,7 +9,7 @@ import torch
 
 from .files import dump_json
 from .folder import BEST_WEIGHTS, TEST, OutFolderError, RunDir
-from .lock import held
+from .lock import acquire
 from .selection import first_same
 from .spec import RunSpec
 
@@ -58,7 +58,7 @@ def held_out_test(folder: Any) -> tuple[Any, dict, str | None]:
     if not (run.path / BEST_WEIGHTS).is_file():
         raise OutFolderError(f"{run.path} has no {BEST_WEIGHTS}: its run stopped before "
                              f"its first generation")
-    with held(run.path, "test it"):  # a run going on changes its weights; test.json stays
+    with acquire(run.path, "test it"):  # a run going on changes its weights; test.json stays
         end = run.end()
         chosen = end.get("chosen", "best") if end else None
         weights = {"best": run.weights("best"), "center": run.weights("center")}

@@ -19,10 +19,12 @@ class OutFolderError(ValueError):
     """The out folder cannot be created or written, is in use, or holds a run."""
 
 
-def acquire(path: Any) -> Any:
+def acquire(path: Any, reader: str = "") -> Any:
     """Create the folder ``path`` if needed and take its lock; return the open lock file
-    (closing it gives the lock back); an :class:`OutFolderError` when the folder cannot be
-    written or another run, even in this process (a flock), holds the lock."""
+    (closing it gives the lock back; a ``with`` block holds it); an :class:`OutFolderError`
+    when the folder cannot be written or another run, even in this process (a flock),
+    holds the lock. ``reader``: what a reader that writes in the folder does ("test it"),
+    which the refusal tells to wait for the run's end."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
@@ -42,19 +44,12 @@ def acquire(path: Any) -> Any:
         handle.close()
         owner = "of this process" if owner == f"pid {os.getpid()}" else f"({owner})"
         raise OutFolderError(f"the out folder {path} is in use by another es_search run "
-                             f"{owner}; wait for it to finish, or choose another out "
-                             f"folder") from None
+                             f"{owner}; wait for it to finish, or choose another out folder"
+                             + (f" ({reader} once the run has ended)" if reader else "")
+                             ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}\n")
     handle.flush()
     return handle
 
-
-def held(path: Any, what: str) -> Any:
-    """The lock of the run folder ``path`` for a reader that writes in it (``what`` it
-    does: "test it"), held in a ``with`` block; refused while a run goes on in it."""
-    try:
-        return acquire(path)
-    except OutFolderError as exc:
-        raise OutFolderError(f"{exc} ({what} once the run has ended)") from None

@@ -585,6 +585,26 @@ def _populations(history):
     return runs
 
 
+@pytest.mark.parametrize("options, best", [
+    ({"typical_x": [5.0] * 3}, [3.0] * 3), ({"scaling_of_variables": [1, 10, 100]}, [3.0] * 3),
+    ({"bounds": [-0.5, 0.5]}, [0.5] * 3), ({"fixed_variables": {0: 1.0}}, [1.0, 3.0, 3.0])])
+def test_cma_es_centre_is_a_point_of_the_search_space_under_pycma_s_mappings(options, best):
+    """The centre was pycma's internal mean: x - typical_x, x / scaling, unbounded, or
+    without its fixed variables (a shape error after the start)."""
+    from es_search.problems import Function
+    result = es_search.run(Function(lambda x: float(((x - 3) ** 2).sum()), np.full(3, 0.2)),
+                           strategy="cma-es", generations=60, n_jobs=1, progress=False,
+                           sigma=0.3, strategy_options={"options": options})
+    center = Function.x_of(result.center_weights)
+    inside = np.abs(center) <= options.get("bounds", [0, 5])[1]  # bounds: 0.5 at most
+    assert np.allclose(center, best, atol=0.2) and np.all(inside), center
+    if "bounds" in options:  # a start outside them: said as the start's, not pycma's alone
+        with pytest.raises(ValueError, match=r"pycma cannot start cma-es from the agent's "
+                                             r"weights with options=\{'bounds': \[-0.5, 0.5\]"):
+            es_search.run(Function(lambda x: 0.0, np.ones(3)), strategy="cma-es", n_jobs=1,
+                          generations=1, progress=False, strategy_options={"options": options})
+
+
 @pytest.mark.parametrize("options", [{"options": {"tolfun": 1e-2}},
                                      {"options": {"maxfevals": 100}}, {"max_restarts": 3}])
 def test_cma_es_refuses_stopping_options_without_restarts(options):

@@ -47,6 +47,13 @@ def _global_randn(*shape: int) -> np.ndarray:
 #: which only restarts consult
 _STOPS = {"ftarget", "maxfevals", "maxiter", "timeout", "termination_callback"}
 
+def _mean(es: Any) -> np.ndarray:
+    """pycma's mean as a point of the search space (its ``result.xfavorite``): options
+    such as ``bounds``, ``typical_x`` or ``fixed_variables`` map its internal mean there."""
+    return np.array(es.gp.pheno(es.mean, into_bounds=es.boundary_handler.repair),
+                    dtype=np.float64)
+
+
 _PICKLE_EVERY = 64  # generations between pickled states: a reused state's longest replay
 
 
@@ -187,7 +194,11 @@ class CMAES(Strategy):
         options.update({key: value for key, value in given.items() if value is not None})
         with preserved_global_rngs():
             np.random.seed(seed % 2 ** 32)
-            return require("cma", "cma").CMAEvolutionStrategy(x0, sigma, options)
+            try:
+                return require("cma", "cma").CMAEvolutionStrategy(x0, sigma, options)
+            except ValueError as exc:  # e.g. a start outside options["bounds"]
+                raise ValueError(f"pycma cannot start cma-es from the agent's weights with "
+                                 f"options={self.options}: {exc}") from exc
 
     def max_tasks(self, n: int) -> int | None:
         """pycma's population; None with restarts (IPOP and BIPOP grow it)."""
@@ -206,7 +217,7 @@ class CMAES(Strategy):
         center = np.array(center, dtype=np.float64)
         self.sized(center.size)  # refuses a size pycma cannot search
         es = self._new_es(center, self.initial_sigma, stream_seed(seed, _STREAM))
-        state = CMAESState(pickle.dumps(es, protocol=5), np.array(es.mean, dtype=np.float64),
+        state = CMAESState(pickle.dumps(es, protocol=5), _mean(es),
                            float(es.sigma), int(seed))
         if self.restarts is None:
             return state
@@ -246,7 +257,7 @@ class CMAES(Strategy):
             return self._restart(state, generation, es.countevals)
         kept = _Live(es, (self, state, generation, scores)) \
             if (generation + 1) % _PICKLE_EVERY else pickle.dumps(es, protocol=5)
-        return dataclasses.replace(state, es=kept, center=np.array(es.mean, dtype=np.float64),
+        return dataclasses.replace(state, es=kept, center=_mean(es),
                                    sigma=float(es.sigma))
 
     def _restart(self, state: CMAESState, generation: int, evaluations: int) -> CMAESState:
@@ -269,5 +280,5 @@ class CMAES(Strategy):
         es = self._new_es(state.x0, sigma, stream_seed(state.seed, _STREAM, generation, 3),
                           popsize, maxiter)
         return dataclasses.replace(state, es=pickle.dumps(es, protocol=5),
-                                   center=np.array(es.mean, dtype=np.float64),
+                                   center=_mean(es),
                                    sigma=float(es.sigma))

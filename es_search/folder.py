@@ -190,6 +190,13 @@ class RunFolder(RunDir):
                             f"generation(s) in {HISTORY})", "continue it with "
                             "{resume=True}, replace it with {overwrite=True}, or choose "
                             "another out folder", got=False)
+        foreign = [] if (self.path / HISTORY).exists() else [  # no run ever began here
+            name for name in OWN if name != LOCK and (self.path / name).exists()]
+        if foreign and not settings.overwrite:
+            raise HoldsARun("out", str(self.path), f"holds files of the names a run writes "
+                            f"({', '.join(foreign)}) but no run", "move them, replace "
+                            "them with {overwrite=True}, or choose another out folder",
+                            got=False)
         if not settings.resume or not (self.path / CHECKPOINT).exists():
             return None
         saved = _checkpoint.load(self.path / CHECKPOINT)

@@ -227,6 +227,27 @@ def test_a_second_run_into_a_folder_in_use_by_another_thread_fails_at_once(tmp_p
                   resume=True)  # the lock was given back
 
 
+def test_a_folder_of_the_users_own_files_of_run_names_is_not_written_over(tmp_path):
+    """config.json, test.json, policy.pt of the user's (no run began there) were replaced
+    or deleted without a word."""
+    out = tmp_path / "project"
+    out.mkdir()
+    mine = {"config.json": b"{}", "test.json": b"[]", "policy.pt": b"mine", "notes": b"x"}
+    for name, data in mine.items():
+        (out / name).write_bytes(data)
+    for resume in (False, True):
+        with pytest.raises(es_search.OutFolderError, match=re.escape(
+                f"out={str(out)!r} holds files of the names a run writes (config.json, "
+                f"test.json, policy.pt) but no run; move them, replace them with "
+                f"overwrite=True, or choose another out folder")):
+            es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=out,
+                          resume=resume)
+        assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != LOCK} == mine
+    es_search.run(Counting(), generations=1, n_jobs=1, progress=False, out=out,
+                  overwrite=True)
+    assert not (out / "policy.pt").exists() and (out / "notes").read_bytes() == b"x"
+
+
 def test_a_folder_that_holds_a_run_is_not_replaced_by_mistake(tmp_path):
     out = tmp_path / "run"
     es_search.run(Counting(), generations=3, n_jobs=1, progress=False, out=out)

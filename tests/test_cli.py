@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from es_search.cli import main, resume_command
-from compare import read_history
+from compare import read_history, same_history
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -1112,6 +1112,39 @@ def test_a_python_run_of_a_module_class_resumes_by_file_or_module(tmp_path, monk
                      generations, "--n-jobs", "1", "--no-progress", "--no-test"]) == 0
         assert f"after {generations} generations" in capsys.readouterr().out
 
+
+
+def test_a_file_that_imports_a_module_beside_it_runs_here_and_on_the_workers(tmp_path,
+                                                                              monkeypatch):
+    """``python FILE.py`` imports the modules beside FILE; es-search failed with
+    ModuleNotFoundError (and the workers cannot import them by name either)."""
+    project = tmp_path / "project"
+    (project / "aim_pkg").mkdir(parents=True)
+    (project / "aim_help.py").write_text("def target():\n    return 1.0\n")
+    (project / "aim_pkg" / "__init__.py").write_text("SCALE = 2.0\n")
+    (project / "aimer.py").write_text(textwrap.dedent("""
+        import torch, es_search
+        from aim_help import target
+        from aim_pkg import SCALE
+
+        class Aim(es_search.Agent):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.zeros(3))
+
+            def score(self):
+                return -float(((self.w - SCALE * target()) ** 2).sum())
+    """))
+    monkeypatch.chdir(tmp_path)
+    for name in ("aim_help", "aim_pkg"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    from es_search.problems import load_problem
+    aim = load_problem("project/aimer.py:Aim")
+    assert str(project) not in sys.path
+    import es_search
+    runs = [es_search.run(aim(), generations=2, n_jobs=n, sequential_fallback=False,
+                          progress=False).history for n in (1, 2)]
+    assert same_history(*runs) and runs[0][-1]["best_score"] > -12.0
 
 
 def test_a_python_run_with_score_kwargs_resumes_from_the_command_line(tmp_path, monkeypatch,

@@ -65,10 +65,11 @@ def _import_file(path: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ProblemError(f"cannot import {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
+    module, folder = importlib.util.module_from_spec(spec), os.path.dirname(os.path.abspath(path))
     with _ARGV_LOCK:  # one file at a time: each thread restores the arguments it found
-        sys.modules[name] = module
+        sys.modules[name], known = module, set(sys.modules)
         argv, sys.argv = sys.argv, [path]  # as if run bare: not es-search's own arguments
+        sys.path.insert(0, folder)  # as `python FILE`: the modules beside it import
         try:
             spec.loader.exec_module(module)
         except RunAtImport:  # a script's unguarded run(): what it defines above the call
@@ -83,7 +84,13 @@ def _import_file(path: str) -> Any:
                                f"if __name__ == '__main__':") from exc
         finally:
             sys.argv = argv
-    cloudpickle.register_pickle_by_value(module)  # workers cannot import it by name
+            sys.path.remove(folder)
+    for other in set(sys.modules) - known:  # the modules beside it that it imported
+        file = getattr(sys.modules[other], "__file__", None) or "/"
+        if os.path.relpath(file, folder).split(os.sep) in ([other + ".py"],
+                                                           [other, "__init__.py"]):
+            cloudpickle.register_pickle_by_value(sys.modules[other])
+    cloudpickle.register_pickle_by_value(module)  # workers cannot import them by name
     return module
 
 

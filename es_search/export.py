@@ -2,10 +2,13 @@
 es_search is not installed: normalisation, network and action mapping."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
+import io
 import logging
 import os
+import re
 import warnings
 from typing import Any
 
@@ -242,22 +245,21 @@ def _write_onnx(module: torch.nn.Module, example: tuple, path: str, name: str) -
     names = list(inspect.signature(module.forward).parameters)[:len(example)]
     output = "actions" if isinstance(module, _Policy) else "output"
     shapes = [{0: torch.export.Dim.AUTO} if x.dim() else {} for x in example]
-    quiet = logging.getLogger("torch.onnx._internal.exporter._registration")
-    level = quiet.level  # not "torchvision is not installed", 4 lines in a terminal
-    quiet.setLevel(logging.ERROR)
+    quiet = logging.getLogger("torch")  # its exporter's notes and graph dumps: not the
+    level = quiet.level  # user's ("torchvision is not installed", a failure's graphs)
+    quiet.setLevel(logging.CRITICAL)
     try:
-        with warnings.catch_warnings():  # torch's own deprecation inside its exporter
-            warnings.filterwarnings("ignore", ".*LeafSpec", FutureWarning)
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.filterwarnings("ignore", ".*LeafSpec", FutureWarning)  # torch's own
             torch.onnx.export(module, example, path, input_names=names,
                               output_names=[output], dynamo=True,
                               dynamic_shapes=tuple(shapes), verbose=False,
                               external_data=False)  # one file, no empty PATH.data
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = re.sub(r"\x1b\[[0-9;]*m", "", (str(exc).strip().splitlines() or [""])[0])
         raise ValueError(f"{name}: torch.onnx.export of its forward() failed "
-                         f"({type(exc).__name__}: {first}); export it to='torchscript', "
-                         f"or write forward() with torch operations on tensors only"
-                         ) from exc
+                         f"({type(exc).__name__}: {first}); write forward() with torch "
+                         f"operations on tensors only") from exc
     finally:
         quiet.setLevel(level)
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])

@@ -211,6 +211,9 @@ def test_a_pycma_option_typo_names_the_closest():
     with pytest.raises(ValueError, match=r"unknown pycma options \['tolfunn'\] \(did you "
                                          r"mean 'tolfun'\?\); see cma.CMAOptions\(\)"):
         make_strategy("cma-es", options={"tolfunn": 1e-9})
+    with pytest.raises(ValueError, match=r"options \['verbose'\] are es_search's to set: give "
+                                         r"population=... and the run's seed; pycma prints"):
+        make_strategy("cma-es", options={"verbose": 3})
 
 
 def test_unknown_option_names_the_strategy():

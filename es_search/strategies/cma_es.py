@@ -168,8 +168,9 @@ class CMAES(Strategy):
         self.options = check_dict("options", options, "a dict of pycma options")
         if taken := {"popsize", "seed", "randn", "verbose", "verb_disp", "verb_log"} & set(
                 self.options):
-            raise ValueError(f"options {sorted(taken)} are set by es_search; use "
-                             f"population=... and the run's seed instead")
+            raise ValueError(f"options {sorted(taken)} are es_search's to set: give population"
+                             f"=... and the run's seed; pycma prints nothing and draws from "
+                             f"the run's seeded streams")
         known = require("cma", "cma").CMAOptions.defaults()
         if unknown := [k for k in self.options if k not in known]:
             hints = "".join(did_you_mean(k, list(known)) for k in unknown)

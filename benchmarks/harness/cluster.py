@@ -250,15 +250,22 @@ def measure_bytes(client: Any, backend: Any, n: int, sizes: Sequence[int] = (10,
 
 def measure_run_bytes(client: Any, backend: Any, size: int = 10**6, pop: int = 16,
                       generations: int = 5, log: Callable = print) -> dict:
-    """The targets' figure: bytes of a whole hill-climb run on the cluster."""
+    """The targets' figure: bytes of a whole hill-climb run on the cluster, its
+    ``generations`` generations of ``pop`` candidates (``bytes``: without the end's
+    selection test), and of the same run with it (``bytes_with_selection``: the test
+    sends each distinct weights it compares, e.g. an earlier centre, to the workers)."""
     import es_search
-    with ByteCounter(client) as counted:
-        es_search.run(BenchAgent(size=size), generations=generations, population=pop,
-                      sigma=SIGMA, n_jobs=-1, backend=backend, sequential_fallback=False,
-                      progress=False)
-    out = {"size": size, "pop": pop, "generations": generations, "bytes": counted.bytes}
-    log(f"run(): {size:g} params, population {pop}, {generations} generations: "
-        f"{counted.bytes / 1e6:.2f} MB written by all processes")
+    from es_search.selection import SELECT_TASKS
+    out = {"size": size, "pop": pop, "generations": generations, "select_tasks": SELECT_TASKS}
+    for key, select_tasks in (("bytes", 0), ("bytes_with_selection", SELECT_TASKS)):
+        with ByteCounter(client) as counted:
+            es_search.run(BenchAgent(size=size), generations=generations, population=pop,
+                          sigma=SIGMA, n_jobs=-1, backend=backend, sequential_fallback=False,
+                          progress=False, select_tasks=select_tasks)
+        out[key] = counted.bytes
+        log(f"run(): {size:g} params, population {pop}, {generations} generations, "
+            f"select_tasks={select_tasks}: {counted.bytes / 1e6:.2f} MB written by all "
+            f"processes")
     return out
 
 

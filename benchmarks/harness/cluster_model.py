@@ -180,9 +180,14 @@ def _bytes_and_model(result: dict, m: dict) -> list[str]:
                      f"{r['cluster_hill_climb_bytes']:,.0f} | {r['loky_moving_bytes']:,.0f} | "
                      f"{r['cluster_moving_bytes']:,.0f} |")
     rb = result["run_bytes"]
+    with_selection = (f"; with the end's selection test (select_tasks="
+                      f"{rb['select_tasks']}, which sends the weights it compares), "
+                      f"{rb['bytes_with_selection'] / 1e6:.2f} MB"
+                      if "bytes_with_selection" in rb else "")
     lines += ["", f"A whole run on Dask (hill-climb, {rb['size']:g} parameters, population "
-              f"{rb['pop']}, {rb['generations']} generations, start-up included): "
-              f"{rb['bytes'] / 1e6:.2f} MB written by all processes.", "",
+              f"{rb['pop']}, {rb['generations']} generations, start-up included, "
+              f"select_tasks=0): {rb['bytes'] / 1e6:.2f} MB written by all "
+              f"processes{with_selection}.", "",
               f"Cost model: T(N) = a0 + a1 N + ceil(P/N) (t + h) + b B(N), with a0 = "
               f"{_ms(m['a0_s'], 2)} ms, a1 = {_ms(m['a1_s'], 3)} ms per worker, h = "
               f"{m['h_s'] * 1e6:.0f} us per task, b = {_ns(m['b_s_per_byte'])} "

@@ -14,6 +14,7 @@ import torch
 
 from . import checkpoint as _checkpoint
 from .agent import class_path
+from .checks import check
 from .errors import SettingError
 from .files import atomic_write, dump_json, from_json, to_json
 from .interrupt import deferred_sigint
@@ -204,11 +205,10 @@ class RunFolder(RunDir):
         spec = saved["config"]["spec"]
         if spec:  # the run's own (a built-in by its name), longer if asked
             config["spec"] = {**spec, "generations": config["generations"]}
-        if config["generations"] < saved["generation"]:  # a run cannot be shortened
-            raise SettingError("generations", config["generations"], f"is fewer than the "
-                               f"{saved['generation']} the run in {self.path} has already "
-                               f"completed", f"resume it with {{generations}} >= "
-                               f"{saved['generation']}", got=False)
+        ran = saved["generation"]  # a run cannot be shortened
+        check("generations", config["generations"], config["generations"] >= ran,
+              f"is fewer than the {ran} the run in {self.path} has already completed",
+              f"resume it with {{generations}} >= {ran}", got=False)
         self.saved = self.with_history(saved)
         return self.saved
 

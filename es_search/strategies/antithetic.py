@@ -7,8 +7,7 @@ from typing import Sequence
 import numpy as np
 
 from ..candidates import Candidate, noise_vectors
-from ..checks import check_int
-from ..errors import SettingError
+from ..checks import check, check_int
 from .base import Strategy
 
 
@@ -23,10 +22,8 @@ class Antithetic(Strategy):
 def even_population(name: str, population: int) -> int:
     """``population``, checked: at least 2 and even (twice the number of pairs)."""
     value = check_int("population", population, 2)
-    if value % 2:
-        raise SettingError("population", value, f"even ({name} samples antithetic pairs)",
-                           f"use {{population={value + 1}}}")
-    return value
+    return check("population", value, value % 2 == 0, f"even ({name} samples antithetic "
+                 f"pairs)", f"use {{population={value + 1}}}")
 
 
 def pairs(count: int, sigma: float, vector: np.ndarray | None = None) -> list[Candidate]:

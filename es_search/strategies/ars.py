@@ -8,8 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_int, check_positive_float
-from ..errors import SettingError
+from ..checks import check, check_int, check_positive_float
 from .antithetic import Antithetic, antithetic_pairs, even_population, noise_sum
 from .base import Rebuild, worst_finite
 
@@ -68,15 +67,13 @@ class ARS(Antithetic):
         if directions is None:
             directions = 8 if population is None else population // 2
         directions = check_int("directions", directions, 1)
-        if population is not None and population != 2 * directions:
-            raise SettingError("population", population, f"2 * directions "
-                               f"({2 * directions})", f"pass {{population="
-                               f"{2 * directions}}} or leave directions out")
+        check("population", population, population in (None, 2 * directions),
+              f"2 * directions ({2 * directions})",
+              f"pass {{population={2 * directions}}} or leave directions out")
         self.directions, self.population = directions, 2 * directions
         self.top = directions if top is None else check_int("top", top, 1)
-        if self.top > directions:
-            raise SettingError("top", self.top, f"<= directions ({directions})",
-                               "use a smaller top or more directions")
+        check("top", self.top, self.top <= directions, f"<= directions ({directions})",
+              "use a smaller top or more directions")
         self.initial_sigma = check_positive_float("sigma", sigma)
         self.step_size = check_positive_float("step_size", step_size)
 

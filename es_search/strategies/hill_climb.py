@@ -8,8 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..candidates import Candidate
-from ..checks import check_int, check_positive_float
-from ..errors import SettingError
+from ..checks import check, check_int, check_positive_float
 from ..scores import best_index, same_score
 from .base import Rebuild, Strategy
 
@@ -23,10 +22,9 @@ class Climber(Strategy):
     def __init__(self, population: int, sigma: float, reevaluate: bool | str):
         self.population = check_int("population", population, 1)
         self.initial_sigma = check_positive_float("sigma", sigma)
-        if not isinstance(reevaluate, bool) and reevaluate != "auto":
-            raise SettingError("reevaluate", reevaluate, "True, False or 'auto' (re-evaluate "
-                               "when the starting agent's two scores differ)")
-        self.reevaluate = reevaluate
+        self.reevaluate = check("reevaluate", reevaluate, isinstance(reevaluate, bool) or
+                                reevaluate == "auto", "True, False or 'auto' (re-evaluate "
+                                "when the starting agent's two scores differ)")
 
     @property
     def initial_evaluations(self) -> int:  # "auto": the starting agent is scored twice

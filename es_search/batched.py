@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from .agent import has_score_batch, own_params  # noqa: F401 (helpers)
-from .checks import check_int
+from .checks import check, check_int
 from .scores import as_scores  # noqa: F401 (a helper)
 from .seeding import generators
 
@@ -58,9 +58,8 @@ def vmap_call(module: torch.nn.Module, params: Mapping[str, torch.Tensor], *args
                        f"{', '.join(map(repr, unknown))}")
     if in_dims is None:
         in_dims = (None,) * len(args)
-    if not isinstance(in_dims, tuple) or len(in_dims) != len(args):
-        raise ValueError(f"in_dims must be a tuple with one entry per argument "
-                         f"({len(args)}), got {in_dims!r}")
+    check("in_dims", in_dims, isinstance(in_dims, tuple) and len(in_dims) == len(args),
+          f"a tuple with one entry per argument ({len(args)})")
 
     def one(p: Mapping[str, torch.Tensor], *inputs: Any) -> Any:
         return functional_call(module, dict(p), inputs)

@@ -98,7 +98,7 @@ def test_any_registered_id_builds_directly_and_through_gym_prefix():
 
 @pytest.mark.parametrize("env_id,message", [("NoSuchTask-v0", "unknown gymnasium"),
                                             ("CartPole-v99", "unknown gymnasium"),
-                                            ("", "needs a gymnasium environment id")])
+                                            ("", "env_id must be a gymnasium environment id")])
 def test_unknown_id_fails_at_construction(env_id, message):
     with pytest.raises(ValueError, match=message):
         GymPolicy(env_id)

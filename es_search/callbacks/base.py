@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
+from ..checks import check
 from ..folder import RunDir
 
 HOOKS = ("on_start", "on_generation", "on_end", "on_error")
@@ -135,10 +136,9 @@ def as_callbacks(callbacks: Iterable[Any], out: Any = None) -> list[Callback]:
     file of the run folder ``out``."""
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = [callbacks]
-    if isinstance(callbacks, (str, bytes)) or not hasattr(callbacks, "__iter__"):
-        raise TypeError(f"callbacks must be a list of callables taking the generation's "
-                        f"record (a dict) or of es_search.callbacks.Callback objects, got "
-                        f"{callbacks!r}")
+    check("callbacks", callbacks, not isinstance(callbacks, (str, bytes)) and hasattr(
+        callbacks, "__iter__"), "a list of callables taking the generation's record (a "
+        "dict) or of es_search.callbacks.Callback objects")
     wrapped: list[Callback] = []
     for i, cb in enumerate(callbacks):
         if isinstance(cb, type):  # callable, and has the methods: it would fail later

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..agent import Agent
-from ..checks import check_bool, check_choice, check_dict, check_int, check_number
+from ..checks import check, check_bool, check_choice, check_dict, check_int, check_number
 from ..moments import Moments
 from .gym_env import make_env
 
@@ -72,9 +72,9 @@ class ControlPolicy(Agent):
             hidden = check_int("hidden", hidden, 0, " (units of one tanh hidden layer; 0: "
                                "a linear policy)")
             hidden = (hidden,) if hidden else ()
-        if isinstance(hidden, str) or not isinstance(hidden, Iterable):
-            raise TypeError(f"hidden must be an int (units of one tanh hidden layer, 0: a "
-                            f"linear policy) or a tuple of ints (one per layer), got {hidden!r}")
+        check("hidden", hidden, not isinstance(hidden, str) and isinstance(hidden, Iterable),
+              "an int (units of one tanh hidden layer, 0: a linear policy) or a tuple of ints "
+              "(one per layer)")
         self.hidden = tuple(check_int("hidden", h, 1, " units per layer (0: a linear policy)")
                             for h in hidden)
         self.episodes = check_int("episodes", episodes, 1)
@@ -147,9 +147,8 @@ class GymPolicy(ControlPolicy):
         env_id = fixed if env_id is None else env_id
         self.crn, self.squash = check_bool("crn", crn), check_bool("squash", squash)
         self._settings(hidden, episodes, max_steps, greedy)
-        if not isinstance(env_id, str) or not env_id:
-            raise ValueError(f"GymPolicy needs a gymnasium environment id, e.g. "
-                             f"GymPolicy('CartPole-v1'), got {env_id!r}")
+        check("env_id", env_id, isinstance(env_id, str) and env_id, "a gymnasium "
+              "environment id, e.g. GymPolicy('CartPole-v1')")
         self.normalize = ("fixed" if normalize else "off") if isinstance(normalize, bool) \
             else check_choice("normalize", normalize, NORMALIZE_MODES,
                               " (or True = 'fixed', False = 'off')")

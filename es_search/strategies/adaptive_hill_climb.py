@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..checks import check_number, check_positive_float
+from ..checks import check, check_number, check_positive_float
 from .hill_climb import Climber, HillClimbState
 
 
@@ -62,9 +62,9 @@ class AdaptiveHillClimb(Climber):
         self.min_sigma, self.max_sigma = (
             None if value is None else check_positive_float(name, value)
             for name, value in (("min_sigma", min_sigma), ("max_sigma", max_sigma)))
-        if (self.min_sigma or 0.0) > (self.max_sigma or math.inf):
-            raise ValueError(f"min_sigma ({self.min_sigma}) must not exceed max_sigma "
-                             f"({self.max_sigma})")
+        check("min_sigma", self.min_sigma, (self.min_sigma or 0.0) <= (
+            self.max_sigma or math.inf), f"must not exceed max_sigma ({self.max_sigma})",
+            got=False)
         # c_p, the smoothing of the success rate (Igel, Hansen & Roth 2007)
         lam, p = self.population, self.target_success
         self.smoothing = p * lam / (2.0 + p * lam)

@@ -75,12 +75,9 @@ class ChunkPolicy:
             return 0
         return self.group or (2 if self.evolved >= self.CLAIM_PAIRS_FROM else 1)
 
-    def count(self, n: int, measured: Any) -> int:
-        """Chunks for ``n`` candidates: one per worker, or one per task when timed."""
-        return n if self.timed else measured.n_workers
-
     def bounds(self, n: int, measured: Any) -> list[tuple[int, int]]:
-        return chunk_bounds(n, self.count(n, measured), self.group)
+        """The chunks of ``n`` candidates: one per worker, or one per task when timed."""
+        return chunk_bounds(n, n if self.timed else measured.n_workers, self.group)
 
 
 class DispatchPolicy:

@@ -181,10 +181,11 @@ def measured(task, workers=2):
 
 def test_a_generation_goes_as_one_chunk_per_worker_or_one_task_a_chunk_when_timed():
     policy = ChunkPolicy()
-    assert policy.count(16, measured(None)) == 2  # nothing measured yet
-    assert policy.count(16, measured(0.05)) == 2  # long tasks too (claimed, where pools can)
+    assert policy.bounds(16, measured(None)) == [(0, 8), (8, 16)]  # nothing measured yet
+    # long tasks too (claimed, where pools can)
+    assert policy.bounds(16, measured(0.05)) == [(0, 8), (8, 16)]
     assert policy.bounds(3, measured(0.05, 4)) == [(0, 1), (1, 2), (2, 3)]  # never more than tasks
-    assert ChunkPolicy(timed=True).count(16, measured(0.05)) == 16  # each task timed alone
+    assert len(ChunkPolicy(timed=True).bounds(16, measured(0.05))) == 16  # each timed alone
     # batched: chunks are whole groups of 4
     assert ChunkPolicy(group=4, timed=True).bounds(16, measured(0.05)) == [
         (0, 4), (4, 8), (8, 12), (12, 16)]

@@ -26,15 +26,14 @@ def acquire(path: Any, reader: str = "") -> Any:
     holds the lock. ``reader``: what a reader that writes in the folder does ("test it"),
     which the refusal tells to wait for the run's end."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutFolderError(f"cannot use {path} as the out folder: it is a file, not a "
-                             f"folder (choose a folder path; it is created if missing)")
     try:
         path.mkdir(parents=True, exist_ok=True)
         handle = open(path / LOCK, "a+")
-    except OSError as exc:
-        raise OutFolderError(f"cannot use {path} as the out folder: {exc.strerror or exc}"
-                             f" (choose a folder you can write)") from None
+    except OSError as exc:  # a file there, too: mkdir's FileExistsError
+        why = "it is a file, not a folder (choose a folder path; it is created if missing)" \
+            if path.exists() and not path.is_dir() else \
+            f"{exc.strerror or exc} (choose a folder you can write)"
+        raise OutFolderError(f"cannot use {path} as the out folder: {why}") from None
     try:
         if fcntl is not None:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -74,10 +74,12 @@ def check_evolved(agent: Agent) -> None:
                          f"override evolved_parameters()){also}")
 
 
-def check(name: str, value: Any, ok: Any, rule: str, fix: str = "", got: bool = True) -> Any:
-    """``value`` when ``ok`` holds, else ``SettingError(name, value, rule, fix, got)``."""
+def check(name: str, value: Any, ok: Any, rule: str, fix: str = "", got: bool = True,
+          error: type[SettingError] = SettingError) -> Any:
+    """``value`` when ``ok`` holds, else ``error(name, value, rule, fix, got)`` (a
+    :class:`SettingError`, or a subclass)."""
     if not ok:
-        raise SettingError(name, value, rule, fix, got)
+        raise error(name, value, rule, fix, got)
     return value
 
 

@@ -186,18 +186,15 @@ class RunFolder(RunDir):
         """The checkpoint the run continues (``saved``; None: it starts), checked against
         the config and the history file; a run neither resumed nor replaced is refused."""
         done, config, settings = self.generations(), self._config, self._settings
-        if not (settings.resume or settings.overwrite) and done is not None:
-            raise HoldsARun("out", str(self.path), f"holds a run already ({done} "
-                            f"generation(s) in {HISTORY})", "continue it with "
-                            "{resume=True}, replace it with {overwrite=True}, or choose "
-                            "another out folder", got=False)
+        check("out", str(self.path), settings.resume or settings.overwrite or done is None,
+              f"holds a run already ({done} generation(s) in {HISTORY})", "continue it with "
+              "{resume=True}, replace it with {overwrite=True}, or choose another out folder",
+              False, HoldsARun)
         foreign = [] if (self.path / HISTORY).exists() else [  # no run ever began here
             name for name in OWN if name != LOCK and (self.path / name).exists()]
-        if foreign and not settings.overwrite:
-            raise HoldsARun("out", str(self.path), f"holds files of the names a run writes "
-                            f"({', '.join(foreign)}) but no run", "move them, replace "
-                            "them with {overwrite=True}, or choose another out folder",
-                            got=False)
+        check("out", str(self.path), not foreign or settings.overwrite, f"holds files of the "
+              f"names a run writes ({', '.join(foreign)}) but no run", "move them, replace "
+              "them with {overwrite=True}, or choose another out folder", False, HoldsARun)
         if not settings.resume or not (self.path / CHECKPOINT).exists():
             return None
         saved = _checkpoint.load(self.path / CHECKPOINT)

@@ -43,16 +43,16 @@ def _global_randn(*shape: int) -> np.ndarray:
     return _RNG.standard_normal(shape)
 
 
-#: pycma's stopping criteria (with every ``tol...`` option): read by its ``stop()``,
-#: which only restarts consult
-_STOPS = {"ftarget", "maxfevals", "maxiter", "timeout", "termination_callback"}
-
 def _mean(es: Any) -> np.ndarray:
     """pycma's mean as a point of the search space (its ``result.xfavorite``): options
     such as ``bounds``, ``typical_x`` or ``fixed_variables`` map its internal mean there."""
     return np.array(es.gp.pheno(es.mean, into_bounds=es.boundary_handler.repair),
                     dtype=np.float64)
 
+
+#: pycma's stopping criteria (with every ``tol...`` option): read by its ``stop()``,
+#: which only restarts consult
+_STOPS = {"ftarget", "maxfevals", "maxiter", "timeout", "termination_callback"}
 
 _PICKLE_EVERY = 64  # generations between pickled states: a reused state's longest replay
 

@@ -198,7 +198,7 @@ def measure_payload(sizes: Sequence[int], pop: int, n: int) -> list[dict]:
                 center = moved(center)
                 _, sent = _time(lambda: ev.score(1, center, candidates))
                 files = shared_bytes(ev) - files
-                chunks = ev.chunking.count(pop, ev.policy)
+                chunks = len(ev.chunking.bounds(pop, ev.policy))
             if label == "one_chunk":
                 row.update(bytes_per_candidate=sent / pop, shared_file_bytes_per_generation=files)
             else:
